@@ -1,0 +1,1 @@
+//! The GPU layer (see docs/ARCHITECTURE.md).
