@@ -1,1 +1,56 @@
-fn main() {}
+//! Project automation, run as `cargo xtask <command>` (alias in `.cargo/config.toml`).
+
+mod models;
+mod test;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "rullama project automation")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Fetch, join, verify and cache the real test models listed in data/models.toml.
+    Models {
+        /// Fetch only these models (short names); all when omitted.
+        names: Vec<String>,
+    },
+    /// The whole test suite, as CI runs it: Python reference deps, models, fmt, clippy, tests.
+    Test {
+        /// Skip `cargo fmt --check` and clippy (faster local runs).
+        #[arg(long)]
+        no_lint: bool,
+    },
+}
+
+/// The repository root: xtask lives one level below it.
+fn repo_root() -> PathBuf {
+    let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest_dir
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or(manifest_dir)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let root = repo_root();
+    let result = match cli.command {
+        Command::Models { names } => models::run(&root, &names),
+        Command::Test { no_lint } => test::run(&root, !no_lint),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,1 +1,36 @@
-fn main() {}
+//! `rullama`: run and inspect GGUF models from the command line.
+
+mod commands;
+mod units;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Run large language models from GGUF files (and Ollama's store) on any GPU.
+#[derive(Parser)]
+#[command(name = "rullama", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Describe a model file: architecture, hyper-parameters, tokenizer, tensors.
+    Inspect(commands::inspect::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Inspect(args) => commands::inspect::run(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -221,14 +221,20 @@ impl GgmlType {
             Nvfp4 => (64, 4 + 32),
             Q1_0G128 => (128, 2 + 16),
         };
-        BlockLayout { block_size, type_size }
+        BlockLayout {
+            block_size,
+            type_size,
+        }
     }
 
     /// Bytes taken by `n_elements` weights, or `None` when `n_elements` is not a whole number
     /// of blocks or the product overflows.
     pub fn bytes_for(self, n_elements: u64) -> Option<u64> {
-        let BlockLayout { block_size, type_size } = self.layout();
-        if n_elements % block_size as u64 != 0 {
+        let BlockLayout {
+            block_size,
+            type_size,
+        } = self.layout();
+        if !n_elements.is_multiple_of(block_size as u64) {
             return None;
         }
         (n_elements / block_size as u64).checked_mul(type_size as u64)
