@@ -1,7 +1,9 @@
 //! Project automation, run as `cargo xtask <command>` (alias in `.cargo/config.toml`).
 
 mod models;
+mod parity;
 mod test;
+mod wgsl;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -22,6 +24,10 @@ enum Command {
         /// Fetch only these models (short names); all when omitted.
         names: Vec<String>,
     },
+    /// Check kernels and formats against their references; prints a table, fails on any miss.
+    Parity(parity::Args),
+    /// Parse and validate every shader with naga; check its bindings against the Rust side.
+    Wgsl,
     /// The whole test suite, as CI runs it: Python reference deps, models, fmt, clippy, tests.
     Test {
         /// Skip `cargo fmt --check` and clippy (faster local runs).
@@ -44,6 +50,8 @@ fn main() -> ExitCode {
     let root = repo_root();
     let result = match cli.command {
         Command::Models { names } => models::run(&root, &names),
+        Command::Parity(args) => parity::run(&root, &args),
+        Command::Wgsl => wgsl::run(&root),
         Command::Test { no_lint } => test::run(&root, !no_lint),
     };
     match result {

@@ -1,7 +1,7 @@
 //! `cargo xtask test`: the whole suite, exactly as CI runs it (`.ci/run` calls this).
 //!
 //! Order: the Python reference the format tests compare against, the real models, formatting
-//! and lints, then every test in the workspace. Each step stops the run on failure.
+//! and lints, shader validation, every test in the workspace, then the parity suites. Each step stops the run on failure.
 
 use std::path::Path;
 use std::process::Command;
@@ -26,8 +26,11 @@ pub fn run(root: &Path, lint: bool) -> Result<(), String> {
             ],
         )?;
     }
+    eprintln!("==> cargo xtask wgsl");
+    crate::wgsl::run(root)?;
     cargo(root, &["test", "--workspace"])?;
-    Ok(())
+    eprintln!("==> cargo xtask parity");
+    crate::parity::run(root, &crate::parity::Args::default())
 }
 
 /// Install `gguf` 0.19.0 and numpy for python3 unless they are already there.

@@ -1,1 +1,31 @@
-//! The GPU layer (see docs/ARCHITECTURE.md).
+//! The GPU layer (see docs/KERNELS.md): a wgpu device with its real limits, a pipeline table
+//! keyed by [`PipelineKey`], GPU tensors, and steps: lists of [`Op`] values built once into
+//! dispatches (one uniform arena, cached bind groups) and replayed in one compute pass.
+//! Every kernel in [`ops`] has a CPU reference beside it.
+
+pub mod device;
+pub mod error;
+pub mod format;
+pub mod op;
+pub mod ops;
+pub mod pipeline;
+pub mod readback;
+pub mod shader;
+pub mod step;
+pub mod tensor;
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod testutil;
+
+pub use device::{Caps, Gpu};
+pub use error::GpuError;
+pub use format::GpuFormat;
+pub use op::{Op, grid_1d};
+pub use pipeline::{Kernel, PipelineKey};
+pub use readback::Readback;
+pub use step::{OpId, Step, StepBuilder};
+pub use tensor::{
+    BufferId, Dtype, GpuBuffer, GpuTensor, GpuWeight, View, WeightChunk, WeightShape,
+};

@@ -1,0 +1,143 @@
+//! Opening a wgpu device: adapter choice, real limits, optional features.
+
+use crate::error::GpuError;
+use crate::pipeline::PipelineTable;
+
+/// Optional features the kernels may use. Every kernel also has a path without them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caps {
+    /// `Features::SHADER_F16` is on: WGSL `enable f16;` works.
+    pub shader_f16: bool,
+    /// `Features::SUBGROUP` is on: subgroup builtins and operations work.
+    pub subgroup: bool,
+    /// Smallest and largest subgroup size the adapter reports (0 when unknown).
+    pub subgroup_min_size: u32,
+    pub subgroup_max_size: u32,
+}
+
+/// An open device with the limits of its adapter and the pipeline table built on it.
+#[derive(Debug)]
+pub struct Gpu {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub info: wgpu::AdapterInfo,
+    /// The adapter's own limits, requested in full (not wgpu's conservative defaults).
+    pub limits: wgpu::Limits,
+    pub caps: Caps,
+    pub(crate) pipelines: PipelineTable,
+}
+
+/// Preference order: discrete, integrated, virtual/other, then CPU (lavapipe).
+fn rank(t: wgpu::DeviceType) -> u8 {
+    match t {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu | wgpu::DeviceType::Other => 2,
+        wgpu::DeviceType::Cpu => 3,
+    }
+}
+
+/// Picks an adapter: `filter` (from `RULLAMA_ADAPTER`) is an index into `adapters` or a
+/// case-insensitive substring of the adapter name; without it, the best-ranked one.
+fn choose(adapters: Vec<wgpu::Adapter>, filter: Option<&str>) -> Result<wgpu::Adapter, GpuError> {
+    let seen = adapters.len();
+    let no_adapter = |filter: &str| GpuError::NoAdapter {
+        seen,
+        filter: filter.to_string(),
+    };
+    match filter {
+        Some(f) => {
+            let wanted = f.to_lowercase();
+            let index = f.parse::<usize>().ok();
+            adapters
+                .into_iter()
+                .enumerate()
+                .find(|(i, a)| {
+                    Some(*i) == index || a.get_info().name.to_lowercase().contains(&wanted)
+                })
+                .map(|(_, a)| a)
+                .ok_or_else(|| no_adapter(&format!(" matching RULLAMA_ADAPTER={f:?}")))
+        }
+        None => adapters
+            .into_iter()
+            .min_by_key(|a| rank(a.get_info().device_type))
+            .ok_or_else(|| no_adapter("")),
+    }
+}
+
+/// Adapters of the primary backends (Vulkan, Metal, DX12, WebGPU); OpenGL only if there are none.
+fn enumerate() -> Vec<wgpu::Adapter> {
+    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
+    let primary = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::PRIMARY));
+    if !primary.is_empty() {
+        return primary;
+    }
+    pollster::block_on(instance.enumerate_adapters(wgpu::Backends::SECONDARY))
+}
+
+impl Gpu {
+    /// Every adapter wgpu can see, in enumeration order (the indices `RULLAMA_ADAPTER` uses).
+    pub fn list_adapters() -> Vec<wgpu::AdapterInfo> {
+        enumerate().iter().map(|a| a.get_info()).collect()
+    }
+
+    /// Opens the adapter named by `RULLAMA_ADAPTER`, or the best one.
+    pub fn open() -> Result<Gpu, GpuError> {
+        let filter = std::env::var("RULLAMA_ADAPTER").ok();
+        Self::open_with(filter.as_deref())
+    }
+
+    /// Opens the adapter that `filter` names (index or name substring), or the best one.
+    pub fn open_with(filter: Option<&str>) -> Result<Gpu, GpuError> {
+        let adapter = choose(enumerate(), filter)?;
+        let info = adapter.get_info();
+        let wanted = wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP;
+        let features = adapter.features() & wanted;
+        let limits = adapter.limits();
+        let desc = wgpu::DeviceDescriptor {
+            label: Some("rullama"),
+            required_features: features,
+            required_limits: limits.clone(),
+            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        };
+        let (device, queue) =
+            pollster::block_on(adapter.request_device(&desc)).map_err(|source| {
+                GpuError::RequestDevice {
+                    adapter: info.name.clone(),
+                    source,
+                }
+            })?;
+        let caps = Caps {
+            shader_f16: features.contains(wgpu::Features::SHADER_F16),
+            subgroup: features.contains(wgpu::Features::SUBGROUP),
+            subgroup_min_size: info.subgroup_min_size,
+            subgroup_max_size: info.subgroup_max_size,
+        };
+        Ok(Gpu {
+            device,
+            queue,
+            info,
+            limits,
+            caps,
+            pipelines: PipelineTable::default(),
+        })
+    }
+
+    /// The largest byte range one storage binding may cover on this device.
+    pub fn max_binding_bytes(&self) -> u64 {
+        self.limits
+            .max_storage_buffer_binding_size
+            .min(self.limits.max_buffer_size)
+    }
+
+    /// Waits until all submitted work is done.
+    pub fn wait(&self) -> Result<(), GpuError> {
+        self.device.poll(wgpu::PollType::Wait {
+            submission_index: None,
+            timeout: None,
+        })?;
+        Ok(())
+    }
+}

@@ -1,0 +1,103 @@
+//! Weight formats the GPU kernels decode, each with its WGSL decoder file.
+//!
+//! Weights stay in GGUF's block layout on the GPU (uploaded as raw bytes). Blocks of 18, 22, 34
+//! and 210 bytes are not 4-byte aligned; the WGSL reads them through the byte helpers in
+//! `shaders/common/blocks.wgsl` (two-word unaligned loads), so no repacking is needed.
+
+use rullama_gguf::GgmlType;
+use rullama_quant::Format;
+
+use crate::error::GpuError;
+use crate::shader::{ShaderFile, shader_file};
+
+/// A weight format with a GPU decoder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GpuFormat {
+    F32,
+    F16,
+    Q8_0,
+    Q4_0,
+    Q4_1,
+    Q5_0,
+    Q4K,
+    Q6K,
+}
+
+static F32: ShaderFile = shader_file!("formats/f32.wgsl");
+static F16: ShaderFile = shader_file!("formats/f16.wgsl");
+static Q8_0: ShaderFile = shader_file!("formats/q8_0.wgsl");
+static Q4_0: ShaderFile = shader_file!("formats/q4_0.wgsl");
+static Q4_1: ShaderFile = shader_file!("formats/q4_1.wgsl");
+static Q5_0: ShaderFile = shader_file!("formats/q5_0.wgsl");
+static Q4K: ShaderFile = shader_file!("formats/q4_k.wgsl");
+static Q6K: ShaderFile = shader_file!("formats/q6_k.wgsl");
+
+impl GpuFormat {
+    pub const ALL: [GpuFormat; 8] = [
+        GpuFormat::F32,
+        GpuFormat::F16,
+        GpuFormat::Q8_0,
+        GpuFormat::Q4_0,
+        GpuFormat::Q4_1,
+        GpuFormat::Q5_0,
+        GpuFormat::Q4K,
+        GpuFormat::Q6K,
+    ];
+
+    pub fn ggml(self) -> GgmlType {
+        match self {
+            GpuFormat::F32 => GgmlType::F32,
+            GpuFormat::F16 => GgmlType::F16,
+            GpuFormat::Q8_0 => GgmlType::Q8_0,
+            GpuFormat::Q4_0 => GgmlType::Q4_0,
+            GpuFormat::Q4_1 => GgmlType::Q4_1,
+            GpuFormat::Q5_0 => GgmlType::Q5_0,
+            GpuFormat::Q4K => GgmlType::Q4K,
+            GpuFormat::Q6K => GgmlType::Q6K,
+        }
+    }
+
+    pub fn format(self) -> Format {
+        Format::Ggml(self.ggml())
+    }
+
+    /// Weights per GGML block (1 for F32/F16, as GGML counts them).
+    pub fn block_weights(self) -> usize {
+        self.ggml().layout().block_size
+    }
+
+    /// Bytes of one row of `n_in` weights (`n_in` must be a multiple of the block size).
+    pub fn row_bytes(self, n_in: usize) -> usize {
+        let l = self.ggml().layout();
+        n_in / l.block_size * l.type_size
+    }
+
+    /// The WGSL file that defines `BLOCK_BYTES`, `BLOCK_UNITS` and `decode_unit`.
+    pub fn decoder(self) -> &'static ShaderFile {
+        match self {
+            GpuFormat::F32 => &F32,
+            GpuFormat::F16 => &F16,
+            GpuFormat::Q8_0 => &Q8_0,
+            GpuFormat::Q4_0 => &Q4_0,
+            GpuFormat::Q4_1 => &Q4_1,
+            GpuFormat::Q5_0 => &Q5_0,
+            GpuFormat::Q4K => &Q4K,
+            GpuFormat::Q6K => &Q6K,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        self.ggml().name()
+    }
+}
+
+impl TryFrom<Format> for GpuFormat {
+    type Error = GpuError;
+
+    fn try_from(f: Format) -> Result<Self, GpuError> {
+        GpuFormat::ALL
+            .into_iter()
+            .find(|g| g.format() == f)
+            .ok_or(GpuError::UnsupportedFormat(f))
+    }
+}

@@ -1,0 +1,136 @@
+//! Embedding gather: rows of a (quantized) table picked by token ids that live on the GPU, so
+//! the id sampled by one step feeds the next without a round trip.
+//!
+//! WGSL: `embed/embed_rows.wgsl` + `common/blocks.wgsl` + `formats/<type>.wgsl`. One workgroup
+//! of 64 per token; one dispatch per table chunk (a chunk skips ids outside its rows).
+
+use crate::error::GpuError;
+use crate::format::GpuFormat;
+use crate::op::{Op, grid_1d};
+use crate::pipeline::Kernel;
+use crate::shader::{BLOCKS, BindingKind, Program, ShaderFile, shader_file};
+use crate::tensor::{GpuWeight, View};
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct EmbedParams {
+    pub n_in: u32,
+    pub first_row: u32,
+    pub n_rows: u32,
+    pub row_bytes: u32,
+    pub id_offset: u32,
+    pub n_tokens: u32,
+    pub out_offset: u32,
+    /// Multiplies every value (Gemma scales embeddings by sqrt(d_model)).
+    pub scale: f32,
+}
+
+static SHADER: ShaderFile = shader_file!("embed/embed_rows.wgsl");
+
+const BINDINGS: &[BindingKind] = &[
+    BindingKind::Uniform,
+    BindingKind::StorageRead,
+    BindingKind::StorageRead,
+    BindingKind::StorageReadWrite,
+];
+
+pub const WORKGROUP: u32 = 64;
+
+pub(crate) fn program(f: GpuFormat) -> Program {
+    Program {
+        name: format!("embed_rows_{}", f.name()),
+        files: vec![&SHADER, &BLOCKS, f.decoder()],
+        entry: "main",
+        bindings: BINDINGS,
+        params_size: size_of::<EmbedParams>(),
+    }
+}
+
+/// `out[t * n_in + i] = scale * table[ids[t], i]` for `n_tokens` ids; one op per table chunk.
+pub fn embed_rows(
+    table: &GpuWeight,
+    ids: View<'_>,
+    n_tokens: usize,
+    out: View<'_>,
+    scale: f32,
+) -> Result<Vec<Op>, GpuError> {
+    let s = table.shape;
+    ids.check("embed ids", n_tokens)?;
+    out.check("embed out", n_tokens * s.n_in)?;
+    let ops = table.chunks.iter().map(|c| {
+        let params = EmbedParams {
+            n_in: s.n_in as u32,
+            first_row: c.first_row as u32,
+            n_rows: c.n_rows as u32,
+            row_bytes: s.format.row_bytes(s.n_in) as u32,
+            id_offset: ids.offset as u32,
+            n_tokens: n_tokens as u32,
+            out_offset: out.offset as u32,
+            scale,
+        };
+        let buffers = [&c.buf, &ids.t.buf, &out.t.buf];
+        Op::new(
+            Kernel::EmbedRows(s.format),
+            WORKGROUP,
+            &params,
+            &buffers,
+            grid_1d(n_tokens),
+        )
+    });
+    Ok(ops.collect())
+}
+
+/// CPU reference over the dequantized table (`n_rows * n_in`, row-major).
+pub fn embed_ref(table: &[f32], n_in: usize, ids: &[u32], scale: f32) -> Vec<f32> {
+    ids.iter()
+        .flat_map(|&id| {
+            table[id as usize * n_in..][..n_in]
+                .iter()
+                .map(move |&v| v * scale)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{self, gpu, random_weight};
+    use crate::{Dtype, GpuTensor, Readback, StepBuilder, WeightShape};
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 4, ..ProptestConfig::default() })]
+        /// Tolerance: exact. Both sides decode a weight with the same f32 operations
+        /// (d * q, d * sc * q - dmin * m) and multiply once by the scale; only an FMA
+        /// contraction on the GPU could differ, so for K-quants a 2-ulp bound applies.
+        #[test]
+        fn embed_matches_reference(
+            fi in 0..GpuFormat::ALL.len(),
+            n_rows in 1usize..30,
+            n_blocks in 1usize..4,
+            chunk_rows in 1usize..30,
+            seed in any::<u64>(),
+        ) {
+            let Some(gpu) = gpu() else { return Ok(()) };
+            let f = GpuFormat::ALL[fi];
+            let n_in = n_blocks * testutil::n_in_step(f);
+            let (bytes, table) = random_weight(f, n_rows, n_in, seed);
+            let shape = WeightShape { format: f, n_in, n_out: n_rows };
+            let limit = (f.row_bytes(n_in) * chunk_rows + 4) as u64;
+            let wt = GpuWeight::upload_chunked(gpu, shape, &bytes, limit).unwrap();
+            let ids: Vec<u32> = (0..3).map(|i| ((seed >> (8 * i)) % n_rows as u64) as u32).collect();
+            let idt = GpuTensor::from_u32(gpu, &[4], &[0, ids[0], ids[1], ids[2]]);
+            let out = GpuTensor::zeros(gpu, &[3 * n_in], Dtype::F32);
+            let mut b = StepBuilder::new();
+            b.extend(embed_rows(&wt, View::at(&idt, 1), 3, (&out).into(), 1.5).unwrap());
+            let mut step = b.build(gpu);
+            let mut y = vec![0f32; 3 * n_in];
+            Readback::new(gpu, (y.len() * 4) as u64).run_and_read(gpu, &mut step, &out, 0, &mut y).unwrap();
+            let want = embed_ref(&table, n_in, &ids, 1.5);
+            for (i, (g, r)) in y.iter().zip(&want).enumerate() {
+                let tol = 2.0 * f32::EPSILON * r.abs();
+                prop_assert!((g - r).abs() <= tol, "{:?} elem {}: gpu {} ref {}", f, i, g, r);
+            }
+        }
+    }
+}

@@ -1,0 +1,12 @@
+//! The kernels: each file holds an op's parameter struct, its wrapper (which builds [`Op`]
+//! values), its CPU reference and its parity test; the WGSL lives under `shaders/`.
+//!
+//! [`Op`]: crate::Op
+
+pub mod argmax;
+pub mod elementwise;
+pub mod embed;
+pub mod glu;
+pub mod matvec;
+pub mod norm;
+pub mod rope;

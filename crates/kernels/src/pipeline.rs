@@ -1,0 +1,205 @@
+//! The pipeline table: a typed key -> one compute pipeline, built once per device.
+//!
+//! Pipelines are created when a step is built (load time), never while a step is encoded:
+//! a built [`crate::Step`] holds its pipelines by `Arc` and does no lookups at all.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::device::Gpu;
+use crate::format::GpuFormat;
+use crate::ops::glu::Activation;
+use crate::ops::rope::RopeMode;
+use crate::ops::{argmax, elementwise, embed, glu, matvec, norm, rope};
+use crate::shader::{BindingKind, Program};
+
+/// Which kernel: the WGSL program and its variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kernel {
+    /// `y = W x` with `W` in the given format.
+    Matvec(GpuFormat),
+    /// Gather rows of an embedding table (token ids read from a GPU buffer).
+    EmbedRows(GpuFormat),
+    /// RMS norm over rows, with or without a gain vector.
+    RmsNorm { weighted: bool },
+    /// `dst += src`.
+    AddInPlace,
+    /// `out = act(gate) * up`.
+    Glu(Activation),
+    /// Index of the largest element.
+    Argmax,
+    /// Rotary position embedding, in place.
+    Rope(RopeMode),
+}
+
+impl Kernel {
+    /// Every kernel variant the crate can build (the WGSL check walks this list).
+    pub fn all() -> Vec<Kernel> {
+        let mut all = Vec::new();
+        for &f in crate::shader::weight_formats() {
+            all.push(Kernel::Matvec(f));
+            all.push(Kernel::EmbedRows(f));
+        }
+        all.extend([
+            Kernel::RmsNorm { weighted: false },
+            Kernel::RmsNorm { weighted: true },
+            Kernel::AddInPlace,
+            Kernel::Glu(Activation::GeluTanh),
+            Kernel::Glu(Activation::Silu),
+            Kernel::Argmax,
+            Kernel::Rope(RopeMode::Normal),
+            Kernel::Rope(RopeMode::Neox),
+        ]);
+        all
+    }
+
+    /// The files, entry point and bindings of this kernel.
+    pub fn program(self) -> Program {
+        match self {
+            Kernel::Matvec(f) => matvec::program(f),
+            Kernel::EmbedRows(f) => embed::program(f),
+            Kernel::RmsNorm { weighted } => norm::program(weighted),
+            Kernel::AddInPlace => elementwise::program(),
+            Kernel::Glu(_) => glu::program(),
+            Kernel::Argmax => argmax::program(),
+            Kernel::Rope(_) => rope::program(),
+        }
+    }
+
+    /// WGSL `override` constants this variant sets (besides the workgroup size).
+    fn constants(self) -> Vec<(&'static str, f64)> {
+        match self {
+            Kernel::Glu(a) => vec![("ACT", a.code())],
+            Kernel::Rope(m) => vec![("NEOX", m.code())],
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// What identifies one pipeline: the kernel and the WGSL overrides it is built with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PipelineKey {
+    pub kernel: Kernel,
+    /// The `WG` override: invocations per workgroup (a power of two, at most 256).
+    pub workgroup_size: u32,
+}
+
+/// A bind group layout (shared by every kernel with the same binding kinds) and its pipeline layout.
+#[derive(Debug)]
+pub struct Layout {
+    pub kinds: &'static [BindingKind],
+    pub bind_group: wgpu::BindGroupLayout,
+    pub pipeline: wgpu::PipelineLayout,
+}
+
+/// One built pipeline.
+#[derive(Debug)]
+pub struct Pipeline {
+    pub key: PipelineKey,
+    pub compute: wgpu::ComputePipeline,
+    pub layout: Arc<Layout>,
+}
+
+#[derive(Debug, Default)]
+struct Tables {
+    layouts: HashMap<&'static [BindingKind], Arc<Layout>>,
+    pipelines: HashMap<PipelineKey, Arc<Pipeline>>,
+}
+
+/// Pipelines and layouts of one device, created on first request and kept.
+#[derive(Debug, Default)]
+pub(crate) struct PipelineTable {
+    tables: Mutex<Tables>,
+}
+
+fn layout_entry(binding: u32, kind: BindingKind) -> wgpu::BindGroupLayoutEntry {
+    let ty = match kind {
+        BindingKind::Uniform => wgpu::BufferBindingType::Uniform,
+        BindingKind::StorageRead => wgpu::BufferBindingType::Storage { read_only: true },
+        BindingKind::StorageReadWrite => wgpu::BufferBindingType::Storage { read_only: false },
+    };
+    wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty,
+            has_dynamic_offset: kind == BindingKind::Uniform,
+            min_binding_size: None,
+        },
+        count: None,
+    }
+}
+
+fn create_layout(device: &wgpu::Device, kinds: &'static [BindingKind]) -> Layout {
+    let entries: Vec<_> = (0u32..)
+        .zip(kinds)
+        .map(|(i, &k)| layout_entry(i, k))
+        .collect();
+    let bind_group = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: None,
+        entries: &entries,
+    });
+    let pipeline = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: None,
+        bind_group_layouts: &[Some(&bind_group)],
+        immediate_size: 0,
+    });
+    Layout {
+        kinds,
+        bind_group,
+        pipeline,
+    }
+}
+
+impl Gpu {
+    /// The pipeline for `key`, built on first request (load time) and cached for the device.
+    pub fn pipeline(&self, key: PipelineKey) -> Arc<Pipeline> {
+        let mut t = self
+            .pipelines
+            .tables
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = t.pipelines.get(&key) {
+            return p.clone();
+        }
+        assert!(
+            key.workgroup_size.is_power_of_two() && key.workgroup_size <= 256,
+            "workgroup size {} must be a power of two <= 256 (kernels reduce in a 256-slot array)",
+            key.workgroup_size
+        );
+        let program = key.kernel.program();
+        let layout = t
+            .layouts
+            .entry(program.bindings)
+            .or_insert_with(|| Arc::new(create_layout(&self.device, program.bindings)))
+            .clone();
+        let module = self
+            .device
+            .create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(&program.name),
+                source: wgpu::ShaderSource::Wgsl(program.source().into()),
+            });
+        let mut constants = key.kernel.constants();
+        constants.push(("WG", f64::from(key.workgroup_size)));
+        let compute = self
+            .device
+            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(&program.name),
+                layout: Some(&layout.pipeline),
+                module: &module,
+                entry_point: Some(program.entry),
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    constants: &constants,
+                    zero_initialize_workgroup_memory: false,
+                },
+                cache: None,
+            });
+        let p = Arc::new(Pipeline {
+            key,
+            compute,
+            layout,
+        });
+        t.pipelines.insert(key, p.clone());
+        p
+    }
+}

@@ -1,0 +1,104 @@
+//! Reading results back: one staging buffer created at setup and reused; only the bytes asked
+//! for are copied and mapped (a decode step reads back 4 bytes: the sampled token id).
+
+use crate::device::Gpu;
+use crate::error::GpuError;
+use crate::step::Step;
+use crate::tensor::GpuTensor;
+
+/// A reusable `MAP_READ` staging buffer.
+#[derive(Debug)]
+pub struct Readback {
+    staging: wgpu::Buffer,
+    capacity: u64,
+}
+
+impl Readback {
+    /// A staging buffer for reads of up to `capacity_bytes`.
+    pub fn new(gpu: &Gpu, capacity_bytes: u64) -> Readback {
+        let capacity = capacity_bytes.next_multiple_of(4).max(4);
+        let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("readback"),
+            size: capacity,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        Readback { staging, capacity }
+    }
+
+    /// Appends to `encoder` a copy of elements `[offset, offset + n)` of `src` into the staging buffer.
+    pub fn copy(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        src: &GpuTensor,
+        offset: usize,
+        n: usize,
+    ) {
+        let bytes = (n * 4) as u64;
+        assert!(
+            bytes <= self.capacity,
+            "read of {bytes} bytes exceeds the staging buffer"
+        );
+        assert!(offset + n <= src.len(), "read past the end of the tensor");
+        encoder.copy_buffer_to_buffer(src.buf.raw(), (offset * 4) as u64, &self.staging, 0, bytes);
+    }
+
+    /// Waits for the GPU, maps the first `out.len()` elements of the staging buffer into `out`.
+    pub fn finish<T: bytemuck::Pod>(
+        &self,
+        gpu: &Gpu,
+        index: wgpu::SubmissionIndex,
+        out: &mut [T],
+    ) -> Result<(), GpuError> {
+        let bytes = std::mem::size_of_val(out) as u64;
+        let slice = self.staging.slice(0..bytes);
+        let (tx, rx) = std::sync::mpsc::channel();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        gpu.device.poll(wgpu::PollType::Wait {
+            submission_index: Some(index),
+            timeout: None,
+        })?;
+        let mapped = rx.recv().unwrap_or(Err(wgpu::BufferAsyncError));
+        mapped?;
+        {
+            let view = slice
+                .get_mapped_range()
+                .expect("range was just mapped and is not mapped elsewhere");
+            bytemuck::cast_slice_mut::<T, u8>(out).copy_from_slice(&view);
+        }
+        self.staging.unmap();
+        Ok(())
+    }
+
+    /// Submits `step`, then reads elements `[offset, offset + out.len())` of `src` into `out`.
+    pub fn run_and_read<T: bytemuck::Pod>(
+        &self,
+        gpu: &Gpu,
+        step: &mut Step,
+        src: &GpuTensor,
+        offset: usize,
+        out: &mut [T],
+    ) -> Result<(), GpuError> {
+        let n = out.len();
+        let index = gpu.submit_with(step, |enc| self.copy(enc, src, offset, n));
+        self.finish(gpu, index, out)
+    }
+
+    /// Reads elements `[offset, offset + out.len())` of `src` (after all submitted work).
+    pub fn read<T: bytemuck::Pod>(
+        &self,
+        gpu: &Gpu,
+        src: &GpuTensor,
+        offset: usize,
+        out: &mut [T],
+    ) -> Result<(), GpuError> {
+        let mut encoder = gpu
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        self.copy(&mut encoder, src, offset, out.len());
+        let index = gpu.queue.submit(Some(encoder.finish()));
+        self.finish(gpu, index, out)
+    }
+}

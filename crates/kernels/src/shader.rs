@@ -1,0 +1,106 @@
+//! The table of WGSL programs: which files make each program, its entry point and the bindings
+//! the Rust side binds. `cargo xtask wgsl` validates every program with naga and compares these
+//! bindings with naga's reflection, so this table is the one source both sides share.
+//!
+//! WGSL has no `#include`; a program is the concatenation of its files, in order (module-scope
+//! declarations may come in any order in WGSL, so a format file can use the skeleton's bindings).
+
+use crate::format::GpuFormat;
+
+/// How a kernel sees one binding. Binding `i` of group 0 is `bindings[i]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BindingKind {
+    /// The per-op parameter struct, bound with a dynamic offset into the step's uniform arena.
+    Uniform,
+    StorageRead,
+    StorageReadWrite,
+}
+
+/// One `.wgsl` file under `shaders/`, compiled into the crate.
+#[derive(Debug)]
+pub struct ShaderFile {
+    /// Path relative to `shaders/`.
+    pub path: &'static str,
+    pub source: &'static str,
+}
+
+macro_rules! shader_file {
+    ($path:literal) => {
+        $crate::shader::ShaderFile {
+            path: $path,
+            source: include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../shaders/",
+                $path
+            )),
+        }
+    };
+}
+pub(crate) use shader_file;
+
+/// Byte helpers and the decoded-unit buffer shared by every kernel that reads quantized weights.
+pub static BLOCKS: ShaderFile = shader_file!("common/blocks.wgsl");
+
+/// One compute program: files concatenated in order, one entry point, its bindings.
+#[derive(Debug, Clone)]
+pub struct Program {
+    pub name: String,
+    pub files: Vec<&'static ShaderFile>,
+    pub entry: &'static str,
+    pub bindings: &'static [BindingKind],
+    /// `size_of` the Rust parameter struct bound at binding 0 (checked against WGSL's layout).
+    pub params_size: usize,
+}
+
+impl Program {
+    /// The WGSL source handed to wgpu.
+    pub fn source(&self) -> String {
+        let mut s = String::new();
+        for f in &self.files {
+            s.push_str(f.source);
+            if !f.source.ends_with('\n') {
+                s.push('\n');
+            }
+        }
+        s
+    }
+
+    /// Maps a 1-based line of [`Program::source`] to (file path, 1-based line in that file).
+    pub fn locate(&self, line: usize) -> (&'static str, usize) {
+        let mut first = 1;
+        for f in &self.files {
+            let n = f.source.lines().count().max(1);
+            if line < first + n {
+                return (f.path, line - first + 1);
+            }
+            first += n;
+        }
+        (self.files.last().map_or("?", |f| f.path), line)
+    }
+}
+
+/// Every program the crate can build: one per kernel and weight format.
+pub fn all_programs() -> Vec<Program> {
+    crate::pipeline::Kernel::all()
+        .into_iter()
+        .map(|k| k.program())
+        .collect()
+}
+
+/// Every shader file the crate compiles in (each belongs to at least one program).
+pub fn all_files() -> Vec<&'static ShaderFile> {
+    let mut files: Vec<&'static ShaderFile> = Vec::new();
+    for p in all_programs() {
+        for f in p.files {
+            if !files.iter().any(|g| g.path == f.path) {
+                files.push(f);
+            }
+        }
+    }
+    files
+}
+
+/// Weight formats with a GPU decoder; kept here so the table lists every (kernel, format).
+pub(crate) fn weight_formats() -> &'static [GpuFormat] {
+    &GpuFormat::ALL
+}

@@ -1,0 +1,254 @@
+//! A step: a list of ops built once into dispatches, then encoded any number of times into
+//! one compute pass.
+//!
+//! Building does all the allocation: pipelines (from the device's table), one uniform buffer
+//! (the arena) holding every op's parameters at offsets aligned to
+//! `min_uniform_buffer_offset_alignment`, and one bind group per distinct (layout, buffers),
+//! bound with a dynamic offset into the arena. Replaying a step creates no GPU object except
+//! the command encoder wgpu needs per submission; only parameters that change (positions)
+//! are rewritten, with one `write_buffer` of the dirty range.
+
+use std::collections::HashMap;
+use std::num::NonZeroU64;
+use std::sync::Arc;
+
+use crate::device::Gpu;
+use crate::op::Op;
+use crate::pipeline::Pipeline;
+use crate::tensor::BufferId;
+
+/// Index of an op in its step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct OpId(pub usize);
+
+/// Collects the ops of a step, in execution order.
+#[derive(Debug, Default)]
+pub struct StepBuilder {
+    ops: Vec<Op>,
+}
+
+impl StepBuilder {
+    pub fn new() -> StepBuilder {
+        StepBuilder::default()
+    }
+
+    pub fn push(&mut self, op: Op) -> OpId {
+        self.ops.push(op);
+        OpId(self.ops.len() - 1)
+    }
+
+    /// Appends several ops (a matvec over a chunked weight is one op per chunk).
+    pub fn extend(&mut self, ops: impl IntoIterator<Item = Op>) -> Vec<OpId> {
+        ops.into_iter().map(|op| self.push(op)).collect()
+    }
+
+    pub fn build(self, gpu: &Gpu) -> Step {
+        Step::build(gpu, self.ops)
+    }
+}
+
+#[derive(Debug)]
+struct Dispatch {
+    pipeline: Arc<Pipeline>,
+    bind_group: Arc<wgpu::BindGroup>,
+    uniform_offset: u32,
+    grid: [u32; 3],
+}
+
+/// Byte range of one op's parameters in the arena.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    offset: usize,
+    len: usize,
+}
+
+/// A built step: dispatches plus the uniform arena they read their parameters from.
+#[derive(Debug)]
+pub struct Step {
+    arena: wgpu::Buffer,
+    mirror: Vec<u8>,
+    dirty: Option<(usize, usize)>,
+    slots: Vec<Slot>,
+    dispatches: Vec<Dispatch>,
+    bind_groups: usize,
+}
+
+type BindKey = (usize, usize, Vec<BufferId>);
+
+impl Step {
+    fn build(gpu: &Gpu, ops: Vec<Op>) -> Step {
+        let align = gpu.limits.min_uniform_buffer_offset_alignment.max(4) as usize;
+        let mut slots = Vec::with_capacity(ops.len());
+        let mut size = 0usize;
+        for op in &ops {
+            assert!(
+                op.params.len().is_multiple_of(16) && !op.params.is_empty(),
+                "parameter structs are padded to a multiple of 16 bytes"
+            );
+            slots.push(Slot {
+                offset: size,
+                len: op.params.len(),
+            });
+            size = (size + op.params.len()).next_multiple_of(align);
+        }
+        let arena = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("step uniforms"),
+            size: size.max(align) as u64,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut mirror = vec![0u8; size];
+        let mut cache: HashMap<BindKey, Arc<wgpu::BindGroup>> = HashMap::new();
+        let mut dispatches = Vec::with_capacity(ops.len());
+        for (op, slot) in ops.iter().zip(&slots) {
+            mirror[slot.offset..slot.offset + slot.len].copy_from_slice(&op.params);
+            let pipeline = gpu.pipeline(op.key);
+            let n_bind = pipeline.layout.kinds.len();
+            assert_eq!(
+                op.buffers.len() + 1,
+                n_bind,
+                "{:?} binds {} buffers besides its parameters",
+                op.key.kernel,
+                n_bind - 1
+            );
+            let key = (
+                Arc::as_ptr(&pipeline.layout) as usize,
+                slot.len,
+                op.buffers.iter().map(|b| b.id).collect(),
+            );
+            let bind_group = cache
+                .entry(key)
+                .or_insert_with(|| Arc::new(create_bind_group(gpu, &pipeline, &arena, op)))
+                .clone();
+            dispatches.push(Dispatch {
+                pipeline,
+                bind_group,
+                uniform_offset: slot.offset as u32,
+                grid: op.grid,
+            });
+        }
+        let bind_groups = cache.len();
+        let mut step = Step {
+            arena,
+            mirror,
+            dirty: Some((0, size)),
+            slots,
+            dispatches,
+            bind_groups,
+        };
+        step.flush(&gpu.queue);
+        step
+    }
+
+    /// Number of dispatches.
+    pub fn len(&self) -> usize {
+        self.dispatches.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.dispatches.is_empty()
+    }
+
+    /// Number of distinct bind groups the step created.
+    pub fn bind_group_count(&self) -> usize {
+        self.bind_groups
+    }
+
+    /// The current parameters of op `id`.
+    pub fn params<P: bytemuck::Pod>(&self, id: OpId) -> P {
+        let s = self.slots[id.0];
+        bytemuck::pod_read_unaligned(&self.mirror[s.offset..s.offset + s.len])
+    }
+
+    /// Replaces the parameters of op `id` (same struct type); uploaded by the next submit.
+    pub fn set_params<P: bytemuck::Pod>(&mut self, id: OpId, params: &P) {
+        let s = self.slots[id.0];
+        let bytes = bytemuck::bytes_of(params);
+        assert_eq!(bytes.len(), s.len, "parameter struct of another size");
+        self.mirror[s.offset..s.offset + s.len].copy_from_slice(bytes);
+        let (lo, hi) = self.dirty.unwrap_or((s.offset, s.offset + s.len));
+        self.dirty = Some((lo.min(s.offset), hi.max(s.offset + s.len)));
+    }
+
+    /// Uploads parameters changed since the last flush (one `write_buffer`).
+    pub fn flush(&mut self, queue: &wgpu::Queue) {
+        if let Some((lo, hi)) = self.dirty.take() {
+            let lo = lo & !3;
+            let hi = hi.next_multiple_of(4).min(self.mirror.len());
+            if hi > lo {
+                queue.write_buffer(&self.arena, lo as u64, &self.mirror[lo..hi]);
+            }
+        }
+    }
+
+    /// Records every dispatch into `pass`.
+    pub fn encode(&self, pass: &mut wgpu::ComputePass<'_>) {
+        let mut current: Option<&Arc<Pipeline>> = None;
+        for d in &self.dispatches {
+            if !current.is_some_and(|p| Arc::ptr_eq(p, &d.pipeline)) {
+                pass.set_pipeline(&d.pipeline.compute);
+                current = Some(&d.pipeline);
+            }
+            pass.set_bind_group(0, Some(&*d.bind_group), &[d.uniform_offset]);
+            pass.dispatch_workgroups(d.grid[0], d.grid[1], d.grid[2]);
+        }
+    }
+
+    /// Flushes parameters and records the step as one compute pass of `encoder`.
+    pub fn record(&mut self, queue: &wgpu::Queue, encoder: &mut wgpu::CommandEncoder) {
+        self.flush(queue);
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("step"),
+            timestamp_writes: None,
+        });
+        self.encode(&mut pass);
+    }
+}
+
+fn create_bind_group(
+    gpu: &Gpu,
+    pipeline: &Pipeline,
+    arena: &wgpu::Buffer,
+    op: &Op,
+) -> wgpu::BindGroup {
+    let mut entries = vec![wgpu::BindGroupEntry {
+        binding: 0,
+        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+            buffer: arena,
+            offset: 0,
+            size: NonZeroU64::new(op.params.len() as u64),
+        }),
+    }];
+    for (i, b) in (1u32..).zip(&op.buffers) {
+        entries.push(wgpu::BindGroupEntry {
+            binding: i,
+            resource: b.buffer.as_entire_binding(),
+        });
+    }
+    gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: None,
+        layout: &pipeline.layout.bind_group,
+        entries: &entries,
+    })
+}
+
+impl Gpu {
+    /// Records `step` into one command encoder (one pass), lets `after` append copies, and submits.
+    pub fn submit_with(
+        &self,
+        step: &mut Step,
+        after: impl FnOnce(&mut wgpu::CommandEncoder),
+    ) -> wgpu::SubmissionIndex {
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        step.record(&self.queue, &mut encoder);
+        after(&mut encoder);
+        self.queue.submit(Some(encoder.finish()))
+    }
+
+    /// Records and submits `step`.
+    pub fn submit(&self, step: &mut Step) -> wgpu::SubmissionIndex {
+        self.submit_with(step, |_| {})
+    }
+}

@@ -1,0 +1,261 @@
+//! GPU tensors: activations ([`GpuTensor`]) and quantized weights split into row chunks
+//! ([`GpuWeight`]).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use wgpu::util::DeviceExt;
+
+use crate::device::Gpu;
+use crate::error::GpuError;
+use crate::format::GpuFormat;
+
+/// Identity of a buffer, for caching bind groups by the buffers they bind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BufferId(u64);
+
+impl BufferId {
+    fn next() -> BufferId {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        BufferId(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+/// A buffer with its identity; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct GpuBuffer {
+    pub(crate) buffer: Arc<wgpu::Buffer>,
+    pub(crate) id: BufferId,
+}
+
+impl GpuBuffer {
+    fn new(buffer: wgpu::Buffer) -> GpuBuffer {
+        GpuBuffer {
+            buffer: Arc::new(buffer),
+            id: BufferId::next(),
+        }
+    }
+
+    pub fn raw(&self) -> &wgpu::Buffer {
+        &self.buffer
+    }
+
+    pub fn id(&self) -> BufferId {
+        self.id
+    }
+}
+
+/// Element type of an activation tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dtype {
+    F32,
+    /// Token ids and indices.
+    U32,
+}
+
+const STORAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::COPY_SRC)
+    .union(wgpu::BufferUsages::COPY_DST);
+
+/// A dense activation tensor (row-major, last dimension fastest).
+#[derive(Debug, Clone)]
+pub struct GpuTensor {
+    pub buf: GpuBuffer,
+    pub shape: Vec<usize>,
+    pub dtype: Dtype,
+}
+
+impl GpuTensor {
+    /// A zero-filled tensor.
+    pub fn zeros(gpu: &Gpu, shape: &[usize], dtype: Dtype) -> GpuTensor {
+        let n: usize = shape.iter().product();
+        let buffer = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: (n.max(1) * 4) as u64,
+            usage: STORAGE,
+            mapped_at_creation: false,
+        });
+        GpuTensor {
+            buf: GpuBuffer::new(buffer),
+            shape: shape.to_vec(),
+            dtype,
+        }
+    }
+
+    fn from_bytes(gpu: &Gpu, shape: &[usize], dtype: Dtype, bytes: &[u8]) -> GpuTensor {
+        let n: usize = shape.iter().product();
+        assert_eq!(
+            bytes.len(),
+            n * 4,
+            "data length does not match shape {shape:?}"
+        );
+        let buffer = gpu
+            .device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: None,
+                contents: bytes,
+                usage: STORAGE,
+            });
+        GpuTensor {
+            buf: GpuBuffer::new(buffer),
+            shape: shape.to_vec(),
+            dtype,
+        }
+    }
+
+    pub fn from_f32(gpu: &Gpu, shape: &[usize], data: &[f32]) -> GpuTensor {
+        Self::from_bytes(gpu, shape, Dtype::F32, bytemuck::cast_slice(data))
+    }
+
+    pub fn from_u32(gpu: &Gpu, shape: &[usize], data: &[u32]) -> GpuTensor {
+        Self::from_bytes(gpu, shape, Dtype::U32, bytemuck::cast_slice(data))
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Queues a write of `data` at element `offset` (inputs between steps; not a step op).
+    pub fn write<T: bytemuck::Pod>(&self, gpu: &Gpu, offset: usize, data: &[T]) {
+        gpu.queue.write_buffer(
+            &self.buf.buffer,
+            (offset * 4) as u64,
+            bytemuck::cast_slice(data),
+        );
+    }
+}
+
+/// Shape and format of a weight matrix as GGUF stores it: `n_out` rows of `n_in` weights
+/// (GGUF `ne0 = n_in`, `ne1 = n_out`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WeightShape {
+    pub format: GpuFormat,
+    pub n_in: usize,
+    pub n_out: usize,
+}
+
+/// Rows `[first_row, first_row + n_rows)` of a weight, in one buffer.
+#[derive(Debug, Clone)]
+pub struct WeightChunk {
+    pub buf: GpuBuffer,
+    pub first_row: usize,
+    pub n_rows: usize,
+}
+
+/// A weight matrix in GGUF block layout, split by whole rows into buffers that each fit one
+/// storage binding (lavapipe: 128 MiB; gemma-3-270m's 178 MB embedding needs two chunks).
+/// Kernels that read a weight issue one dispatch per chunk.
+#[derive(Debug, Clone)]
+pub struct GpuWeight {
+    pub shape: WeightShape,
+    pub chunks: Vec<WeightChunk>,
+}
+
+impl GpuWeight {
+    /// Uploads `bytes` (the tensor's data as stored in GGUF), split at the device's binding limit.
+    pub fn upload(gpu: &Gpu, shape: WeightShape, bytes: &[u8]) -> Result<GpuWeight, GpuError> {
+        Self::upload_chunked(gpu, shape, bytes, gpu.max_binding_bytes())
+    }
+
+    /// As [`GpuWeight::upload`], with chunks of at most `max_chunk_bytes` (tests force splits).
+    pub fn upload_chunked(
+        gpu: &Gpu,
+        shape: WeightShape,
+        bytes: &[u8],
+        max_chunk_bytes: u64,
+    ) -> Result<GpuWeight, GpuError> {
+        let bs = shape.format.block_weights();
+        if !shape.n_in.is_multiple_of(bs) {
+            return Err(GpuError::Shape {
+                op: "upload weight",
+                detail: format!(
+                    "n_in {} is not a multiple of the block size {bs}",
+                    shape.n_in
+                ),
+            });
+        }
+        let row_bytes = shape.format.row_bytes(shape.n_in);
+        if bytes.len() != row_bytes * shape.n_out {
+            return Err(GpuError::Shape {
+                op: "upload weight",
+                detail: format!(
+                    "{} bytes for {} rows of {row_bytes} bytes",
+                    bytes.len(),
+                    shape.n_out
+                ),
+            });
+        }
+        // Less 4 bytes: wgpu pads a buffer to a multiple of 4.
+        let usable = max_chunk_bytes.saturating_sub(4) as usize;
+        let rows_per_chunk = (usable / row_bytes.max(1)).min(shape.n_out.max(1));
+        if rows_per_chunk == 0 {
+            return Err(GpuError::TooLarge {
+                what: "one weight row",
+                bytes: row_bytes as u64,
+                limit: max_chunk_bytes,
+            });
+        }
+        let mut chunks = Vec::new();
+        for first_row in (0..shape.n_out).step_by(rows_per_chunk) {
+            let n_rows = rows_per_chunk.min(shape.n_out - first_row);
+            let data = &bytes[first_row * row_bytes..(first_row + n_rows) * row_bytes];
+            let buffer = gpu
+                .device
+                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                    label: None,
+                    contents: data,
+                    usage: wgpu::BufferUsages::STORAGE,
+                });
+            chunks.push(WeightChunk {
+                buf: GpuBuffer::new(buffer),
+                first_row,
+                n_rows,
+            });
+        }
+        Ok(GpuWeight { shape, chunks })
+    }
+}
+
+/// A tensor and an element offset into it: where an op reads or writes.
+#[derive(Debug, Clone, Copy)]
+pub struct View<'a> {
+    pub t: &'a GpuTensor,
+    pub offset: usize,
+}
+
+impl<'a> View<'a> {
+    pub fn at(t: &'a GpuTensor, offset: usize) -> View<'a> {
+        View { t, offset }
+    }
+
+    /// Elements available from the offset to the end of the tensor.
+    pub fn available(&self) -> usize {
+        self.t.len().saturating_sub(self.offset)
+    }
+
+    /// Checks that `n` elements fit, for op `op`.
+    pub fn check(&self, op: &'static str, n: usize) -> Result<(), GpuError> {
+        if n > self.available() {
+            return Err(GpuError::Shape {
+                op,
+                detail: format!(
+                    "{n} elements from offset {} of a tensor of {}",
+                    self.offset,
+                    self.t.len()
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl<'a> From<&'a GpuTensor> for View<'a> {
+    fn from(t: &'a GpuTensor) -> View<'a> {
+        View { t, offset: 0 }
+    }
+}

@@ -1,0 +1,203 @@
+//! `cargo xtask wgsl`: validate every WGSL program with naga and check its bindings.
+//!
+//! The program table lives in `rullama_kernels::shader` (the same table the crate builds its
+//! pipelines from). For each program the files are read from disk under `shaders/`,
+//! concatenated as the crate does, parsed and validated with naga (errors reported as
+//! `shaders/<file>:<line>:<column>`), and then:
+//! - the globals its entry point uses must be exactly the bindings the Rust side binds
+//!   (group 0, binding i, uniform / storage read / storage read-write);
+//! - the uniform parameter struct must have the size of the Rust `#[repr(C)]` struct.
+//!
+//! Every `.wgsl` file under `shaders/` must belong to some program, so none goes unchecked.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use naga::valid::{Capabilities, SubgroupOperationSet, ValidationFlags, Validator};
+use rullama_kernels::shader::{BindingKind, Program, all_programs};
+
+/// Capabilities a device may give the kernels: the crate requests SHADER_F16 and SUBGROUP;
+/// `pack/unpack2x16float` (f16 in f32) is there on every Vulkan, Metal and DX12 device.
+fn capabilities() -> Capabilities {
+    Capabilities::default()
+        | Capabilities::SHADER_FLOAT16
+        | Capabilities::SHADER_FLOAT16_IN_FLOAT32
+        | Capabilities::SUBGROUP
+        | Capabilities::SUBGROUP_BARRIER
+}
+
+pub fn run(repo_root: &Path) -> Result<(), String> {
+    let shaders = repo_root.join("shaders");
+    let mut errors = Vec::new();
+    let programs = all_programs();
+
+    let used: BTreeSet<&str> = programs
+        .iter()
+        .flat_map(|p| p.files.iter().map(|f| f.path))
+        .collect();
+    let mut on_disk = Vec::new();
+    walk(&shaders, &mut on_disk).map_err(|e| format!("reading {}: {e}", shaders.display()))?;
+    for path in &on_disk {
+        let rel = path
+            .strip_prefix(&shaders)
+            .unwrap_or(path)
+            .to_string_lossy()
+            .replace('\\', "/");
+        if !used.contains(rel.as_str()) {
+            errors.push(format!(
+                "shaders/{rel}: not part of any program in rullama_kernels::shader"
+            ));
+        }
+    }
+
+    for program in &programs {
+        if let Err(e) = check_program(&shaders, program) {
+            errors.push(e);
+        }
+    }
+    println!(
+        "wgsl: {} programs from {} files checked",
+        programs.len(),
+        on_disk.len()
+    );
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("\n"))
+    }
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            walk(&path, out)?;
+        } else if path.extension().is_some_and(|e| e == "wgsl") {
+            out.push(path);
+        }
+    }
+    out.sort();
+    Ok(())
+}
+
+/// Reads the program's files from disk, in order, as the crate concatenates them.
+fn source_from_disk(shaders: &Path, program: &Program) -> Result<String, String> {
+    let mut s = String::new();
+    for f in &program.files {
+        let text = std::fs::read_to_string(shaders.join(f.path))
+            .map_err(|e| format!("shaders/{}: {e}", f.path))?;
+        if text != f.source {
+            return Err(format!(
+                "shaders/{}: differs from the copy compiled into rullama-kernels (rebuild)",
+                f.path
+            ));
+        }
+        s.push_str(&text);
+        if !text.ends_with('\n') {
+            s.push('\n');
+        }
+    }
+    Ok(s)
+}
+
+/// An error and its sources, joined by ": ".
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut next = e.source();
+    while let Some(inner) = next {
+        s.push_str(&format!(": {inner}"));
+        next = inner.source();
+    }
+    s
+}
+
+fn at(program: &Program, loc: naga::SourceLocation) -> String {
+    let (file, line) = program.locate(loc.line_number as usize);
+    format!("shaders/{file}:{line}:{}", loc.line_position)
+}
+
+fn check_program(shaders: &Path, program: &Program) -> Result<(), String> {
+    let source = source_from_disk(shaders, program)?;
+    let name = &program.name;
+    let module = naga::front::wgsl::parse_str(&source).map_err(|e| {
+        let place = e
+            .location(&source)
+            .map_or_else(|| format!("program {name}"), |l| at(program, l));
+        format!("{place}: {} (program {name})", e.message())
+    })?;
+    let info = Validator::new(ValidationFlags::all(), capabilities())
+        .subgroup_stages(naga::valid::ShaderStages::COMPUTE)
+        .subgroup_operations(SubgroupOperationSet::all())
+        .validate(&module)
+        .map_err(|e| {
+            let place = e.spans().next().map_or_else(
+                || format!("program {name}"),
+                |(span, _)| at(program, span.location(&source)),
+            );
+            format!("{place}: {} (program {name})", chain(e.as_inner()))
+        })?;
+    let index = module
+        .entry_points
+        .iter()
+        .position(|ep| ep.name == program.entry)
+        .ok_or_else(|| format!("program {name}: no entry point {:?}", program.entry))?;
+    let ep_info = info.get_entry_point(index);
+
+    let mut found = Vec::new();
+    let mut params_size = None;
+    for (handle, var) in module.global_variables.iter() {
+        let (Some(rb), false) = (&var.binding, ep_info[handle].is_empty()) else {
+            continue;
+        };
+        let kind = match var.space {
+            naga::AddressSpace::Uniform => {
+                let mut layouter = naga::proc::Layouter::default();
+                layouter
+                    .update(module.to_ctx())
+                    .map_err(|e| format!("program {name}: {e}"))?;
+                params_size = Some(layouter[var.ty].size as usize);
+                BindingKind::Uniform
+            }
+            naga::AddressSpace::Storage { access }
+                if access.contains(naga::StorageAccess::STORE) =>
+            {
+                BindingKind::StorageReadWrite
+            }
+            naga::AddressSpace::Storage { .. } => BindingKind::StorageRead,
+            other => {
+                return Err(format!(
+                    "program {name}: binding of unexpected space {other:?}"
+                ));
+            }
+        };
+        found.push((rb.group, rb.binding, kind));
+    }
+    found.sort_by_key(|&(g, b, _)| (g, b));
+    let expected: Vec<_> = (0u32..)
+        .zip(program.bindings)
+        .map(|(i, &k)| (0, i, k))
+        .collect();
+    if found != expected {
+        return Err(format!(
+            "program {name} (entry {}): WGSL uses bindings {found:?}, Rust binds {expected:?}",
+            program.entry
+        ));
+    }
+    if params_size != Some(program.params_size) {
+        return Err(format!(
+            "program {name}: WGSL parameter struct is {params_size:?} bytes, Rust's is {}",
+            program.params_size
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn shaders_validate() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        super::run(&root).unwrap();
+    }
+    use std::path::Path;
+}
