@@ -259,3 +259,28 @@ fn zero_input_gives_zero_block() {
     check::<Q6K>();
     check::<Q8K>();
 }
+
+// Q8_K has no decoder in the Python reference; its definition is one f32 scale times each
+// signed byte, and the quantizer fills `bsums` with the sums of each 16 levels, as GGML's dot
+// kernels expect.
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(CASES))]
+
+    #[test]
+    fn q8_k_decodes_to_d_times_level(x in weights(-60..=60)) {
+        let mut block = vec![0u8; Q8K::BLOCK_BYTES];
+        Q8K::quantize_block(&x, &mut block);
+        let mut w = vec![0.0; QK_K];
+        Q8K::dequantize_block(&block, &mut w);
+        let d = f32::from_le_bytes([block[0], block[1], block[2], block[3]]);
+        let levels = &block[4..4 + QK_K];
+        for (i, &w) in w.iter().enumerate() {
+            prop_assert_eq!(w.to_bits(), (d * f32::from(levels[i] as i8)).to_bits(), "weight {}", i);
+        }
+        let bsums = &block[4 + QK_K..];
+        for s in 0..QK_K / 16 {
+            let want: i16 = levels[16 * s..16 * s + 16].iter().map(|&q| i16::from(q as i8)).sum();
+            prop_assert_eq!(i16::from_le_bytes([bsums[2 * s], bsums[2 * s + 1]]), want, "bsums[{}]", s);
+        }
+    }
+}

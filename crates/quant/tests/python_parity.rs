@@ -47,8 +47,8 @@ fn common_types(reference: &[GgmlType]) -> Vec<GgmlType> {
 
 /// Random blocks of every common type, dequantized by both sides and compared bit for bit:
 /// blocks with finite scales (the meaningful case: any code under any finite f16 scale,
-/// subnormals and 65504 included) and blocks of raw random bytes (NaN and inf scales; NaN
-/// matches NaN, everything else must have the same bits).
+/// subnormals and 65504 included), blocks of raw random bytes (NaN and inf scales; NaN
+/// matches NaN, everything else must have the same bits) and blocks our quantizer wrote.
 #[test]
 fn dequantize_matches_python_bit_for_bit() {
     let info = support::reference_info();
@@ -61,6 +61,15 @@ fn dequantize_matches_python_bit_for_bit() {
         let mut raw = vec![0u8; n_blocks / 4 * t.layout().type_size];
         rng.fill(&mut raw);
         jobs.push((t, "random bytes", raw));
+        // Blocks our quantizer wrote: the codes and scales real files hold.
+        let weights: Vec<f32> = (0..n_blocks / 4 * t.layout().block_size)
+            .map(|_| rng.unit() * 4.0)
+            .collect();
+        jobs.push((
+            t,
+            "quantized",
+            rullama_quant::quantize(Format::Ggml(t), &weights).unwrap(),
+        ));
     }
     let inputs: Vec<(GgmlType, &[u8])> = jobs.iter().map(|(t, _, b)| (*t, b.as_slice())).collect();
     let theirs = support::python_dequantize(&inputs);
