@@ -19,12 +19,15 @@ struct Cli {
 enum Command {
     /// Describe a model file: architecture, hyper-parameters, tokenizer, tensors.
     Inspect(commands::inspect::Args),
+    /// Turn text into token ids exactly as llama.cpp does (ids and pieces; `--json`).
+    Tokenize(commands::tokenize::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Inspect(args) => commands::inspect::run(&args),
+        Command::Tokenize(args) => commands::tokenize::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod inspect;
+pub mod tokenize;
 
 /// Errors a command reports to the user; each names what it was working on.
 #[derive(Debug, thiserror::Error)]
@@ -9,7 +10,9 @@ pub enum CliError {
     Store(#[from] rullama_gguf::store::StoreError),
     #[error(transparent)]
     Gguf(#[from] rullama_gguf::GgufError),
-    #[error("writing output: {0}")]
+    #[error(transparent)]
+    Tokenizer(#[from] rullama_tokenizer::TokenizerError),
+    #[error("reading input or writing output: {0}")]
     Output(#[from] std::io::Error),
     #[error("encoding JSON: {0}")]
     Json(#[from] serde_json::Error),
