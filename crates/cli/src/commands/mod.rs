@@ -1,6 +1,10 @@
 //! One module per subcommand.
 
+pub mod chat;
+pub mod generation;
 pub mod inspect;
+pub mod perplexity;
+pub mod run;
 pub mod tokenize;
 
 /// Errors a command reports to the user; each names what it was working on.
@@ -12,6 +16,12 @@ pub enum CliError {
     Gguf(#[from] rullama_gguf::GgufError),
     #[error(transparent)]
     Tokenizer(#[from] rullama_tokenizer::TokenizerError),
+    #[error(transparent)]
+    Model(#[from] rullama_model::ModelError),
+    #[error(transparent)]
+    Sampler(#[from] rullama_model::sampler::SamplerError),
+    #[error("{0}")]
+    Usage(String),
     #[error("reading input or writing output: {0}")]
     Output(#[from] std::io::Error),
     #[error("encoding JSON: {0}")]

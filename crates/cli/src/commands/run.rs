@@ -1,0 +1,88 @@
+//! `rullama run MODEL [PROMPT]`: generate a continuation (or, with `--chat`, a reply) and
+//! stream it to stdout. Only the generated text goes to stdout; statistics go to stderr.
+
+use std::io::{Read, Write};
+
+use rullama_tokenizer::{ChatMessage, ChatTemplate, EncodeOptions};
+
+use super::CliError;
+use super::generation::{self, GenerationArgs, Turn};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A GGUF path, an Ollama name (`gemma3:270m`) or a cached test model (`gemma3-270m`).
+    model: String,
+    /// The prompt; read from standard input when left out.
+    prompt: Option<String>,
+    /// Wrap the prompt as a user turn with the model's chat template and generate the reply.
+    #[arg(long)]
+    chat: bool,
+    #[command(flatten)]
+    generation: GenerationArgs,
+}
+
+pub fn run(args: &Args) -> Result<(), CliError> {
+    let text = match &args.prompt {
+        Some(p) => p.clone(),
+        None => {
+            let mut text = String::new();
+            std::io::stdin().read_to_string(&mut text)?;
+            text
+        }
+    };
+    let mut loaded = generation::load(&args.model, &args.generation)?;
+    let tokenizer = &loaded.tokenizer;
+    let prompt = if args.chat {
+        let template = ChatTemplate::for_model(tokenizer)?;
+        let rendered = template.render(&[ChatMessage::new("user", text)], true)?;
+        encode_rendered(tokenizer, &rendered)
+    } else {
+        tokenizer.encode(
+            &text,
+            EncodeOptions {
+                add_special: true,
+                parse_special: false,
+            },
+        )
+    };
+    if prompt.is_empty() {
+        return Err(CliError::Usage(
+            "the prompt is empty: give a prompt argument or text on stdin".into(),
+        ));
+    }
+    let mut sampler = args.generation.sampler();
+    let mut session = loaded.model.session(args.generation.ctx)?;
+    let mut out = std::io::stdout().lock();
+    let turn = Turn {
+        prompt: &prompt,
+        start_pos: 0,
+        n_predict: args.generation.n_predict,
+    };
+    let (_, stats) = generation::generate(&mut session, tokenizer, turn, &mut sampler, &mut out)?;
+    writeln!(out)?;
+    if args.generation.verbose {
+        stats.print(Some(loaded.load_time));
+    }
+    Ok(())
+}
+
+/// Tokenize a rendered chat prompt: special-token text is parsed (the template wrote it), and
+/// BOS is added as the model asks unless the template already wrote one (llama.cpp warns
+/// about the double BOS this would otherwise give).
+pub fn encode_rendered(tokenizer: &rullama_tokenizer::Tokenizer, rendered: &str) -> Vec<u32> {
+    let mut ids = tokenizer.encode(
+        rendered,
+        EncodeOptions {
+            add_special: true,
+            parse_special: true,
+        },
+    );
+    if let Some(bos) = tokenizer.bos()
+        && ids.len() >= 2
+        && ids[0] == bos
+        && ids[1] == bos
+    {
+        ids.remove(0);
+    }
+    ids
+}

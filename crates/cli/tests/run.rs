@@ -1,0 +1,107 @@
+//! `rullama run` end to end on the CPU reference executor: the streamed greedy text is the
+//! exact-f32 oracle's, and bad prompts are errors, not panics.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn rullama(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_rullama"))
+        .args(args)
+        .output()
+        .expect("run rullama");
+    let text = |b: Vec<u8>| String::from_utf8(b).expect("utf-8 output");
+    (out.status.success(), text(out.stdout), text(out.stderr))
+}
+
+fn require(model: &str) {
+    assert!(
+        rullama_gguf::store::cached_test_model(model).is_some(),
+        "{model} is not cached: run `cargo xtask models`"
+    );
+}
+
+#[test]
+fn greedy_text_is_the_oracles() {
+    require("gemma3-270m");
+    let oracle = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../data/oracle/greedy.jsonl"
+    ))
+    .unwrap();
+    let case: Value = oracle
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|c| c["model"] == "gemma3-270m" && c["prompt"] == "The capital of France is")
+        .expect("oracle case");
+    // 8 tokens, before this prompt's first near tie (tie_at 11): the text is determined.
+    assert!(case["tie_at"].as_u64().unwrap() >= 8);
+    let (ok, stdout, stderr) = rullama(&[
+        "run",
+        "gemma3-270m",
+        "The capital of France is",
+        "-n",
+        "8",
+        "--temp",
+        "0",
+    ]);
+    assert!(ok, "{stderr}");
+    let generated = stdout.strip_suffix('\n').unwrap_or(&stdout);
+    let expected = case["text"].as_str().unwrap();
+    assert!(
+        generated.len() > 10 && expected.starts_with(generated),
+        "generated {generated:?}, oracle {expected:?}"
+    );
+    assert!(
+        stderr.is_empty(),
+        "nothing but the text without --verbose: {stderr}"
+    );
+}
+
+#[test]
+fn bad_prompts_are_errors() {
+    require("smollm2-135m");
+    let (ok, _, stderr) = rullama(&["run", "smollm2-135m", "", "-n", "1"]);
+    assert!(!ok);
+    assert!(
+        stderr.starts_with("error: ") && stderr.contains("empty"),
+        "{stderr}"
+    );
+
+    let long = "word ".repeat(100);
+    let (ok, _, stderr) = rullama(&["run", "smollm2-135m", &long, "--ctx", "16", "-n", "1"]);
+    assert!(!ok);
+    assert!(
+        stderr.starts_with("error: ") && stderr.contains("context"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn perplexity_scores_the_second_half_of_each_chunk() {
+    require("smollm2-135m");
+    let text = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/oracle/GPL-3.txt");
+    let (ok, stdout, stderr) = rullama(&[
+        "perplexity",
+        "smollm2-135m",
+        "--file",
+        text,
+        "--ctx",
+        "32",
+        "--chunks",
+        "2",
+        "--json",
+    ]);
+    assert!(ok, "{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    // Positions 16..=30 of each 32-token chunk predict tokens 17..=31: 15 per chunk.
+    assert_eq!(report["tokens_scored"], 30);
+    assert_eq!(report["chunks"], 2);
+    let ppl = report["ppl"].as_f64().unwrap();
+    // A 135M model on English legal text: far better than uniform over 49,152 tokens, and no
+    // better than certainty. (The logits it is made of are checked against the exact-f32
+    // oracle in rullama-model's tests.)
+    assert!(ppl > 1.0 && ppl < 1000.0, "ppl {ppl}");
+    assert!(report["stderr"].as_f64().unwrap() > 0.0);
+}

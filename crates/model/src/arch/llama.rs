@@ -1,0 +1,99 @@
+//! Llama (`general.architecture = llama`; SmolLM2), after llama.cpp `src/models/llama.cpp`.
+
+use rullama_gguf::Metadata;
+
+use crate::backend::Backend;
+use crate::config::{Activation, ModelConfig, RopeStyle, positive_f32};
+use crate::error::{ModelError, Result};
+use crate::graph::Graph;
+use crate::graph::weights::{AttnShape, AttnWeights, Bias, FfnWeights, Linear, Load, blk};
+
+/// The rules llama.cpp applies to llama files: normal (adjacent-pair) RoPE, which the
+/// converter prepared for by permuting the q/k rows; SwiGLU; `kq_scale` from
+/// `attention.scale` or `1/sqrt(head_dim)`.
+pub(crate) fn rules(meta: &Metadata, cfg: &mut ModelConfig) -> Result<()> {
+    cfg.rope_style = RopeStyle::Normal;
+    cfg.activation = Activation::Silu;
+    if let Some(scale) = positive_f32(meta, "attention.scale")? {
+        cfg.attn_scale = scale;
+    }
+    if meta.arch_opt::<usize>("expert_count")?.unwrap_or(0) > 0 {
+        return Err(ModelError::Unsupported("llama mixture of experts".into()));
+    }
+    Ok(())
+}
+
+#[derive(Debug)]
+pub(crate) struct Layer<W> {
+    attn_norm: W,
+    attn: AttnWeights<W>,
+    ffn_norm: W,
+    ffn: FfnWeights<W>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Weights<W> {
+    tok_embd: W,
+    layers: Vec<Layer<W>>,
+    output_norm: W,
+    /// `output.weight`, or `tok_embd` when the file ties them.
+    output: Linear<W>,
+}
+
+impl<W: Clone> Weights<W> {
+    pub fn load<L: Load<W = W>>(cfg: &ModelConfig, l: &mut L) -> Result<Self> {
+        let d = cfg.d_model;
+        if l.optional("rope_freqs.weight", &[cfg.n_rot / 2])?.is_some() {
+            return Err(ModelError::Unsupported(
+                "rope_freqs (Llama 3 RoPE factors)".into(),
+            ));
+        }
+        let tok_embd = l.required("token_embd.weight", &[d, cfg.n_vocab])?;
+        let shape = AttnShape {
+            d_model: d,
+            q_out: cfg.n_head * cfg.head_dim_k,
+            k_out: cfg.n_head_kv * cfg.head_dim_k,
+            v_out: cfg.n_head_kv * cfg.head_dim_v,
+            qkv_bias: Bias::Optional,
+            o_bias: Bias::Optional,
+        };
+        let layers = (0..cfg.n_layer)
+            .map(|il| {
+                Ok(Layer {
+                    attn_norm: l.required(&blk(il, "attn_norm.weight"), &[d])?,
+                    attn: AttnWeights::load(l, il, shape)?,
+                    ffn_norm: l.required(&blk(il, "ffn_norm.weight"), &[d])?,
+                    ffn: FfnWeights::load(l, il, (d, cfg.n_ff), Bias::Optional)?,
+                })
+            })
+            .collect::<Result<_>>()?;
+        let output = l.optional("output.weight", &[d, cfg.n_vocab])?;
+        Ok(Weights {
+            output_norm: l.required("output_norm.weight", &[d])?,
+            output: Linear::from_weight(output.unwrap_or_else(|| tok_embd.clone())),
+            tok_embd,
+            layers,
+        })
+    }
+}
+
+pub(crate) fn forward<B: Backend>(g: &mut Graph<'_, B>, w: &Weights<B::Weight>) -> B::Tensor {
+    let mut inp_l = g.input_embeddings(&w.tok_embd);
+    for (il, l) in w.layers.iter().enumerate() {
+        let inp_sa = inp_l;
+        let cur = g.norm(&inp_sa, &l.attn_norm);
+
+        let q = g.linear(&l.attn.q, &cur);
+        let k = g.linear(&l.attn.k, &cur);
+        let v = g.linear(&l.attn.v, &cur);
+        let q = g.rope(&q, il);
+        let k = g.rope(&k, il);
+        let cur = g.attention(il, &q, &k, &v, &l.attn.o);
+        let ffn_inp = g.b.add(&cur, &inp_sa);
+
+        let cur = g.norm(&ffn_inp, &l.ffn_norm);
+        let cur = g.ffn(&l.ffn, &cur);
+        inp_l = g.b.add(&cur, &ffn_inp);
+    }
+    g.logits(&inp_l, &w.output_norm, &w.output)
+}

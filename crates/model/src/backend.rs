@@ -1,0 +1,127 @@
+//! The op set every executor implements, and the parameter structs of its ops.
+//!
+//! The graph (`arch/*.rs` over `graph/`) only ever calls these methods; it never looks at
+//! data. Ops take backend-owned handles and return new ones, so a backend may execute them
+//! at once (the CPU reference) or record them as dispatches to run later (the GPU). Shapes
+//! are `[rows, cols]` row-major, one row per token; "heads" are consecutive column groups.
+//!
+//! Ops do not return `Result`: shapes are checked when weights are loaded, so a shape error
+//! inside a step is a bug. A backend that can fail during a step (out of memory, device
+//! lost) keeps the error and reports it from [`Backend::read`].
+
+use std::fmt::Debug;
+use std::ops::Range;
+
+use rullama_gguf::TensorView;
+
+use crate::config::{Activation, RopeStyle};
+use crate::error::Result;
+
+/// RMS normalisation of every `group` consecutive values of a row:
+/// `y = x / sqrt(mean(x^2) + eps) * weight`. `group` is the row length for a whole-row norm
+/// and the head dim for per-head q/k norms; `weight` then has `group` values.
+#[derive(Debug, Clone, Copy)]
+pub struct RmsNorm<'w, W> {
+    pub weight: Option<&'w W>,
+    pub eps: f32,
+    pub group: usize,
+}
+
+/// Rotary embedding of every head (`head_dim` consecutive columns) of a row, by that row's
+/// position: the first `n_rot` dims of a head rotate in pairs picked by `style`, by angle
+/// `pos * freq_scale * base^(-2i/n_rot)` for pair `i`; the rest pass through.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rope {
+    pub head_dim: usize,
+    pub n_rot: usize,
+    pub base: f32,
+    pub freq_scale: f32,
+    pub style: RopeStyle,
+}
+
+/// Causal attention of one layer over its KV cache.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Attention {
+    /// Which layer's slot of the cache to append to and read.
+    pub layer: usize,
+    pub n_head: usize,
+    pub n_head_kv: usize,
+    pub head_dim_k: usize,
+    pub head_dim_v: usize,
+    /// Multiplies `q·k`.
+    pub scale: f32,
+    /// A query at position `p` sees keys at `j <= p` with `p - j < window`.
+    pub window: Option<usize>,
+    /// `cap * tanh(s / cap)` on the scaled scores.
+    pub softcap: Option<f32>,
+}
+
+/// The tensors one attention op reads. `q`: `[n, n_head * head_dim_k]`, `k`:
+/// `[n, n_head_kv * head_dim_k]`, `v`: `[n, n_head_kv * head_dim_v]`, `positions`: `n` ids.
+#[derive(Debug)]
+pub struct AttentionInputs<'a, T, I> {
+    pub q: &'a T,
+    pub k: &'a T,
+    pub v: &'a T,
+    pub positions: &'a I,
+}
+
+/// The shape of a KV cache: `n_ctx` positions for each layer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KvCacheSpec {
+    pub n_ctx: usize,
+    pub layers: Vec<KvLayerSpec>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KvLayerSpec {
+    pub n_head_kv: usize,
+    pub head_dim_k: usize,
+    pub head_dim_v: usize,
+}
+
+/// An executor of the model graph.
+pub trait Backend: Debug {
+    /// A weight uploaded (or kept) once at load; cheap to clone (tied embeddings share one).
+    type Weight: Clone + Debug;
+    /// An f32 activation `[rows, cols]`.
+    type Tensor: Debug;
+    /// Token ids or positions, one per row.
+    type Ids: Debug;
+    /// Keys and values of every layer, for `n_ctx` positions.
+    type KvCache: Debug;
+
+    /// Take a weight from the file (quantized or f32, GGML dims). Called once per tensor.
+    fn load_weight(&mut self, view: TensorView<'_>) -> Result<Self::Weight>;
+    fn new_kv_cache(&mut self, spec: &KvCacheSpec) -> Result<Self::KvCache>;
+    /// Ids the host supplies for a step: the tokens, their positions.
+    fn ids(&mut self, ids: &[u32]) -> Self::Ids;
+
+    /// Row `ids[i]` of `table` (`[d, n_vocab]` in GGML dims), as f32: `[n, d]`.
+    fn embed(&mut self, table: &Self::Weight, ids: &Self::Ids) -> Self::Tensor;
+    /// `x · Wᵀ`: `x` is `[n, n_in]`, `w` has GGML dims `[n_in, n_out]`; result `[n, n_out]`.
+    fn matmul(&mut self, w: &Self::Weight, x: &Self::Tensor) -> Self::Tensor;
+    /// `x + bias` on every row.
+    fn add_bias(&mut self, x: &Self::Tensor, bias: &Self::Weight) -> Self::Tensor;
+    fn rms_norm(&mut self, x: &Self::Tensor, p: &RmsNorm<'_, Self::Weight>) -> Self::Tensor;
+    fn rope(&mut self, x: &Self::Tensor, positions: &Self::Ids, p: &Rope) -> Self::Tensor;
+    /// Append `k`, `v` at `positions` to the layer's cache, then attend every query row to
+    /// the cached keys its position may see. Result `[n, n_head * head_dim_v]`.
+    fn attention(
+        &mut self,
+        cache: &mut Self::KvCache,
+        x: AttentionInputs<'_, Self::Tensor, Self::Ids>,
+        p: &Attention,
+    ) -> Self::Tensor;
+    /// `act(gate) * up`, element-wise.
+    fn glu(&mut self, gate: &Self::Tensor, up: &Self::Tensor, act: Activation) -> Self::Tensor;
+    fn add(&mut self, a: &Self::Tensor, b: &Self::Tensor) -> Self::Tensor;
+    fn scale(&mut self, x: &Self::Tensor, s: f32) -> Self::Tensor;
+    /// `cap * tanh(x / cap)`, element-wise.
+    fn softcap(&mut self, x: &Self::Tensor, cap: f32) -> Self::Tensor;
+    /// Rows `range` of `x` (the last token's row before the LM head).
+    fn rows(&mut self, x: &Self::Tensor, range: Range<usize>) -> Self::Tensor;
+
+    /// Finish the step if needed and copy `x` to the host, row-major.
+    fn read(&mut self, x: &Self::Tensor) -> Result<Vec<f32>>;
+}

@@ -1,0 +1,204 @@
+//! [`ModelConfig`]: the hyper-parameters of a model, read from GGUF metadata, plus the rules
+//! llama.cpp applies per architecture that the file does not store (those live in
+//! `arch/<name>.rs`, function `rules`).
+
+use rullama_gguf::{GgufFile, Metadata};
+
+use crate::arch::Arch;
+use crate::error::{ModelError, Result};
+
+/// Which dimensions of a head form a rotated pair (llama.cpp `llama_model_rope_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RopeStyle {
+    /// `(2i, 2i + 1)`: `LLAMA_ROPE_TYPE_NORM` (Llama; its GGUF q/k rows are permuted for it).
+    Normal,
+    /// `(i, i + n_rot/2)`: `LLAMA_ROPE_TYPE_NEOX` (Gemma, Qwen).
+    Neox,
+}
+
+/// The non-linearity of a gated FFN: `act(gate) * up`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Activation {
+    /// GELU, tanh approximation (GEGLU; Gemma).
+    GeluTanh,
+    /// SiLU (SwiGLU; Llama, Qwen).
+    Silu,
+}
+
+/// RoPE frequencies of one layer: `theta_i = pos * freq_scale * base^(-2i/n_rot)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RopeFreqs {
+    pub base: f32,
+    /// `1 / rope.scaling.factor` for linear scaling, 1 without.
+    pub freq_scale: f32,
+}
+
+/// What differs between layers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LayerConfig {
+    /// Sliding-window attention: a query at `p` sees keys at `j` with `p - j < window`.
+    pub window: Option<usize>,
+    pub rope: RopeFreqs,
+}
+
+/// Everything the graph needs to know about a model's shape and arithmetic.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelConfig {
+    pub arch: Arch,
+    pub n_layer: usize,
+    pub d_model: usize,
+    pub n_head: usize,
+    pub n_head_kv: usize,
+    pub head_dim_k: usize,
+    pub head_dim_v: usize,
+    pub n_ff: usize,
+    pub n_vocab: usize,
+    /// The context the model was trained with (`context_length`).
+    pub n_ctx_train: usize,
+    pub rms_eps: f32,
+    /// Rotated dimensions per head (`rope.dimension_count`, default `head_dim_k`).
+    pub n_rot: usize,
+    pub rope_style: RopeStyle,
+    /// Multiplies `q·k` before the softmax.
+    pub attn_scale: f32,
+    /// `cap * tanh(s / cap)` on attention scores (Gemma 2), if any.
+    pub attn_softcap: Option<f32>,
+    /// Multiplies the token embeddings (Gemma: `sqrt(d_model)`).
+    pub embed_scale: Option<f32>,
+    /// `cap * tanh(logit / cap)` on the output logits, if any.
+    pub final_softcap: Option<f32>,
+    pub activation: Activation,
+    /// One entry per layer.
+    pub layers: Vec<LayerConfig>,
+}
+
+impl ModelConfig {
+    /// Read the config of the model in `file` (the vocabulary size comes from `token_embd`).
+    pub fn from_gguf<F: AsRef<[u8]>>(file: &GgufFile<F>) -> Result<ModelConfig> {
+        let meta = file.metadata();
+        let n_vocab = match file.tensor("token_embd.weight") {
+            Some(t) => t.info.dims.get(1).copied().unwrap_or(0) as usize,
+            None => {
+                return Err(ModelError::MissingTensors {
+                    names: vec!["token_embd.weight".into()],
+                });
+            }
+        };
+        ModelConfig::from_metadata(meta, n_vocab)
+    }
+
+    /// Read the config from metadata, with the vocabulary size given.
+    pub fn from_metadata(meta: &Metadata, n_vocab: usize) -> Result<ModelConfig> {
+        let arch = Arch::from_name(meta.architecture()?)?;
+        let mut cfg = common(meta, arch, n_vocab)?;
+        arch.apply_rules(meta, &mut cfg)?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Query heads per KV head.
+    pub fn gqa_group(&self) -> usize {
+        self.n_head / self.n_head_kv
+    }
+
+    fn validate(&self) -> Result<()> {
+        let bad = |what: String| Err(ModelError::InvalidConfig(what));
+        let dims = [
+            ("block_count", self.n_layer),
+            ("embedding_length", self.d_model),
+            ("head_count", self.n_head),
+            ("head_count_kv", self.n_head_kv),
+            ("key_length", self.head_dim_k),
+            ("value_length", self.head_dim_v),
+            ("feed_forward_length", self.n_ff),
+            ("vocabulary", self.n_vocab),
+        ];
+        if let Some((name, _)) = dims.iter().find(|(_, v)| *v == 0) {
+            return bad(format!("{name} is 0"));
+        }
+        if !self.n_head.is_multiple_of(self.n_head_kv) {
+            return bad(format!(
+                "{} query heads are not a multiple of {} KV heads",
+                self.n_head, self.n_head_kv
+            ));
+        }
+        if self.n_rot > self.head_dim_k || !self.n_rot.is_multiple_of(2) {
+            return bad(format!(
+                "rope dimension {} must be even and at most the head dim {}",
+                self.n_rot, self.head_dim_k
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The keys every architecture shares, with llama.cpp's defaults; per-architecture fields
+/// get neutral values that `rules` overwrites.
+fn common(meta: &Metadata, arch: Arch, n_vocab: usize) -> Result<ModelConfig> {
+    let n_layer = meta.arch_usize("block_count")?;
+    let d_model = meta.arch_usize("embedding_length")?;
+    let n_head = meta.arch_usize("attention.head_count")?;
+    let n_head_kv = meta
+        .arch_opt::<usize>("attention.head_count_kv")?
+        .unwrap_or(n_head);
+    let default_head_dim = d_model.checked_div(n_head).unwrap_or(0);
+    let head_dim_k = meta
+        .arch_opt::<usize>("attention.key_length")?
+        .unwrap_or(default_head_dim);
+    let head_dim_v = meta
+        .arch_opt::<usize>("attention.value_length")?
+        .unwrap_or(default_head_dim);
+    let rope = RopeFreqs {
+        base: meta.arch_opt::<f32>("rope.freq_base")?.unwrap_or(10_000.0),
+        freq_scale: rope_freq_scale(meta)?,
+    };
+    Ok(ModelConfig {
+        arch,
+        n_layer,
+        d_model,
+        n_head,
+        n_head_kv,
+        head_dim_k,
+        head_dim_v,
+        n_ff: meta.arch_usize("feed_forward_length")?,
+        n_vocab,
+        n_ctx_train: meta.arch_usize("context_length")?,
+        rms_eps: meta.arch_f32("attention.layer_norm_rms_epsilon")?,
+        n_rot: meta
+            .arch_opt::<usize>("rope.dimension_count")?
+            .unwrap_or(head_dim_k),
+        rope_style: RopeStyle::Neox,
+        attn_scale: 1.0 / (head_dim_k as f32).sqrt(),
+        attn_softcap: None,
+        embed_scale: None,
+        final_softcap: None,
+        activation: Activation::Silu,
+        layers: vec![LayerConfig { window: None, rope }; n_layer],
+    })
+}
+
+/// `rope.scaling.type` / `rope.scaling.factor` (or the older `rope.scale_linear`), as
+/// llama.cpp reads them: `freq_scale = 1 / factor`. Only linear scaling is implemented.
+fn rope_freq_scale(meta: &Metadata) -> Result<f32> {
+    let kind = meta
+        .arch_opt::<&str>("rope.scaling.type")?
+        .unwrap_or("linear");
+    if !matches!(kind, "none" | "linear") {
+        return Err(ModelError::Unsupported(format!(
+            "rope scaling type `{kind}`"
+        )));
+    }
+    let factor = match meta.arch_opt::<f32>("rope.scaling.factor")? {
+        Some(f) => Some(f),
+        None => meta.arch_opt::<f32>("rope.scale_linear")?,
+    };
+    Ok(match (kind, factor) {
+        ("linear", Some(f)) if f > 0.0 => 1.0 / f,
+        _ => 1.0,
+    })
+}
+
+/// An optional positive f32 key: absent or `<= 0` is `None`.
+pub(crate) fn positive_f32(meta: &Metadata, suffix: &str) -> Result<Option<f32>> {
+    Ok(meta.arch_opt::<f32>(suffix)?.filter(|&v| v > 0.0))
+}

@@ -1,0 +1,72 @@
+//! What can go wrong between a GGUF file and a forward pass.
+
+use rullama_gguf::GgufError;
+use rullama_quant::QuantError;
+
+pub type Result<T, E = ModelError> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("unknown architecture `{0}` (supported: gemma3, llama, qwen2)")]
+    UnknownArchitecture(String),
+
+    #[error("missing metadata key `{key}`")]
+    MissingKey { key: String },
+
+    /// Any other metadata problem (a key of the wrong type, an unreadable file).
+    #[error(transparent)]
+    Gguf(GgufError),
+
+    #[error("invalid model config: {0}")]
+    InvalidConfig(String),
+
+    #[error("not supported yet: {0}")]
+    Unsupported(String),
+
+    /// Every required tensor the file lacks, found in one pass.
+    #[error("missing tensors ({}): {}", names.len(), names.join(", "))]
+    MissingTensors { names: Vec<String> },
+
+    /// Dimensions in GGML order (`[n_in, n_out]` for a matrix).
+    #[error("tensor `{name}`: expected shape {expected:?}, found {found:?}")]
+    ShapeMismatch {
+        name: String,
+        expected: Vec<u64>,
+        found: Vec<u64>,
+    },
+
+    #[error("tensor `{name}`: {source}")]
+    Weight { name: String, source: QuantError },
+
+    #[error("empty input: at least one token is needed")]
+    EmptyInput,
+
+    #[error("token id {id} (index {index}) is outside the vocabulary of {n_vocab}")]
+    TokenOutOfRange {
+        index: usize,
+        id: u32,
+        n_vocab: usize,
+    },
+
+    #[error("{n_tokens} tokens from position {start_pos} do not fit a context of {n_ctx}")]
+    ContextOverflow {
+        start_pos: usize,
+        n_tokens: usize,
+        n_ctx: usize,
+    },
+
+    #[error("start position {start_pos} leaves a gap: the cache holds {cached} positions")]
+    PositionGap { start_pos: usize, cached: usize },
+
+    #[error("backend: {0}")]
+    Backend(String),
+}
+
+impl From<GgufError> for ModelError {
+    fn from(e: GgufError) -> Self {
+        match e.kind() {
+            GgufError::MissingKey { key } => ModelError::MissingKey { key: key.clone() },
+            _ => ModelError::Gguf(e),
+        }
+    }
+}

@@ -1,0 +1,219 @@
+//! Loading weights into typed structs, written once per architecture over [`Load`].
+//!
+//! An architecture's `load` is generic over the weight type `W`. It runs twice: first with a
+//! [`Checker`] (`W = ()`), which notes every missing tensor and wrong shape without stopping,
+//! so the error lists them all at once; then with a [`BackendLoader`], which hands each
+//! tensor to the backend.
+
+use rullama_gguf::GgufFile;
+
+use crate::backend::Backend;
+use crate::error::{ModelError, Result};
+
+/// A source of weights by name, with the shape each must have (GGML order).
+pub(crate) trait Load {
+    type W: Clone;
+    /// A tensor the model cannot run without.
+    fn required(&mut self, name: &str, dims: &[usize]) -> Result<Self::W>;
+    /// A tensor that may be absent (a bias, an untied output).
+    fn optional(&mut self, name: &str, dims: &[usize]) -> Result<Option<Self::W>>;
+}
+
+/// `blk.{il}.{name}`.
+pub(crate) fn blk(il: usize, name: &str) -> String {
+    format!("blk.{il}.{name}")
+}
+
+/// Whether a [`Linear`] has a bias.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bias {
+    None,
+    Optional,
+    Required,
+}
+
+/// A matrix with GGML dims `[n_in, n_out]` and an optional bias of `n_out` values. This is
+/// where LoRA will attach: models only ever call `Graph::linear`.
+#[derive(Debug, Clone)]
+pub(crate) struct Linear<W> {
+    pub weight: W,
+    pub bias: Option<W>,
+}
+
+impl<W: Clone> Linear<W> {
+    /// `{prefix}.weight` and, per `bias`, `{prefix}.bias`.
+    pub fn load<L: Load<W = W>>(
+        l: &mut L,
+        prefix: &str,
+        n_in: usize,
+        n_out: usize,
+        bias: Bias,
+    ) -> Result<Self> {
+        let weight = l.required(&format!("{prefix}.weight"), &[n_in, n_out])?;
+        let name = format!("{prefix}.bias");
+        let bias = match bias {
+            Bias::None => None,
+            Bias::Optional => l.optional(&name, &[n_out])?,
+            Bias::Required => Some(l.required(&name, &[n_out])?),
+        };
+        Ok(Linear { weight, bias })
+    }
+
+    /// A linear without bias around an already loaded matrix (tied embeddings).
+    pub fn from_weight(weight: W) -> Self {
+        Linear { weight, bias: None }
+    }
+}
+
+/// Q, K, V and output projections of one layer.
+#[derive(Debug, Clone)]
+pub(crate) struct AttnWeights<W> {
+    pub q: Linear<W>,
+    pub k: Linear<W>,
+    pub v: Linear<W>,
+    pub o: Linear<W>,
+}
+
+/// The shapes of an attention block, and which of its projections carry biases.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AttnShape {
+    pub d_model: usize,
+    pub q_out: usize,
+    pub k_out: usize,
+    pub v_out: usize,
+    pub qkv_bias: Bias,
+    pub o_bias: Bias,
+}
+
+impl<W: Clone> AttnWeights<W> {
+    pub fn load<L: Load<W = W>>(l: &mut L, il: usize, s: AttnShape) -> Result<Self> {
+        Ok(AttnWeights {
+            q: Linear::load(l, &blk(il, "attn_q"), s.d_model, s.q_out, s.qkv_bias)?,
+            k: Linear::load(l, &blk(il, "attn_k"), s.d_model, s.k_out, s.qkv_bias)?,
+            v: Linear::load(l, &blk(il, "attn_v"), s.d_model, s.v_out, s.qkv_bias)?,
+            o: Linear::load(l, &blk(il, "attn_output"), s.q_out, s.d_model, s.o_bias)?,
+        })
+    }
+}
+
+/// A gated FFN: `down(act(gate(x)) * up(x))`.
+#[derive(Debug, Clone)]
+pub(crate) struct FfnWeights<W> {
+    pub gate: Linear<W>,
+    pub up: Linear<W>,
+    pub down: Linear<W>,
+}
+
+impl<W: Clone> FfnWeights<W> {
+    pub fn load<L: Load<W = W>>(
+        l: &mut L,
+        il: usize,
+        (d_model, n_ff): (usize, usize),
+        bias: Bias,
+    ) -> Result<Self> {
+        Ok(FfnWeights {
+            gate: Linear::load(l, &blk(il, "ffn_gate"), d_model, n_ff, bias)?,
+            up: Linear::load(l, &blk(il, "ffn_up"), d_model, n_ff, bias)?,
+            down: Linear::load(l, &blk(il, "ffn_down"), n_ff, d_model, bias)?,
+        })
+    }
+}
+
+/// Shape of a tensor as the file has it, or `None` when absent.
+fn file_dims<F: AsRef<[u8]>>(file: &GgufFile<F>, name: &str) -> Option<Vec<u64>> {
+    file.tensor(name).map(|t| t.info.dims.clone())
+}
+
+fn shape_matches(found: &[u64], dims: &[usize]) -> bool {
+    // GGML pads trailing dims with 1; a file may write `[n, 1]` for a vector.
+    let trimmed = |d: &[u64]| -> Vec<u64> {
+        let mut v = d.to_vec();
+        while v.len() > 1 && v.last() == Some(&1) {
+            v.pop();
+        }
+        v
+    };
+    let expected: Vec<u64> = dims.iter().map(|&d| d as u64).collect();
+    trimmed(found) == trimmed(&expected)
+}
+
+/// The first pass: notes every problem, loads nothing.
+#[derive(Debug)]
+pub(crate) struct Checker<'f, F> {
+    file: &'f GgufFile<F>,
+    missing: Vec<String>,
+    mismatch: Option<ModelError>,
+}
+
+impl<'f, F: AsRef<[u8]>> Checker<'f, F> {
+    pub fn new(file: &'f GgufFile<F>) -> Self {
+        Checker {
+            file,
+            missing: Vec::new(),
+            mismatch: None,
+        }
+    }
+
+    /// Missing tensors first (all of them), then the first shape mismatch.
+    pub fn finish(self) -> Result<()> {
+        if !self.missing.is_empty() {
+            return Err(ModelError::MissingTensors {
+                names: self.missing,
+            });
+        }
+        self.mismatch.map_or(Ok(()), Err)
+    }
+
+    fn check(&mut self, name: &str, dims: &[usize], found: &[u64]) {
+        if self.mismatch.is_none() && !shape_matches(found, dims) {
+            self.mismatch = Some(ModelError::ShapeMismatch {
+                name: name.to_string(),
+                expected: dims.iter().map(|&d| d as u64).collect(),
+                found: found.to_vec(),
+            });
+        }
+    }
+}
+
+impl<F: AsRef<[u8]>> Load for Checker<'_, F> {
+    type W = ();
+
+    fn required(&mut self, name: &str, dims: &[usize]) -> Result<()> {
+        match file_dims(self.file, name) {
+            Some(found) => self.check(name, dims, &found),
+            None => self.missing.push(name.to_string()),
+        }
+        Ok(())
+    }
+
+    fn optional(&mut self, name: &str, dims: &[usize]) -> Result<Option<()>> {
+        Ok(file_dims(self.file, name).map(|found| self.check(name, dims, &found)))
+    }
+}
+
+/// The second pass: every tensor goes to the backend once.
+#[derive(Debug)]
+pub(crate) struct BackendLoader<'a, F, B> {
+    pub file: &'a GgufFile<F>,
+    pub backend: &'a mut B,
+}
+
+impl<F: AsRef<[u8]>, B: Backend> Load for BackendLoader<'_, F, B> {
+    type W = B::Weight;
+
+    fn required(&mut self, name: &str, dims: &[usize]) -> Result<B::Weight> {
+        match self.optional(name, dims)? {
+            Some(w) => Ok(w),
+            None => Err(ModelError::MissingTensors {
+                names: vec![name.to_string()],
+            }),
+        }
+    }
+
+    fn optional(&mut self, name: &str, _dims: &[usize]) -> Result<Option<B::Weight>> {
+        match self.file.tensor(name) {
+            Some(view) => self.backend.load_weight(view).map(Some),
+            None => Ok(None),
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! [`Model`]: config + backend + weights; [`KvCache`]; [`Session`], a model with one cache.
+
+use std::path::Path;
+
+use rullama_gguf::GgufFile;
+
+use crate::arch::{self, ArchWeights};
+use crate::backend::{Backend, KvCacheSpec, KvLayerSpec};
+use crate::config::ModelConfig;
+use crate::error::{ModelError, Result};
+use crate::graph::weights::{BackendLoader, Checker};
+use crate::graph::{Graph, OutputRows};
+
+/// A loaded model on backend `B`.
+#[derive(Debug)]
+pub struct Model<B: Backend> {
+    config: ModelConfig,
+    backend: B,
+    weights: ArchWeights<B::Weight>,
+}
+
+/// A backend's KV cache with the number of positions it holds.
+#[derive(Debug)]
+pub struct KvCache<B: Backend> {
+    inner: B::KvCache,
+    n_ctx: usize,
+    len: usize,
+}
+
+impl<B: Backend> KvCache<B> {
+    /// Positions it can hold.
+    pub fn n_ctx(&self) -> usize {
+        self.n_ctx
+    }
+
+    /// Positions filled so far (`0..len`).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// Logits of one or more rows, `n_vocab` each.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Logits {
+    pub n_vocab: usize,
+    pub data: Vec<f32>,
+}
+
+impl Logits {
+    pub fn n_rows(&self) -> usize {
+        self.data.len() / self.n_vocab.max(1)
+    }
+
+    pub fn row(&self, i: usize) -> &[f32] {
+        &self.data[i * self.n_vocab..(i + 1) * self.n_vocab]
+    }
+
+    /// The last row (the next-token logits).
+    pub fn last(&self) -> &[f32] {
+        self.row(self.n_rows() - 1)
+    }
+}
+
+impl<B: Backend> Model<B> {
+    /// Open, check and load the model at `path`.
+    pub fn open(path: impl AsRef<Path>, backend: B) -> Result<Model<B>> {
+        let file = GgufFile::open(path)?;
+        Model::load(&file, backend)
+    }
+
+    /// Check that `file` has every tensor its architecture needs, at the right shapes
+    /// (reporting all missing ones at once), then hand each to the backend once.
+    pub fn load<F: AsRef<[u8]>>(file: &GgufFile<F>, mut backend: B) -> Result<Model<B>> {
+        let config = ModelConfig::from_gguf(file)?;
+        let mut checker = Checker::new(file);
+        ArchWeights::load(&config, &mut checker)?;
+        checker.finish()?;
+        let mut loader = BackendLoader {
+            file,
+            backend: &mut backend,
+        };
+        let weights = ArchWeights::load(&config, &mut loader)?;
+        Ok(Model {
+            config,
+            backend,
+            weights,
+        })
+    }
+
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    pub fn backend_mut(&mut self) -> &mut B {
+        &mut self.backend
+    }
+
+    /// A cache for `n_ctx` positions.
+    pub fn new_cache(&mut self, n_ctx: usize) -> Result<KvCache<B>> {
+        if n_ctx == 0 {
+            return Err(ModelError::InvalidConfig("a context of 0 positions".into()));
+        }
+        let c = &self.config;
+        let layer = KvLayerSpec {
+            n_head_kv: c.n_head_kv,
+            head_dim_k: c.head_dim_k,
+            head_dim_v: c.head_dim_v,
+        };
+        let spec = KvCacheSpec {
+            n_ctx,
+            layers: vec![layer; c.n_layer],
+        };
+        Ok(KvCache {
+            inner: self.backend.new_kv_cache(&spec)?,
+            n_ctx,
+            len: 0,
+        })
+    }
+
+    /// A session with its own cache of `n_ctx` positions.
+    pub fn session(&mut self, n_ctx: usize) -> Result<Session<'_, B>> {
+        let cache = self.new_cache(n_ctx)?;
+        Ok(Session { model: self, cache })
+    }
+
+    /// Run `tokens` at positions `start_pos..start_pos + n` (a prompt block or one token:
+    /// the same graph). `start_pos` may rewind the cache but not skip past its end.
+    pub fn forward(
+        &mut self,
+        cache: &mut KvCache<B>,
+        tokens: &[u32],
+        start_pos: usize,
+        output: OutputRows,
+    ) -> Result<Logits> {
+        self.check_input(cache, tokens, start_pos)?;
+        let n = tokens.len();
+        let positions: Vec<u32> = (start_pos..start_pos + n).map(|p| p as u32).collect();
+        let b = &mut self.backend;
+        let tokens = b.ids(tokens);
+        let positions = b.ids(&positions);
+        let mut graph = Graph {
+            b,
+            cfg: &self.config,
+            cache: &mut cache.inner,
+            tokens: &tokens,
+            positions: &positions,
+            n_tokens: n,
+            output,
+        };
+        let logits = arch::forward(&mut graph, &self.weights);
+        let data = self.backend.read(&logits)?;
+        cache.len = start_pos + n;
+        Ok(Logits {
+            n_vocab: self.config.n_vocab,
+            data,
+        })
+    }
+
+    fn check_input(&self, cache: &KvCache<B>, tokens: &[u32], start_pos: usize) -> Result<()> {
+        if tokens.is_empty() {
+            return Err(ModelError::EmptyInput);
+        }
+        let n_vocab = self.config.n_vocab;
+        if let Some((index, &id)) = tokens
+            .iter()
+            .enumerate()
+            .find(|(_, id)| **id as usize >= n_vocab)
+        {
+            return Err(ModelError::TokenOutOfRange { index, id, n_vocab });
+        }
+        if start_pos > cache.len {
+            return Err(ModelError::PositionGap {
+                start_pos,
+                cached: cache.len,
+            });
+        }
+        if start_pos + tokens.len() > cache.n_ctx {
+            return Err(ModelError::ContextOverflow {
+                start_pos,
+                n_tokens: tokens.len(),
+                n_ctx: cache.n_ctx,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A model and one KV cache: feed tokens, get logits.
+#[derive(Debug)]
+pub struct Session<'m, B: Backend> {
+    model: &'m mut Model<B>,
+    cache: KvCache<B>,
+}
+
+impl<B: Backend> Session<'_, B> {
+    pub fn model(&self) -> &Model<B> {
+        self.model
+    }
+
+    /// Positions held in the cache.
+    pub fn len(&self) -> usize {
+        self.cache.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.cache.is_empty()
+    }
+
+    pub fn n_ctx(&self) -> usize {
+        self.cache.n_ctx()
+    }
+
+    /// See [`Model::forward`].
+    pub fn forward(
+        &mut self,
+        tokens: &[u32],
+        start_pos: usize,
+        output: OutputRows,
+    ) -> Result<Logits> {
+        self.model
+            .forward(&mut self.cache, tokens, start_pos, output)
+    }
+
+    /// Append `tokens` after what the cache holds; the next-token logits.
+    pub fn feed(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        let start = self.cache.len();
+        Ok(self.forward(tokens, start, OutputRows::Last)?.data)
+    }
+
+    /// Greedy generation: feed `prompt`, then `n` times append the arg-max token.
+    pub fn greedy(&mut self, prompt: &[u32], n: usize) -> Result<Vec<u32>> {
+        let mut logits = self.feed(prompt)?;
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            let next = crate::logits::argmax(&logits) as u32;
+            out.push(next);
+            if i + 1 < n {
+                logits = self.feed(&[next])?;
+            }
+        }
+        Ok(out)
+    }
+}

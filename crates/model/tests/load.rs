@@ -1,0 +1,135 @@
+//! Load errors on synthetic files: every missing tensor at once, wrong shapes, unknown
+//! architectures, missing keys.
+
+use rullama_gguf::{GgmlType, GgufFile, GgufWriter};
+use rullama_model::{CpuBackend, Model, ModelError};
+
+const D: u64 = 32;
+const VOCAB: u64 = 16;
+
+fn llama_writer(arch: &str, skip: &[&str], bad_shape: Option<&str>) -> Vec<u8> {
+    let mut w = GgufWriter::new();
+    w.set("general.architecture", arch);
+    for (k, v) in [
+        ("block_count", 2u32),
+        ("embedding_length", D as u32),
+        ("feed_forward_length", 64),
+        ("attention.head_count", 4),
+        ("attention.head_count_kv", 2),
+        ("context_length", 128),
+    ] {
+        w.set(format!("{arch}.{k}"), v);
+    }
+    w.set(format!("{arch}.attention.layer_norm_rms_epsilon"), 1e-5f32);
+    let mut tensors: Vec<(String, Vec<u64>)> = vec![
+        ("token_embd.weight".into(), vec![D, VOCAB]),
+        ("output_norm.weight".into(), vec![D]),
+    ];
+    for il in 0..2 {
+        for (name, dims) in [
+            ("attn_norm.weight", vec![D]),
+            ("attn_q.weight", vec![D, D]),
+            ("attn_k.weight", vec![D, D / 2]),
+            ("attn_v.weight", vec![D, D / 2]),
+            ("attn_output.weight", vec![D, D]),
+            ("ffn_norm.weight", vec![D]),
+            ("ffn_gate.weight", vec![D, 64]),
+            ("ffn_up.weight", vec![D, 64]),
+            ("ffn_down.weight", vec![64, D]),
+        ] {
+            tensors.push((format!("blk.{il}.{name}"), dims));
+        }
+    }
+    for (name, mut dims) in tensors {
+        if skip.contains(&name.as_str()) {
+            continue;
+        }
+        if bad_shape == Some(name.as_str()) {
+            dims[0] *= 2;
+        }
+        let n: u64 = dims.iter().product();
+        w.add_tensor(name, &dims, GgmlType::F32, vec![0u8; n as usize * 4])
+            .unwrap();
+    }
+    let mut bytes = Vec::new();
+    w.write_to(&mut bytes).unwrap();
+    bytes
+}
+
+fn load(bytes: Vec<u8>) -> Result<Model<CpuBackend>, ModelError> {
+    let file = GgufFile::from_bytes(bytes).unwrap();
+    Model::load(&file, CpuBackend::new())
+}
+
+#[test]
+fn complete_synthetic_file_runs() {
+    let mut m = load(llama_writer("llama", &[], None)).unwrap();
+    let mut s = m.session(4).unwrap();
+    let logits = s.feed(&[1, 2, 3]).unwrap();
+    assert_eq!(logits.len(), VOCAB as usize);
+    assert!(
+        logits.iter().all(|v| *v == 0.0),
+        "zero weights give zero logits"
+    );
+}
+
+#[test]
+fn all_missing_tensors_are_listed() {
+    let skip = [
+        "blk.0.attn_q.weight",
+        "blk.1.ffn_up.weight",
+        "output_norm.weight",
+    ];
+    match load(llama_writer("llama", &skip, None)) {
+        Err(ModelError::MissingTensors { names }) => {
+            let mut names = names;
+            names.sort();
+            let mut want: Vec<String> = skip.iter().map(|s| s.to_string()).collect();
+            want.sort();
+            assert_eq!(names, want);
+        }
+        other => panic!("expected MissingTensors, got {other:?}"),
+    }
+    // Qwen 2 requires q/k/v biases: 6 of them on 2 layers.
+    match load(llama_writer("qwen2", &[], None)) {
+        Err(ModelError::MissingTensors { names }) => {
+            assert_eq!(names.len(), 6, "{names:?}");
+            assert!(names.contains(&"blk.1.attn_v.bias".to_string()));
+        }
+        other => panic!("expected MissingTensors, got {other:?}"),
+    }
+}
+
+#[test]
+fn shape_mismatch_names_the_tensor() {
+    let err = load(llama_writer("llama", &[], Some("blk.1.ffn_down.weight"))).unwrap_err();
+    match err {
+        ModelError::ShapeMismatch {
+            name,
+            expected,
+            found,
+        } => {
+            assert_eq!(name, "blk.1.ffn_down.weight");
+            assert_eq!(expected, [64, D]);
+            assert_eq!(found, [128, D]);
+        }
+        other => panic!("expected ShapeMismatch, got {other:?}"),
+    }
+}
+
+#[test]
+fn unknown_architecture_and_missing_key() {
+    let err = load(llama_writer("mamba", &[], None)).unwrap_err();
+    assert!(matches!(err, ModelError::UnknownArchitecture(a) if a == "mamba"));
+
+    let bytes = llama_writer("llama", &[], None);
+    let file = GgufFile::from_bytes(bytes).unwrap();
+    let mut w = GgufWriter::from_file(&file);
+    w.metadata_mut().remove("llama.feed_forward_length");
+    let mut out = Vec::new();
+    w.write_to(&mut out).unwrap();
+    match load(out) {
+        Err(ModelError::MissingKey { key }) => assert_eq!(key, "llama.feed_forward_length"),
+        other => panic!("expected MissingKey, got {other:?}"),
+    }
+}
