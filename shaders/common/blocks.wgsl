@@ -9,14 +9,19 @@ fn load_u8(b: u32) -> u32 {
     return (w[b >> 2u] >> ((b & 3u) * 8u)) & 0xffu;
 }
 
-// Little-endian u32 at any byte offset.
+// Little-endian u32 at any byte offset: two aligned loads and a funnel shift, no branch (so
+// unrolled callers keep all their loads in flight; at s = 0 the shifted word is discarded).
 fn load_u32(b: u32) -> u32 {
     let i = b >> 2u;
     let s = (b & 3u) * 8u;
-    if s == 0u {
-        return w[i];
-    }
-    return (w[i] >> s) | (w[i + 1u] << (32u - s));
+    let lo = w[i];
+    let hi = w[i + 1u];
+    return select((lo >> s) | (hi << ((32u - s) & 31u)), lo, s == 0u);
+}
+
+// The low nibbles (shift 0) or high nibbles (shift 4) of the 4 bytes of `q`, as floats.
+fn nibbles4(q: u32, shift: u32) -> vec4<f32> {
+    return vec4<f32>(unpack4xU8((q >> shift) & 0x0f0f0f0fu));
 }
 
 // f16 at an even byte offset, widened to f32 (no SHADER_F16 needed).

@@ -1,10 +1,11 @@
-// dst[dst_offset + i] += src[src_offset + i] for i < n (the residual add).
+// dst[dst_offset + i] += src[src_offset + i % src_period] for i < n: the residual add
+// (src_period = n) or a bias row added to every row (src_period = row length).
 
 struct Params {
     n: u32,
     dst_offset: u32,
     src_offset: u32,
-    _pad0: u32,
+    src_period: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -21,6 +22,6 @@ fn main(
 ) {
     let i = (wid.y * nwg.x + wid.x) * WG + tid;
     if i < p.n {
-        dst[p.dst_offset + i] += src[p.src_offset + i];
+        dst[p.dst_offset + i] += src[p.src_offset + i % p.src_period];
     }
 }

@@ -1,7 +1,9 @@
 // RMS norm of each row of n elements: y = x / sqrt(mean(x^2) + eps) [* weight].
 // Row r reads x[x_offset + r*n ..] and writes y[y_offset + r*n ..]; the weight (length n) is
 // shared by all rows, so one dispatch normalises a whole vector (1 row) or every head of
-// [n_heads, head_dim] (n_heads rows). One workgroup per row.
+// [n_heads, head_dim] (n_heads rows). One workgroup per row. The bindings and the accessors
+// `load_x` / `store_y` come from `io_separate.wgsl` (x read, y written) or `io_inplace.wgsl`
+// (one read-write buffer: y_offset is x_offset), so per-head q/k norms need no scratch.
 
 struct Params {
     n: u32,
@@ -15,9 +17,6 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> y: array<f32>;
-@group(0) @binding(3) var<storage, read> weight: array<f32>;
 
 override WG: u32 = 64u;
 var<workgroup> partial: array<f32, 256>;
@@ -27,7 +26,7 @@ fn inv_rms(row: u32, tid: u32) -> f32 {
     let base = p.x_offset + row * p.n;
     var acc = 0.0;
     for (var i = tid; i < p.n; i += WG) {
-        let v = x[base + i];
+        let v = load_x(base + i);
         acc += v * v;
     }
     partial[tid] = acc;
@@ -57,7 +56,7 @@ fn main(
     }
     let r = inv_rms(row, tid);
     for (var i = tid; i < p.n; i += WG) {
-        y[p.y_offset + row * p.n + i] = x[p.x_offset + row * p.n + i] * r;
+        store_y(row * p.n + i, load_x(p.x_offset + row * p.n + i) * r);
     }
 }
 
@@ -73,6 +72,6 @@ fn main_weighted(
     }
     let r = inv_rms(row, tid);
     for (var i = tid; i < p.n; i += WG) {
-        y[p.y_offset + row * p.n + i] = x[p.x_offset + row * p.n + i] * r * weight[i];
+        store_y(row * p.n + i, load_x(p.x_offset + row * p.n + i) * r * weight[i]);
     }
 }

@@ -13,6 +13,16 @@ pub struct Caps {
     /// Smallest and largest subgroup size the adapter reports (0 when unknown).
     pub subgroup_min_size: u32,
     pub subgroup_max_size: u32,
+    /// `Features::TIMESTAMP_QUERY` is on (only when asked for in [`OpenOptions`]: benches).
+    pub timestamps: bool,
+}
+
+/// Features to ask for beyond SHADER_F16 and SUBGROUP, and features to leave off (tests of
+/// the paths without them).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpenOptions {
+    pub extra: wgpu::Features,
+    pub without: wgpu::Features,
 }
 
 /// An open device with the limits of its adapter and the pipeline table built on it.
@@ -89,9 +99,15 @@ impl Gpu {
 
     /// Opens the adapter that `filter` names (index or name substring), or the best one.
     pub fn open_with(filter: Option<&str>) -> Result<Gpu, GpuError> {
+        Self::open_with_options(filter, OpenOptions::default())
+    }
+
+    /// As [`Gpu::open_with`], with features added or left off.
+    pub fn open_with_options(filter: Option<&str>, options: OpenOptions) -> Result<Gpu, GpuError> {
         let adapter = choose(enumerate(), filter)?;
         let info = adapter.get_info();
-        let wanted = wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP;
+        let wanted = (wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP | options.extra)
+            - options.without;
         let features = adapter.features() & wanted;
         let limits = adapter.limits();
         let desc = wgpu::DeviceDescriptor {
@@ -114,6 +130,7 @@ impl Gpu {
             subgroup: features.contains(wgpu::Features::SUBGROUP),
             subgroup_min_size: info.subgroup_min_size,
             subgroup_max_size: info.subgroup_max_size,
+            timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
         };
         Ok(Gpu {
             device,

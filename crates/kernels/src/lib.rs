@@ -8,6 +8,7 @@ pub mod error;
 pub mod format;
 pub mod op;
 pub mod ops;
+pub mod parity;
 pub mod pipeline;
 pub mod readback;
 pub mod shader;
@@ -19,7 +20,7 @@ mod tests;
 #[cfg(test)]
 mod testutil;
 
-pub use device::{Caps, Gpu};
+pub use device::{Caps, Gpu, OpenOptions};
 pub use error::GpuError;
 pub use format::GpuFormat;
 pub use op::{Op, grid_1d};

@@ -6,11 +6,15 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crate::device::Gpu;
+use crate::device::{Caps, Gpu};
 use crate::format::GpuFormat;
 use crate::ops::glu::Activation;
+use crate::ops::kv::KvDtype;
 use crate::ops::rope::RopeMode;
-use crate::ops::{argmax, elementwise, embed, glu, matvec, norm, rope};
+use crate::ops::unary::UnaryOp;
+use crate::ops::{
+    argmax, attention, elementwise, embed, glu, kv, matmul, matvec, norm, rope, unary,
+};
 use crate::shader::{BindingKind, Program};
 
 /// Which kernel: the WGSL program and its variant.
@@ -20,10 +24,22 @@ pub enum Kernel {
     Matvec(GpuFormat),
     /// Gather rows of an embedding table (token ids read from a GPU buffer).
     EmbedRows(GpuFormat),
-    /// RMS norm over rows, with or without a gain vector.
-    RmsNorm { weighted: bool },
-    /// `dst += src`.
+    /// `Y = X W^T` for a block of tokens, with `W` in the given format.
+    Matmul(GpuFormat),
+    /// RMS norm over rows, with or without a gain vector, out of place or in place.
+    RmsNorm { weighted: bool, in_place: bool },
+    /// `dst += src` (src repeating with a period: bias rows).
     AddInPlace,
+    /// `dst = src`.
+    Copy,
+    /// In-place scale or soft-cap.
+    Unary(UnaryOp),
+    /// Write K and V rows into a cache.
+    KvAppend(KvDtype),
+    /// Attention over a cache (decode or causal prompt block), `HD` = head_dim.
+    Attention { kv: KvDtype, head_dim: u32 },
+    /// The flash-decoding reduction over splits.
+    AttnCombine,
     /// `out = act(gate) * up`.
     Glu(Activation),
     /// Index of the largest element.
@@ -39,11 +55,23 @@ impl Kernel {
         for &f in crate::shader::weight_formats() {
             all.push(Kernel::Matvec(f));
             all.push(Kernel::EmbedRows(f));
+            all.push(Kernel::Matmul(f));
+        }
+        for weighted in [false, true] {
+            for in_place in [false, true] {
+                all.push(Kernel::RmsNorm { weighted, in_place });
+            }
+        }
+        for kv in [KvDtype::F32, KvDtype::F16] {
+            all.push(Kernel::KvAppend(kv));
+            all.push(Kernel::Attention { kv, head_dim: 128 });
         }
         all.extend([
-            Kernel::RmsNorm { weighted: false },
-            Kernel::RmsNorm { weighted: true },
+            Kernel::AttnCombine,
             Kernel::AddInPlace,
+            Kernel::Copy,
+            Kernel::Unary(UnaryOp::Scale),
+            Kernel::Unary(UnaryOp::SoftCap),
             Kernel::Glu(Activation::GeluTanh),
             Kernel::Glu(Activation::Silu),
             Kernel::Argmax,
@@ -53,13 +81,37 @@ impl Kernel {
         all
     }
 
-    /// The files, entry point and bindings of this kernel.
+    /// The files, entry point and bindings of this kernel on a device with `caps` (kernels
+    /// with a subgroup variant pick it when the device has `Features::SUBGROUP`).
+    pub fn program_for(self, caps: &Caps) -> Program {
+        match self {
+            Kernel::Matvec(f) => matvec::program(f, caps.subgroup),
+            _ => self.program(),
+        }
+    }
+
+    /// Every program this kernel may use, one per device capability set.
+    pub fn programs(self) -> Vec<Program> {
+        match self {
+            Kernel::Matvec(f) => vec![matvec::program(f, false), matvec::program(f, true)],
+            _ => vec![self.program()],
+        }
+    }
+
+    /// The files, entry point and bindings of this kernel (the variant that needs no
+    /// optional feature).
     pub fn program(self) -> Program {
         match self {
-            Kernel::Matvec(f) => matvec::program(f),
+            Kernel::Matvec(f) => matvec::program(f, false),
             Kernel::EmbedRows(f) => embed::program(f),
-            Kernel::RmsNorm { weighted } => norm::program(weighted),
+            Kernel::Matmul(f) => matmul::program(f),
+            Kernel::RmsNorm { weighted, in_place } => norm::program(weighted, in_place),
             Kernel::AddInPlace => elementwise::program(),
+            Kernel::Copy => elementwise::copy_program(),
+            Kernel::Unary(_) => unary::program(),
+            Kernel::KvAppend(d) => kv::program(d),
+            Kernel::Attention { kv, .. } => attention::program(kv),
+            Kernel::AttnCombine => attention::combine_program(),
             Kernel::Glu(_) => glu::program(),
             Kernel::Argmax => argmax::program(),
             Kernel::Rope(_) => rope::program(),
@@ -71,6 +123,8 @@ impl Kernel {
         match self {
             Kernel::Glu(a) => vec![("ACT", a.code())],
             Kernel::Rope(m) => vec![("NEOX", m.code())],
+            Kernel::Unary(op) => vec![("OP", op.code())],
+            Kernel::Attention { head_dim, .. } => vec![("HD", f64::from(head_dim))],
             _ => Vec::new(),
         }
     }
@@ -167,7 +221,7 @@ impl Gpu {
             "workgroup size {} must be a power of two <= 256 (kernels reduce in a 256-slot array)",
             key.workgroup_size
         );
-        let program = key.kernel.program();
+        let program = key.kernel.program_for(&self.caps);
         let layout = t
             .layouts
             .entry(program.bindings)

@@ -83,7 +83,7 @@ impl Program {
 pub fn all_programs() -> Vec<Program> {
     crate::pipeline::Kernel::all()
         .into_iter()
-        .map(|k| k.program())
+        .flat_map(|k| k.programs())
         .collect()
 }
 

@@ -1,11 +1,9 @@
-//! Test helpers: the shared device, random data, random weights with their dequantized values.
+//! Test helpers: the shared device; random data lives in [`crate::parity::data`].
 
 use std::sync::OnceLock;
 
-use half::f16;
-
 use crate::device::Gpu;
-use crate::format::GpuFormat;
+pub use crate::parity::data::{random_f32, random_weight};
 
 /// The device shared by the parity tests. With no adapter the tests fail, unless
 /// `RULLAMA_NO_GPU_TESTS=1`, which makes them pass with a loud message instead.
@@ -30,84 +28,13 @@ pub fn gpu() -> Option<&'static Gpu> {
     }
 }
 
-/// SplitMix64: small, seedable, good enough for test data.
-#[derive(Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed ^ 0x9e37_79b9_7f4a_7c15)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [-1, 1).
-    pub fn unit(&mut self) -> f32 {
-        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
-
-    /// A normal f16 of magnitude in [2^-10, 1) with a random sign.
-    pub fn scale_f16(&mut self) -> f16 {
-        let mag = (2f32).powf(-10.0 * ((self.next_u64() >> 40) as f32 / (1u64 << 24) as f32));
-        let sign = if self.next_u64() & 1 == 0 { 1.0 } else { -1.0 };
-        f16::from_f32(sign * mag)
-    }
-}
-
-pub fn random_f32(n: usize, seed: u64) -> Vec<f32> {
-    let mut r = Rng::new(seed);
-    (0..n).map(|_| r.unit()).collect()
-}
-
-/// Granularity of `n_in` in tests: the block size, or 11 for floats (so rows end mid-unit).
-pub fn n_in_step(f: GpuFormat) -> usize {
-    match f {
-        GpuFormat::F32 | GpuFormat::F16 => 11,
-        _ => f.block_weights(),
-    }
-}
-
-/// Byte offsets of the f16 scale fields in one block (set to sane values; the other bytes
-/// are uniformly random, so every quant bit pattern occurs).
-fn scale_fields(f: GpuFormat) -> &'static [usize] {
-    match f {
-        GpuFormat::Q8_0 | GpuFormat::Q4_0 | GpuFormat::Q5_0 => &[0],
-        GpuFormat::Q4_1 | GpuFormat::Q4K => &[0, 2],
-        GpuFormat::Q6K => &[208],
-        GpuFormat::F32 | GpuFormat::F16 => &[],
-    }
-}
-
-/// A random `n_out x n_in` weight in `f`'s GGUF layout, and its values from the quant crate.
-pub fn random_weight(f: GpuFormat, n_out: usize, n_in: usize, seed: u64) -> (Vec<u8>, Vec<f32>) {
-    let mut r = Rng::new(seed);
-    let n = n_out * n_in;
-    let bytes: Vec<u8> = match f {
-        GpuFormat::F32 => (0..n).flat_map(|_| r.unit().to_le_bytes()).collect(),
-        GpuFormat::F16 => (0..n)
-            .flat_map(|_| f16::from_f32(r.unit()).to_le_bytes())
-            .collect(),
-        _ => {
-            let layout = f.ggml().layout();
-            let mut bytes: Vec<u8> = (0..n / layout.block_size * layout.type_size)
-                .map(|_| r.next_u64() as u8)
-                .collect();
-            for block in bytes.chunks_exact_mut(layout.type_size) {
-                for &o in scale_fields(f) {
-                    block[o..o + 2].copy_from_slice(&r.scale_f16().to_le_bytes());
-                }
-            }
-            bytes
-        }
-    };
-    let mut values = vec![0f32; n];
-    rullama_quant::ops::dequantize(f.format(), &bytes, &mut values)
-        .expect("the quant crate decodes every GPU format");
-    (bytes, values)
+/// Runs the kernel parity check `name` for `cases` random cases and fails on any miss.
+pub fn parity(name: &str, cases: usize, seed: u64) {
+    let Some(gpu) = gpu() else { return };
+    let check = crate::parity::checks()
+        .into_iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no parity check {name:?}"));
+    let r = check.run(gpu, cases, seed);
+    assert!(r.passed(), "{r}");
 }

@@ -17,6 +17,7 @@ pub mod backend;
 mod config;
 pub mod cpu;
 mod error;
+pub mod gpu;
 mod graph;
 pub mod logits;
 mod model;

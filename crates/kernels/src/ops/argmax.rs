@@ -5,11 +5,14 @@
 //! (value, index) pairs; ties go to the lowest index. (A 262k vocabulary is 1k loads per
 //! invocation; a two-stage version is the next step if it shows in profiles.)
 
+use crate::device::Gpu;
 use crate::error::GpuError;
 use crate::op::Op;
+use crate::parity::data::{Rng, random_f32};
+use crate::parity::{Check, Compare, run_read};
 use crate::pipeline::Kernel;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
-use crate::tensor::View;
+use crate::tensor::{GpuTensor, View};
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
@@ -70,28 +73,42 @@ pub fn argmax_ref(x: &[f32]) -> u32 {
     best.map_or(u32::MAX, |(i, _)| i as u32)
 }
 
+/// Tolerance: exact (comparisons only). Values are drawn from 16 levels so ties occur.
+pub const CHECK: Check = Check {
+    name: "argmax",
+    tolerance: "exact",
+    case: parity_case,
+};
+
+fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    let n = rng.range(1, 5000);
+    let x: Vec<f32> = random_f32(n, rng.next_u64())
+        .iter()
+        .map(|v| (v * 8.0).round())
+        .collect();
+    let xt = GpuTensor::from_f32(gpu, &[n], &x);
+    let out = GpuTensor::from_u32(gpu, &[2], &[7, 7]);
+    let got: Vec<u32> = run_read(
+        gpu,
+        vec![argmax((&xt).into(), n, View::at(&out, 1))?],
+        &out,
+        0,
+        2,
+    )?;
+    let mut c = Compare::default();
+    c.exact(f64::from(got[0]), 7.0, || "untouched neighbour".into());
+    c.exact(f64::from(got[1]), f64::from(argmax_ref(&x)), || {
+        format!("argmax of {n}")
+    });
+    Ok(c)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::testutil::{gpu, random_f32};
-    use crate::{GpuTensor, Readback, StepBuilder};
-    use proptest::prelude::*;
+    use crate::testutil;
 
-    proptest! {
-        #![proptest_config(ProptestConfig { cases: 6, ..ProptestConfig::default() })]
-        /// Tolerance: exact (comparisons only). Values are drawn from 16 levels so ties occur.
-        #[test]
-        fn argmax_matches_reference(n in 1usize..5000, seed in any::<u64>()) {
-            let Some(gpu) = gpu() else { return Ok(()) };
-            let x: Vec<f32> = random_f32(n, seed).iter().map(|v| (v * 8.0).round()).collect();
-            let xt = GpuTensor::from_f32(gpu, &[n], &x);
-            let out = GpuTensor::from_u32(gpu, &[2], &[7, 7]);
-            let mut b = StepBuilder::new();
-            b.push(argmax((&xt).into(), n, View::at(&out, 1)).unwrap());
-            let mut step = b.build(gpu);
-            let mut got = [0u32; 2];
-            Readback::new(gpu, 8).run_and_read(gpu, &mut step, &out, 0, &mut got).unwrap();
-            prop_assert_eq!(got, [7, argmax_ref(&x)]);
-        }
+    #[test]
+    fn argmax_matches_reference() {
+        testutil::parity("argmax", 6, 51);
     }
 }

@@ -4,12 +4,15 @@
 //! WGSL: `embed/embed_rows.wgsl` + `common/blocks.wgsl` + `formats/<type>.wgsl`. One workgroup
 //! of 64 per token; one dispatch per table chunk (a chunk skips ids outside its rows).
 
+use crate::device::Gpu;
 use crate::error::GpuError;
 use crate::format::GpuFormat;
 use crate::op::{Op, grid_1d};
+use crate::parity::data::{Rng, n_in_step, random_weight};
+use crate::parity::{Check, Compare, run_read};
 use crate::pipeline::Kernel;
 use crate::shader::{BLOCKS, BindingKind, Program, ShaderFile, shader_file};
-use crate::tensor::{GpuWeight, View};
+use crate::tensor::{Dtype, GpuTensor, GpuWeight, View, WeightShape};
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
@@ -91,46 +94,50 @@ pub fn embed_ref(table: &[f32], n_in: usize, ids: &[u32], scale: f32) -> Vec<f32
         .collect()
 }
 
+/// Tolerance: 2 * 2^-23 * |ref|. Both sides decode a weight with the same f32 operations
+/// (d * q, d * sc * q - dmin * m) and multiply once by the scale; only an FMA contraction on
+/// the GPU can differ (K-quants), which a 2-ulp bound covers.
+pub const CHECK: Check = Check {
+    name: "embed_rows",
+    tolerance: "2*2^-23*|ref|",
+    case: parity_case,
+};
+
+fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    let f = rng.pick(&GpuFormat::ALL);
+    let n_rows = rng.range(1, 30);
+    let n_in = rng.range(1, 4) * n_in_step(f);
+    let chunk_rows = rng.range(1, 30);
+    let (bytes, table) = random_weight(f, n_rows, n_in, rng.next_u64());
+    let shape = WeightShape {
+        format: f,
+        n_in,
+        n_out: n_rows,
+    };
+    let limit = (f.row_bytes(n_in) * chunk_rows + 4) as u64;
+    let wt = GpuWeight::upload_chunked(gpu, shape, &bytes, limit)?;
+    let ids: Vec<u32> = (0..3).map(|_| rng.range(0, n_rows) as u32).collect();
+    let idt = GpuTensor::from_u32(gpu, &[4], &[0, ids[0], ids[1], ids[2]]);
+    let out = GpuTensor::zeros(gpu, &[3 * n_in], Dtype::F32);
+    let ops = embed_rows(&wt, View::at(&idt, 1), 3, (&out).into(), 1.5)?;
+    let y: Vec<f32> = run_read(gpu, ops, &out, 0, 3 * n_in)?;
+    let want = embed_ref(&table, n_in, &ids, 1.5);
+    let mut c = Compare::default();
+    for (i, (g, r)) in y.iter().zip(&want).enumerate() {
+        let tol = 2.0 * f64::from(f32::EPSILON * r.abs());
+        c.add(f64::from(*g), f64::from(*r), tol, || {
+            format!("{f:?} elem {i}")
+        });
+    }
+    Ok(c)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::testutil::{self, gpu, random_weight};
-    use crate::{Dtype, GpuTensor, Readback, StepBuilder, WeightShape};
-    use proptest::prelude::*;
+    use crate::testutil;
 
-    proptest! {
-        #![proptest_config(ProptestConfig { cases: 4, ..ProptestConfig::default() })]
-        /// Tolerance: exact. Both sides decode a weight with the same f32 operations
-        /// (d * q, d * sc * q - dmin * m) and multiply once by the scale; only an FMA
-        /// contraction on the GPU could differ, so for K-quants a 2-ulp bound applies.
-        #[test]
-        fn embed_matches_reference(
-            fi in 0..GpuFormat::ALL.len(),
-            n_rows in 1usize..30,
-            n_blocks in 1usize..4,
-            chunk_rows in 1usize..30,
-            seed in any::<u64>(),
-        ) {
-            let Some(gpu) = gpu() else { return Ok(()) };
-            let f = GpuFormat::ALL[fi];
-            let n_in = n_blocks * testutil::n_in_step(f);
-            let (bytes, table) = random_weight(f, n_rows, n_in, seed);
-            let shape = WeightShape { format: f, n_in, n_out: n_rows };
-            let limit = (f.row_bytes(n_in) * chunk_rows + 4) as u64;
-            let wt = GpuWeight::upload_chunked(gpu, shape, &bytes, limit).unwrap();
-            let ids: Vec<u32> = (0..3).map(|i| ((seed >> (8 * i)) % n_rows as u64) as u32).collect();
-            let idt = GpuTensor::from_u32(gpu, &[4], &[0, ids[0], ids[1], ids[2]]);
-            let out = GpuTensor::zeros(gpu, &[3 * n_in], Dtype::F32);
-            let mut b = StepBuilder::new();
-            b.extend(embed_rows(&wt, View::at(&idt, 1), 3, (&out).into(), 1.5).unwrap());
-            let mut step = b.build(gpu);
-            let mut y = vec![0f32; 3 * n_in];
-            Readback::new(gpu, (y.len() * 4) as u64).run_and_read(gpu, &mut step, &out, 0, &mut y).unwrap();
-            let want = embed_ref(&table, n_in, &ids, 1.5);
-            for (i, (g, r)) in y.iter().zip(&want).enumerate() {
-                let tol = 2.0 * f32::EPSILON * r.abs();
-                prop_assert!((g - r).abs() <= tol, "{:?} elem {}: gpu {} ref {}", f, i, g, r);
-            }
-        }
+    #[test]
+    fn embed_matches_reference() {
+        testutil::parity("embed_rows", 6, 61);
     }
 }

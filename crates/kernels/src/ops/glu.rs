@@ -3,11 +3,14 @@
 //! WGSL: `elementwise/glu.wgsl`, activation chosen by the `ACT` override (part of the
 //! pipeline key). 256 invocations per workgroup, one element each.
 
+use crate::device::Gpu;
 use crate::error::GpuError;
 use crate::op::{Op, grid_1d};
+use crate::parity::data::{Rng, random_f32};
+use crate::parity::{Check, Compare, run_read};
 use crate::pipeline::Kernel;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
-use crate::tensor::View;
+use crate::tensor::{Dtype, GpuTensor, View};
 
 /// The gate's activation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -106,55 +109,60 @@ pub fn glu_ref(act: Activation, gate: &[f32], up: &[f32]) -> Vec<f32> {
         .collect()
 }
 
+/// Tolerance: |gpu - ref| <= 2^-16 * (|g| + 1) * |up|. WGSL leaves tanh's and exp's
+/// accuracy to the platform (Vulkan: exp within 3 + 2|x| ulp, tanh inherited from
+/// sinh/cosh), so only a few-ulp relative bound holds on the activation; scaled by
+/// (|g| + 1) because the activation is ~|g| for large gates and ~0.5 near zero.
+pub const CHECK: Check = Check {
+    name: "glu",
+    tolerance: "2^-16*(|g|+1)*|up|",
+    case: parity_case,
+};
+
+fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    let act = if rng.bool() {
+        Activation::GeluTanh
+    } else {
+        Activation::Silu
+    };
+    compare(gpu, act, rng.range(1, 3000), rng.next_u64())
+}
+
+fn compare(gpu: &Gpu, act: Activation, n: usize, seed: u64) -> Result<Compare, GpuError> {
+    // Gate|up fused in one tensor, as the fused matvec writes them; gates span [-8, 8].
+    let mut gu = random_f32(2 * n, seed);
+    gu[..n].iter_mut().for_each(|g| *g *= 8.0);
+    let gut = GpuTensor::from_f32(gpu, &[2 * n], &gu);
+    let out = GpuTensor::zeros(gpu, &[n], Dtype::F32);
+    let op = glu(act, (&gut).into(), View::at(&gut, n), (&out).into(), n)?;
+    let y: Vec<f32> = run_read(gpu, vec![op], &out, 0, n)?;
+    let want = glu_ref(act, &gu[..n], &gu[n..]);
+    let mut c = Compare::default();
+    for i in 0..n {
+        let tol = f64::from((gu[i].abs() + 1.0) * gu[n + i].abs() / 65536.0);
+        c.add(f64::from(y[i]), f64::from(want[i]), tol, || {
+            format!("{act:?} {i}: gate {}", gu[i])
+        });
+    }
+    Ok(c)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{gpu, random_f32};
-    use crate::{Dtype, GpuTensor, Readback, StepBuilder};
-    use proptest::prelude::*;
+    use crate::testutil;
 
-    /// Tolerance: |gpu - ref| <= 2^-16 * (|g| + 1) * |up|. WGSL leaves tanh's and exp's
-    /// accuracy to the platform (Vulkan: exp within 3 + 2|x| ulp, tanh inherited from
-    /// sinh/cosh), so only a few-ulp relative bound holds on the activation; scaled by
-    /// (|g| + 1) because the activation is ~|g| for large gates and ~0.5 near zero.
-    fn check(act: Activation, n: usize, seed: u64) {
-        let Some(gpu) = gpu() else { return };
-        // Gate|up fused in one tensor, as the fused matvec writes them; gates span [-8, 8].
-        let mut gu = random_f32(2 * n, seed);
-        gu[..n].iter_mut().for_each(|g| *g *= 8.0);
-        let gut = GpuTensor::from_f32(gpu, &[2 * n], &gu);
-        let out = GpuTensor::zeros(gpu, &[n], Dtype::F32);
-        let mut b = StepBuilder::new();
-        b.push(glu(act, (&gut).into(), View::at(&gut, n), (&out).into(), n).unwrap());
-        let mut step = b.build(gpu);
-        let mut y = vec![0f32; n];
-        Readback::new(gpu, (n * 4) as u64)
-            .run_and_read(gpu, &mut step, &out, 0, &mut y)
-            .unwrap();
-        let want = glu_ref(act, &gu[..n], &gu[n..]);
-        for i in 0..n {
-            let tol = (gu[i].abs() + 1.0) * gu[n + i].abs() / 65536.0;
-            assert!(
-                (y[i] - want[i]).abs() <= tol,
-                "{act:?} {i}: gate {} gpu {} ref {}",
-                gu[i],
-                y[i],
-                want[i]
-            );
-        }
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig { cases: 4, ..ProptestConfig::default() })]
-        #[test]
-        fn glu_matches_reference(gelu in any::<bool>(), n in 1usize..3000, seed in any::<u64>()) {
-            check(if gelu { Activation::GeluTanh } else { Activation::Silu }, n, seed);
-        }
+    #[test]
+    fn glu_matches_reference() {
+        testutil::parity("glu", 4, 41);
     }
 
     #[test]
     fn both_activations() {
-        check(Activation::GeluTanh, 2048, 1);
-        check(Activation::Silu, 1536, 2);
+        let Some(gpu) = testutil::gpu() else { return };
+        for (act, n) in [(Activation::GeluTanh, 2048), (Activation::Silu, 1536)] {
+            let c = compare(gpu, act, n, n as u64).unwrap();
+            assert!(c.max_ratio <= 1.0, "{}", c.worst);
+        }
     }
 }

@@ -1,14 +1,21 @@
 //! `y = W x` with `W` a GGUF weight (any [`GpuFormat`]) kept in its block layout.
 //!
-//! WGSL: `matvec/matvec.wgsl` (skeleton) + `common/blocks.wgsl` + `formats/<type>.wgsl`.
-//! One workgroup of 64 per output row; one dispatch per weight chunk.
+//! WGSL: `matvec/matvec.wgsl` (skeleton), `matvec/reduce_{plain,subgroup}.wgsl` (entry point),
+//! `common/blocks.wgsl`, `formats/<type>.wgsl` (block constants) and `matvec/dot_<type>.wgsl`
+//! (the unrolled per-format inner loop). A workgroup of 64 (32 for rows of at most 32 units)
+//! takes 4 rows; each invocation decodes units of all 4 rows.
+//! The subgroup entry is chosen when the device has `Features::SUBGROUP`. One dispatch per
+//! weight chunk.
 
+use crate::device::Gpu;
 use crate::error::GpuError;
 use crate::format::GpuFormat;
 use crate::op::{Op, grid_1d};
+use crate::parity::data::{Rng, n_in_step, random_f32, random_weight};
+use crate::parity::{Check, Compare, U, run_read};
 use crate::pipeline::Kernel;
 use crate::shader::{BLOCKS, BindingKind, Program, ShaderFile, shader_file};
-use crate::tensor::{GpuWeight, View};
+use crate::tensor::{GpuTensor, GpuWeight, View, WeightShape};
 
 /// Parameters of one matvec dispatch (WGSL `Params` in `matvec/matvec.wgsl`).
 #[repr(C)]
@@ -25,6 +32,30 @@ pub struct MatvecParams {
 }
 
 static SKELETON: ShaderFile = shader_file!("matvec/matvec.wgsl");
+static REDUCE_PLAIN: ShaderFile = shader_file!("matvec/reduce_plain.wgsl");
+static REDUCE_SUBGROUP: ShaderFile = shader_file!("matvec/reduce_subgroup.wgsl");
+static DOT_F32: ShaderFile = shader_file!("matvec/dot_f32.wgsl");
+static DOT_F16: ShaderFile = shader_file!("matvec/dot_f16.wgsl");
+static DOT_Q8_0: ShaderFile = shader_file!("matvec/dot_q8_0.wgsl");
+static DOT_Q4_0: ShaderFile = shader_file!("matvec/dot_q4_0.wgsl");
+static DOT_Q4_1: ShaderFile = shader_file!("matvec/dot_q4_1.wgsl");
+static DOT_Q5_0: ShaderFile = shader_file!("matvec/dot_q5_0.wgsl");
+static DOT_Q4K: ShaderFile = shader_file!("matvec/dot_q4_k.wgsl");
+static DOT_Q6K: ShaderFile = shader_file!("matvec/dot_q6_k.wgsl");
+
+/// The format's hand-unrolled `unit_dot` (decode 32 weights and dot them with x).
+fn dot_file(f: GpuFormat) -> &'static ShaderFile {
+    match f {
+        GpuFormat::F32 => &DOT_F32,
+        GpuFormat::F16 => &DOT_F16,
+        GpuFormat::Q8_0 => &DOT_Q8_0,
+        GpuFormat::Q4_0 => &DOT_Q4_0,
+        GpuFormat::Q4_1 => &DOT_Q4_1,
+        GpuFormat::Q5_0 => &DOT_Q5_0,
+        GpuFormat::Q4K => &DOT_Q4K,
+        GpuFormat::Q6K => &DOT_Q6K,
+    }
+}
 
 const BINDINGS: &[BindingKind] = &[
     BindingKind::Uniform,
@@ -34,11 +65,18 @@ const BINDINGS: &[BindingKind] = &[
 ];
 
 pub const WORKGROUP: u32 = 64;
+/// Rows per workgroup (`R` in the WGSL).
+pub const ROWS: usize = 4;
 
-pub(crate) fn program(f: GpuFormat) -> Program {
+pub(crate) fn program(f: GpuFormat, subgroup: bool) -> Program {
+    let (reduce, suffix) = if subgroup {
+        (&REDUCE_SUBGROUP, "_sg")
+    } else {
+        (&REDUCE_PLAIN, "")
+    };
     Program {
-        name: format!("matvec_{}", f.name()),
-        files: vec![&SKELETON, &BLOCKS, f.decoder()],
+        name: format!("matvec_{}{suffix}", f.name()),
+        files: vec![&SKELETON, reduce, &BLOCKS, f.decoder(), dot_file(f)],
         entry: "main",
         bindings: BINDINGS,
         params_size: size_of::<MatvecParams>(),
@@ -50,6 +88,12 @@ pub fn matvec(w: &GpuWeight, x: View<'_>, y: View<'_>) -> Result<Vec<Op>, GpuErr
     let s = w.shape;
     x.check("matvec x", s.n_in)?;
     y.check("matvec y", s.n_out)?;
+    // Rows of at most 32 units (gemma's 640 inputs: 20) keep a workgroup of 32 busy.
+    let wg = if s.n_in.div_ceil(32) <= 32 {
+        32
+    } else {
+        WORKGROUP
+    };
     let ops = w.chunks.iter().map(|c| {
         let params = MatvecParams {
             n_in: s.n_in as u32,
@@ -62,10 +106,10 @@ pub fn matvec(w: &GpuWeight, x: View<'_>, y: View<'_>) -> Result<Vec<Op>, GpuErr
         let buffers = [&c.buf, &x.t.buf, &y.t.buf];
         Op::new(
             Kernel::Matvec(s.format),
-            WORKGROUP,
+            wg,
             &params,
             &buffers,
-            grid_1d(c.n_rows),
+            grid_1d(c.n_rows.div_ceil(ROWS)),
         )
     });
     Ok(ops.collect())
@@ -91,78 +135,103 @@ pub fn matvec_ref(w: &[f32], x: &[f32]) -> (Vec<f32>, Vec<f32>) {
         .unzip()
 }
 
+/// Tolerance: |gpu - ref| <= (n_in + 4) * 2^-24 * sum_i |w_i x_i|. The GPU sums n_in f32
+/// products in another order (strided partial sums, then a tree), possibly with FMA; any
+/// order of n f32 additions errs by at most n * u * sum |terms| (u = 2^-24), and decoding a
+/// weight (d * sc * q - m) adds a few roundings more. The reference is f64.
+pub const CHECK: Check = Check {
+    name: "matvec",
+    tolerance: "(n_in+4)*2^-24*sum|w_i x_i|",
+    case: parity_case,
+};
+
+fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    let format = rng.pick(&GpuFormat::ALL);
+    let n_out = rng.range(1, 40);
+    // Up to 40 units of 32 weights: both workgroup sizes (32 and 64).
+    let n_blocks = rng.range(1, (40 * 32 / n_in_step(format)).max(2));
+    let chunk_rows = rng.range(1, 50);
+    compare(gpu, format, n_out, n_blocks, chunk_rows, rng.next_u64())
+}
+
+/// Runs one matvec of `n_out` rows of `n_blocks` blocks (weight split every `chunk_rows`).
+pub(crate) fn compare(
+    gpu: &Gpu,
+    format: GpuFormat,
+    n_out: usize,
+    n_blocks: usize,
+    chunk_rows: usize,
+    seed: u64,
+) -> Result<Compare, GpuError> {
+    let n_in = n_blocks * n_in_step(format);
+    let (bytes, w) = random_weight(format, n_out, n_in, seed);
+    let x = random_f32(n_in, seed ^ 1);
+    let shape = WeightShape {
+        format,
+        n_in,
+        n_out,
+    };
+    let row_bytes = format.row_bytes(n_in) as u64;
+    let wt = GpuWeight::upload_chunked(gpu, shape, &bytes, row_bytes * chunk_rows as u64 + 4)?;
+    let xt = GpuTensor::from_f32(gpu, &[n_in], &x);
+    let yt = GpuTensor::zeros(gpu, &[n_out + 3], crate::Dtype::F32);
+    let ops = matvec(&wt, (&xt).into(), View::at(&yt, 3))?;
+    let y: Vec<f32> = run_read(gpu, ops, &yt, 3, n_out)?;
+    let (want, abs) = matvec_ref(&w, &x);
+    let mut c = Compare::default();
+    for r in 0..n_out {
+        let bound = (n_in + 4) as f64 * U * f64::from(abs[r]);
+        c.add(f64::from(y[r]), f64::from(want[r]), bound, || {
+            format!("{format:?} {n_out}x{n_in} row {r}")
+        });
+    }
+    Ok(c)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{self, random_weight};
-    use crate::{GpuTensor, GpuWeight, Readback, StepBuilder, WeightShape};
-    use proptest::prelude::*;
+    use crate::testutil;
 
-    /// Tolerance: |gpu - ref| <= (n_in + 4) * 2^-24 * sum_i |w_i x_i|. The GPU sums n_in f32
-    /// products in another order (per-invocation strided sums, then a tree), possibly with
-    /// FMA; any order of n f32 additions errs by at most n * u * sum |terms| (u = 2^-24), and
-    /// decoding a weight (d * sc * q - m) adds a few roundings more. The reference is f64.
-    fn check(format: GpuFormat, n_out: usize, n_blocks: usize, chunk_rows: usize, seed: u64) {
-        let Some(gpu) = testutil::gpu() else { return };
-        let n_in = n_blocks * testutil::n_in_step(format);
-        let (bytes, w) = random_weight(format, n_out, n_in, seed);
-        let x = testutil::random_f32(n_in, seed ^ 1);
-        let shape = WeightShape {
-            format,
-            n_in,
-            n_out,
-        };
-        let row_bytes = format.row_bytes(n_in) as u64;
-        let wt = GpuWeight::upload_chunked(gpu, shape, &bytes, row_bytes * chunk_rows as u64 + 4)
-            .unwrap();
-        let xt = GpuTensor::from_f32(gpu, &[n_in], &x);
-        let yt = GpuTensor::zeros(gpu, &[n_out + 3], crate::Dtype::F32);
-        let mut b = StepBuilder::new();
-        b.extend(matvec(&wt, (&xt).into(), View::at(&yt, 3)).unwrap());
-        let mut step = b.build(gpu);
-        let mut y = vec![0f32; n_out];
-        Readback::new(gpu, (n_out * 4) as u64)
-            .run_and_read(gpu, &mut step, &yt, 3, &mut y)
-            .unwrap();
-        let (want, abs) = matvec_ref(&w, &x);
-        for r in 0..n_out {
-            let tol = (n_in + 4) as f32 * f32::EPSILON / 2.0 * abs[r];
-            assert!(
-                (y[r] - want[r]).abs() <= tol,
-                "{format:?} row {r}: gpu {} ref {} tol {tol}",
-                y[r],
-                want[r]
-            );
-        }
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig { cases: 8, ..ProptestConfig::default() })]
-        #[test]
-        fn matvec_matches_reference(
-            fi in 0..GpuFormat::ALL.len(),
-            n_out in 1usize..40,
-            n_blocks in 1usize..5,
-            chunk_rows in 1usize..50,
-            seed in any::<u64>(),
-        ) {
-            check(GpuFormat::ALL[fi], n_out, n_blocks, chunk_rows, seed);
-        }
+    #[test]
+    fn matvec_matches_reference() {
+        testutil::parity("matvec", 8, 1);
     }
 
     /// Every format once, with rows split over several chunks.
     #[test]
     fn every_format() {
+        let Some(gpu) = testutil::gpu() else { return };
         for (i, f) in GpuFormat::ALL.into_iter().enumerate() {
-            check(f, 13, 3, 5, 7 + i as u64);
+            let c = compare(gpu, f, 13, 3, 5, 7 + i as u64).unwrap();
+            assert!(c.max_ratio <= 1.0, "{}", c.worst);
         }
+    }
+
+    /// The entry point without subgroup operations, on a device opened without SUBGROUP.
+    #[test]
+    fn plain_reduction() {
+        if testutil::gpu().is_none() {
+            return;
+        }
+        let options = crate::OpenOptions {
+            without: wgpu::Features::SUBGROUP,
+            ..Default::default()
+        };
+        let filter = std::env::var("RULLAMA_ADAPTER").ok();
+        let gpu = crate::Gpu::open_with_options(filter.as_deref(), options).unwrap();
+        assert!(!gpu.caps.subgroup);
+        let r = CHECK.run(&gpu, 6, 5);
+        assert!(r.passed(), "{r}");
     }
 
     /// F32/F16 rows whose length is not a multiple of 32 (the last unit is partial).
     #[test]
     fn float_partial_units() {
+        let Some(gpu) = testutil::gpu() else { return };
         for f in [GpuFormat::F32, GpuFormat::F16] {
-            check(f, 5, 37, 100, 3);
+            let c = compare(gpu, f, 5, 37, 100, 3).unwrap();
+            assert!(c.max_ratio <= 1.0, "{}", c.worst);
         }
     }
 }

@@ -4,9 +4,13 @@
 //! [`Op`]: crate::Op
 
 pub mod argmax;
+pub mod attention;
 pub mod elementwise;
 pub mod embed;
 pub mod glu;
+pub mod kv;
+pub mod matmul;
 pub mod matvec;
 pub mod norm;
 pub mod rope;
+pub mod unary;

@@ -6,8 +6,11 @@
 //! made once by [`rope_freqs`] (in f64), so base, linear scaling and per-dimension factors
 //! (Gemma 4's global layers) need no kernel variants.
 
+use crate::device::Gpu;
 use crate::error::GpuError;
 use crate::op::{Op, grid_1d};
+use crate::parity::data::{Rng, random_f32};
+use crate::parity::{Check, Compare, run_read};
 use crate::pipeline::Kernel;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::{GpuTensor, View};
@@ -140,59 +143,82 @@ impl Rope {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::testutil::{gpu, random_f32};
-    use crate::{GpuTensor, Readback, StepBuilder};
-    use proptest::prelude::*;
+/// Tolerance: |gpu - ref| <= (|x0| + |x1|) * (2^-11 + |angle| * 2^-23). Vulkan bounds
+/// sin/cos only to 2^-11 absolute (within [-pi, pi]; drivers range-reduce), and the f32
+/// angle pos * freq is off by up to |angle| * 2^-24, which the rotation carries.
+/// Dimensions past n_rot must pass through exactly.
+pub const CHECK: Check = Check {
+    name: "rope",
+    tolerance: "(|x0|+|x1|)*(2^-11+|angle|*2^-23)",
+    case: parity_case,
+};
 
-    proptest! {
-        #![proptest_config(ProptestConfig { cases: 6, ..ProptestConfig::default() })]
-        /// Tolerance: |gpu - ref| <= (|x0| + |x1|) * (2^-11 + |angle| * 2^-23). Vulkan bounds
-        /// sin/cos only to 2^-11 absolute (within [-pi, pi]; drivers range-reduce), and the
-        /// f32 angle pos * freq is off by up to |angle| * 2^-24, which the rotation carries.
-        #[test]
-        fn rope_matches_reference(
-            neox in any::<bool>(),
-            half_rot in 1usize..40,
-            extra in 0usize..9,
-            n_heads in 1usize..4,
-            n_tokens in 1usize..4,
-            seed in any::<u64>(),
-        ) {
-            let Some(gpu) = gpu() else { return Ok(()) };
-            let mode = if neox { RopeMode::Neox } else { RopeMode::Normal };
-            let n_rot = 2 * half_rot;
-            let rope = Rope { mode, head_dim: n_rot + extra, n_rot, n_heads, n_tokens };
-            let n = n_tokens * n_heads * rope.head_dim;
-            let x = random_f32(n, seed);
-            let pos: Vec<u32> = (0..n_tokens).map(|t| ((seed >> (12 * t)) % 5000) as u32).collect();
-            let freqs = rope_freqs(n_rot, 10000.0, 1.0, None);
-            let xt = GpuTensor::from_f32(gpu, &[n], &x);
-            let pt = GpuTensor::from_u32(gpu, &[n_tokens], &pos);
-            let ft = GpuTensor::from_f32(gpu, &[freqs.len()], &freqs);
-            let mut b = StepBuilder::new();
-            b.push(rope.op((&xt).into(), (&pt).into(), &ft).unwrap());
-            let mut step = b.build(gpu);
-            let mut y = vec![0f32; n];
-            Readback::new(gpu, (n * 4) as u64).run_and_read(gpu, &mut step, &xt, 0, &mut y).unwrap();
-            let mut want = x.clone();
-            rope.reference(&mut want, &pos, &freqs);
-            for (r, (gr, wr)) in y.chunks(rope.head_dim).zip(want.chunks(rope.head_dim)).enumerate() {
-                let xr = &x[r * rope.head_dim..][..rope.head_dim];
-                let p = f64::from(pos[r / n_heads]);
-                for (i, &f) in freqs.iter().enumerate() {
-                    let (j0, j1) = mode.pair(i, n_rot / 2);
-                    let angle = (p * f64::from(f)) as f32;
-                    let tol = (xr[j0].abs() + xr[j1].abs()) * (2f32.powi(-11) + angle * 2f32.powi(-23));
-                    for j in [j0, j1] {
-                        prop_assert!((gr[j] - wr[j]).abs() <= tol, "{:?} row {} dim {}: {} vs {}", mode, r, j, gr[j], wr[j]);
-                    }
-                }
-                // Dimensions past n_rot pass through untouched.
-                prop_assert_eq!(&gr[n_rot..], &xr[n_rot..]);
+fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    let mode = if rng.bool() {
+        RopeMode::Neox
+    } else {
+        RopeMode::Normal
+    };
+    let n_rot = 2 * rng.range(1, 40);
+    let n_heads = rng.range(1, 4);
+    let n_tokens = rng.range(1, 4);
+    let rope = Rope {
+        mode,
+        head_dim: n_rot + rng.range(0, 9),
+        n_rot,
+        n_heads,
+        n_tokens,
+    };
+    let n = n_tokens * n_heads * rope.head_dim;
+    let x = random_f32(n, rng.next_u64());
+    let pos: Vec<u32> = (0..n_tokens).map(|_| rng.range(0, 5000) as u32).collect();
+    let freqs = rope_freqs(n_rot, 10000.0, 1.0, None);
+    let xt = GpuTensor::from_f32(gpu, &[n], &x);
+    let pt = GpuTensor::from_u32(gpu, &[n_tokens], &pos);
+    let ft = GpuTensor::from_f32(gpu, &[freqs.len()], &freqs);
+    let y: Vec<f32> = run_read(
+        gpu,
+        vec![rope.op((&xt).into(), (&pt).into(), &ft)?],
+        &xt,
+        0,
+        n,
+    )?;
+    let mut want = x.clone();
+    rope.reference(&mut want, &pos, &freqs);
+    let mut c = Compare::default();
+    for (r, (gr, wr)) in y
+        .chunks(rope.head_dim)
+        .zip(want.chunks(rope.head_dim))
+        .enumerate()
+    {
+        let xr = &x[r * rope.head_dim..][..rope.head_dim];
+        let p = f64::from(pos[r / n_heads]);
+        for (i, &f) in freqs.iter().enumerate() {
+            let (j0, j1) = mode.pair(i, n_rot / 2);
+            let angle = p * f64::from(f);
+            let tol =
+                f64::from(xr[j0].abs() + xr[j1].abs()) * (2f64.powi(-11) + angle * 2f64.powi(-23));
+            for j in [j0, j1] {
+                c.add(f64::from(gr[j]), f64::from(wr[j]), tol, || {
+                    format!("{mode:?} row {r} dim {j}")
+                });
             }
         }
+        for j in n_rot..rope.head_dim {
+            c.exact(f64::from(gr[j]), f64::from(xr[j]), || {
+                format!("row {r} dim {j} (unrotated)")
+            });
+        }
+    }
+    Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testutil;
+
+    #[test]
+    fn rope_matches_reference() {
+        testutil::parity("rope", 6, 71);
     }
 }

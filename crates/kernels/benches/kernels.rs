@@ -1,0 +1,399 @@
+//! Kernel speed: matvec per weight format at real model shapes, the prompt matmul, decode and
+//! prompt attention. Each measurement is one compute pass of `reps` identical dispatches,
+//! timed by GPU timestamps at the pass's start and end when the adapter has TIMESTAMP_QUERY
+//! (wall time of submit-to-idle otherwise), divided by `reps`. Criterion reports time and
+//! throughput (weight or cache bytes read per dispatch, decimal GB/s); each bench also prints
+//! a `PERF|` line (median of 15 passes) for docs/PERF.md.
+//!
+//! `RULLAMA_BENCH_PARITY=N` first runs every kernel parity check for N cases and prints the
+//! table (`cargo xtask parity --kernels` does the same), so one binary checks and measures.
+//! `RULLAMA_BENCH_FILTER=substr` runs only benches whose name contains it.
+
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput};
+use rullama_kernels::ops::attention::Attention;
+use rullama_kernels::ops::kv::{KvAppend, KvCache, KvDtype, KvLayout};
+use rullama_kernels::ops::matmul::{Strides, matmul};
+use rullama_kernels::ops::matvec::matvec;
+use rullama_kernels::parity::data::{random_f32, random_weight_bytes};
+use rullama_kernels::{
+    Dtype, Gpu, GpuFormat, GpuTensor, GpuWeight, Op, OpenOptions, Step, StepBuilder, View,
+    WeightShape,
+};
+
+struct Timer {
+    queries: Option<(wgpu::QuerySet, wgpu::Buffer, wgpu::Buffer)>,
+    period_ns: f64,
+}
+
+impl Timer {
+    fn new(gpu: &Gpu) -> Timer {
+        let queries = gpu.caps.timestamps.then(|| {
+            let set = gpu.device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: None,
+                ty: wgpu::QueryType::Timestamp,
+                count: 2,
+            });
+            let resolve = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: None,
+                size: 16,
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            });
+            let read = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: None,
+                size: 16,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            (set, resolve, read)
+        });
+        Timer {
+            queries,
+            period_ns: f64::from(gpu.queue.get_timestamp_period()),
+        }
+    }
+
+    /// GPU time of one pass of `step`.
+    fn pass(&self, gpu: &Gpu, step: &mut Step) -> Duration {
+        let mut enc = gpu
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        step.flush(&gpu.queue);
+        {
+            let ts = self
+                .queries
+                .as_ref()
+                .map(|(set, _, _)| wgpu::ComputePassTimestampWrites {
+                    query_set: set,
+                    beginning_of_pass_write_index: Some(0),
+                    end_of_pass_write_index: Some(1),
+                });
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: None,
+                timestamp_writes: ts,
+            });
+            step.encode(&mut pass);
+        }
+        if let Some((set, resolve, read)) = &self.queries {
+            enc.resolve_query_set(set, 0..2, resolve, 0);
+            enc.copy_buffer_to_buffer(resolve, 0, read, 0, 16);
+        }
+        let t0 = Instant::now();
+        gpu.queue.submit(Some(enc.finish()));
+        let Some((_, _, read)) = &self.queries else {
+            gpu.wait().unwrap();
+            return t0.elapsed();
+        };
+        let slice = read.slice(..);
+        slice.map_async(wgpu::MapMode::Read, |r| r.unwrap());
+        gpu.wait().unwrap();
+        let ticks: [u64; 2] = {
+            let view = slice.get_mapped_range().unwrap();
+            bytemuck::pod_read_unaligned(&view[..16])
+        };
+        read.unmap();
+        Duration::from_nanos((ticks[1].saturating_sub(ticks[0]) as f64 * self.period_ns) as u64)
+    }
+}
+
+struct Ctx {
+    gpu: Gpu,
+    timer: Timer,
+    filter: Option<String>,
+}
+
+/// What one dispatch moves and computes.
+#[derive(Clone, Copy)]
+struct Work {
+    bytes: u64,
+    flops: f64,
+}
+
+impl Ctx {
+    /// Benchmarks `ops` (one dispatch's worth, possibly several ops) repeated `reps` times
+    /// per pass.
+    fn bench(&self, c: &mut Criterion, name: &str, ops: Vec<Op>, work: Work, reps: usize) {
+        if self
+            .filter
+            .as_ref()
+            .is_some_and(|f| !name.contains(f.as_str()))
+        {
+            return;
+        }
+        let mut b = StepBuilder::new();
+        for _ in 0..reps {
+            b.extend(ops.iter().cloned());
+        }
+        let mut step = b.build(&self.gpu);
+        let _ = self.timer.pass(&self.gpu, &mut step);
+        let mut g = c.benchmark_group("kernels");
+        g.throughput(Throughput::BytesDecimal(work.bytes));
+        g.bench_function(name, |bch| {
+            bch.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    total += self.timer.pass(&self.gpu, &mut step) / reps as u32;
+                }
+                total
+            })
+        });
+        g.finish();
+        let mut ts: Vec<f64> = (0..15)
+            .map(|_| self.timer.pass(&self.gpu, &mut step).as_secs_f64() / reps as f64)
+            .collect();
+        ts.sort_by(f64::total_cmp);
+        let t = ts[ts.len() / 2];
+        let gbs = work.bytes as f64 / t / 1e9;
+        println!(
+            "PERF|{name}|{}|{:.2}|{:.1}|{:.1}%|{:.0}",
+            work.bytes,
+            t * 1e6,
+            gbs,
+            gbs / 2180.0 * 100.0,
+            work.flops / t / 1e9
+        );
+    }
+}
+
+fn weight(gpu: &Gpu, f: GpuFormat, n_in: usize, n_out: usize) -> GpuWeight {
+    let bytes = random_weight_bytes(f, n_out, n_in, 7);
+    let shape = WeightShape {
+        format: f,
+        n_in,
+        n_out,
+    };
+    GpuWeight::upload(gpu, shape, &bytes).unwrap()
+}
+
+fn reps_for(bytes: usize) -> usize {
+    (400_000_000 / bytes.max(1)).clamp(8, 400)
+}
+
+fn bench_matvec(ctx: &Ctx, c: &mut Criterion) {
+    let gpu = &ctx.gpu;
+    let mut shapes: Vec<(&str, usize, usize, Vec<GpuFormat>)> = vec![
+        ("640x2048", 640, 2048, GpuFormat::ALL.to_vec()),
+        ("2048x640", 2048, 640, GpuFormat::ALL.to_vec()),
+        ("896x4864", 896, 4864, GpuFormat::ALL.to_vec()),
+        ("4096x4096", 4096, 4096, GpuFormat::ALL.to_vec()),
+        ("4096x14336", 4096, 14336, GpuFormat::ALL.to_vec()),
+        ("640x262144", 640, 262144, vec![GpuFormat::Q8_0]),
+    ];
+    if gpu.info.device_type == wgpu::DeviceType::Cpu {
+        shapes.truncate(3);
+    }
+    for (shape, n_in, n_out, formats) in shapes {
+        for f in formats {
+            if !n_in.is_multiple_of(f.block_weights()) {
+                continue;
+            }
+            let name = format!("matvec/{}/{shape}", f.name());
+            if ctx
+                .filter
+                .as_ref()
+                .is_some_and(|s| !name.contains(s.as_str()))
+            {
+                continue;
+            }
+            let w = weight(gpu, f, n_in, n_out);
+            let x = GpuTensor::from_f32(gpu, &[n_in], &random_f32(n_in, 1));
+            let y = GpuTensor::zeros(gpu, &[n_out], Dtype::F32);
+            let bytes = f.row_bytes(n_in) * n_out;
+            let ops = matvec(&w, (&x).into(), (&y).into()).unwrap();
+            let work = Work {
+                bytes: bytes as u64,
+                flops: 2.0 * (n_in * n_out) as f64,
+            };
+            ctx.bench(c, &name, ops.clone(), work, reps_for(bytes));
+            // Workgroup-size sweep on the big shapes (what the default should be).
+            if n_in * n_out > 4096 * 4096 && std::env::var("RULLAMA_BENCH_SWEEP").is_ok() {
+                for wg in [32, 128, 256] {
+                    let mut v = ops.clone();
+                    v.iter_mut().for_each(|o| o.key.workgroup_size = wg);
+                    ctx.bench(c, &format!("{name}/wg{wg}"), v, work, reps_for(bytes));
+                }
+            }
+        }
+    }
+}
+
+fn bench_matmul(ctx: &Ctx, c: &mut Criterion) {
+    let gpu = &ctx.gpu;
+    let cpu = gpu.info.device_type == wgpu::DeviceType::Cpu;
+    let n_tokens = if cpu { 64 } else { 512 };
+    let mut cases = vec![
+        (GpuFormat::Q5_0, 640, 2048),
+        (GpuFormat::Q8_0, 896, 4864),
+        (GpuFormat::Q4K, 4096, 4096),
+        (GpuFormat::F16, 4096, 4096),
+    ];
+    if cpu {
+        cases.truncate(1);
+    }
+    for (f, n_in, n_out) in cases {
+        let name = format!("matmul/{}/{n_tokens}x{n_in}x{n_out}", f.name());
+        if ctx
+            .filter
+            .as_ref()
+            .is_some_and(|s| !name.contains(s.as_str()))
+        {
+            continue;
+        }
+        let w = weight(gpu, f, n_in, n_out);
+        let x = GpuTensor::from_f32(gpu, &[n_tokens * n_in], &random_f32(n_tokens * n_in, 2));
+        let y = GpuTensor::zeros(gpu, &[n_tokens * n_out], Dtype::F32);
+        let ops = matmul(&w, (&x).into(), (&y).into(), n_tokens, Strides::default()).unwrap();
+        let work = Work {
+            bytes: (f.row_bytes(n_in) * n_out) as u64,
+            flops: 2.0 * (n_tokens * n_in * n_out) as f64,
+        };
+        ctx.bench(c, &name, ops, work, 4);
+    }
+}
+
+fn bench_attention(ctx: &Ctx, c: &mut Criterion) {
+    let gpu = &ctx.gpu;
+    let cpu = gpu.info.device_type == wgpu::DeviceType::Cpu;
+    // (name, n_heads, n_kv_heads, head_dim, history, n_tokens, split_len)
+    let mut cases = vec![
+        ("gemma3-decode", 4, 1, 256, 4096, 1, 256),
+        ("gemma3-decode", 4, 1, 256, 32768, 1, 512),
+        ("qwen2.5-decode", 14, 2, 64, 4096, 1, 256),
+        ("qwen2.5-decode-nosplit", 14, 2, 64, 4096, 1, 4096),
+        ("gemma3-prompt", 4, 1, 256, 512, 512, 512),
+    ];
+    if cpu {
+        cases = vec![("gemma3-decode", 4, 1, 256, 512, 1, 128)];
+    }
+    for (label, n_heads, n_kv, hd, len, n_tokens, split) in cases {
+        for dtype in [KvDtype::F16, KvDtype::F32] {
+            let name = format!("attention/{label}/{dtype:?}/{len}");
+            if ctx
+                .filter
+                .as_ref()
+                .is_some_and(|s| !name.contains(s.as_str()))
+            {
+                continue;
+            }
+            let layout = KvLayout {
+                dtype,
+                n_kv_heads: n_kv,
+                head_dim: hd,
+                max_len: len,
+            };
+            let cache = KvCache::new(gpu, layout).unwrap();
+            let row = n_kv * hd;
+            let kv = GpuTensor::from_f32(gpu, &[2 * len * row], &random_f32(2 * len * row, 3));
+            let pos: Vec<u32> = (0..len as u32).collect();
+            let pt = GpuTensor::from_u32(gpu, &[len], &pos);
+            let mut fill = StepBuilder::new();
+            fill.push(
+                KvAppend {
+                    n_tokens: len,
+                    src_stride: 2 * row,
+                }
+                .op((&kv).into(), View::at(&kv, row), (&pt).into(), &cache)
+                .unwrap(),
+            );
+            gpu.submit(&mut fill.build(gpu));
+            let attn = Attention {
+                n_tokens,
+                n_heads,
+                q_stride: n_heads * hd,
+                scale: 1.0 / (hd as f32).sqrt(),
+                softcap: 0.0,
+                window: 0,
+                split_len: split,
+            };
+            let q = GpuTensor::from_f32(
+                gpu,
+                &[n_tokens * n_heads * hd],
+                &random_f32(n_tokens * n_heads * hd, 4),
+            );
+            let out = GpuTensor::zeros(gpu, &[n_tokens * n_heads * hd], Dtype::F32);
+            let scratch = GpuTensor::zeros(gpu, &[attn.scratch_len(&layout).max(1)], Dtype::F32);
+            let ops = attn
+                .ops(
+                    (&q).into(),
+                    View::at(&pt, len - n_tokens),
+                    &cache,
+                    (&out).into(),
+                    Some(&scratch),
+                )
+                .unwrap();
+            let elem = if dtype == KvDtype::F16 { 2 } else { 4 };
+            let work = Work {
+                bytes: (2 * n_kv * len * hd * elem) as u64,
+                flops: 4.0 * (n_tokens * n_heads * hd * len) as f64
+                    / if n_tokens > 1 { 2.0 } else { 1.0 },
+            };
+            ctx.bench(c, &name, ops, work, if n_tokens > 1 { 4 } else { 50 });
+        }
+    }
+}
+
+fn parity(gpu: &Gpu) {
+    let Some(cases) = std::env::var("RULLAMA_BENCH_PARITY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    else {
+        return;
+    };
+    println!(
+        "parity on {} ({:?}), {cases} cases per check",
+        gpu.info.name, gpu.info.backend
+    );
+    for check in rullama_kernels::parity::checks() {
+        let r = check.run(gpu, cases, 1);
+        println!(
+            "PARITY|{}|{}|{:.3e}|{:.4}|{}|{}",
+            r.name,
+            r.cases,
+            r.errors.max_abs,
+            r.errors.max_ratio,
+            r.tolerance,
+            if r.passed() { "pass" } else { "FAIL" }
+        );
+        if !r.passed() {
+            println!("  {r}");
+        }
+    }
+}
+
+fn main() {
+    let options = OpenOptions {
+        extra: wgpu::Features::TIMESTAMP_QUERY,
+        ..Default::default()
+    };
+    let filter = std::env::var("RULLAMA_ADAPTER").ok();
+    let gpu = Gpu::open_with_options(filter.as_deref(), options).expect("a GPU adapter");
+    println!(
+        "adapter: {} ({:?}, {:?}), subgroup {} ({}..{}), timestamps {}",
+        gpu.info.name,
+        gpu.info.backend,
+        gpu.info.device_type,
+        gpu.caps.subgroup,
+        gpu.caps.subgroup_min_size,
+        gpu.caps.subgroup_max_size,
+        gpu.caps.timestamps
+    );
+    parity(&gpu);
+    let ctx = Ctx {
+        timer: Timer::new(&gpu),
+        gpu,
+        filter: std::env::var("RULLAMA_BENCH_FILTER").ok(),
+    };
+    let mut c = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_millis(800))
+        .without_plots()
+        .configure_from_args();
+    println!("PERF|name|bytes|time_us|GB/s|% of 2.18 TB/s|GFLOP/s");
+    bench_matvec(&ctx, &mut c);
+    bench_matmul(&ctx, &mut c);
+    bench_attention(&ctx, &mut c);
+    c.final_summary();
+}

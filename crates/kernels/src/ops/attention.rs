@@ -1,0 +1,508 @@
+//! Attention over the KV cache: decode (one query token) and causal prompt blocks, with GQA,
+//! a sliding window, a scale, an optional tanh soft-cap, and flash-decoding splits.
+//!
+//! WGSL: `attention/attention.wgsl` + `attention/kv_load_<dtype>.wgsl`, the head dimension an
+//! override (`HD`, part of the key: 64, 128 or 256); `attention/combine.wgsl` reduces the
+//! splits. A workgroup of 64 takes 512 / head_dim query rows that share one kv head (the heads
+//! of a GQA group, for one or more tokens) with head_dim / 8 lanes each, and one split of the
+//! positions; keys go by in tiles of 16 with an online softmax,
+//! so nothing of size n^2 is stored. Query t sits at position `pos[pos.offset + t]` and sees
+//! keys `(at - window, at]` (all of `[0, at]` when window is 0): a prompt block whose K/V were
+//! appended first is causal by position.
+
+use crate::device::Gpu;
+use crate::error::GpuError;
+use crate::op::{Op, grid_1d};
+use crate::ops::kv::{KvAppend, KvCache, KvDtype, KvLayout};
+use crate::ops::unary::{self, UnaryOp};
+use crate::parity::data::{Rng, random_f32};
+use crate::parity::{Check, Compare, U, run_read};
+use crate::pipeline::Kernel;
+use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
+use crate::tensor::{Dtype, GpuTensor, View};
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct AttentionParams {
+    pub n_tokens: u32,
+    pub n_heads: u32,
+    pub group: u32,
+    pub max_len: u32,
+    pub q_offset: u32,
+    pub q_stride: u32,
+    pub out_offset: u32,
+    pub pos_offset: u32,
+    pub window: u32,
+    pub split_len: u32,
+    pub n_splits: u32,
+    /// 1: write (o, m, l) records for the combine pass.
+    pub partial: u32,
+    pub scale: f32,
+    /// 0: no soft-cap.
+    pub softcap: f32,
+    pub _pad: [u32; 2],
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct CombineParams {
+    pub n_rows: u32,
+    pub n_splits: u32,
+    pub head_dim: u32,
+    pub out_offset: u32,
+}
+
+static ATTENTION: ShaderFile = shader_file!("attention/attention.wgsl");
+static LOAD_F32: ShaderFile = shader_file!("attention/kv_load_f32.wgsl");
+static LOAD_F16: ShaderFile = shader_file!("attention/kv_load_f16.wgsl");
+static COMBINE: ShaderFile = shader_file!("attention/combine.wgsl");
+
+const BINDINGS: &[BindingKind] = &[
+    BindingKind::Uniform,
+    BindingKind::StorageRead,
+    BindingKind::StorageRead,
+    BindingKind::StorageRead,
+    BindingKind::StorageRead,
+    BindingKind::StorageReadWrite,
+];
+const COMBINE_BINDINGS: &[BindingKind] = &[
+    BindingKind::Uniform,
+    BindingKind::StorageRead,
+    BindingKind::StorageReadWrite,
+];
+
+/// Fixed by the kernel: head_dim / 8 lanes x 512 / head_dim rows.
+pub const WORKGROUP: u32 = 64;
+/// Head dimensions the kernel takes (8 dims per lane, a row's lanes divide 64).
+pub const HEAD_DIMS: [usize; 3] = [64, 128, 256];
+
+pub(crate) fn program(kv: KvDtype) -> Program {
+    let (load, name) = match kv {
+        KvDtype::F32 => (&LOAD_F32, "attention_f32"),
+        KvDtype::F16 => (&LOAD_F16, "attention_f16"),
+    };
+    Program {
+        name: name.to_string(),
+        files: vec![&ATTENTION, load],
+        entry: "main",
+        bindings: BINDINGS,
+        params_size: size_of::<AttentionParams>(),
+    }
+}
+
+pub(crate) fn combine_program() -> Program {
+    Program {
+        name: "attention_combine".to_string(),
+        files: vec![&COMBINE],
+        entry: "main",
+        bindings: COMBINE_BINDINGS,
+        params_size: size_of::<CombineParams>(),
+    }
+}
+
+/// One attention call: `n_tokens` query tokens of `n_heads` heads against a layer's cache.
+#[derive(Debug, Clone, Copy)]
+pub struct Attention {
+    pub n_tokens: usize,
+    pub n_heads: usize,
+    /// Elements from one token's q row to the next's (`n_heads * head_dim`, or the fused
+    /// qkv row width).
+    pub q_stride: usize,
+    pub scale: f32,
+    /// `c` in `c * tanh(s / c)`; 0 for none.
+    pub softcap: f32,
+    /// Keys in `(at - window, at]`; 0 for all of `[0, at]`.
+    pub window: usize,
+    /// Positions per split. `>= max_len`: one pass, no scratch. Decode over a long cache
+    /// wants several splits (e.g. 256) so that many workgroups share the history.
+    pub split_len: usize,
+}
+
+impl Attention {
+    pub fn n_splits(&self, l: &KvLayout) -> usize {
+        l.max_len
+            .div_ceil(self.split_len.clamp(1, l.max_len.max(1)))
+    }
+
+    /// f32 elements of the scratch tensor [`Attention::ops`] needs (0: none).
+    pub fn scratch_len(&self, l: &KvLayout) -> usize {
+        let s = self.n_splits(l);
+        if s > 1 {
+            self.n_tokens * self.n_heads * s * (l.head_dim + 2)
+        } else {
+            0
+        }
+    }
+
+    /// `out[out.offset + (t * n_heads + h) * head_dim ..]` = attention of head h of token t
+    /// (q at `q.offset + t * q_stride + h * head_dim`). One op, or two (attention into
+    /// `scratch`, then the combine) when there are several splits.
+    pub fn ops(
+        &self,
+        q: View<'_>,
+        pos: View<'_>,
+        cache: &KvCache,
+        out: View<'_>,
+        scratch: Option<&GpuTensor>,
+    ) -> Result<Vec<Op>, GpuError> {
+        let l = cache.layout;
+        let shape_err = |detail: String| GpuError::Shape {
+            op: "attention",
+            detail,
+        };
+        if !HEAD_DIMS.contains(&l.head_dim) {
+            return Err(shape_err(format!(
+                "head_dim {} (one of {HEAD_DIMS:?})",
+                l.head_dim
+            )));
+        }
+        if self.n_heads == 0 || !self.n_heads.is_multiple_of(l.n_kv_heads) {
+            return Err(shape_err(format!(
+                "{} query heads over {} kv heads",
+                self.n_heads, l.n_kv_heads
+            )));
+        }
+        let hd = l.head_dim;
+        let span = self.n_tokens.saturating_sub(1) * self.q_stride + self.n_heads * hd;
+        q.check("attention q", span)?;
+        pos.check("attention pos", self.n_tokens)?;
+        out.check("attention out", self.n_tokens * self.n_heads * hd)?;
+        let n_splits = self.n_splits(&l);
+        let group = self.n_heads / l.n_kv_heads;
+        let mut params = AttentionParams {
+            n_tokens: self.n_tokens as u32,
+            n_heads: self.n_heads as u32,
+            group: group as u32,
+            max_len: l.max_len as u32,
+            q_offset: q.offset as u32,
+            q_stride: self.q_stride as u32,
+            out_offset: out.offset as u32,
+            pos_offset: pos.offset as u32,
+            window: self.window as u32,
+            split_len: l.max_len.div_ceil(n_splits) as u32,
+            n_splits: n_splits as u32,
+            partial: 0,
+            scale: self.scale,
+            softcap: self.softcap,
+            _pad: [0; 2],
+        };
+        let tiles = (self.n_tokens * group).div_ceil(512 / hd);
+        let grid = [n_splits as u32, tiles as u32, l.n_kv_heads as u32];
+        let kernel = Kernel::Attention {
+            kv: l.dtype,
+            head_dim: hd as u32,
+        };
+        if n_splits == 1 {
+            let buffers = [&q.t.buf, &cache.k.buf, &cache.v.buf, &pos.t.buf, &out.t.buf];
+            return Ok(vec![Op::new(kernel, WORKGROUP, &params, &buffers, grid)]);
+        }
+        let scratch = scratch.ok_or_else(|| shape_err("several splits need a scratch".into()))?;
+        View::from(scratch).check("attention scratch", self.scratch_len(&l))?;
+        params.partial = 1;
+        params.out_offset = 0;
+        let buffers = [
+            &q.t.buf,
+            &cache.k.buf,
+            &cache.v.buf,
+            &pos.t.buf,
+            &scratch.buf,
+        ];
+        let rows = self.n_tokens * self.n_heads;
+        let combine = CombineParams {
+            n_rows: rows as u32,
+            n_splits: n_splits as u32,
+            head_dim: hd as u32,
+            out_offset: out.offset as u32,
+        };
+        Ok(vec![
+            Op::new(kernel, WORKGROUP, &params, &buffers, grid),
+            Op::new(
+                Kernel::AttnCombine,
+                64,
+                &combine,
+                &[&scratch.buf, &out.t.buf],
+                grid_1d(rows),
+            ),
+        ])
+    }
+
+    /// CPU reference in f64, with the error bound of each output row (see [`CHECK`]).
+    /// `k`, `v`: the cache's values (decoded), `q` with `q_stride`, `pos` per token.
+    pub fn reference(
+        &self,
+        l: &KvLayout,
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        pos: &[u32],
+    ) -> Reference {
+        let hd = l.head_dim;
+        let group = self.n_heads / l.n_kv_heads;
+        let scale = f64::from(self.scale);
+        let cap = f64::from(self.softcap);
+        let mut out = Vec::new();
+        let mut bound = Vec::new();
+        for (t, &at) in pos.iter().enumerate().take(self.n_tokens) {
+            let at = at as usize;
+            let hi = (at + 1).min(l.max_len);
+            let lo = if self.window > 0 {
+                (at + 1).saturating_sub(self.window)
+            } else {
+                0
+            };
+            for h in 0..self.n_heads {
+                let kvh = h / group;
+                let qr = &q[t * self.q_stride + h * hd..][..hd];
+                let mut s = Vec::new();
+                let mut delta: f64 = 0.0;
+                for j in lo..hi {
+                    let kr = &k[l.index(kvh, j, 0)..][..hd];
+                    let dot: f64 = qr
+                        .iter()
+                        .zip(kr)
+                        .map(|(&a, &b)| f64::from(a) * f64::from(b))
+                        .sum();
+                    let abs: f64 = qr
+                        .iter()
+                        .zip(kr)
+                        .map(|(&a, &b)| (f64::from(a) * f64::from(b)).abs())
+                        .sum();
+                    let mut sj = dot * scale;
+                    let mut dj = (hd + 5) as f64 * U * abs * scale.abs();
+                    if cap > 0.0 {
+                        dj += unary::bound(UnaryOp::SoftCap, sj, cap, 0.0);
+                        sj = cap * (sj / cap).tanh();
+                    }
+                    delta = delta.max(dj);
+                    s.push(sj);
+                }
+                let m = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let p: Vec<f64> = s.iter().map(|&x| (x - m).exp()).collect();
+                let sum: f64 = p.iter().sum();
+                let e: f64 = s.iter().zip(&p).map(|(&x, &w)| w / sum * (m - x)).sum();
+                let mut vmax: f64 = 0.0;
+                for d in 0..hd {
+                    let mut o = 0.0;
+                    for (jj, j) in (lo..hi).enumerate() {
+                        let vv = f64::from(v[l.index(kvh, j, d)]);
+                        vmax = vmax.max(vv.abs());
+                        o += p[jj] / sum * vv;
+                    }
+                    out.push(o);
+                }
+                let n = (hi - lo) as f64;
+                let tiles = n / 16.0 + 2.0;
+                let splits = self.n_splits(l) as f64;
+                let rel = (2.0 * delta).exp_m1()
+                    + U * (12.0 + 10.0 * e)
+                    + (2.0 * n + 2.0 * tiles + 2.0 * splits + 8.0) * U;
+                bound.push(vmax * rel);
+            }
+        }
+        Reference { out, bound }
+    }
+}
+
+/// The reference output `[n_tokens, n_heads, head_dim]` and one bound per (token, head).
+#[derive(Debug, Clone)]
+pub struct Reference {
+    pub out: Vec<f64>,
+    pub bound: Vec<f64>,
+}
+
+/// Tolerance, per output row: max|v| * (e^(2D) - 1 + 2^-24 (12 + 10 E) + (2n + 2T + 2S + 8)
+/// 2^-24). D bounds each score's error: its dot product ((hd + 4) 2^-24 |scale| sum |q k|,
+/// any order of f32 sums), the scale product, and the soft-cap's tanh (Vulkan: through exp).
+/// Shifting scores by at most D moves each softmax weight by a factor within e^(+-2D).
+/// exp itself errs by (3 + 2|x|) ulp (Vulkan) at x = s - max, and x's own rounding adds
+/// |x| 2^-24; weighted by the softmax that is 2^-24 (12 + 10 E) with E = sum w_j |s_j - m|.
+/// The online rescalings scale o and l alike (their error cancels) but round once per tile
+/// (T) and split (S); the sums of n terms into o and l err by n 2^-24 each. Reference: f64
+/// over the values the cache holds (read back), so f16 storage is not counted here (see
+/// kv_append).
+pub const CHECK: Check = Check {
+    name: "attention",
+    tolerance: "max|v|*(e^2D-1 + 2^-24(12+10E) + (2n+2T+2S+8)2^-24)",
+    case: parity_case,
+};
+
+/// One random attention case (shape and inputs drawn from `rng`).
+#[derive(Debug, Clone, Copy)]
+pub struct Case {
+    pub layout: KvLayout,
+    pub attn: Attention,
+    /// Position of the first query token.
+    pub start: usize,
+    /// Multiplies q (sharper softmax).
+    pub q_gain: f32,
+}
+
+fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    let head_dim = rng.pick(&HEAD_DIMS);
+    let n_kv_heads = rng.range(1, 3);
+    let n_heads = n_kv_heads * rng.range(1, 5);
+    let max_len = rng.range(16, 400);
+    let n_tokens = if rng.bool() { 1 } else { rng.range(2, 7) };
+    let layout = KvLayout {
+        dtype: if rng.bool() {
+            KvDtype::F16
+        } else {
+            KvDtype::F32
+        },
+        n_kv_heads,
+        head_dim,
+        max_len,
+    };
+    let attn = Attention {
+        n_tokens,
+        n_heads,
+        q_stride: n_heads * head_dim + rng.range(0, 2) * 16,
+        scale: if rng.bool() {
+            1.0 / (head_dim as f32).sqrt()
+        } else {
+            1.0
+        },
+        softcap: if rng.bool() { 0.0 } else { 30.0 },
+        window: if rng.bool() {
+            0
+        } else {
+            rng.range(1, max_len + 8)
+        },
+        split_len: rng.pick(&[16, 48, 256, max_len]),
+    };
+    let case = Case {
+        layout,
+        attn,
+        start: rng.range(0, max_len - n_tokens + 1),
+        q_gain: rng.pick(&[1.0, 4.0]),
+    };
+    compare(gpu, case, rng.next_u64())
+}
+
+/// Fills the cache for positions `0..start + n_tokens` through [`KvAppend`], runs attention
+/// for the block at `start..`, compares with [`Attention::reference`] over the cache as read
+/// back.
+pub fn compare(gpu: &Gpu, case: Case, seed: u64) -> Result<Compare, GpuError> {
+    let Case {
+        layout: l,
+        attn,
+        start,
+        q_gain,
+    } = case;
+    let hd = l.head_dim;
+    let n_hist = start + attn.n_tokens;
+    let row = l.n_kv_heads * hd;
+    let kv = random_f32(2 * n_hist * row, seed);
+    let q: Vec<f32> = random_f32(
+        (attn.n_tokens - 1) * attn.q_stride + attn.n_heads * hd,
+        seed ^ 3,
+    )
+    .iter()
+    .map(|x| x * q_gain)
+    .collect();
+    let all_pos: Vec<u32> = (0..n_hist as u32).collect();
+    let cache = KvCache::new(gpu, l)?;
+    let kvt = GpuTensor::from_f32(gpu, &[kv.len()], &kv);
+    let qt = GpuTensor::from_f32(gpu, &[q.len() + 1], &[&[5.0], &q[..]].concat());
+    let pt = GpuTensor::from_u32(gpu, &[n_hist], &all_pos);
+    let n_out = attn.n_tokens * attn.n_heads * hd;
+    let out = GpuTensor::zeros(gpu, &[n_out + 2], Dtype::F32);
+    let scratch = GpuTensor::zeros(gpu, &[attn.scratch_len(&l).max(1)], Dtype::F32);
+    let append = KvAppend {
+        n_tokens: n_hist,
+        src_stride: 2 * row,
+    };
+    let mut ops = vec![append.op((&kvt).into(), View::at(&kvt, row), (&pt).into(), &cache)?];
+    ops.extend(attn.ops(
+        View::at(&qt, 1),
+        View::at(&pt, start),
+        &cache,
+        View::at(&out, 2),
+        Some(&scratch),
+    )?);
+    let y: Vec<f32> = run_read(gpu, ops, &out, 2, n_out)?;
+    let words = l.words();
+    let kw: Vec<u32> = run_read(gpu, Vec::new(), &cache.k, 0, words)?;
+    let vw: Vec<u32> = run_read(gpu, Vec::new(), &cache.v, 0, words)?;
+    let r = attn.reference(&l, &q, &l.decode(&kw), &l.decode(&vw), &all_pos[start..]);
+    let mut c = Compare::default();
+    for (i, (&g, &w)) in y.iter().zip(&r.out).enumerate() {
+        c.add(f64::from(g), w, r.bound[i / hd], || {
+            format!(
+                "{case:?}: token {} head {} dim {}",
+                i / hd / attn.n_heads,
+                i / hd % attn.n_heads,
+                i % hd
+            )
+        });
+    }
+    Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil;
+
+    #[test]
+    fn attention_matches_reference() {
+        testutil::parity("attention", 10, 91);
+    }
+
+    /// Gemma-3-270m's decode (4 heads over 1 kv head of 256, sliding window 512) at
+    /// position 700, in one pass and in splits of 64; and a Qwen-like prompt block.
+    #[test]
+    fn model_shapes() {
+        let Some(gpu) = testutil::gpu() else { return };
+        let gemma = |dtype, split_len, window| Case {
+            layout: KvLayout {
+                dtype,
+                n_kv_heads: 1,
+                head_dim: 256,
+                max_len: 704,
+            },
+            attn: Attention {
+                n_tokens: 1,
+                n_heads: 4,
+                q_stride: 1024,
+                scale: 1.0 / 16.0,
+                softcap: 0.0,
+                window,
+                split_len,
+            },
+            start: 700,
+            q_gain: 4.0,
+        };
+        let qwen = Case {
+            layout: KvLayout {
+                dtype: KvDtype::F16,
+                n_kv_heads: 2,
+                head_dim: 64,
+                max_len: 96,
+            },
+            attn: Attention {
+                n_tokens: 9,
+                n_heads: 14,
+                q_stride: 14 * 64 + 2 * 2 * 64,
+                scale: 0.125,
+                softcap: 0.0,
+                window: 0,
+                split_len: 96,
+            },
+            start: 80,
+            q_gain: 4.0,
+        };
+        for (i, case) in [
+            gemma(KvDtype::F32, 704, 512),
+            gemma(KvDtype::F16, 64, 512),
+            gemma(KvDtype::F16, 128, 0),
+            qwen,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let c = compare(gpu, case, i as u64).unwrap();
+            assert!(c.max_ratio <= 1.0, "{}", c.worst);
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! The KV cache and the op that appends a step's K and V rows to it.
+//!
+//! Layout: per layer one K and one V buffer of `[n_kv_heads, max_len, head_dim]` (a head's
+//! history contiguous, so attention streams it), in f32 or in f16 (two values packed per u32
+//! word with `pack2x16float`: no SHADER_F16 needed). Positions come from a u32 GPU buffer,
+//! so a replayed decode step needs no new parameters.
+//!
+//! WGSL: `attention/kv_append.wgsl` + `attention/kv_store_<dtype>.wgsl`. One invocation per
+//! pair of values, 64 per workgroup.
+
+use half::f16;
+
+use crate::device::Gpu;
+use crate::error::GpuError;
+use crate::op::{Op, grid_1d};
+use crate::parity::data::{Rng, random_f32};
+use crate::parity::{Check, Compare, run_read};
+use crate::pipeline::Kernel;
+use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
+use crate::tensor::{Dtype, GpuTensor, View};
+
+/// Element type of a KV cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KvDtype {
+    F32,
+    /// IEEE half, two per u32 word (low half first).
+    F16,
+}
+
+impl KvDtype {
+    fn name(self) -> &'static str {
+        match self {
+            KvDtype::F32 => "f32",
+            KvDtype::F16 => "f16",
+        }
+    }
+}
+
+/// Shape of one layer's cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KvLayout {
+    pub dtype: KvDtype,
+    pub n_kv_heads: usize,
+    /// Even; attention needs a multiple of 16 (at most 256).
+    pub head_dim: usize,
+    /// Positions the cache holds.
+    pub max_len: usize,
+}
+
+impl KvLayout {
+    /// 4-byte words of one of K or V.
+    pub fn words(&self) -> usize {
+        let n = self.n_kv_heads * self.max_len * self.head_dim;
+        match self.dtype {
+            KvDtype::F32 => n,
+            KvDtype::F16 => n / 2,
+        }
+    }
+
+    /// Element index of (kv head, position, dim) in the flattened cache.
+    pub fn index(&self, head: usize, pos: usize, dim: usize) -> usize {
+        (head * self.max_len + pos) * self.head_dim + dim
+    }
+
+    /// Decodes words read back from a cache into f32 values (f16: low half first).
+    pub fn decode(&self, words: &[u32]) -> Vec<f32> {
+        match self.dtype {
+            KvDtype::F32 => words.iter().map(|&w| f32::from_bits(w)).collect(),
+            KvDtype::F16 => words
+                .iter()
+                .flat_map(|&w| {
+                    [
+                        f16::from_bits(w as u16).to_f32(),
+                        f16::from_bits((w >> 16) as u16).to_f32(),
+                    ]
+                })
+                .collect(),
+        }
+    }
+}
+
+/// One layer's K and V caches.
+#[derive(Debug, Clone)]
+pub struct KvCache {
+    pub k: GpuTensor,
+    pub v: GpuTensor,
+    pub layout: KvLayout,
+}
+
+impl KvCache {
+    /// Zero-filled caches (load time).
+    pub fn new(gpu: &Gpu, layout: KvLayout) -> Result<KvCache, GpuError> {
+        if layout.head_dim == 0 || !layout.head_dim.is_multiple_of(2) {
+            return Err(GpuError::Shape {
+                op: "kv cache",
+                detail: format!("head_dim {} must be even", layout.head_dim),
+            });
+        }
+        let words = layout.words();
+        let bytes = (words * 4) as u64;
+        if bytes > gpu.max_binding_bytes() {
+            return Err(GpuError::TooLarge {
+                what: "one layer's K cache",
+                bytes,
+                limit: gpu.max_binding_bytes(),
+            });
+        }
+        let dtype = match layout.dtype {
+            KvDtype::F32 => Dtype::F32,
+            KvDtype::F16 => Dtype::U32,
+        };
+        Ok(KvCache {
+            k: GpuTensor::zeros(gpu, &[words], dtype),
+            v: GpuTensor::zeros(gpu, &[words], dtype),
+            layout,
+        })
+    }
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct KvAppendParams {
+    pub n_tokens: u32,
+    pub n_kv_heads: u32,
+    pub head_dim: u32,
+    pub max_len: u32,
+    pub k_offset: u32,
+    pub v_offset: u32,
+    pub src_stride: u32,
+    pub pos_offset: u32,
+}
+
+static APPEND: ShaderFile = shader_file!("attention/kv_append.wgsl");
+static STORE_F32: ShaderFile = shader_file!("attention/kv_store_f32.wgsl");
+static STORE_F16: ShaderFile = shader_file!("attention/kv_store_f16.wgsl");
+
+const BINDINGS: &[BindingKind] = &[
+    BindingKind::Uniform,
+    BindingKind::StorageRead,
+    BindingKind::StorageRead,
+    BindingKind::StorageRead,
+    BindingKind::StorageReadWrite,
+    BindingKind::StorageReadWrite,
+];
+
+pub const WORKGROUP: u32 = 64;
+
+pub(crate) fn program(dtype: KvDtype) -> Program {
+    Program {
+        name: format!("kv_append_{}", dtype.name()),
+        files: vec![
+            &APPEND,
+            match dtype {
+                KvDtype::F32 => &STORE_F32,
+                KvDtype::F16 => &STORE_F16,
+            },
+        ],
+        entry: "main",
+        bindings: BINDINGS,
+        params_size: size_of::<KvAppendParams>(),
+    }
+}
+
+/// Appending `n_tokens` tokens' K and V rows.
+#[derive(Debug, Clone, Copy)]
+pub struct KvAppend {
+    pub n_tokens: usize,
+    /// Elements from one token's K (or V) row to the next's (the fused qkv row width, or
+    /// `n_kv_heads * head_dim` for separate tensors).
+    pub src_stride: usize,
+}
+
+impl KvAppend {
+    /// Token t's K row `k[k.offset + t * src_stride..][..n_kv_heads * head_dim]` (and V's)
+    /// go to position `pos[pos.offset + t]` of `cache`. K and V may be views of one tensor.
+    pub fn op(
+        self,
+        k: View<'_>,
+        v: View<'_>,
+        pos: View<'_>,
+        cache: &KvCache,
+    ) -> Result<Op, GpuError> {
+        let l = cache.layout;
+        let row = l.n_kv_heads * l.head_dim;
+        let span = self.n_tokens.saturating_sub(1) * self.src_stride + row;
+        k.check("kv_append k", span)?;
+        v.check("kv_append v", span)?;
+        pos.check("kv_append pos", self.n_tokens)?;
+        let params = KvAppendParams {
+            n_tokens: self.n_tokens as u32,
+            n_kv_heads: l.n_kv_heads as u32,
+            head_dim: l.head_dim as u32,
+            max_len: l.max_len as u32,
+            k_offset: k.offset as u32,
+            v_offset: v.offset as u32,
+            src_stride: self.src_stride as u32,
+            pos_offset: pos.offset as u32,
+        };
+        let pairs = self.n_tokens * row / 2;
+        let buffers = [&k.t.buf, &v.t.buf, &pos.t.buf, &cache.k.buf, &cache.v.buf];
+        Ok(Op::new(
+            Kernel::KvAppend(l.dtype),
+            WORKGROUP,
+            &params,
+            &buffers,
+            grid_1d(pairs.div_ceil(WORKGROUP as usize)),
+        ))
+    }
+}
+
+/// Bound on |stored - x| for one value.
+pub fn store_bound(dtype: KvDtype, x: f32) -> f64 {
+    match dtype {
+        KvDtype::F32 => 0.0,
+        KvDtype::F16 => f64::from(x.abs()) * 2f64.powi(-10) + 2f64.powi(-24),
+    }
+}
+
+/// Tolerance: f32 exact (values are moved). f16: one f16 ulp, |x| 2^-10 + 2^-24: WGSL's
+/// `pack2x16float` must give one of the two f16 neighbours of x (not necessarily the nearest),
+/// and 2^-24 is the spacing of f16 subnormals. Positions not written must stay untouched.
+pub const CHECK: Check = Check {
+    name: "kv_append",
+    tolerance: "f32 exact; f16 |x|*2^-10+2^-24",
+    case: parity_case,
+};
+
+fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    let dtype = if rng.bool() {
+        KvDtype::F16
+    } else {
+        KvDtype::F32
+    };
+    let layout = KvLayout {
+        dtype,
+        n_kv_heads: rng.range(1, 4),
+        head_dim: rng.pick(&[2, 16, 64, 128, 256]),
+        max_len: rng.range(4, 40),
+    };
+    let n_tokens = rng.range(1, 4);
+    let row = layout.n_kv_heads * layout.head_dim;
+    // A fused row [q | k | v] of width stride, as the qkv matvec writes it.
+    let q_len = rng.range(0, 3) * 8;
+    let stride = q_len + 2 * row;
+    let src = random_f32(n_tokens * stride + 1, rng.next_u64());
+    let mut pos: Vec<u32> = Vec::new();
+    while pos.len() < n_tokens {
+        let p = rng.range(0, layout.max_len) as u32;
+        if !pos.contains(&p) {
+            pos.push(p);
+        }
+    }
+    let cache = KvCache::new(gpu, layout)?;
+    let st = GpuTensor::from_f32(gpu, &[src.len()], &src);
+    let pt = GpuTensor::from_u32(gpu, &[n_tokens + 1], &[&[0], &pos[..]].concat());
+    let append = KvAppend {
+        n_tokens,
+        src_stride: stride,
+    };
+    let op = append.op(
+        View::at(&st, 1 + q_len),
+        View::at(&st, 1 + q_len + row),
+        View::at(&pt, 1),
+        &cache,
+    )?;
+    let words = layout.words();
+    let kw: Vec<u32> = run_read(gpu, vec![op], &cache.k, 0, words)?;
+    let vw: Vec<u32> = run_read(gpu, Vec::new(), &cache.v, 0, words)?;
+    let (kc, vc) = (layout.decode(&kw), layout.decode(&vw));
+    let mut c = Compare::default();
+    for h in 0..layout.n_kv_heads {
+        for p in 0..layout.max_len {
+            let t = pos.iter().position(|&q| q as usize == p);
+            for d in 0..layout.head_dim {
+                let i = layout.index(h, p, d);
+                for (which, cache_vals, extra) in [("k", &kc, 0), ("v", &vc, row)] {
+                    let want = t.map_or(0.0, |t| {
+                        src[1 + t * stride + q_len + extra + h * layout.head_dim + d]
+                    });
+                    c.add(
+                        f64::from(cache_vals[i]),
+                        f64::from(want),
+                        store_bound(dtype, want),
+                        || format!("{dtype:?} {which} head {h} pos {p} dim {d}"),
+                    );
+                }
+            }
+        }
+    }
+    Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testutil;
+
+    #[test]
+    fn kv_append_matches_reference() {
+        testutil::parity("kv_append", 6, 81);
+    }
+}

@@ -1,0 +1,366 @@
+//! The GPU backend: the same graphs, recorded as wgpu dispatches (`rullama-kernels`).
+//!
+//! Ops do not run when the graph calls them: each appends a node to the step's recording
+//! ([`ir`]) and returns a handle. [`Backend::read`] ends the step. Its node list (shapes,
+//! parameters, weight and cache identities; never data) is the key of a cache of built
+//! [`plan::Plan`]s: the first time a signature is seen, it is lowered to kernel ops, buffers
+//! are taken from a pool and the `Step` (pipelines, one uniform arena, bind groups) is
+//! built; every later step with the same signature (every decode step) creates no GPU
+//! object: it writes the token ids and positions (small u32 buffers that the gather, RoPE
+//! and attention read) and submits one encoder with one compute pass, then reads back only
+//! the requested tensor.
+//!
+//! Matrices: one token runs the matvec kernel, a block of tokens (prefill) the tiled matmul.
+//! The KV cache is f32 by default ([`GpuOptions::kv_dtype`]: f16 halves it).
+
+mod ir;
+mod plan;
+mod weight;
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use rullama_gguf::TensorView;
+use rullama_kernels::ops::glu::Activation as GpuActivation;
+use rullama_kernels::ops::rope::RopeMode;
+use rullama_kernels::ops::unary::UnaryOp;
+use rullama_kernels::{Gpu, GpuError};
+
+use crate::backend::{Attention, AttentionInputs, Backend, KvCacheSpec, RmsNorm, Rope};
+use crate::config::{Activation, RopeStyle};
+use crate::error::{ModelError, Result};
+use ir::{AttnNode, Key, Node, Recording, RopeSpec};
+use plan::{Freqs, Plan};
+
+pub use ir::{GpuAct, GpuIds};
+pub use rullama_kernels::ops::kv::KvDtype;
+pub use weight::{GpuKvCache, GpuWeightRef};
+
+/// A GPU error as the model's error.
+pub(crate) fn gpu_err(e: &GpuError) -> ModelError {
+    ModelError::Backend(format!("gpu: {e}"))
+}
+
+/// Choices of the GPU backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpuOptions {
+    /// Element type of KV caches made from now on.
+    pub kv_dtype: KvDtype,
+    /// Built steps kept for replay (prefill shapes, decode, per cache); the least recently
+    /// used goes first.
+    pub max_plans: usize,
+}
+
+impl Default for GpuOptions {
+    fn default() -> Self {
+        GpuOptions {
+            kv_dtype: KvDtype::F32,
+            max_plans: 8,
+        }
+    }
+}
+
+/// Counts for tests and reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GpuStats {
+    /// Steps submitted.
+    pub steps: u64,
+    /// Steps that had to be built (signature not cached).
+    pub plans_built: u64,
+    /// Dispatches of the last step.
+    pub dispatches: usize,
+    /// Activation buffers of the last step's plan.
+    pub buffers: usize,
+}
+
+/// The GPU executor of the model graph.
+#[derive(Debug)]
+pub struct GpuBackend {
+    gpu: Arc<Gpu>,
+    options: GpuOptions,
+    rec: Recording,
+    /// Built steps with their keys, most recently used last.
+    plans: Vec<(Key, Plan)>,
+    freqs: Freqs,
+    stats: GpuStats,
+}
+
+impl GpuBackend {
+    /// Opens the adapter named by `RULLAMA_ADAPTER`, or the best one.
+    pub fn open() -> Result<GpuBackend, GpuError> {
+        Ok(GpuBackend::new(Gpu::open()?))
+    }
+
+    pub fn new(gpu: Gpu) -> GpuBackend {
+        GpuBackend::shared(Arc::new(gpu))
+    }
+
+    /// A backend on a device shared with others.
+    pub fn shared(gpu: Arc<Gpu>) -> GpuBackend {
+        GpuBackend {
+            gpu,
+            options: GpuOptions::default(),
+            rec: Recording::new(1),
+            plans: Vec::new(),
+            freqs: Freqs::default(),
+            stats: GpuStats::default(),
+        }
+    }
+
+    pub fn with_options(mut self, options: GpuOptions) -> GpuBackend {
+        self.options = options;
+        self
+    }
+
+    pub fn gpu(&self) -> &Arc<Gpu> {
+        &self.gpu
+    }
+
+    pub fn stats(&self) -> GpuStats {
+        self.stats
+    }
+
+    /// Records a failed shape check; `read` reports it.
+    fn check(&mut self, ok: bool, what: impl FnOnce() -> String) {
+        if !ok {
+            self.rec.fail(what());
+        }
+    }
+
+    fn unary(&mut self, x: &GpuAct, op: UnaryOp, value: f32) -> GpuAct {
+        let x = self.rec.src(x);
+        self.rec.push(Node::Unary { x, op, value }, x.rows, x.cols)
+    }
+
+    /// Finds or builds the plan of `key`, moving it to the back (most recent).
+    fn plan(&mut self, key: Key) -> Result<&mut Plan, GpuError> {
+        match self.plans.iter().position(|(k, _)| *k == key) {
+            Some(i) => {
+                let entry = self.plans.remove(i);
+                self.plans.push(entry);
+            }
+            None => {
+                let plan = Plan::build(&self.gpu, &key, &mut self.freqs)?;
+                self.stats.plans_built += 1;
+                if self.plans.len() >= self.options.max_plans.max(1) {
+                    self.plans.remove(0);
+                }
+                self.plans.push((key, plan));
+            }
+        }
+        Ok(&mut self.plans.last_mut().expect("just pushed").1)
+    }
+}
+
+fn activation(a: Activation) -> GpuActivation {
+    match a {
+        Activation::GeluTanh => GpuActivation::GeluTanh,
+        Activation::Silu => GpuActivation::Silu,
+    }
+}
+
+fn rope_mode(s: RopeStyle) -> RopeMode {
+    match s {
+        RopeStyle::Normal => RopeMode::Normal,
+        RopeStyle::Neox => RopeMode::Neox,
+    }
+}
+
+impl Backend for GpuBackend {
+    type Weight = GpuWeightRef;
+    type Tensor = GpuAct;
+    type Ids = GpuIds;
+    type KvCache = GpuKvCache;
+
+    fn load_weight(&mut self, view: TensorView<'_>) -> Result<GpuWeightRef> {
+        GpuWeightRef::load(&self.gpu, view)
+    }
+
+    fn new_kv_cache(&mut self, spec: &KvCacheSpec) -> Result<GpuKvCache> {
+        GpuKvCache::new(&self.gpu, spec, self.options.kv_dtype)
+    }
+
+    fn ids(&mut self, ids: &[u32]) -> GpuIds {
+        self.rec.ids.push(ids.to_vec());
+        GpuIds {
+            step: self.rec.step,
+            slot: self.rec.ids.len() - 1,
+            n: ids.len(),
+        }
+    }
+
+    fn embed(&mut self, table: &GpuWeightRef, ids: &GpuIds) -> GpuAct {
+        let slot = self.rec.slot(ids);
+        let d = table.matrix().map_or(0, |w| w.shape.n_in);
+        self.check(d > 0, || "embed: the table is not a matrix".into());
+        let node = Node::Embed {
+            table: table.clone(),
+            ids: slot,
+            n: ids.n,
+        };
+        self.rec.push(node, ids.n, d)
+    }
+
+    fn matmul(&mut self, w: &GpuWeightRef, x: &GpuAct) -> GpuAct {
+        let x = self.rec.src(x);
+        let shape = w.matrix().map(|m| m.shape);
+        let n_out = shape.map_or(0, |s| s.n_out);
+        self.check(shape.is_some_and(|s| s.n_in == x.cols), || {
+            format!("matmul: weight {shape:?} with input of {} columns", x.cols)
+        });
+        let node = Node::Matmul { w: w.clone(), x };
+        self.rec.push(node, x.rows, n_out)
+    }
+
+    fn add_bias(&mut self, x: &GpuAct, bias: &GpuWeightRef) -> GpuAct {
+        let x = self.rec.src(x);
+        let n = bias.vector().map(|v| v.len());
+        self.check(n == Some(x.cols), || {
+            format!("add_bias: bias of {n:?} on {} columns", x.cols)
+        });
+        let node = Node::AddBias {
+            x,
+            bias: bias.clone(),
+        };
+        self.rec.push(node, x.rows, x.cols)
+    }
+
+    fn rms_norm(&mut self, x: &GpuAct, p: &RmsNorm<'_, GpuWeightRef>) -> GpuAct {
+        let x = self.rec.src(x);
+        let ok = p.group > 0 && x.cols.is_multiple_of(p.group);
+        let w_ok = p
+            .weight
+            .is_none_or(|w| w.vector().map(|v| v.len()) == Some(p.group));
+        self.check(ok && w_ok, || {
+            format!("rms_norm: group {} over {} columns", p.group, x.cols)
+        });
+        let node = Node::RmsNorm {
+            x,
+            weight: p.weight.cloned(),
+            eps: p.eps,
+            group: p.group,
+        };
+        self.rec.push(node, x.rows, x.cols)
+    }
+
+    fn rope(&mut self, x: &GpuAct, positions: &GpuIds, p: &Rope) -> GpuAct {
+        let x = self.rec.src(x);
+        let pos = self.rec.slot(positions);
+        let ok = positions.n == x.rows && p.head_dim > 0 && x.cols.is_multiple_of(p.head_dim);
+        self.check(ok, || {
+            format!(
+                "rope: {} positions, head dim {} for [{}, {}]",
+                positions.n, p.head_dim, x.rows, x.cols
+            )
+        });
+        let spec = RopeSpec {
+            mode: rope_mode(p.style),
+            head_dim: p.head_dim,
+            n_rot: p.n_rot,
+            base: p.base,
+            freq_scale: p.freq_scale,
+        };
+        self.rec.push(Node::Rope { x, pos, spec }, x.rows, x.cols)
+    }
+
+    fn attention(
+        &mut self,
+        cache: &mut GpuKvCache,
+        x: AttentionInputs<'_, GpuAct, GpuIds>,
+        p: &Attention,
+    ) -> GpuAct {
+        let (q, k, v) = (self.rec.src(x.q), self.rec.src(x.k), self.rec.src(x.v));
+        let pos = self.rec.slot(x.positions);
+        let kv = cache.layer(p.layer);
+        self.check(kv.is_some(), || {
+            format!("attention: no cache layer {}", p.layer)
+        });
+        let shapes_ok = q.cols == p.n_head * p.head_dim_k
+            && k.cols == p.n_head_kv * p.head_dim_k
+            && v.cols == p.n_head_kv * p.head_dim_v
+            && q.rows == k.rows
+            && k.rows == v.rows
+            && x.positions.n == q.rows;
+        self.check(shapes_ok, || {
+            format!("attention: shapes q {q:?} k {k:?} v {v:?}")
+        });
+        let out_cols = p.n_head * p.head_dim_v;
+        let Some(kv) = kv else {
+            // Never lowered: `read` reports the error recorded above.
+            return self.rec.push(Node::Add { a: q, b: q }, q.rows, out_cols);
+        };
+        let node = AttnNode {
+            kv,
+            q,
+            k,
+            v,
+            pos,
+            n_head: p.n_head,
+            scale: p.scale,
+            window: p.window.unwrap_or(0),
+            softcap: p.softcap.unwrap_or(0.0),
+        };
+        self.rec
+            .push(Node::Attention(Box::new(node)), q.rows, out_cols)
+    }
+
+    fn glu(&mut self, gate: &GpuAct, up: &GpuAct, act: Activation) -> GpuAct {
+        let (gate, up) = (self.rec.src(gate), self.rec.src(up));
+        self.check((gate.rows, gate.cols) == (up.rows, up.cols), || {
+            format!("glu: gate {gate:?} up {up:?}")
+        });
+        let node = Node::Glu {
+            gate,
+            up,
+            act: activation(act),
+        };
+        self.rec.push(node, gate.rows, gate.cols)
+    }
+
+    fn add(&mut self, a: &GpuAct, b: &GpuAct) -> GpuAct {
+        let (a, b) = (self.rec.src(a), self.rec.src(b));
+        self.check((a.rows, a.cols) == (b.rows, b.cols), || {
+            format!("add: {a:?} + {b:?}")
+        });
+        self.rec.push(Node::Add { a, b }, a.rows, a.cols)
+    }
+
+    fn scale(&mut self, x: &GpuAct, s: f32) -> GpuAct {
+        self.unary(x, UnaryOp::Scale, s)
+    }
+
+    fn softcap(&mut self, x: &GpuAct, cap: f32) -> GpuAct {
+        self.unary(x, UnaryOp::SoftCap, cap)
+    }
+
+    fn rows(&mut self, x: &GpuAct, range: Range<usize>) -> GpuAct {
+        let mut src = self.rec.src(x);
+        self.check(range.start < range.end && range.end <= src.rows, || {
+            format!("rows {range:?} of {} rows", src.rows)
+        });
+        src.row0 += range.start;
+        src.rows = range.len();
+        GpuAct {
+            step: self.rec.step,
+            src,
+        }
+    }
+
+    fn read(&mut self, x: &GpuAct) -> Result<Vec<f32>> {
+        let next = Recording::new(self.rec.step + 1);
+        let mut rec = std::mem::replace(&mut self.rec, next);
+        let target = rec.src(x);
+        if let Some(e) = rec.error.take() {
+            return Err(ModelError::Backend(format!("gpu step: {e}")));
+        }
+        let (key, ids) = rec.into_key(target);
+        let gpu = Arc::clone(&self.gpu);
+        let plan = self.plan(key).map_err(|e| gpu_err(&e))?;
+        let out = plan.run(&gpu, &ids).map_err(|e| gpu_err(&e))?;
+        let (dispatches, buffers) = (plan.dispatches(), plan.buffers());
+        self.stats.steps += 1;
+        self.stats.dispatches = dispatches;
+        self.stats.buffers = buffers;
+        Ok(out)
+    }
+}

@@ -1,0 +1,399 @@
+//! Lowering a recorded step to kernel ops, once: buffers, pipelines, uniform arena and bind
+//! groups are made here; [`Plan::run`] then only writes the step's ids and submits.
+//!
+//! Buffers come from a pool in node order: a value keeps its buffer until its last reader,
+//! then the buffer goes back to the pool (best fit by size), so a 30-layer step needs a few
+//! buffers, not hundreds. Ops that the kernels do in place (RoPE, bias, scale, soft-cap,
+//! residual add) write into their input's buffer when that input is read for the last time,
+//! and into a copy otherwise, so the graph's functional ops keep their meaning.
+
+use std::collections::HashMap;
+
+use rullama_kernels::ops::attention::Attention;
+use rullama_kernels::ops::elementwise::{add_inplace, add_rows, copy};
+use rullama_kernels::ops::embed::embed_rows;
+use rullama_kernels::ops::glu::glu;
+use rullama_kernels::ops::kv::KvAppend;
+use rullama_kernels::ops::matmul::{Strides, matmul};
+use rullama_kernels::ops::matvec::matvec;
+use rullama_kernels::ops::norm::RmsNorm;
+use rullama_kernels::ops::rope::{Rope, rope_freqs};
+use rullama_kernels::ops::unary::unary;
+use rullama_kernels::{
+    Dtype, Gpu, GpuError, GpuTensor, GpuWeight, Op, Readback, Step, StepBuilder, View,
+};
+
+use super::ir::{AttnNode, Key, Node, RopeSpec, Src};
+use super::weight::GpuWeightRef;
+
+/// Positions per attention split in a decode step (flash-decoding: a long cache is shared
+/// by many workgroups); a prompt block attends in one pass.
+const DECODE_SPLIT: usize = 256;
+
+/// RoPE frequency tables, made once per (n_rot, base, scale).
+#[derive(Debug, Default)]
+pub(crate) struct Freqs(HashMap<(usize, u32, u32), GpuTensor>);
+
+impl Freqs {
+    fn get(&mut self, gpu: &Gpu, s: &RopeSpec) -> GpuTensor {
+        let key = (s.n_rot, s.base.to_bits(), s.freq_scale.to_bits());
+        self.0
+            .entry(key)
+            .or_insert_with(|| {
+                let f = rope_freqs(s.n_rot, f64::from(s.base), f64::from(s.freq_scale), None);
+                GpuTensor::from_f32(gpu, &[f.len()], &f)
+            })
+            .clone()
+    }
+}
+
+/// A step built once and replayed: its dispatches, id buffers and the read-back of its output.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    step: Step,
+    ids: Vec<GpuTensor>,
+    readback: Readback,
+    out: GpuTensor,
+    out_offset: usize,
+    out_len: usize,
+    /// Activation buffers (kept for the step's bind groups; counted for reports).
+    buffers: usize,
+}
+
+impl Plan {
+    pub fn build(gpu: &Gpu, key: &Key, freqs: &mut Freqs) -> Result<Plan, GpuError> {
+        let ids: Vec<GpuTensor> = key
+            .ids
+            .iter()
+            .map(|&n| GpuTensor::zeros(gpu, &[n], Dtype::U32))
+            .collect();
+        let mut last_use = vec![None; key.nodes.len()];
+        for (i, node) in key.nodes.iter().enumerate() {
+            for s in node.inputs() {
+                last_use[s.value] = Some(i);
+            }
+        }
+        last_use[key.target.value] = Some(usize::MAX);
+        let mut l = Lower {
+            gpu,
+            pool: Pool::default(),
+            locs: Vec::with_capacity(key.nodes.len()),
+            last_use,
+            ids: &ids,
+            freqs,
+            step: StepBuilder::new(),
+        };
+        for (i, node) in key.nodes.iter().enumerate() {
+            let shape = key.shapes[i];
+            l.node(i, node, shape.0 * shape.1)?;
+        }
+        let t = key.target;
+        let loc = l.loc(t);
+        let out = l.pool.bufs[loc.buf].clone();
+        let buffers = l.pool.bufs.len();
+        let step = l.step.build(gpu);
+        Ok(Plan {
+            step,
+            ids,
+            readback: Readback::new(gpu, (t.len() * 4) as u64),
+            out,
+            out_offset: loc.offset,
+            out_len: t.len(),
+            buffers,
+        })
+    }
+
+    /// Writes the step's ids, submits it (one encoder, one pass) and reads the output back.
+    pub fn run(&mut self, gpu: &Gpu, ids: &[Vec<u32>]) -> Result<Vec<f32>, GpuError> {
+        for (t, values) in self.ids.iter().zip(ids) {
+            let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+            gpu.queue.write_buffer(t.buf.raw(), 0, &bytes);
+        }
+        let mut out = vec![0.0f32; self.out_len];
+        self.readback
+            .run_and_read(gpu, &mut self.step, &self.out, self.out_offset, &mut out)?;
+        Ok(out)
+    }
+
+    pub fn dispatches(&self) -> usize {
+        self.step.len()
+    }
+
+    pub fn buffers(&self) -> usize {
+        self.buffers
+    }
+}
+
+/// A buffer and an element offset in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Loc {
+    buf: usize,
+    offset: usize,
+}
+
+/// Activation buffers with reference counts (one per live value in them).
+#[derive(Debug, Default)]
+struct Pool {
+    bufs: Vec<GpuTensor>,
+    refs: Vec<usize>,
+    free: Vec<usize>,
+}
+
+impl Pool {
+    /// A buffer of at least `len` f32s with one reference: the smallest free one that fits,
+    /// or a new one.
+    fn alloc(&mut self, gpu: &Gpu, len: usize) -> Result<usize, GpuError> {
+        let bytes = (len * 4) as u64;
+        if bytes > gpu.max_binding_bytes() {
+            return Err(GpuError::TooLarge {
+                what: "an activation",
+                bytes,
+                limit: gpu.max_binding_bytes(),
+            });
+        }
+        let best = self
+            .free
+            .iter()
+            .enumerate()
+            .filter(|&(_, &b)| self.bufs[b].len() >= len)
+            .min_by_key(|&(_, &b)| self.bufs[b].len())
+            .map(|(i, _)| i);
+        let b = match best {
+            Some(i) => self.free.swap_remove(i),
+            None => {
+                self.bufs
+                    .push(GpuTensor::zeros(gpu, &[len.max(1)], Dtype::F32));
+                self.refs.push(0);
+                self.bufs.len() - 1
+            }
+        };
+        self.refs[b] = 1;
+        Ok(b)
+    }
+
+    fn retain(&mut self, b: usize) {
+        self.refs[b] += 1;
+    }
+
+    fn release(&mut self, b: usize) {
+        self.refs[b] -= 1;
+        if self.refs[b] == 0 {
+            self.free.push(b);
+        }
+    }
+}
+
+/// The state of one lowering.
+struct Lower<'a> {
+    gpu: &'a Gpu,
+    pool: Pool,
+    /// Where each value lives.
+    locs: Vec<Loc>,
+    /// The last node that reads each value (`usize::MAX`: the step's output).
+    last_use: Vec<Option<usize>>,
+    ids: &'a [GpuTensor],
+    freqs: &'a mut Freqs,
+    step: StepBuilder,
+}
+
+fn mismatch(detail: &str) -> GpuError {
+    GpuError::Shape {
+        op: "gpu backend",
+        detail: detail.to_string(),
+    }
+}
+
+fn matrix(w: &GpuWeightRef) -> Result<&GpuWeight, GpuError> {
+    w.matrix()
+        .ok_or_else(|| mismatch("a vector weight used as a matrix"))
+}
+
+fn vector(w: &GpuWeightRef) -> Result<&GpuTensor, GpuError> {
+    w.vector()
+        .ok_or_else(|| mismatch("a matrix weight used as a vector"))
+}
+
+impl Lower<'_> {
+    fn loc(&self, s: Src) -> Loc {
+        let l = self.locs[s.value];
+        Loc {
+            buf: l.buf,
+            offset: l.offset + s.row0 * s.cols,
+        }
+    }
+
+    fn view(&self, l: Loc) -> View<'_> {
+        View::at(&self.pool.bufs[l.buf], l.offset)
+    }
+
+    fn src(&self, s: Src) -> View<'_> {
+        self.view(self.loc(s))
+    }
+
+    fn alloc(&mut self, len: usize) -> Result<Loc, GpuError> {
+        let buf = self.pool.alloc(self.gpu, len)?;
+        Ok(Loc { buf, offset: 0 })
+    }
+
+    fn push(&mut self, op: Result<Op, GpuError>) -> Result<(), GpuError> {
+        self.step.push(op?);
+        Ok(())
+    }
+
+    fn extend(&mut self, ops: Result<Vec<Op>, GpuError>) -> Result<(), GpuError> {
+        self.step.extend(ops?);
+        Ok(())
+    }
+
+    /// Where an in-place op on `x` at node `i` writes: `x`'s own storage when node `i` is its
+    /// last reader (and no other input of the node is the same value), else a copy of `x`.
+    fn inplace(&mut self, i: usize, x: Src, others: &[Src]) -> Result<Loc, GpuError> {
+        let shared = others.iter().any(|o| o.value == x.value);
+        if self.last_use[x.value] == Some(i) && !shared {
+            let l = self.loc(x);
+            self.pool.retain(l.buf);
+            return Ok(l);
+        }
+        let out = self.alloc(x.len())?;
+        let op = copy(self.src(x), self.view(out), x.len());
+        self.push(op)?;
+        Ok(out)
+    }
+
+    /// Lowers node `i` (output `len` values) and frees the buffers it read last.
+    fn node(&mut self, i: usize, node: &Node, len: usize) -> Result<(), GpuError> {
+        let out = match node {
+            Node::Embed { table, ids, n } => {
+                let out = self.alloc(len)?;
+                let all = self.ids;
+                let ids = View::from(&all[*ids]);
+                let ops = embed_rows(matrix(table)?, ids, *n, self.view(out), 1.0);
+                self.extend(ops)?;
+                out
+            }
+            Node::Matmul { w, x } => {
+                let w = matrix(w)?;
+                let out = self.alloc(len)?;
+                let ops = if x.rows == 1 {
+                    matvec(w, self.src(*x), self.view(out))
+                } else {
+                    matmul(w, self.src(*x), self.view(out), x.rows, Strides::default())
+                };
+                self.extend(ops)?;
+                out
+            }
+            Node::AddBias { x, bias } => {
+                let out = self.inplace(i, *x, &[])?;
+                let bias = View::from(vector(bias)?);
+                let op = add_rows(self.view(out), bias, x.rows, x.cols);
+                self.push(op)?;
+                out
+            }
+            Node::RmsNorm {
+                x,
+                weight,
+                eps,
+                group,
+            } => {
+                let out = self.alloc(len)?;
+                let norm = RmsNorm {
+                    n: *group,
+                    n_rows: len / group,
+                    eps: *eps,
+                };
+                let weight = weight.as_ref().map(vector).transpose()?;
+                let op = norm.op(self.src(*x), self.view(out), weight);
+                self.push(op)?;
+                out
+            }
+            Node::Rope { x, pos, spec } => {
+                let out = self.inplace(i, *x, &[])?;
+                let freqs = self.freqs.get(self.gpu, spec);
+                let rope = Rope {
+                    mode: spec.mode,
+                    head_dim: spec.head_dim,
+                    n_rot: spec.n_rot,
+                    n_heads: x.cols / spec.head_dim,
+                    n_tokens: x.rows,
+                };
+                let ids = self.ids;
+                let op = rope.op(self.view(out), View::from(&ids[*pos]), &freqs);
+                self.push(op)?;
+                out
+            }
+            Node::Attention(a) => self.attention(a, len)?,
+            Node::Glu { gate, up, act } => {
+                let out = self.alloc(len)?;
+                let op = glu(*act, self.src(*gate), self.src(*up), self.view(out), len);
+                self.push(op)?;
+                out
+            }
+            Node::Add { a, b } => {
+                let (dst, src) = if self.last_use[a.value] == Some(i) || a.value == b.value {
+                    (*a, *b)
+                } else {
+                    (*b, *a)
+                };
+                let out = self.inplace(i, dst, &[src])?;
+                let op = add_inplace(self.view(out), self.src(src), len);
+                self.push(op)?;
+                out
+            }
+            Node::Unary { x, op, value } => {
+                let out = self.inplace(i, *x, &[])?;
+                let op = unary(*op, self.view(out), len, *value);
+                self.push(op)?;
+                out
+            }
+        };
+        self.locs.push(out);
+        let mut read: Vec<usize> = node.inputs().iter().map(|s| s.value).collect();
+        read.sort_unstable();
+        read.dedup();
+        for v in read {
+            if self.last_use[v] == Some(i) {
+                self.pool.release(self.locs[v].buf);
+            }
+        }
+        if self.last_use[i].is_none() {
+            self.pool.release(out.buf);
+        }
+        Ok(())
+    }
+
+    /// K/V append at the step's positions, then attention (with a split scratch in decode).
+    fn attention(&mut self, a: &AttnNode, len: usize) -> Result<Loc, GpuError> {
+        let out = self.alloc(len)?;
+        let n = a.q.rows;
+        let layout = a.kv.kv.layout;
+        let ids = self.ids;
+        let pos = View::from(&ids[a.pos]);
+        let append = KvAppend {
+            n_tokens: n,
+            src_stride: a.k.cols,
+        };
+        let op = append.op(self.src(a.k), self.src(a.v), pos, &a.kv.kv);
+        self.push(op)?;
+        let attn = Attention {
+            n_tokens: n,
+            n_heads: a.n_head,
+            q_stride: a.q.cols,
+            scale: a.scale,
+            softcap: a.softcap,
+            window: a.window,
+            split_len: if n == 1 { DECODE_SPLIT } else { layout.max_len },
+        };
+        let scratch_len = attn.scratch_len(&layout);
+        let scratch = match scratch_len {
+            0 => None,
+            len => Some(self.alloc(len)?),
+        };
+        let scratch_t = scratch.map(|s| &self.pool.bufs[s.buf]);
+        let ops = attn.ops(self.src(a.q), pos, &a.kv.kv, self.view(out), scratch_t);
+        self.extend(ops)?;
+        if let Some(s) = scratch {
+            self.pool.release(s.buf);
+        }
+        Ok(out)
+    }
+}
