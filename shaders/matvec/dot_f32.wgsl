@@ -1,5 +1,5 @@
-// Matvec inner loop for F32 rows: 32 weights (8 x 4 words) dotted with x, unrolled by hand so
-// every load of the unit is in flight at once. Rows start 4-byte aligned.
+// Matvec part for F32 rows: a unit of 32 weights is 8 parts of 4 words; lane `part` of a
+// group of PARTS neighbouring lanes dots part `part`. Rows start 4-byte aligned.
 
 fn f32_part(b: u32, i: u32, xb: u32) -> f32 {
     let k = (b >> 2u) + 4u * i;
@@ -7,7 +7,9 @@ fn f32_part(b: u32, i: u32, xb: u32) -> f32 {
     return dot(wv, x4(xb + 4u * i));
 }
 
-fn unit_dot(blk: u32, unit: u32, xb: u32) -> f32 {
-    return f32_part(blk, 0u, xb) + f32_part(blk, 1u, xb) + f32_part(blk, 2u, xb) + f32_part(blk, 3u, xb)
-        + f32_part(blk, 4u, xb) + f32_part(blk, 5u, xb) + f32_part(blk, 6u, xb) + f32_part(blk, 7u, xb);
+const PARTS: u32 = 8u;
+const STEP_UNITS: u32 = 1u;
+
+fn part_dot(blk: u32, unit: u32, part: u32, xb: u32) -> f32 {
+    return f32_part(blk, part, xb);
 }

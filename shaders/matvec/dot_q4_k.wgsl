@@ -1,16 +1,13 @@
-// Matvec inner loop for Q4_K, one unit (sub-block of 32) of a 144-byte super-block: 6-bit scale
-// and min from the packed 12 bytes, then d*sc * sum q x - dmin*m * sum x over 8 words of
-// nibbles (low nibbles for even units, high for odd), unrolled.
+// Matvec part for Q4_K: a step is a whole 144-byte super-block (8 units), taken by PARTS = 32
+// neighbouring lanes; lane j reads word j of the 128 bytes of nibbles (one load per lane, the
+// 32 lanes cover the super-block contiguously). Word j holds weights l..l+3 (l = 4 (j % 8))
+// of unit 2g (low nibbles) and of unit 2g + 1 (high nibbles), g = j / 8. Each unit's 6-bit
+// scale and min come from the packed 12 bytes; w = d * sc * q - dmin * m.
+const PARTS: u32 = 32u;
+const STEP_UNITS: u32 = 8u;
 
-fn q4_k_part(qs: u32, shift: u32, i: u32, xb: u32) -> vec2<f32> {
-    let xv = x4(xb + 4u * i);
-    return vec2<f32>(dot(nibbles4(load_u32(qs + 4u * i), shift), xv), dot(xv, vec4<f32>(1.0)));
-}
-
-fn unit_dot(blk: u32, unit: u32, xb: u32) -> f32 {
-    let d = load_f16(blk);
-    let dmin = load_f16(blk + 2u);
-    let s = blk + 4u;
+// (scale, min) of unit `unit` (0..7), from the 12 packed bytes at `s`.
+fn q4_k_scale_min(s: u32, unit: u32) -> vec2<f32> {
     var sc: u32;
     var m: u32;
     if unit < 4u {
@@ -20,10 +17,21 @@ fn unit_dot(blk: u32, unit: u32, xb: u32) -> f32 {
         sc = (load_u8(s + unit + 4u) & 0xfu) | ((load_u8(s + unit - 4u) >> 6u) << 4u);
         m = (load_u8(s + unit + 4u) >> 4u) | ((load_u8(s + unit) >> 6u) << 4u);
     }
-    let qs = blk + 16u + 32u * (unit >> 1u);
-    let sh = 4u * (unit & 1u);
-    let t = q4_k_part(qs, sh, 0u, xb) + q4_k_part(qs, sh, 1u, xb) + q4_k_part(qs, sh, 2u, xb)
-        + q4_k_part(qs, sh, 3u, xb) + q4_k_part(qs, sh, 4u, xb) + q4_k_part(qs, sh, 5u, xb)
-        + q4_k_part(qs, sh, 6u, xb) + q4_k_part(qs, sh, 7u, xb);
-    return d * f32(sc) * t.x - dmin * f32(m) * t.y;
+    return vec2<f32>(f32(sc), f32(m));
+}
+
+fn part_dot(blk: u32, unit: u32, part: u32, xb: u32) -> f32 {
+    let g = part >> 3u;
+    let l = 4u * (part & 7u);
+    // Super-blocks are 144 bytes and rows start 4-byte aligned: one aligned load.
+    let q = w[(blk + 16u + 4u * part) >> 2u];
+    let xa = x4(xb + 64u * g + l);
+    let xc = x4(xb + 64u * g + 32u + l);
+    let a = q4_k_scale_min(blk + 4u, 2u * g);
+    let b = q4_k_scale_min(blk + 4u, 2u * g + 1u);
+    let d = load_f16(blk);
+    let dmin = load_f16(blk + 2u);
+    let one = vec4<f32>(1.0);
+    return d * (a.x * dot(nibbles4(q, 0u), xa) + b.x * dot(nibbles4(q, 4u), xc))
+        - dmin * (a.y * dot(xa, one) + b.y * dot(xc, one));
 }

@@ -1,6 +1,6 @@
 // Matvec inner loop for Q5_0 (f16 d, u32 qh of fifth bits, 16 bytes of nibbles): weight j < 16
 // is the low nibble of byte j with bit j of qh, weight j + 16 the high nibble with bit j + 16;
-// d * sum (q - 16) x, the 4 words unrolled.
+// d * sum (q - 16) x; part i = word i of nibbles (8 weights).
 
 // Bits k, k+1, k+2, k+3 of qh, as a fifth bit (16) per lane.
 fn q5_high(qh: u32, k: u32) -> vec4<u32> {
@@ -15,9 +15,9 @@ fn q5_0_part(b: u32, qh: u32, i: u32, xb: u32) -> f32 {
     return dot(lo, x4(xb + 4u * i)) + dot(hi, x4(xb + 16u + 4u * i));
 }
 
-fn unit_dot(blk: u32, unit: u32, xb: u32) -> f32 {
-    let qh = load_u32(blk + 2u);
-    let s = q5_0_part(blk, qh, 0u, xb) + q5_0_part(blk, qh, 1u, xb) + q5_0_part(blk, qh, 2u, xb)
-        + q5_0_part(blk, qh, 3u, xb);
-    return load_f16(blk) * s;
+const PARTS: u32 = 4u;
+const STEP_UNITS: u32 = 1u;
+
+fn part_dot(blk: u32, unit: u32, part: u32, xb: u32) -> f32 {
+    return load_f16(blk) * q5_0_part(blk, load_u32(blk + 2u), part, xb);
 }

@@ -1,11 +1,16 @@
 // y[y_offset + r] = sum_i W[r, i] * x[x_offset + i] for the rows r of one weight chunk.
 // W is GGUF's layout: rows of n_in weights, row_bytes each. A workgroup takes R = 4
-// consecutive rows; invocation tid takes units (32 weights) tid, tid + WG, .. of all 4 rows.
-// The format's `unit_dot` (matvec/dot_<type>.wgsl) decodes one unit and dots it with x in
-// straight-line code (no private arrays, no inner loops), so all of a unit's loads are in
-// flight together; the 4 rows are 4 independent calls. The per-row partial sums are then
-// reduced across the workgroup by the entry point (reduce_plain.wgsl: workgroup-memory tree;
-// reduce_subgroup.wgsl: subgroupAdd, then one value per subgroup), which also writes y.
+// consecutive rows. Lanes are grouped PARTS at a time (the format's constant): a group takes
+// one step of STEP_UNITS units of 32 weights (one unit for the 32-weight formats, PARTS 4 or
+// 8; a whole super-block for Q4_K and Q6_K, PARTS 32) and lane `part` of the group reads
+// word(s) `part` of it, so neighbouring lanes read neighbouring words of the same block and a
+// subgroup's loads cover a few contiguous cache lines (llama.cpp's Vulkan layout) instead of
+// 32 blocks 34-210 bytes apart. Group g takes steps g, g + WG / PARTS, .. of all 4 rows, two
+// steps per loop trip so their loads are in flight together. The format's `part_dot`
+// (matvec/dot_<type>.wgsl) decodes one part in straight-line code. The per-row partial sums
+// are then reduced across the workgroup by the entry point (reduce_plain.wgsl:
+// workgroup-memory tree; reduce_subgroup.wgsl: subgroupAdd, then one value per subgroup),
+// which also writes y.
 
 struct Params {
     n_in: u32,
@@ -58,19 +63,32 @@ fn accumulate(row0: u32, tid: u32) -> vec4<f32> {
     let r2 = min(row0 + 2u, last) * p.row_bytes;
     let r3 = min(row0 + 3u, last) * p.row_bytes;
     var acc = vec4<f32>(0.0);
-    let units = (p.n_in + 31u) / 32u;
-    for (var u = tid; u < units; u += WG) {
-        let xb = p.x_offset + 32u * u;
-        let blk = (u / BLOCK_UNITS) * BLOCK_BYTES;
-        let unit = u % BLOCK_UNITS;
-        acc += vec4<f32>(
-            unit_dot(r0 + blk, unit, xb),
-            unit_dot(r1 + blk, unit, xb),
-            unit_dot(r2 + blk, unit, xb),
-            unit_dot(r3 + blk, unit, xb),
-        );
+    // K formats: n_in is a multiple of 256, so steps cover the row exactly.
+    let steps = (p.n_in + 31u) / 32u / STEP_UNITS;
+    let part = tid % PARTS;
+    let step = WG / PARTS;
+    var s = tid / PARTS;
+    for (; s + step < steps; s += 2u * step) {
+        acc += rows_dot(r0, r1, r2, r3, s, part) + rows_dot(r0, r1, r2, r3, s + step, part);
+    }
+    if s < steps {
+        acc += rows_dot(r0, r1, r2, r3, s, part);
     }
     return acc;
+}
+
+// Part `part` of step `s` of the 4 rows starting at byte offsets r0 .. r3.
+fn rows_dot(r0: u32, r1: u32, r2: u32, r3: u32, s: u32, part: u32) -> vec4<f32> {
+    let u = s * STEP_UNITS;
+    let xb = p.x_offset + 32u * u;
+    let blk = (u / BLOCK_UNITS) * BLOCK_BYTES;
+    let unit = u % BLOCK_UNITS;
+    return vec4<f32>(
+        part_dot(r0 + blk, unit, part, xb),
+        part_dot(r1 + blk, unit, part, xb),
+        part_dot(r2 + blk, unit, part, xb),
+        part_dot(r3 + blk, unit, part, xb),
+    );
 }
 
 fn store_rows(row0: u32, tid: u32, v: f32) {

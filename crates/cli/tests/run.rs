@@ -21,19 +21,23 @@ fn require(model: &str) {
     );
 }
 
+fn oracle_case(model: &str, prompt: &str) -> Value {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../data/oracle/greedy.jsonl"
+    );
+    let oracle = std::fs::read_to_string(path).unwrap();
+    oracle
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|c| c["model"] == model && c["prompt"] == prompt)
+        .expect("oracle case")
+}
+
 #[test]
 fn greedy_text_is_the_oracles() {
     require("gemma3-270m");
-    let oracle = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../data/oracle/greedy.jsonl"
-    ))
-    .unwrap();
-    let case: Value = oracle
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .find(|c| c["model"] == "gemma3-270m" && c["prompt"] == "The capital of France is")
-        .expect("oracle case");
+    let case = oracle_case("gemma3-270m", "The capital of France is");
     // 8 tokens, before this prompt's first near tie (tie_at 11): the text is determined.
     assert!(case["tie_at"].as_u64().unwrap() >= 8);
     let (ok, stdout, stderr) = rullama(&[
@@ -44,6 +48,8 @@ fn greedy_text_is_the_oracles() {
         "8",
         "--temp",
         "0",
+        "--backend",
+        "cpu",
     ]);
     assert!(ok, "{stderr}");
     let generated = stdout.strip_suffix('\n').unwrap_or(&stdout);
@@ -58,10 +64,41 @@ fn greedy_text_is_the_oracles() {
     );
 }
 
+/// The same through the GPU executor (lavapipe in CI: slow, so few tokens of a small model).
+#[test]
+fn greedy_text_on_the_gpu_executor() {
+    require("smollm2-135m");
+    let case = oracle_case("smollm2-135m", "The capital of France is");
+    assert!(case["tie_at"].as_u64().unwrap() >= 3);
+    let (ok, stdout, stderr) = rullama(&[
+        "run",
+        "smollm2-135m",
+        "The capital of France is",
+        "-n",
+        "3",
+        "--temp",
+        "0",
+        "--backend",
+        "gpu",
+        "--verbose",
+    ]);
+    assert!(ok, "{stderr}");
+    let generated = stdout.strip_suffix('\n').unwrap_or(&stdout);
+    let expected = case["text"].as_str().unwrap();
+    assert!(
+        generated.len() >= 5 && expected.starts_with(generated),
+        "generated {generated:?}, oracle {expected:?}"
+    );
+    assert!(
+        stderr.contains("eval rate:") && !stderr.contains("cpu (reference executor)"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn bad_prompts_are_errors() {
     require("smollm2-135m");
-    let (ok, _, stderr) = rullama(&["run", "smollm2-135m", "", "-n", "1"]);
+    let (ok, _, stderr) = rullama(&["run", "smollm2-135m", "", "-n", "1", "--backend", "cpu"]);
     assert!(!ok);
     assert!(
         stderr.starts_with("error: ") && stderr.contains("empty"),
@@ -69,7 +106,17 @@ fn bad_prompts_are_errors() {
     );
 
     let long = "word ".repeat(100);
-    let (ok, _, stderr) = rullama(&["run", "smollm2-135m", &long, "--ctx", "16", "-n", "1"]);
+    let (ok, _, stderr) = rullama(&[
+        "run",
+        "smollm2-135m",
+        &long,
+        "--ctx",
+        "16",
+        "-n",
+        "1",
+        "--backend",
+        "cpu",
+    ]);
     assert!(!ok);
     assert!(
         stderr.starts_with("error: ") && stderr.contains("context"),

@@ -37,6 +37,14 @@ pub struct Gpu {
     pub(crate) pipelines: PipelineTable,
 }
 
+impl Gpu {
+    /// Whether this is a CPU implementation of the API (lavapipe, llvmpipe, WARP), where the
+    /// kernels run but a CPU executor is usually faster.
+    pub fn is_software(&self) -> bool {
+        self.info.device_type == wgpu::DeviceType::Cpu
+    }
+}
+
 /// Preference order: discrete, integrated, virtual/other, then CPU (lavapipe).
 fn rank(t: wgpu::DeviceType) -> u8 {
     match t {

@@ -58,8 +58,16 @@ pub enum ModelError {
     #[error("start position {start_pos} leaves a gap: the cache holds {cached} positions")]
     PositionGap { start_pos: usize, cached: usize },
 
+    /// A shape or use error found while recording a step (a bug in a graph, not in the file).
     #[error("backend: {0}")]
     Backend(String),
+
+    /// The GPU said no: no adapter, out of memory, a weight type without a kernel, ...
+    #[error("GPU, {context}: {source}")]
+    Gpu {
+        context: String,
+        source: Box<rullama_kernels::GpuError>,
+    },
 }
 
 impl From<GgufError> for ModelError {

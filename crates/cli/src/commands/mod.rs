@@ -19,6 +19,8 @@ pub enum CliError {
     #[error(transparent)]
     Model(#[from] rullama_model::ModelError),
     #[error(transparent)]
+    Gpu(#[from] rullama_kernels::GpuError),
+    #[error(transparent)]
     Sampler(#[from] rullama_model::sampler::SamplerError),
     #[error("{0}")]
     Usage(String),

@@ -10,11 +10,11 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use rullama_model::{Backend, OutputRows, Session, logits};
-use rullama_tokenizer::EncodeOptions;
+use rullama_model::{Backend, Model, OutputRows, Session, logits};
+use rullama_tokenizer::{EncodeOptions, Tokenizer};
 
 use super::CliError;
-use super::generation::{self, GenerationArgs};
+use super::generation::{self, GenerationArgs, ModelTask};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -96,15 +96,12 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         .add_bos()
         .then(|| loaded.tokenizer.bos())
         .flatten();
-    let mut session = loaded.model.session(ctx)?;
-    let mut total = Perplexity::default();
-    let mut err = std::io::stderr();
-    for (i, chunk) in tokens.chunks_exact(ctx).take(n_chunks).enumerate() {
-        score_chunk(&mut session, chunk, bos, &mut total)?;
-        write!(err, "[{}]{:.4},", i + 1, total.ppl())?;
-        err.flush()?;
-    }
-    writeln!(err)?;
+    let total = loaded.run(Score {
+        tokens: &tokens,
+        ctx,
+        n_chunks,
+        bos,
+    })?;
     let mut out = std::io::stdout().lock();
     if args.json {
         let report = serde_json::json!({
@@ -121,6 +118,37 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         )?;
     }
     Ok(())
+}
+
+/// Score `n_chunks` chunks of `ctx` tokens, printing the running PPL to stderr as
+/// llama-perplexity does.
+struct Score<'a> {
+    tokens: &'a [u32],
+    ctx: usize,
+    n_chunks: usize,
+    bos: Option<u32>,
+}
+
+impl ModelTask for Score<'_> {
+    type Output = Perplexity;
+
+    fn run<B: Backend>(self, model: &mut Model<B>, _: &Tokenizer) -> Result<Perplexity, CliError> {
+        let mut session = model.session(self.ctx)?;
+        let mut total = Perplexity::default();
+        let mut err = std::io::stderr();
+        for (i, chunk) in self
+            .tokens
+            .chunks_exact(self.ctx)
+            .take(self.n_chunks)
+            .enumerate()
+        {
+            score_chunk(&mut session, chunk, self.bos, &mut total)?;
+            write!(err, "[{}]{:.4},", i + 1, total.ppl())?;
+            err.flush()?;
+        }
+        writeln!(err)?;
+        Ok(total)
+    }
 }
 
 fn score_chunk<B: Backend>(

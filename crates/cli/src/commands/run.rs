@@ -6,7 +6,10 @@ use std::io::{Read, Write};
 use rullama_tokenizer::{ChatMessage, ChatTemplate, EncodeOptions};
 
 use super::CliError;
-use super::generation::{self, GenerationArgs, Turn};
+use rullama_model::{Backend, Model};
+use rullama_tokenizer::Tokenizer;
+
+use super::generation::{self, GenerationArgs, ModelTask, Stats, Turn};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -50,26 +53,49 @@ pub fn run(args: &Args) -> Result<(), CliError> {
             "the prompt is empty: give a prompt argument or text on stdin".into(),
         ));
     }
-    let mut sampler = args.generation.sampler();
-    let mut session = loaded.model.session(args.generation.ctx)?;
-    let mut out = std::io::stdout().lock();
-    let turn = Turn {
-        prompt: &prompt,
-        start_pos: 0,
-        n_predict: args.generation.n_predict,
-    };
-    let (_, stats) = generation::generate(&mut session, tokenizer, turn, &mut sampler, &mut out)?;
-    writeln!(out)?;
+    let stats = loaded.run(Generate {
+        prompt,
+        args: &args.generation,
+    })?;
     if args.generation.verbose {
-        stats.print(Some(loaded.load_time));
+        stats.print(Some((&loaded.executor, loaded.load_time)));
     }
     Ok(())
+}
+
+/// One generation from a fresh cache, on whichever executor was loaded.
+struct Generate<'a> {
+    prompt: Vec<u32>,
+    args: &'a GenerationArgs,
+}
+
+impl ModelTask for Generate<'_> {
+    type Output = Stats;
+
+    fn run<B: Backend>(
+        self,
+        model: &mut Model<B>,
+        tokenizer: &Tokenizer,
+    ) -> Result<Stats, CliError> {
+        let mut sampler = self.args.sampler();
+        let mut session = model.session(self.args.ctx)?;
+        let mut out = std::io::stdout().lock();
+        let turn = Turn {
+            prompt: &self.prompt,
+            start_pos: 0,
+            n_predict: self.args.n_predict,
+        };
+        let (_, stats) =
+            generation::generate(&mut session, tokenizer, turn, &mut sampler, &mut out)?;
+        writeln!(out)?;
+        Ok(stats)
+    }
 }
 
 /// Tokenize a rendered chat prompt: special-token text is parsed (the template wrote it), and
 /// BOS is added as the model asks unless the template already wrote one (llama.cpp warns
 /// about the double BOS this would otherwise give).
-pub fn encode_rendered(tokenizer: &rullama_tokenizer::Tokenizer, rendered: &str) -> Vec<u32> {
+pub fn encode_rendered(tokenizer: &Tokenizer, rendered: &str) -> Vec<u32> {
     let mut ids = tokenizer.encode(
         rendered,
         EncodeOptions {

@@ -36,9 +36,12 @@ pub use ir::{GpuAct, GpuIds};
 pub use rullama_kernels::ops::kv::KvDtype;
 pub use weight::{GpuKvCache, GpuWeightRef};
 
-/// A GPU error as the model's error.
-pub(crate) fn gpu_err(e: &GpuError) -> ModelError {
-    ModelError::Backend(format!("gpu: {e}"))
+/// A GPU error as the model's error, saying what was being done.
+pub(crate) fn gpu_err(context: impl Into<String>) -> impl FnOnce(GpuError) -> ModelError {
+    move |source| ModelError::Gpu {
+        context: context.into(),
+        source: Box::new(source),
+    }
 }
 
 /// Choices of the GPU backend.
@@ -355,8 +358,8 @@ impl Backend for GpuBackend {
         }
         let (key, ids) = rec.into_key(target);
         let gpu = Arc::clone(&self.gpu);
-        let plan = self.plan(key).map_err(|e| gpu_err(&e))?;
-        let out = plan.run(&gpu, &ids).map_err(|e| gpu_err(&e))?;
+        let plan = self.plan(key).map_err(gpu_err("building a step"))?;
+        let out = plan.run(&gpu, &ids).map_err(gpu_err("running a step"))?;
         let (dispatches, buffers) = (plan.dispatches(), plan.buffers());
         self.stats.steps += 1;
         self.stats.dispatches = dispatches;

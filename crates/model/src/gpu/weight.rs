@@ -60,12 +60,12 @@ impl GpuWeightRef {
             WeightData::Vector(GpuTensor::from_f32(gpu, &[v.len()], &v))
         } else if dims.len() == 2 {
             let shape = WeightShape {
-                format: GpuFormat::try_from(format).map_err(|e| gpu_err(&e))?,
+                format: GpuFormat::try_from(format).map_err(gpu_err(format!("tensor `{name}`")))?,
                 n_in: dims[0] as usize,
                 n_out: dims[1] as usize,
             };
             let w = GpuWeight::upload(gpu, shape, view.data)
-                .map_err(|e| ModelError::Backend(format!("tensor `{name}`: {e}")))?;
+                .map_err(gpu_err(format!("uploading tensor `{name}`")))?;
             WeightData::Matrix(w)
         } else {
             return Err(ModelError::Unsupported(format!(
@@ -118,7 +118,7 @@ impl GpuKvCache {
                     head_dim: l.head_dim_k,
                     max_len: spec.n_ctx,
                 };
-                LayerCache::new(gpu, layout).map_err(|e| gpu_err(&e))
+                LayerCache::new(gpu, layout).map_err(gpu_err("allocating the KV cache"))
             })
             .collect::<Result<_>>()?;
         Ok(GpuKvCache {
