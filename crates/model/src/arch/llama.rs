@@ -40,21 +40,42 @@ pub(crate) struct Weights<W> {
     output: Linear<W>,
 }
 
+/// Which biases a pre-norm block's linears carry: the one difference between the Llama and
+/// Qwen 2 blocks.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BlockBiases {
+    pub qkv: Bias,
+    pub ffn: Bias,
+}
+
 impl<W: Clone> Weights<W> {
     pub fn load<L: Load<W = W>>(cfg: &ModelConfig, l: &mut L) -> Result<Self> {
-        let d = cfg.d_model;
         if l.optional("rope_freqs.weight", &[cfg.n_rot / 2])?.is_some() {
             return Err(ModelError::Unsupported(
                 "rope_freqs (Llama 3 RoPE factors)".into(),
             ));
         }
+        let biases = BlockBiases {
+            qkv: Bias::Optional,
+            ffn: Bias::Optional,
+        };
+        Self::load_block(cfg, l, biases)
+    }
+
+    /// The weights of a pre-norm Llama-style model whose linears carry `biases`.
+    pub fn load_block<L: Load<W = W>>(
+        cfg: &ModelConfig,
+        l: &mut L,
+        biases: BlockBiases,
+    ) -> Result<Self> {
+        let d = cfg.d_model;
         let tok_embd = l.required("token_embd.weight", &[d, cfg.n_vocab])?;
         let shape = AttnShape {
             d_model: d,
             q_out: cfg.n_head * cfg.head_dim_k,
             k_out: cfg.n_head_kv * cfg.head_dim_k,
             v_out: cfg.n_head_kv * cfg.head_dim_v,
-            qkv_bias: Bias::Optional,
+            qkv_bias: biases.qkv,
             o_bias: Bias::Optional,
         };
         let layers = (0..cfg.n_layer)
@@ -63,7 +84,7 @@ impl<W: Clone> Weights<W> {
                     attn_norm: l.required(&blk(il, "attn_norm.weight"), &[d])?,
                     attn: AttnWeights::load(l, il, shape)?,
                     ffn_norm: l.required(&blk(il, "ffn_norm.weight"), &[d])?,
-                    ffn: FfnWeights::load(l, il, (d, cfg.n_ff), Bias::Optional)?,
+                    ffn: FfnWeights::load(l, il, (d, cfg.n_ff), biases.ffn)?,
                 })
             })
             .collect::<Result<_>>()?;
@@ -77,6 +98,8 @@ impl<W: Clone> Weights<W> {
     }
 }
 
+/// The pre-norm block (llama.cpp `src/models/llama.cpp`, and `qwen2.cpp`, which differs only
+/// in its biases): `norm → q, k, v → rope → attention + o → add → norm → ffn → add`.
 pub(crate) fn forward<B: Backend>(g: &mut Graph<'_, B>, w: &Weights<B::Weight>) -> B::Tensor {
     let mut inp_l = g.input_embeddings(&w.tok_embd);
     for (il, l) in w.layers.iter().enumerate() {

@@ -53,7 +53,7 @@ impl Arch {
 pub(crate) enum ArchWeights<W> {
     Gemma3(gemma3::Weights<W>),
     Llama(llama::Weights<W>),
-    Qwen2(qwen2::Weights<W>),
+    Qwen2(llama::Weights<W>),
 }
 
 impl<W: Clone> ArchWeights<W> {
@@ -61,7 +61,7 @@ impl<W: Clone> ArchWeights<W> {
         Ok(match cfg.arch {
             Arch::Gemma3 => ArchWeights::Gemma3(gemma3::Weights::load(cfg, l)?),
             Arch::Llama => ArchWeights::Llama(llama::Weights::load(cfg, l)?),
-            Arch::Qwen2 => ArchWeights::Qwen2(qwen2::Weights::load(cfg, l)?),
+            Arch::Qwen2 => ArchWeights::Qwen2(qwen2::load_weights(cfg, l)?),
         })
     }
 }
@@ -71,6 +71,6 @@ pub(crate) fn forward<B: Backend>(g: &mut Graph<'_, B>, w: &ArchWeights<B::Weigh
     match w {
         ArchWeights::Gemma3(w) => gemma3::forward(g, w),
         ArchWeights::Llama(w) => llama::forward(g, w),
-        ArchWeights::Qwen2(w) => qwen2::forward(g, w),
+        ArchWeights::Qwen2(w) => llama::forward(g, w),
     }
 }
