@@ -1,12 +1,41 @@
-// Byte-level reads of GGUF blocks from the weight words `w` (declared by the kernel that
-// includes this file). Blocks of 18, 22, 34 and 210 bytes start at any byte offset, so
-// words are assembled from two aligned loads. All f16 fields sit at even offsets.
+// Reads of weight blocks from `w: array<vec4<u32>>` (declared by the kernel that includes this
+// file; weight buffers are padded to 16 bytes). Kernels that can load 16 bytes at once index
+// `w` directly; the helpers here read words and bytes. Blocks kept in GGUF's layout (F32,
+// F16, Q4_K, ...) may start at any byte offset, so words are assembled from two aligned
+// loads; all f16 fields sit at even offsets. Formats with planes (`GpuFormat::planes`) are
+// stored split by field, each field of every block of a chunk in one 16-byte aligned plane
+// (see `plane_start`).
+
+// Word `i` (4-byte unit) of the weight buffer.
+fn wd(i: u32) -> u32 {
+    return w[i >> 2u][i & 3u];
+}
+
+// Planar chunks begin with a header vec4 whose x, y, z are the vec4 indices where planes 1, 2
+// and 3 start; plane 0 starts right after the header, at index 1.
+fn plane_start(k: u32) -> u32 {
+    if k == 0u {
+        return 1u;
+    }
+    return w[0][k - 1u];
+}
+
+// The 4-byte field of block `bi` in plane `k`.
+fn plane_u32(k: u32, bi: u32) -> u32 {
+    return wd(4u * plane_start(k) + bi);
+}
+
+// The f16 field of block `bi` in plane `k` (two blocks per word), widened to f32.
+fn plane_f16(k: u32, bi: u32) -> f32 {
+    let word = wd(4u * plane_start(k) + (bi >> 1u));
+    return unpack2x16float((word >> (16u * (bi & 1u))) & 0xffffu).x;
+}
 
 // One decoded unit: 32 consecutive weights of a block, written by `decode_unit`.
 var<private> unit_w: array<f32, 32>;
 
 fn load_u8(b: u32) -> u32 {
-    return (w[b >> 2u] >> ((b & 3u) * 8u)) & 0xffu;
+    return (wd(b >> 2u) >> ((b & 3u) * 8u)) & 0xffu;
 }
 
 // Little-endian u32 at any byte offset: two aligned loads and a funnel shift, no branch (so
@@ -14,8 +43,8 @@ fn load_u8(b: u32) -> u32 {
 fn load_u32(b: u32) -> u32 {
     let i = b >> 2u;
     let s = (b & 3u) * 8u;
-    let lo = w[i];
-    let hi = w[i + 1u];
+    let lo = wd(i);
+    let hi = wd(i + 1u);
     return select((lo >> s) | (hi << ((32u - s) & 31u)), lo, s == 0u);
 }
 
@@ -26,7 +55,7 @@ fn nibbles4(q: u32, shift: u32) -> vec4<f32> {
 
 // f16 at an even byte offset, widened to f32 (no SHADER_F16 needed).
 fn load_f16(b: u32) -> f32 {
-    let word = w[b >> 2u] >> ((b & 2u) * 8u);
+    let word = wd(b >> 2u) >> ((b & 2u) * 8u);
     return unpack2x16float(word & 0xffffu).x;
 }
 

@@ -1,17 +1,19 @@
-// Q4_1: 20 bytes = f16 d, f16 m, 16 bytes of nibbles (low nibbles: weights 0..15, high: 16..31).
-// w = d * q + m.
+// Q4_1: GGUF's 20-byte block (f16 d, f16 m, 16 bytes of nibbles) stored in two planes: plane 0
+// the nibbles (one vec4 per block), plane 1 the (d, m) word. Low nibbles are weights 0..15,
+// high nibbles 16..31. w = d * q + m.
 const BLOCK_BYTES: u32 = 20u;
 const BLOCK_UNITS: u32 = 1u;
 
 fn decode_unit(blk: u32, unit: u32) {
-    let d = load_f16(blk);
-    let m = load_f16(blk + 2u);
-    for (var i = 0u; i < 4u; i++) {
-        let q = load_u32(blk + 4u + 4u * i);
-        for (var k = 0u; k < 4u; k++) {
-            let b = ubyte(q, k);
-            unit_w[4u * i + k] = d * f32(b & 0xfu) + m;
-            unit_w[16u + 4u * i + k] = d * f32(b >> 4u) + m;
+    let bi = blk / BLOCK_BYTES;
+    let dm = unpack2x16float(plane_u32(1u, bi));
+    let q = w[1u + bi];
+    for (var k = 0u; k < 4u; k++) {
+        let lo = dm.x * nibbles4(q[k], 0u) + dm.y;
+        let hi = dm.x * nibbles4(q[k], 4u) + dm.y;
+        for (var j = 0u; j < 4u; j++) {
+            unit_w[4u * k + j] = lo[j];
+            unit_w[16u + 4u * k + j] = hi[j];
         }
     }
 }

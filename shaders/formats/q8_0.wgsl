@@ -1,13 +1,19 @@
-// Q8_0: 34 bytes = f16 d, 32 x int8 q. w = d * q.
+// Q8_0: GGUF's 34-byte block (f16 d, 32 x int8 q) stored in two planes: plane 0 the 32 bytes of
+// q of every block (two vec4s per block), plane 1 the f16 d (two per word). w = d * q.
+// BLOCK_BYTES stays GGUF's, so callers' byte offsets give the block index.
 const BLOCK_BYTES: u32 = 34u;
 const BLOCK_UNITS: u32 = 1u;
 
 fn decode_unit(blk: u32, unit: u32) {
-    let d = load_f16(blk);
-    for (var i = 0u; i < 8u; i++) {
-        let q = load_u32(blk + 2u + 4u * i);
+    let bi = blk / BLOCK_BYTES;
+    let d = plane_f16(1u, bi);
+    for (var h = 0u; h < 2u; h++) {
+        let q = w[1u + 2u * bi + h];
         for (var k = 0u; k < 4u; k++) {
-            unit_w[4u * i + k] = d * f32(sbyte(q, k));
+            let v = d * vec4<f32>(unpack4xI8(q[k]));
+            for (var j = 0u; j < 4u; j++) {
+                unit_w[16u * h + 4u * k + j] = v[j];
+            }
         }
     }
 }

@@ -3,7 +3,7 @@
 
 fn f32_part(b: u32, i: u32, xb: u32) -> f32 {
     let k = (b >> 2u) + 4u * i;
-    let wv = vec4<f32>(bitcast<f32>(w[k]), bitcast<f32>(w[k + 1u]), bitcast<f32>(w[k + 2u]), bitcast<f32>(w[k + 3u]));
+    let wv = vec4<f32>(bitcast<f32>(wd(k)), bitcast<f32>(wd(k + 1u)), bitcast<f32>(wd(k + 2u)), bitcast<f32>(wd(k + 3u)));
     return dot(wv, x4(xb + 4u * i));
 }
 

@@ -1,17 +1,20 @@
-// Matvec inner loop for Q4_1 (f16 d, f16 m, 16 bytes of nibbles): d * sum q x + m * sum x;
-// part i = word i of nibbles (8 weights).
-
-fn q4_1_part(b: u32, i: u32, xb: u32) -> vec2<f32> {
-    let q = load_u32(b + 4u + 4u * i);
-    let xl = x4(xb + 4u * i);
-    let xh = x4(xb + 16u + 4u * i);
-    return vec2<f32>(dot(nibbles4(q, 0u), xl) + dot(nibbles4(q, 4u), xh), dot(xl + xh, vec4<f32>(1.0)));
-}
-
-const PARTS: u32 = 4u;
+// Matvec part for Q4_1 (planes: 16 bytes of nibbles per block, then the (d, m) word): one lane
+// per block, one vec4 load of its nibbles; d * sum q x + m * sum x.
+const PARTS: u32 = 1u;
 const STEP_UNITS: u32 = 1u;
 
 fn part_dot(blk: u32, unit: u32, part: u32, xb: u32) -> f32 {
-    let s = q4_1_part(blk, part, xb);
-    return load_f16(blk) * s.x + load_f16(blk + 2u) * s.y;
+    let bi = blk / BLOCK_BYTES;
+    let q = w[1u + bi];
+    let one = vec4<f32>(1.0);
+    var qx = 0.0;
+    var sx = 0.0;
+    for (var k = 0u; k < 4u; k++) {
+        let xa = x4(xb + 4u * k);
+        let xc = x4(xb + 16u + 4u * k);
+        qx += dot(nibbles4(q[k], 0u), xa) + dot(nibbles4(q[k], 4u), xc);
+        sx += dot(xa + xc, one);
+    }
+    let dm = unpack2x16float(plane_u32(1u, bi));
+    return dm.x * qx + dm.y * sx;
 }

@@ -1,37 +1,49 @@
-// Matvec part for Q4_K: a step is a whole 144-byte super-block (8 units), taken by PARTS = 32
-// neighbouring lanes; lane j reads word j of the 128 bytes of nibbles (one load per lane, the
-// 32 lanes cover the super-block contiguously). Word j holds weights l..l+3 (l = 4 (j % 8))
-// of unit 2g (low nibbles) and of unit 2g + 1 (high nibbles), g = j / 8. Each unit's 6-bit
-// scale and min come from the packed 12 bytes; w = d * sc * q - dmin * m.
-const PARTS: u32 = 32u;
+// Matvec part for Q4_K (GGUF layout: 144-byte super-blocks are 9 vec4s, so blocks stay 16-byte
+// aligned and need no planes): a step is a whole super-block (8 units) taken by PARTS = 8
+// neighbouring lanes. Lane j (g = j / 2, h = j % 2) loads one vec4, bytes 32g + 16h .. + 16
+// of the 128 bytes of nibbles: positions 16h .. 16h + 15 of unit 2g (low
+// nibbles) and of unit 2g + 1 (high nibbles). The first vec4 holds f16 d, f16 dmin and the 12
+// bytes of packed 6-bit (scale, min). w = d * sc * q - dmin * m.
+const PARTS: u32 = 8u;
 const STEP_UNITS: u32 = 8u;
 
-// (scale, min) of unit `unit` (0..7), from the 12 packed bytes at `s`.
-fn q4_k_scale_min(s: u32, unit: u32) -> vec2<f32> {
-    var sc: u32;
-    var m: u32;
-    if unit < 4u {
-        sc = load_u8(s + unit) & 63u;
-        m = load_u8(s + unit + 4u) & 63u;
-    } else {
-        sc = (load_u8(s + unit + 4u) & 0xfu) | ((load_u8(s + unit - 4u) >> 6u) << 4u);
-        m = (load_u8(s + unit + 4u) >> 4u) | ((load_u8(s + unit) >> 6u) << 4u);
+// Byte `b` (0..11) of the packed scales, from the block's first vec4 (bytes 4..15).
+fn q4_k_sbyte(head: vec4<u32>, b: u32) -> u32 {
+    return ubyte(head[1u + (b >> 2u)], b & 3u);
+}
+
+// (scale, min) of unit `u` (0..7).
+fn q4_k_scale_min_v(head: vec4<u32>, u: u32) -> vec2<f32> {
+    if u < 4u {
+        return vec2<f32>(f32(q4_k_sbyte(head, u) & 63u), f32(q4_k_sbyte(head, u + 4u) & 63u));
     }
+    let sc = (q4_k_sbyte(head, u + 4u) & 0xfu) | ((q4_k_sbyte(head, u - 4u) >> 6u) << 4u);
+    let m = (q4_k_sbyte(head, u + 4u) >> 4u) | ((q4_k_sbyte(head, u) >> 6u) << 4u);
     return vec2<f32>(f32(sc), f32(m));
 }
 
 fn part_dot(blk: u32, unit: u32, part: u32, xb: u32) -> f32 {
-    let g = part >> 3u;
-    let l = 4u * (part & 7u);
-    // Super-blocks are 144 bytes and rows start 4-byte aligned: one aligned load.
-    let q = w[(blk + 16u + 4u * part) >> 2u];
-    let xa = x4(xb + 64u * g + l);
-    let xc = x4(xb + 64u * g + 32u + l);
-    let a = q4_k_scale_min(blk + 4u, 2u * g);
-    let b = q4_k_scale_min(blk + 4u, 2u * g + 1u);
-    let d = load_f16(blk);
-    let dmin = load_f16(blk + 2u);
+    let base = blk >> 4u;
+    let g = part >> 1u;
+    let h = part & 1u;
+    let head = w[base];
+    let q = w[base + 1u + 2u * g + h];
+    let xo = xb + 64u * g + 16u * h;
     let one = vec4<f32>(1.0);
-    return d * (a.x * dot(nibbles4(q, 0u), xa) + b.x * dot(nibbles4(q, 4u), xc))
-        - dmin * (a.y * dot(xa, one) + b.y * dot(xc, one));
+    var qa = 0.0;
+    var qb = 0.0;
+    var sa = 0.0;
+    var sb = 0.0;
+    for (var c = 0u; c < 4u; c++) {
+        let xa = x4(xo + 4u * c);
+        let xc = x4(xo + 32u + 4u * c);
+        qa += dot(nibbles4(q[c], 0u), xa);
+        qb += dot(nibbles4(q[c], 4u), xc);
+        sa += dot(xa, one);
+        sb += dot(xc, one);
+    }
+    let a = q4_k_scale_min_v(head, 2u * g);
+    let b = q4_k_scale_min_v(head, 2u * g + 1u);
+    let dm = unpack2x16float(head.x);
+    return dm.x * (a.x * qa + b.x * qb) - dm.y * (a.y * sa + b.y * sb);
 }

@@ -1,24 +1,41 @@
-// Matvec part for Q6_K: a step is a whole 210-byte super-block (8 units), taken by PARTS = 32
-// neighbouring lanes. In half n, quarter k (unit 4n + k) weight l is the 4-bit
-// ql[64n + 32(k%2) + l] >> 4(k/2) with the 2 bits qh[32n + l] >> 2k, scaled by
-// scales[8n + 2k + l/16]; w = d * scale * (q - 32). Lane j (n = j / 16, kk = (j / 8) % 2,
-// l = 4 (j % 8)) reads ql word 64n + 32kk + l (the 32 lanes cover ql contiguously) and qh word
-// 32n + l: its low nibbles are weights l..l+3 of quarter kk, its high nibbles of quarter kk + 2.
-const PARTS: u32 = 32u;
+// Matvec part for Q6_K (planes: ql then qh, 12 vec4s per super-block; the 16 int8 scales; d):
+// a step is a whole super-block (8 units) taken by PARTS = 4 neighbouring lanes. Lane
+// (n = part / 2, h = part % 2) takes positions l = 16h .. 16h + 15 of the four quarters of half
+// n: three vec4 loads, ql bytes 64n + 16h (low nibbles: quarter 0, high: quarter 2), ql bytes
+// 64n + 32 + 16h (quarters 1 and 3) and qh bytes 32n + 16h (2 bits for each quarter), i.e. 64
+// weights. Quarter k of that range has the single scale 8n + 2k + h.
+const PARTS: u32 = 4u;
 const STEP_UNITS: u32 = 8u;
 
 fn part_dot(blk: u32, unit: u32, part: u32, xb: u32) -> f32 {
-    let n = part >> 4u;
-    let kk = (part >> 3u) & 1u;
-    let l = 4u * (part & 7u);
-    let ql = load_u32(blk + 64u * n + 32u * kk + l);
-    let qh = load_u32(blk + 128u + 32u * n + l);
-    let lo = (ql & 0x0f0f0f0fu) | (((qh >> (2u * kk)) & 0x03030303u) << 4u);
-    let hi = ((ql >> 4u) & 0x0f0f0f0fu) | (((qh >> (2u * kk + 4u)) & 0x03030303u) << 4u);
-    let sc = blk + 192u + 8u * n + 2u * kk + (l >> 4u);
-    let xa = x4(xb + 128u * n + 32u * kk + l);
-    let xc = x4(xb + 128u * n + 32u * kk + 64u + l);
-    let d = load_f16(blk + 208u);
-    return d * (f32(sbyte(load_u8(sc), 0u)) * dot(vec4<f32>(unpack4xU8(lo)) - 32.0, xa)
-        + f32(sbyte(load_u8(sc + 4u), 0u)) * dot(vec4<f32>(unpack4xU8(hi)) - 32.0, xc));
+    let bi = blk / BLOCK_BYTES;
+    let n = part >> 1u;
+    let h = part & 1u;
+    let base = 1u + 12u * bi;
+    let a = w[base + 4u * n + h];
+    let b = w[base + 4u * n + 2u + h];
+    let hb = w[base + 8u + 2u * n + h];
+    let sc = w[plane_start(1u) + bi];
+    let xo = xb + 128u * n + 16u * h;
+    var s = vec4<f32>(0.0);
+    for (var c = 0u; c < 4u; c++) {
+        let q0 = (a[c] & 0x0f0f0f0fu) | ((hb[c] & 0x03030303u) << 4u);
+        let q1 = (b[c] & 0x0f0f0f0fu) | (((hb[c] >> 2u) & 0x03030303u) << 4u);
+        let q2 = ((a[c] >> 4u) & 0x0f0f0f0fu) | (((hb[c] >> 4u) & 0x03030303u) << 4u);
+        let q3 = ((b[c] >> 4u) & 0x0f0f0f0fu) | (((hb[c] >> 6u) & 0x03030303u) << 4u);
+        let xi = xo + 4u * c;
+        s += vec4<f32>(
+            dot(vec4<f32>(unpack4xU8(q0)) - 32.0, x4(xi)),
+            dot(vec4<f32>(unpack4xU8(q1)) - 32.0, x4(xi + 32u)),
+            dot(vec4<f32>(unpack4xU8(q2)) - 32.0, x4(xi + 64u)),
+            dot(vec4<f32>(unpack4xU8(q3)) - 32.0, x4(xi + 96u)),
+        );
+    }
+    let scales = vec4<f32>(
+        q6_k_scale(sc, 8u * n + h),
+        q6_k_scale(sc, 8u * n + 2u + h),
+        q6_k_scale(sc, 8u * n + 4u + h),
+        q6_k_scale(sc, 8u * n + 6u + h),
+    );
+    return plane_f16(2u, bi) * dot(scales, s);
 }

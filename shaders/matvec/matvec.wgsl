@@ -24,8 +24,10 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> w: array<u32>;
-@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read> w: array<vec4<u32>>;
+// x as vec4s (activation buffers are padded to 16 bytes): a part's 4 inputs in one load when
+// x_offset is a multiple of 4 (always, for rows of whole 32-weight units at a row boundary).
+@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 
 // Invocations per workgroup: a power of two, at most 256.
@@ -36,15 +38,18 @@ var<workgroup> red: array<f32, 1024>;
 
 // End of x (exclusive) for `x4`: a partial last unit of an F32/F16 row reads zeros past it.
 var<private> x_end: u32;
+// x_offset % 4 == 0: every x4(i) the parts ask for is then vec4-aligned.
+var<private> x_aligned: bool;
 
 fn x1(i: u32) -> f32 {
-    return select(0.0, x[min(i, x_end - 1u)], i < x_end);
+    let j = min(i, x_end - 1u);
+    return select(0.0, x[j >> 2u][j & 3u], i < x_end);
 }
 
 // x[i .. i + 4], zero past n_in.
 fn x4(i: u32) -> vec4<f32> {
-    if i + 3u < x_end {
-        return vec4<f32>(x[i], x[i + 1u], x[i + 2u], x[i + 3u]);
+    if x_aligned && i + 3u < x_end {
+        return x[i >> 2u];
     }
     return vec4<f32>(x1(i), x1(i + 1u), x1(i + 2u), x1(i + 3u));
 }
@@ -57,6 +62,7 @@ fn first_row(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
 // repeat its last row; their sums are never stored).
 fn accumulate(row0: u32, tid: u32) -> vec4<f32> {
     x_end = p.x_offset + p.n_in;
+    x_aligned = (p.x_offset & 3u) == 0u;
     let last = p.n_rows - 1u;
     let r0 = row0 * p.row_bytes;
     let r1 = min(row0 + 1u, last) * p.row_bytes;

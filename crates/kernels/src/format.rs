@@ -1,14 +1,23 @@
 //! Weight formats the GPU kernels decode, each with its WGSL decoder file.
 //!
-//! Weights stay in GGUF's block layout on the GPU (uploaded as raw bytes). Blocks of 18, 22, 34
-//! and 210 bytes are not 4-byte aligned; the WGSL reads them through the byte helpers in
-//! `shaders/common/blocks.wgsl` (two-word unaligned loads), so no repacking is needed.
+//! Weights keep GGUF's block layout on the GPU, except formats whose blocks are not 16-byte
+//! aligned and that decode millions of blocks per token: those are stored by field
+//! ([`GpuFormat::planes`]), so kernels load 16 bytes of quants in one aligned vec4 load instead
+//! of assembling unaligned words (see docs/KERNELS.md, "Weight layout on the GPU"). Other
+//! blocks are read through the byte helpers of `shaders/common/blocks.wgsl`.
 
 use rullama_gguf::GgmlType;
 use rullama_quant::Format;
 
 use crate::error::GpuError;
 use crate::shader::{ShaderFile, shader_file};
+
+/// One field of a GGUF block: `bytes` bytes at byte `offset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockField {
+    pub offset: usize,
+    pub bytes: usize,
+}
 
 /// A weight format with a GPU decoder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -83,6 +92,29 @@ impl GpuFormat {
             GpuFormat::Q5_0 => &Q5_0,
             GpuFormat::Q4K => &Q4K,
             GpuFormat::Q6K => &Q6K,
+        }
+    }
+
+    /// The fields of a block, in plane order, when the format is stored split by field:
+    /// plane `k` holds field `k` (`PLANES[k]`) of every block of a chunk, one after another.
+    /// `None`: the GPU keeps GGUF's layout. Plane 0, the quants, is a multiple of 16 bytes
+    /// per block; the WGSL decoders (`formats/<type>.wgsl`) read these planes.
+    pub fn planes(self) -> Option<&'static [BlockField]> {
+        const fn f(offset: usize, bytes: usize) -> BlockField {
+            BlockField { offset, bytes }
+        }
+        const Q8_0: &[BlockField] = &[f(2, 32), f(0, 2)]; // q[32] | d
+        const Q4_0: &[BlockField] = &[f(2, 16), f(0, 2)]; // qs[16] | d
+        const Q4_1: &[BlockField] = &[f(4, 16), f(0, 4)]; // qs[16] | (d, m)
+        const Q5_0: &[BlockField] = &[f(6, 16), f(2, 4), f(0, 2)]; // qs[16] | qh | d
+        const Q6K: &[BlockField] = &[f(0, 192), f(192, 16), f(208, 2)]; // ql qh | scales | d
+        match self {
+            GpuFormat::Q8_0 => Some(Q8_0),
+            GpuFormat::Q4_0 => Some(Q4_0),
+            GpuFormat::Q4_1 => Some(Q4_1),
+            GpuFormat::Q5_0 => Some(Q5_0),
+            GpuFormat::Q6K => Some(Q6K),
+            GpuFormat::F32 | GpuFormat::F16 | GpuFormat::Q4K => None,
         }
     }
 

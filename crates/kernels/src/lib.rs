@@ -6,6 +6,7 @@
 pub mod device;
 pub mod error;
 pub mod format;
+pub mod layout;
 pub mod op;
 pub mod ops;
 pub mod parity;

@@ -9,6 +9,7 @@ use wgpu::util::DeviceExt;
 use crate::device::Gpu;
 use crate::error::GpuError;
 use crate::format::GpuFormat;
+use crate::layout;
 
 /// Identity of a buffer, for caching bind groups by the buffers they bind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -57,6 +58,12 @@ const STORAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
     .union(wgpu::BufferUsages::COPY_SRC)
     .union(wgpu::BufferUsages::COPY_DST);
 
+/// Bytes of the buffer for `n` 4-byte elements: padded to 16 so kernels may read it as
+/// `array<vec4<f32>>` (a WGSL array's length is the buffer's size over the element size).
+fn padded_bytes(n: usize) -> u64 {
+    (n.max(1) * 4).next_multiple_of(16) as u64
+}
+
 /// A dense activation tensor (row-major, last dimension fastest).
 #[derive(Debug, Clone)]
 pub struct GpuTensor {
@@ -71,7 +78,7 @@ impl GpuTensor {
         let n: usize = shape.iter().product();
         let buffer = gpu.device.create_buffer(&wgpu::BufferDescriptor {
             label: None,
-            size: (n.max(1) * 4) as u64,
+            size: padded_bytes(n),
             usage: STORAGE,
             mapped_at_creation: false,
         });
@@ -89,11 +96,13 @@ impl GpuTensor {
             n * 4,
             "data length does not match shape {shape:?}"
         );
+        let mut padded = bytes.to_vec();
+        padded.resize(padded_bytes(n) as usize, 0);
         let buffer = gpu
             .device
             .create_buffer_init(&wgpu::util::BufferInitDescriptor {
                 label: None,
-                contents: bytes,
+                contents: &padded,
                 usage: STORAGE,
             });
         GpuTensor {
@@ -147,7 +156,7 @@ pub struct WeightChunk {
     pub n_rows: usize,
 }
 
-/// A weight matrix in GGUF block layout, split by whole rows into buffers that each fit one
+/// A weight matrix in its GPU layout (GGUF's blocks, or split by field: [`crate::layout`]), split by whole rows into buffers that each fit one
 /// storage binding (lavapipe: 128 MiB; gemma-3-270m's 178 MB embedding needs two chunks).
 /// Kernels that read a weight issue one dispatch per chunk.
 #[derive(Debug, Clone)]
@@ -157,17 +166,34 @@ pub struct GpuWeight {
 }
 
 impl GpuWeight {
-    /// Uploads `bytes` (the tensor's data as stored in GGUF), split at the device's binding limit.
+    /// Uploads `bytes` (the tensor's data as stored in GGUF) in its GPU layout, split into as
+    /// few chunks as the device's binding limit allows.
     pub fn upload(gpu: &Gpu, shape: WeightShape, bytes: &[u8]) -> Result<GpuWeight, GpuError> {
-        Self::upload_chunked(gpu, shape, bytes, gpu.max_binding_bytes())
+        let rows = Self::rows_per_chunk(shape, gpu.max_binding_bytes())?;
+        Self::upload_chunked(gpu, shape, bytes, rows)
     }
 
-    /// As [`GpuWeight::upload`], with chunks of at most `max_chunk_bytes` (tests force splits).
+    /// The most rows of `shape` whose GPU bytes fit in `limit` bytes.
+    pub fn rows_per_chunk(shape: WeightShape, limit: u64) -> Result<usize, GpuError> {
+        let row_bytes = shape.format.row_bytes(shape.n_in).max(1);
+        let overhead = layout::planar_overhead(shape.format) + 16;
+        let rows = (limit.saturating_sub(overhead as u64) as usize) / row_bytes;
+        if rows == 0 {
+            return Err(GpuError::TooLarge {
+                what: "one weight row",
+                bytes: row_bytes as u64,
+                limit,
+            });
+        }
+        Ok(rows.min(shape.n_out.max(1)))
+    }
+
+    /// As [`GpuWeight::upload`], with chunks of `rows_per_chunk` rows (tests force splits).
     pub fn upload_chunked(
         gpu: &Gpu,
         shape: WeightShape,
         bytes: &[u8],
-        max_chunk_bytes: u64,
+        rows_per_chunk: usize,
     ) -> Result<GpuWeight, GpuError> {
         let bs = shape.format.block_weights();
         if !shape.n_in.is_multiple_of(bs) {
@@ -190,16 +216,7 @@ impl GpuWeight {
                 ),
             });
         }
-        // Less 4 bytes: wgpu pads a buffer to a multiple of 4.
-        let usable = max_chunk_bytes.saturating_sub(4) as usize;
-        let rows_per_chunk = (usable / row_bytes.max(1)).min(shape.n_out.max(1));
-        if rows_per_chunk == 0 {
-            return Err(GpuError::TooLarge {
-                what: "one weight row",
-                bytes: row_bytes as u64,
-                limit: max_chunk_bytes,
-            });
-        }
+        let rows_per_chunk = rows_per_chunk.max(1);
         let mut chunks = Vec::new();
         for first_row in (0..shape.n_out).step_by(rows_per_chunk) {
             let n_rows = rows_per_chunk.min(shape.n_out - first_row);
@@ -208,7 +225,7 @@ impl GpuWeight {
                 .device
                 .create_buffer_init(&wgpu::util::BufferInitDescriptor {
                     label: None,
-                    contents: data,
+                    contents: &layout::gpu_bytes(shape.format, data),
                     usage: wgpu::BufferUsages::STORAGE,
                 });
             chunks.push(WeightChunk {

@@ -62,7 +62,7 @@ fn upload(
     format: GpuFormat,
     n_out: usize,
     n_in: usize,
-    max: u64,
+    rows_per_chunk: usize,
 ) -> GpuWeight {
     GpuWeight::upload_chunked(
         gpu,
@@ -72,17 +72,17 @@ fn upload(
             n_out,
         },
         &w.0,
-        max,
+        rows_per_chunk,
     )
     .unwrap()
 }
 
 fn build(gpu: &Gpu, toy: &Toy, first: u32) -> ToyGpu {
-    let embd = upload(gpu, &toy.embd, GpuFormat::Q8_0, VOCAB, D, 6804);
-    let gate_up = upload(gpu, &toy.gate_up, GpuFormat::Q4_0, 2 * FFN, D, u64::MAX);
-    let down = upload(gpu, &toy.down, GpuFormat::Q5_0, D, FFN, u64::MAX);
-    // 3 chunks of 68 rows (68 * 68 bytes < 4700): the LM head split across bindings.
-    let head = upload(gpu, &toy.head, GpuFormat::Q8_0, VOCAB, D, 4700);
+    let embd = upload(gpu, &toy.embd, GpuFormat::Q8_0, VOCAB, D, 100);
+    let gate_up = upload(gpu, &toy.gate_up, GpuFormat::Q4_0, 2 * FFN, D, usize::MAX);
+    let down = upload(gpu, &toy.down, GpuFormat::Q5_0, D, FFN, usize::MAX);
+    // 3 chunks of 68 rows: the LM head split across bindings.
+    let head = upload(gpu, &toy.head, GpuFormat::Q8_0, VOCAB, D, 68);
     assert_eq!(head.chunks.len(), 3);
     let norm_w = GpuTensor::from_f32(gpu, &[D], &toy.norm);
     let ids = GpuTensor::from_u32(gpu, &[1], &[first]);

@@ -114,8 +114,7 @@ fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
         n_in,
         n_out: n_rows,
     };
-    let limit = (f.row_bytes(n_in) * chunk_rows + 4) as u64;
-    let wt = GpuWeight::upload_chunked(gpu, shape, &bytes, limit)?;
+    let wt = GpuWeight::upload_chunked(gpu, shape, &bytes, chunk_rows)?;
     let ids: Vec<u32> = (0..3).map(|_| rng.range(0, n_rows) as u32).collect();
     let idt = GpuTensor::from_u32(gpu, &[4], &[0, ids[0], ids[1], ids[2]]);
     let out = GpuTensor::zeros(gpu, &[3 * n_in], Dtype::F32);

@@ -148,8 +148,7 @@ fn compare(
         n_in,
         n_out,
     };
-    let limit = (format.row_bytes(n_in) * chunk_rows + 4) as u64;
-    let wt = GpuWeight::upload_chunked(gpu, shape, &bytes, limit)?;
+    let wt = GpuWeight::upload_chunked(gpu, shape, &bytes, chunk_rows)?;
     let xt = GpuTensor::from_f32(gpu, &[x.len()], &x);
     let yt = GpuTensor::zeros(gpu, &[n_tokens * ys + 1], Dtype::F32);
     let strides = Strides {

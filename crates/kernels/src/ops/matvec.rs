@@ -169,8 +169,7 @@ pub(crate) fn compare(
         n_in,
         n_out,
     };
-    let row_bytes = format.row_bytes(n_in) as u64;
-    let wt = GpuWeight::upload_chunked(gpu, shape, &bytes, row_bytes * chunk_rows as u64 + 4)?;
+    let wt = GpuWeight::upload_chunked(gpu, shape, &bytes, chunk_rows)?;
     let xt = GpuTensor::from_f32(gpu, &[n_in], &x);
     let yt = GpuTensor::zeros(gpu, &[n_out + 3], crate::Dtype::F32);
     let ops = matvec(&wt, (&xt).into(), View::at(&yt, 3))?;
