@@ -2,23 +2,10 @@
 // neighbouring lanes; lane j reads word j of the 128 bytes of nibbles (one load per lane, the
 // 32 lanes cover the super-block contiguously). Word j holds weights l..l+3 (l = 4 (j % 8))
 // of unit 2g (low nibbles) and of unit 2g + 1 (high nibbles), g = j / 8. Each unit's 6-bit
-// scale and min come from the packed 12 bytes; w = d * sc * q - dmin * m.
+// scale and min come from the packed 12 bytes (formats/scale_min_k4.wgsl);
+// w = d * sc * q - dmin * m.
 const PARTS: u32 = 32u;
 const STEP_UNITS: u32 = 8u;
-
-// (scale, min) of unit `unit` (0..7), from the 12 packed bytes at `s`.
-fn q4_k_scale_min(s: u32, unit: u32) -> vec2<f32> {
-    var sc: u32;
-    var m: u32;
-    if unit < 4u {
-        sc = load_u8(s + unit) & 63u;
-        m = load_u8(s + unit + 4u) & 63u;
-    } else {
-        sc = (load_u8(s + unit + 4u) & 0xfu) | ((load_u8(s + unit - 4u) >> 6u) << 4u);
-        m = (load_u8(s + unit + 4u) >> 4u) | ((load_u8(s + unit) >> 6u) << 4u);
-    }
-    return vec2<f32>(f32(sc), f32(m));
-}
 
 fn part_dot(blk: u32, unit: u32, part: u32, xb: u32) -> f32 {
     let g = part >> 3u;
@@ -27,8 +14,8 @@ fn part_dot(blk: u32, unit: u32, part: u32, xb: u32) -> f32 {
     let q = w[(blk + 16u + 4u * part) >> 2u];
     let xa = x4(xb + 64u * g + l);
     let xc = x4(xb + 64u * g + 32u + l);
-    let a = q4_k_scale_min(blk + 4u, 2u * g);
-    let b = q4_k_scale_min(blk + 4u, 2u * g + 1u);
+    let a = scale_min_k4(blk + 4u, 2u * g);
+    let b = scale_min_k4(blk + 4u, 2u * g + 1u);
     let d = load_f16(blk);
     let dmin = load_f16(blk + 2u);
     let one = vec4<f32>(1.0);

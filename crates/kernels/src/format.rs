@@ -23,14 +23,20 @@ pub enum GpuFormat {
     Q6K,
 }
 
-static F32: ShaderFile = shader_file!("formats/f32.wgsl");
-static F16: ShaderFile = shader_file!("formats/f16.wgsl");
-static Q8_0: ShaderFile = shader_file!("formats/q8_0.wgsl");
-static Q4_0: ShaderFile = shader_file!("formats/q4_0.wgsl");
-static Q4_1: ShaderFile = shader_file!("formats/q4_1.wgsl");
-static Q5_0: ShaderFile = shader_file!("formats/q5_0.wgsl");
-static Q4K: ShaderFile = shader_file!("formats/q4_k.wgsl");
-static Q6K: ShaderFile = shader_file!("formats/q6_k.wgsl");
+// `const`, not `static`: `decoder` returns promoted `&'static` slices of them, which may name
+// constants but not statics.
+const F32: ShaderFile = shader_file!("formats/f32.wgsl");
+const F16: ShaderFile = shader_file!("formats/f16.wgsl");
+const Q8_0: ShaderFile = shader_file!("formats/q8_0.wgsl");
+const Q4_0: ShaderFile = shader_file!("formats/q4_0.wgsl");
+const Q4_1: ShaderFile = shader_file!("formats/q4_1.wgsl");
+const Q5_0: ShaderFile = shader_file!("formats/q5_0.wgsl");
+const Q4K: ShaderFile = shader_file!("formats/q4_k.wgsl");
+const Q6K: ShaderFile = shader_file!("formats/q6_k.wgsl");
+/// Q5_0's and Q5_1's 5-bit codes: one copy for both decoders and dot files.
+const Q5_CODES: ShaderFile = shader_file!("formats/q5_codes.wgsl");
+/// Q4_K's and Q5_K's packed 6-bit (scale, min) pairs: one copy for both decoders and dot files.
+const SCALE_MIN_K4: ShaderFile = shader_file!("formats/scale_min_k4.wgsl");
 
 impl GpuFormat {
     pub const ALL: [GpuFormat; 8] = [
@@ -72,17 +78,19 @@ impl GpuFormat {
         n_in / l.block_size * l.type_size
     }
 
-    /// The WGSL file that defines `BLOCK_BYTES`, `BLOCK_UNITS` and `decode_unit`.
-    pub fn decoder(self) -> &'static ShaderFile {
+    /// The WGSL files that define `BLOCK_BYTES`, `BLOCK_UNITS` and `decode_unit` (the format's
+    /// decoder, after any helper file it shares with another format). Every program that
+    /// reads weights includes them, so a matvec dot file may use the decoder's field helpers.
+    pub fn decoder(self) -> &'static [&'static ShaderFile] {
         match self {
-            GpuFormat::F32 => &F32,
-            GpuFormat::F16 => &F16,
-            GpuFormat::Q8_0 => &Q8_0,
-            GpuFormat::Q4_0 => &Q4_0,
-            GpuFormat::Q4_1 => &Q4_1,
-            GpuFormat::Q5_0 => &Q5_0,
-            GpuFormat::Q4K => &Q4K,
-            GpuFormat::Q6K => &Q6K,
+            GpuFormat::F32 => &[&F32],
+            GpuFormat::F16 => &[&F16],
+            GpuFormat::Q8_0 => &[&Q8_0],
+            GpuFormat::Q4_0 => &[&Q4_0],
+            GpuFormat::Q4_1 => &[&Q4_1],
+            GpuFormat::Q5_0 => &[&Q5_CODES, &Q5_0],
+            GpuFormat::Q4K => &[&SCALE_MIN_K4, &Q4K],
+            GpuFormat::Q6K => &[&Q6K],
         }
     }
 

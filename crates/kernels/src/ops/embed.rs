@@ -42,7 +42,10 @@ pub const WORKGROUP: u32 = 64;
 pub(crate) fn program(f: GpuFormat) -> Program {
     Program {
         name: format!("embed_rows_{}", f.name()),
-        files: vec![&SHADER, &BLOCKS, f.decoder()],
+        files: [&SHADER, &BLOCKS]
+            .into_iter()
+            .chain(f.decoder().iter().copied())
+            .collect(),
         entry: "main",
         bindings: BINDINGS,
         params_size: size_of::<EmbedParams>(),

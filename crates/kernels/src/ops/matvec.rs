@@ -80,7 +80,11 @@ pub(crate) fn program(f: GpuFormat, subgroup: bool) -> Program {
     };
     Program {
         name: format!("matvec_{}{suffix}", f.name()),
-        files: vec![&SKELETON, reduce, &BLOCKS, f.decoder(), dot_file(f)],
+        files: [&SKELETON, reduce, &BLOCKS]
+            .into_iter()
+            .chain(f.decoder().iter().copied())
+            .chain([dot_file(f)])
+            .collect(),
         entry: "main",
         bindings: BINDINGS,
         params_size: size_of::<MatvecParams>(),
