@@ -1,5 +1,5 @@
 // Byte-level reads of GGUF blocks from the weight words `w` (declared by the kernel that
-// includes this file). Blocks of 18, 22, 34 and 210 bytes start at any byte offset, so
+// includes this file). Blocks of 18, 22, 34, 110 and 210 bytes start at any byte offset, so
 // words are assembled from two aligned loads. All f16 fields sit at even offsets.
 
 // One decoded unit: 32 consecutive weights of a block, written by `decode_unit`.

@@ -1,7 +1,7 @@
 //! Weight formats the GPU kernels decode, each with its WGSL decoder file.
 //!
-//! Weights stay in GGUF's block layout on the GPU (uploaded as raw bytes). Blocks of 18, 22, 34
-//! and 210 bytes are not 4-byte aligned; the WGSL reads them through the byte helpers in
+//! Weights stay in GGUF's block layout on the GPU (uploaded as raw bytes). Blocks of 18, 22, 34,
+//! 110 and 210 bytes are not 4-byte aligned; the WGSL reads them through the byte helpers in
 //! `shaders/common/blocks.wgsl` (two-word unaligned loads), so no repacking is needed.
 
 use rullama_gguf::GgmlType;
@@ -15,11 +15,16 @@ use crate::shader::{ShaderFile, shader_file};
 pub enum GpuFormat {
     F32,
     F16,
+    Bf16,
     Q8_0,
     Q4_0,
     Q4_1,
     Q5_0,
+    Q5_1,
+    Q2K,
+    Q3K,
     Q4K,
+    Q5K,
     Q6K,
 }
 
@@ -30,8 +35,13 @@ const F16: ShaderFile = shader_file!("formats/f16.wgsl");
 const Q8_0: ShaderFile = shader_file!("formats/q8_0.wgsl");
 const Q4_0: ShaderFile = shader_file!("formats/q4_0.wgsl");
 const Q4_1: ShaderFile = shader_file!("formats/q4_1.wgsl");
+const BF16: ShaderFile = shader_file!("formats/bf16.wgsl");
 const Q5_0: ShaderFile = shader_file!("formats/q5_0.wgsl");
+const Q5_1: ShaderFile = shader_file!("formats/q5_1.wgsl");
+const Q2K: ShaderFile = shader_file!("formats/q2_k.wgsl");
+const Q3K: ShaderFile = shader_file!("formats/q3_k.wgsl");
 const Q4K: ShaderFile = shader_file!("formats/q4_k.wgsl");
+const Q5K: ShaderFile = shader_file!("formats/q5_k.wgsl");
 const Q6K: ShaderFile = shader_file!("formats/q6_k.wgsl");
 /// Q5_0's and Q5_1's 5-bit codes: one copy for both decoders and dot files.
 const Q5_CODES: ShaderFile = shader_file!("formats/q5_codes.wgsl");
@@ -39,14 +49,19 @@ const Q5_CODES: ShaderFile = shader_file!("formats/q5_codes.wgsl");
 const SCALE_MIN_K4: ShaderFile = shader_file!("formats/scale_min_k4.wgsl");
 
 impl GpuFormat {
-    pub const ALL: [GpuFormat; 8] = [
+    pub const ALL: [GpuFormat; 13] = [
         GpuFormat::F32,
         GpuFormat::F16,
+        GpuFormat::Bf16,
         GpuFormat::Q8_0,
         GpuFormat::Q4_0,
         GpuFormat::Q4_1,
         GpuFormat::Q5_0,
+        GpuFormat::Q5_1,
+        GpuFormat::Q2K,
+        GpuFormat::Q3K,
         GpuFormat::Q4K,
+        GpuFormat::Q5K,
         GpuFormat::Q6K,
     ];
 
@@ -54,11 +69,16 @@ impl GpuFormat {
         match self {
             GpuFormat::F32 => GgmlType::F32,
             GpuFormat::F16 => GgmlType::F16,
+            GpuFormat::Bf16 => GgmlType::Bf16,
             GpuFormat::Q8_0 => GgmlType::Q8_0,
             GpuFormat::Q4_0 => GgmlType::Q4_0,
             GpuFormat::Q4_1 => GgmlType::Q4_1,
             GpuFormat::Q5_0 => GgmlType::Q5_0,
+            GpuFormat::Q5_1 => GgmlType::Q5_1,
+            GpuFormat::Q2K => GgmlType::Q2K,
+            GpuFormat::Q3K => GgmlType::Q3K,
             GpuFormat::Q4K => GgmlType::Q4K,
+            GpuFormat::Q5K => GgmlType::Q5K,
             GpuFormat::Q6K => GgmlType::Q6K,
         }
     }
@@ -85,11 +105,16 @@ impl GpuFormat {
         match self {
             GpuFormat::F32 => &[&F32],
             GpuFormat::F16 => &[&F16],
+            GpuFormat::Bf16 => &[&BF16],
             GpuFormat::Q8_0 => &[&Q8_0],
             GpuFormat::Q4_0 => &[&Q4_0],
             GpuFormat::Q4_1 => &[&Q4_1],
             GpuFormat::Q5_0 => &[&Q5_CODES, &Q5_0],
+            GpuFormat::Q5_1 => &[&Q5_CODES, &Q5_1],
+            GpuFormat::Q2K => &[&Q2K],
+            GpuFormat::Q3K => &[&Q3K],
             GpuFormat::Q4K => &[&SCALE_MIN_K4, &Q4K],
+            GpuFormat::Q5K => &[&SCALE_MIN_K4, &Q5K],
             GpuFormat::Q6K => &[&Q6K],
         }
     }

@@ -41,8 +41,13 @@ static DOT_F16: ShaderFile = shader_file!("matvec/dot_f16.wgsl");
 static DOT_Q8_0: ShaderFile = shader_file!("matvec/dot_q8_0.wgsl");
 static DOT_Q4_0: ShaderFile = shader_file!("matvec/dot_q4_0.wgsl");
 static DOT_Q4_1: ShaderFile = shader_file!("matvec/dot_q4_1.wgsl");
+static DOT_BF16: ShaderFile = shader_file!("matvec/dot_bf16.wgsl");
 static DOT_Q5_0: ShaderFile = shader_file!("matvec/dot_q5_0.wgsl");
+static DOT_Q5_1: ShaderFile = shader_file!("matvec/dot_q5_1.wgsl");
+static DOT_Q2K: ShaderFile = shader_file!("matvec/dot_q2_k.wgsl");
+static DOT_Q3K: ShaderFile = shader_file!("matvec/dot_q3_k.wgsl");
 static DOT_Q4K: ShaderFile = shader_file!("matvec/dot_q4_k.wgsl");
+static DOT_Q5K: ShaderFile = shader_file!("matvec/dot_q5_k.wgsl");
 static DOT_Q6K: ShaderFile = shader_file!("matvec/dot_q6_k.wgsl");
 
 /// The format's `part_dot` (decode one part of a unit of 32 weights and dot it with x).
@@ -53,8 +58,13 @@ fn dot_file(f: GpuFormat) -> &'static ShaderFile {
         GpuFormat::Q8_0 => &DOT_Q8_0,
         GpuFormat::Q4_0 => &DOT_Q4_0,
         GpuFormat::Q4_1 => &DOT_Q4_1,
+        GpuFormat::Bf16 => &DOT_BF16,
         GpuFormat::Q5_0 => &DOT_Q5_0,
+        GpuFormat::Q5_1 => &DOT_Q5_1,
+        GpuFormat::Q2K => &DOT_Q2K,
+        GpuFormat::Q3K => &DOT_Q3K,
         GpuFormat::Q4K => &DOT_Q4K,
+        GpuFormat::Q5K => &DOT_Q5K,
         GpuFormat::Q6K => &DOT_Q6K,
     }
 }
@@ -227,11 +237,11 @@ mod tests {
         assert!(r.passed(), "{r}");
     }
 
-    /// F32/F16 rows whose length is not a multiple of 32 (the last unit is partial).
+    /// F32/F16/BF16 rows whose length is not a multiple of 32 (the last unit is partial).
     #[test]
     fn float_partial_units() {
         let Some(gpu) = testutil::gpu() else { return };
-        for f in [GpuFormat::F32, GpuFormat::F16] {
+        for f in [GpuFormat::F32, GpuFormat::F16, GpuFormat::Bf16] {
             let c = compare(gpu, f, 5, 37, 100, 3).unwrap();
             assert!(c.max_ratio <= 1.0, "{}", c.worst);
         }
