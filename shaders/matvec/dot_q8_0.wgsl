@@ -3,11 +3,18 @@
 const PARTS: u32 = 2u;
 const STEP_UNITS: u32 = 1u;
 
-fn part_dot(blk: u32, unit: u32, part: u32, xb: u32) -> f32 {
+// The part's 16 inputs, loaded once for the R rows.
+alias PartX = array<vec4<f32>, 4>;
+
+fn part_x(part: u32, xb: u32) -> PartX {
+    let o = xb + 16u * part;
+    return PartX(x4(o), x4(o + 4u), x4(o + 8u), x4(o + 12u));
+}
+
+fn part_dot(blk: u32, unit: u32, part: u32, xv: PartX) -> f32 {
     let bi = blk / BLOCK_BYTES;
     let q = w[1u + 2u * bi + part];
-    let xo = xb + 16u * part;
-    let s = dot(vec4<f32>(unpack4xI8(q.x)), x4(xo)) + dot(vec4<f32>(unpack4xI8(q.y)), x4(xo + 4u))
-        + dot(vec4<f32>(unpack4xI8(q.z)), x4(xo + 8u)) + dot(vec4<f32>(unpack4xI8(q.w)), x4(xo + 12u));
+    let s = dot(vec4<f32>(unpack4xI8(q.x)), xv[0]) + dot(vec4<f32>(unpack4xI8(q.y)), xv[1])
+        + dot(vec4<f32>(unpack4xI8(q.z)), xv[2]) + dot(vec4<f32>(unpack4xI8(q.w)), xv[3]);
     return plane_f16(1u, bi) * s;
 }

@@ -4,7 +4,8 @@
 //! aligned and that decode millions of blocks per token: those are stored by field
 //! ([`GpuFormat::planes`]), so kernels load 16 bytes of quants in one aligned vec4 load instead
 //! of assembling unaligned words (see docs/KERNELS.md, "Weight layout on the GPU"). Other
-//! blocks are read through the byte helpers of `shaders/common/blocks.wgsl`.
+//! blocks are read through the byte helpers of `shaders/common/blocks.wgsl` (Q3_K's 110-byte
+//! blocks, for one, with two-word unaligned loads).
 
 use rullama_gguf::GgmlType;
 use rullama_quant::Format;
@@ -24,32 +25,53 @@ pub struct BlockField {
 pub enum GpuFormat {
     F32,
     F16,
+    Bf16,
     Q8_0,
     Q4_0,
     Q4_1,
     Q5_0,
+    Q5_1,
+    Q2K,
+    Q3K,
     Q4K,
+    Q5K,
     Q6K,
 }
 
-static F32: ShaderFile = shader_file!("formats/f32.wgsl");
-static F16: ShaderFile = shader_file!("formats/f16.wgsl");
-static Q8_0: ShaderFile = shader_file!("formats/q8_0.wgsl");
-static Q4_0: ShaderFile = shader_file!("formats/q4_0.wgsl");
-static Q4_1: ShaderFile = shader_file!("formats/q4_1.wgsl");
-static Q5_0: ShaderFile = shader_file!("formats/q5_0.wgsl");
-static Q4K: ShaderFile = shader_file!("formats/q4_k.wgsl");
-static Q6K: ShaderFile = shader_file!("formats/q6_k.wgsl");
+// `const`, not `static`: `decoder` returns promoted `&'static` slices of them, which may name
+// constants but not statics.
+const F32: ShaderFile = shader_file!("formats/f32.wgsl");
+const F16: ShaderFile = shader_file!("formats/f16.wgsl");
+const Q8_0: ShaderFile = shader_file!("formats/q8_0.wgsl");
+const Q4_0: ShaderFile = shader_file!("formats/q4_0.wgsl");
+const Q4_1: ShaderFile = shader_file!("formats/q4_1.wgsl");
+const BF16: ShaderFile = shader_file!("formats/bf16.wgsl");
+const Q5_0: ShaderFile = shader_file!("formats/q5_0.wgsl");
+const Q5_1: ShaderFile = shader_file!("formats/q5_1.wgsl");
+const Q2K: ShaderFile = shader_file!("formats/q2_k.wgsl");
+const Q3K: ShaderFile = shader_file!("formats/q3_k.wgsl");
+const Q4K: ShaderFile = shader_file!("formats/q4_k.wgsl");
+const Q5K: ShaderFile = shader_file!("formats/q5_k.wgsl");
+const Q6K: ShaderFile = shader_file!("formats/q6_k.wgsl");
+/// Q5_0's and Q5_1's 5-bit codes: one copy for both decoders and dot files.
+const Q5_CODES: ShaderFile = shader_file!("formats/q5_codes.wgsl");
+/// Q4_K's and Q5_K's packed 6-bit (scale, min) pairs: one copy for both decoders and dot files.
+const SCALE_MIN_K4: ShaderFile = shader_file!("formats/scale_min_k4.wgsl");
 
 impl GpuFormat {
-    pub const ALL: [GpuFormat; 8] = [
+    pub const ALL: [GpuFormat; 13] = [
         GpuFormat::F32,
         GpuFormat::F16,
+        GpuFormat::Bf16,
         GpuFormat::Q8_0,
         GpuFormat::Q4_0,
         GpuFormat::Q4_1,
         GpuFormat::Q5_0,
+        GpuFormat::Q5_1,
+        GpuFormat::Q2K,
+        GpuFormat::Q3K,
         GpuFormat::Q4K,
+        GpuFormat::Q5K,
         GpuFormat::Q6K,
     ];
 
@@ -57,11 +79,16 @@ impl GpuFormat {
         match self {
             GpuFormat::F32 => GgmlType::F32,
             GpuFormat::F16 => GgmlType::F16,
+            GpuFormat::Bf16 => GgmlType::Bf16,
             GpuFormat::Q8_0 => GgmlType::Q8_0,
             GpuFormat::Q4_0 => GgmlType::Q4_0,
             GpuFormat::Q4_1 => GgmlType::Q4_1,
             GpuFormat::Q5_0 => GgmlType::Q5_0,
+            GpuFormat::Q5_1 => GgmlType::Q5_1,
+            GpuFormat::Q2K => GgmlType::Q2K,
+            GpuFormat::Q3K => GgmlType::Q3K,
             GpuFormat::Q4K => GgmlType::Q4K,
+            GpuFormat::Q5K => GgmlType::Q5K,
             GpuFormat::Q6K => GgmlType::Q6K,
         }
     }
@@ -81,17 +108,24 @@ impl GpuFormat {
         n_in / l.block_size * l.type_size
     }
 
-    /// The WGSL file that defines `BLOCK_BYTES`, `BLOCK_UNITS` and `decode_unit`.
-    pub fn decoder(self) -> &'static ShaderFile {
+    /// The WGSL files that define `BLOCK_BYTES`, `BLOCK_UNITS` and `decode_unit` (the format's
+    /// decoder, after any helper file it shares with another format). Every program that
+    /// reads weights includes them, so a matvec dot file may use the decoder's field helpers.
+    pub fn decoder(self) -> &'static [&'static ShaderFile] {
         match self {
-            GpuFormat::F32 => &F32,
-            GpuFormat::F16 => &F16,
-            GpuFormat::Q8_0 => &Q8_0,
-            GpuFormat::Q4_0 => &Q4_0,
-            GpuFormat::Q4_1 => &Q4_1,
-            GpuFormat::Q5_0 => &Q5_0,
-            GpuFormat::Q4K => &Q4K,
-            GpuFormat::Q6K => &Q6K,
+            GpuFormat::F32 => &[&F32],
+            GpuFormat::F16 => &[&F16],
+            GpuFormat::Bf16 => &[&BF16],
+            GpuFormat::Q8_0 => &[&Q8_0],
+            GpuFormat::Q4_0 => &[&Q4_0],
+            GpuFormat::Q4_1 => &[&Q4_1],
+            GpuFormat::Q5_0 => &[&Q5_CODES, &Q5_0],
+            GpuFormat::Q5_1 => &[&Q5_CODES, &Q5_1],
+            GpuFormat::Q2K => &[&Q2K],
+            GpuFormat::Q3K => &[&Q3K],
+            GpuFormat::Q4K => &[&SCALE_MIN_K4, &Q4K],
+            GpuFormat::Q5K => &[&SCALE_MIN_K4, &Q5K],
+            GpuFormat::Q6K => &[&Q6K],
         }
     }
 
@@ -103,18 +137,18 @@ impl GpuFormat {
         const fn f(offset: usize, bytes: usize) -> BlockField {
             BlockField { offset, bytes }
         }
-        const Q8_0: &[BlockField] = &[f(2, 32), f(0, 2)]; // q[32] | d
-        const Q4_0: &[BlockField] = &[f(2, 16), f(0, 2)]; // qs[16] | d
-        const Q4_1: &[BlockField] = &[f(4, 16), f(0, 4)]; // qs[16] | (d, m)
-        const Q5_0: &[BlockField] = &[f(6, 16), f(2, 4), f(0, 2)]; // qs[16] | qh | d
-        const Q6K: &[BlockField] = &[f(0, 192), f(192, 16), f(208, 2)]; // ql qh | scales | d
+        const Q8_0_FIELDS: &[BlockField] = &[f(2, 32), f(0, 2)]; // q[32] | d
+        const Q4_0_FIELDS: &[BlockField] = &[f(2, 16), f(0, 2)]; // qs[16] | d
+        const Q4_1_FIELDS: &[BlockField] = &[f(4, 16), f(0, 4)]; // qs[16] | (d, m)
+        const Q5_0_FIELDS: &[BlockField] = &[f(6, 16), f(2, 4), f(0, 2)]; // qs[16] | qh | d
+        const Q6K_FIELDS: &[BlockField] = &[f(0, 192), f(192, 16), f(208, 2)]; // ql qh | scales | d
         match self {
-            GpuFormat::Q8_0 => Some(Q8_0),
-            GpuFormat::Q4_0 => Some(Q4_0),
-            GpuFormat::Q4_1 => Some(Q4_1),
-            GpuFormat::Q5_0 => Some(Q5_0),
-            GpuFormat::Q6K => Some(Q6K),
-            GpuFormat::F32 | GpuFormat::F16 | GpuFormat::Q4K => None,
+            GpuFormat::Q8_0 => Some(Q8_0_FIELDS),
+            GpuFormat::Q4_0 => Some(Q4_0_FIELDS),
+            GpuFormat::Q4_1 => Some(Q4_1_FIELDS),
+            GpuFormat::Q5_0 => Some(Q5_0_FIELDS),
+            GpuFormat::Q6K => Some(Q6K_FIELDS),
+            _ => None,
         }
     }
 

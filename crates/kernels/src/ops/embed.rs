@@ -42,7 +42,10 @@ pub const WORKGROUP: u32 = 64;
 pub(crate) fn program(f: GpuFormat) -> Program {
     Program {
         name: format!("embed_rows_{}", f.name()),
-        files: vec![&SHADER, &BLOCKS, f.decoder()],
+        files: [&SHADER, &BLOCKS]
+            .into_iter()
+            .chain(f.decoder().iter().copied())
+            .collect(),
         entry: "main",
         bindings: BINDINGS,
         params_size: size_of::<EmbedParams>(),
@@ -108,14 +111,28 @@ fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
     let n_rows = rng.range(1, 30);
     let n_in = rng.range(1, 4) * n_in_step(f);
     let chunk_rows = rng.range(1, 30);
-    let (bytes, table) = random_weight(f, n_rows, n_in, rng.next_u64());
+    let seed = rng.next_u64();
+    let ids = [(); 3].map(|_| rng.range(0, n_rows) as u32);
+    compare(gpu, f, n_rows, n_in, chunk_rows, ids, seed)
+}
+
+/// Gathers the 3 rows `ids` of a random `n_rows x n_in` table in `f` (split every `chunk_rows`).
+fn compare(
+    gpu: &Gpu,
+    f: GpuFormat,
+    n_rows: usize,
+    n_in: usize,
+    chunk_rows: usize,
+    ids: [u32; 3],
+    seed: u64,
+) -> Result<Compare, GpuError> {
+    let (bytes, table) = random_weight(f, n_rows, n_in, seed);
     let shape = WeightShape {
         format: f,
         n_in,
         n_out: n_rows,
     };
     let wt = GpuWeight::upload_chunked(gpu, shape, &bytes, chunk_rows)?;
-    let ids: Vec<u32> = (0..3).map(|_| rng.range(0, n_rows) as u32).collect();
     let idt = GpuTensor::from_u32(gpu, &[4], &[0, ids[0], ids[1], ids[2]]);
     let out = GpuTensor::zeros(gpu, &[3 * n_in], Dtype::F32);
     let ops = embed_rows(&wt, View::at(&idt, 1), 3, (&out).into(), 1.5)?;
@@ -133,10 +150,22 @@ fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
     use crate::testutil;
 
     #[test]
     fn embed_matches_reference() {
         testutil::parity("embed_rows", 6, 61);
+    }
+
+    /// Every format once: first, middle and last row of a table split over 3 chunks.
+    #[test]
+    fn every_format() {
+        let Some(gpu) = testutil::gpu() else { return };
+        for (i, f) in GpuFormat::ALL.into_iter().enumerate() {
+            let n_in = 2 * n_in_step(f);
+            let c = compare(gpu, f, 11, n_in, 4, [0, 5, 10], 300 + i as u64).unwrap();
+            assert!(c.max_ratio <= 1.0, "{}", c.worst);
+        }
     }
 }

@@ -47,7 +47,10 @@ const TILE_TOKENS: usize = 32;
 pub(crate) fn program(f: GpuFormat) -> Program {
     Program {
         name: format!("matmul_{}", f.name()),
-        files: vec![&SHADER, &BLOCKS, f.decoder()],
+        files: [&SHADER, &BLOCKS]
+            .into_iter()
+            .chain(f.decoder().iter().copied())
+            .collect(),
         entry: "main",
         bindings: BINDINGS,
         params_size: size_of::<MatmulParams>(),

@@ -36,26 +36,39 @@ pub struct MatvecParams {
 static SKELETON: ShaderFile = shader_file!("matvec/matvec.wgsl");
 static REDUCE_PLAIN: ShaderFile = shader_file!("matvec/reduce_plain.wgsl");
 static REDUCE_SUBGROUP: ShaderFile = shader_file!("matvec/reduce_subgroup.wgsl");
-static DOT_F32: ShaderFile = shader_file!("matvec/dot_f32.wgsl");
-static DOT_F16: ShaderFile = shader_file!("matvec/dot_f16.wgsl");
-static DOT_Q8_0: ShaderFile = shader_file!("matvec/dot_q8_0.wgsl");
-static DOT_Q4_0: ShaderFile = shader_file!("matvec/dot_q4_0.wgsl");
-static DOT_Q4_1: ShaderFile = shader_file!("matvec/dot_q4_1.wgsl");
-static DOT_Q5_0: ShaderFile = shader_file!("matvec/dot_q5_0.wgsl");
-static DOT_Q4K: ShaderFile = shader_file!("matvec/dot_q4_k.wgsl");
-static DOT_Q6K: ShaderFile = shader_file!("matvec/dot_q6_k.wgsl");
+// `const`, not `static`: `dot_files` returns promoted `&'static` slices of them.
+const X32: ShaderFile = shader_file!("matvec/x32.wgsl");
+const DOT_F32: ShaderFile = shader_file!("matvec/dot_f32.wgsl");
+const DOT_F16: ShaderFile = shader_file!("matvec/dot_f16.wgsl");
+const DOT_Q8_0: ShaderFile = shader_file!("matvec/dot_q8_0.wgsl");
+const DOT_Q4_0: ShaderFile = shader_file!("matvec/dot_q4_0.wgsl");
+const DOT_Q4_1: ShaderFile = shader_file!("matvec/dot_q4_1.wgsl");
+const DOT_BF16: ShaderFile = shader_file!("matvec/dot_bf16.wgsl");
+const DOT_Q5_0: ShaderFile = shader_file!("matvec/dot_q5_0.wgsl");
+const DOT_Q5_1: ShaderFile = shader_file!("matvec/dot_q5_1.wgsl");
+const DOT_Q2K: ShaderFile = shader_file!("matvec/dot_q2_k.wgsl");
+const DOT_Q3K: ShaderFile = shader_file!("matvec/dot_q3_k.wgsl");
+const DOT_Q4K: ShaderFile = shader_file!("matvec/dot_q4_k.wgsl");
+const DOT_Q5K: ShaderFile = shader_file!("matvec/dot_q5_k.wgsl");
+const DOT_Q6K: ShaderFile = shader_file!("matvec/dot_q6_k.wgsl");
 
-/// The format's `part_dot` (decode one part of a unit of 32 weights and dot it with x).
-fn dot_file(f: GpuFormat) -> &'static ShaderFile {
+/// The format's `part_x` and `part_dot` (load a part's inputs; decode one part of a step and
+/// dot it with them).
+fn dot_files(f: GpuFormat) -> &'static [&'static ShaderFile] {
     match f {
-        GpuFormat::F32 => &DOT_F32,
-        GpuFormat::F16 => &DOT_F16,
-        GpuFormat::Q8_0 => &DOT_Q8_0,
-        GpuFormat::Q4_0 => &DOT_Q4_0,
-        GpuFormat::Q4_1 => &DOT_Q4_1,
-        GpuFormat::Q5_0 => &DOT_Q5_0,
-        GpuFormat::Q4K => &DOT_Q4K,
-        GpuFormat::Q6K => &DOT_Q6K,
+        GpuFormat::F32 => &[&DOT_F32],
+        GpuFormat::F16 => &[&DOT_F16],
+        GpuFormat::Q8_0 => &[&DOT_Q8_0],
+        GpuFormat::Q4_0 => &[&X32, &DOT_Q4_0],
+        GpuFormat::Q4_1 => &[&X32, &DOT_Q4_1],
+        GpuFormat::Bf16 => &[&DOT_BF16],
+        GpuFormat::Q5_0 => &[&X32, &DOT_Q5_0],
+        GpuFormat::Q5_1 => &[&DOT_Q5_1],
+        GpuFormat::Q2K => &[&DOT_Q2K],
+        GpuFormat::Q3K => &[&DOT_Q3K],
+        GpuFormat::Q4K => &[&DOT_Q4K],
+        GpuFormat::Q5K => &[&DOT_Q5K],
+        GpuFormat::Q6K => &[&DOT_Q6K],
     }
 }
 
@@ -80,7 +93,11 @@ pub(crate) fn program(f: GpuFormat, subgroup: bool) -> Program {
     };
     Program {
         name: format!("matvec_{}{suffix}", f.name()),
-        files: vec![&SKELETON, reduce, &BLOCKS, f.decoder(), dot_file(f)],
+        files: [&SKELETON, reduce, &BLOCKS]
+            .into_iter()
+            .chain(f.decoder().iter().copied())
+            .chain(dot_files(f).iter().copied())
+            .collect(),
         entry: "main",
         bindings: BINDINGS,
         params_size: size_of::<MatvecParams>(),
@@ -222,11 +239,11 @@ mod tests {
         assert!(r.passed(), "{r}");
     }
 
-    /// F32/F16 rows whose length is not a multiple of 32 (the last unit is partial).
+    /// F32/F16/BF16 rows whose length is not a multiple of 32 (the last unit is partial).
     #[test]
     fn float_partial_units() {
         let Some(gpu) = testutil::gpu() else { return };
-        for f in [GpuFormat::F32, GpuFormat::F16] {
+        for f in [GpuFormat::F32, GpuFormat::F16, GpuFormat::Bf16] {
             let c = compare(gpu, f, 5, 37, 100, 3).unwrap();
             assert!(c.max_ratio <= 1.0, "{}", c.worst);
         }

@@ -1,7 +1,7 @@
 //! Random test data: a small seedable generator, f32 vectors, random weights in GGUF layout
 //! with their values from the quant crate (the oracle's input).
 
-use half::f16;
+use half::{bf16, f16};
 
 use crate::format::GpuFormat;
 
@@ -57,7 +57,7 @@ pub fn random_f32(n: usize, seed: u64) -> Vec<f32> {
 /// Granularity of `n_in` in tests: the block size, or 11 for floats (so rows end mid-unit).
 pub fn n_in_step(f: GpuFormat) -> usize {
     match f {
-        GpuFormat::F32 | GpuFormat::F16 => 11,
+        GpuFormat::F32 | GpuFormat::F16 | GpuFormat::Bf16 => 11,
         _ => f.block_weights(),
     }
 }
@@ -67,9 +67,11 @@ pub fn n_in_step(f: GpuFormat) -> usize {
 fn scale_fields(f: GpuFormat) -> &'static [usize] {
     match f {
         GpuFormat::Q8_0 | GpuFormat::Q4_0 | GpuFormat::Q5_0 => &[0],
-        GpuFormat::Q4_1 | GpuFormat::Q4K => &[0, 2],
+        GpuFormat::Q4_1 | GpuFormat::Q5_1 | GpuFormat::Q4K | GpuFormat::Q5K => &[0, 2],
+        GpuFormat::Q2K => &[80, 82],
+        GpuFormat::Q3K => &[108],
         GpuFormat::Q6K => &[208],
-        GpuFormat::F32 | GpuFormat::F16 => &[],
+        GpuFormat::F32 | GpuFormat::F16 | GpuFormat::Bf16 => &[],
     }
 }
 
@@ -90,6 +92,9 @@ pub fn random_weight_bytes(f: GpuFormat, n_out: usize, n_in: usize, seed: u64) -
         GpuFormat::F32 => (0..n).flat_map(|_| r.unit().to_le_bytes()).collect(),
         GpuFormat::F16 => (0..n)
             .flat_map(|_| f16::from_f32(r.unit()).to_le_bytes())
+            .collect(),
+        GpuFormat::Bf16 => (0..n)
+            .flat_map(|_| bf16::from_f32(r.unit()).to_le_bytes())
             .collect(),
         _ => {
             let layout = f.ggml().layout();

@@ -1,0 +1,18 @@
+// BF16 weights, taken 32 at a time (one "block" of 64 bytes; a row's last block may be partial,
+// the caller masks weights past n_in). A bf16 is the top 16 bits of an f32, so widening is a
+// shift (exact, no float feature needed).
+const BLOCK_BYTES: u32 = 64u;
+const BLOCK_UNITS: u32 = 1u;
+
+// The two bf16 of a little-endian word (the low half first), widened to f32.
+fn bf16_pair(word: u32) -> vec2<f32> {
+    return vec2<f32>(bitcast<f32>(word << 16u), bitcast<f32>(word & 0xffff0000u));
+}
+
+fn decode_unit(blk: u32, unit: u32) {
+    for (var i = 0u; i < 16u; i++) {
+        let h = bf16_pair(load_u32(blk + 4u * i));
+        unit_w[2u * i] = h.x;
+        unit_w[2u * i + 1u] = h.y;
+    }
+}

@@ -1,0 +1,31 @@
+// Q3_K: 110 bytes per 256 weights = hmask[32] (third bits, inverted), qs[64] (low 2 bits, laid
+// out as Q2_K's), 12 bytes of sixteen packed 6-bit scales (offset 32), f16 d. Weight i has low
+// bits as in Q2_K and third bit h = bit i / 32 of hmask[i % 32]; its level is
+// (low | h << 2) - 4 (h set: low; clear: low - 4). w = (d * (sc - 32)) * level.
+const BLOCK_BYTES: u32 = 110u;
+const BLOCK_UNITS: u32 = 8u;
+
+// d * (sc - 32) of sub-block `j` (0..15, 16 weights): sc's low 4 bits are nibble j / 8 of byte
+// j % 8, its top 2 bits are bits 2 (j / 4) of byte 8 + j % 4.
+fn q3_k_scale(blk: u32, j: u32) -> f32 {
+    let s = blk + 96u;
+    let low = (load_u8(s + (j & 7u)) >> (4u * (j >> 3u))) & 0xfu;
+    let high = (load_u8(s + 8u + (j & 3u)) >> (2u * (j >> 2u))) & 3u;
+    return load_f16(blk + 108u) * f32(i32(low | (high << 4u)) - 32);
+}
+
+fn decode_unit(blk: u32, unit: u32) {
+    let qs = blk + 32u + 32u * (unit >> 2u);
+    let shift = 2u * (unit & 3u);
+    let d0 = q3_k_scale(blk, 2u * unit);
+    let d1 = q3_k_scale(blk, 2u * unit + 1u);
+    for (var i = 0u; i < 8u; i++) {
+        let q = load_u32(qs + 4u * i) >> shift;
+        let h = load_u32(blk + 4u * i) >> unit;
+        let dl = select(d1, d0, i < 4u);
+        for (var k = 0u; k < 4u; k++) {
+            let c = (ubyte(q, k) & 3u) | ((ubyte(h, k) & 1u) << 2u);
+            unit_w[4u * i + k] = dl * f32(i32(c) - 4);
+        }
+    }
+}

@@ -1,0 +1,17 @@
+// Q5_1: 24 bytes = f16 d, f16 m, u32 qh (fifth bits), 16 bytes of nibbles; codes as in
+// formats/q5_codes.wgsl. w = q * d + m (the quant crate's order, so weights match exactly).
+const BLOCK_BYTES: u32 = 24u;
+const BLOCK_UNITS: u32 = 1u;
+
+fn decode_unit(blk: u32, unit: u32) {
+    let d = load_f16(blk);
+    let m = load_f16(blk + 2u);
+    let qh = load_u32(blk + 4u);
+    for (var i = 0u; i < 4u; i++) {
+        let c = q5_codes(load_u32(blk + 8u + 4u * i), qh, i);
+        for (var k = 0u; k < 4u; k++) {
+            unit_w[4u * i + k] = f32(ubyte(c.x, k)) * d + m;
+            unit_w[16u + 4u * i + k] = f32(ubyte(c.y, k)) * d + m;
+        }
+    }
+}
