@@ -10,13 +10,6 @@ fn f32_part(b: u32, i: u32, xb: u32) -> f32 {
 const PARTS: u32 = 8u;
 const STEP_UNITS: u32 = 1u;
 
-// x stays in memory: each row's part_dot reads its inputs through x4 (PartX is their offset).
-alias PartX = u32;
-
-fn part_x(part: u32, xb: u32) -> PartX {
-    return xb;
-}
-
-fn part_dot(blk: u32, unit: u32, part: u32, xb: PartX) -> f32 {
+fn part_dot(blk: u32, unit: u32, part: u32, xb: u32) -> f32 {
     return f32_part(blk, part, xb);
 }

@@ -7,43 +7,42 @@
 const PARTS: u32 = 8u;
 const STEP_UNITS: u32 = 8u;
 
-// The part's inputs, loaded once for the R rows: a[c] = x[16h + 4c ..] of unit 2g, b[c] the
-// same of unit 2g + 1, and the sum of each (for the mins).
-struct PartX {
-    a: array<vec4<f32>, 4>,
-    b: array<vec4<f32>, 4>,
-    sums: vec2<f32>,
-}
-
-fn part_x(part: u32, xb: u32) -> PartX {
-    let xo = xb + 64u * (part >> 1u) + 16u * (part & 1u);
-    var v: PartX;
-    var sa = vec4<f32>(0.0);
-    var sb = vec4<f32>(0.0);
-    for (var c = 0u; c < 4u; c++) {
-        v.a[c] = x4(xo + 4u * c);
-        v.b[c] = x4(xo + 32u + 4u * c);
-        sa += v.a[c];
-        sb += v.b[c];
-    }
-    let one = vec4<f32>(1.0);
-    v.sums = vec2<f32>(dot(sa, one), dot(sb, one));
-    return v;
-}
-
-fn part_dot(blk: u32, unit: u32, part: u32, xv: PartX) -> f32 {
-    let base = blk >> 4u;
-    let g = part >> 1u;
-    let head = w[base];
-    let q = w[base + 1u + part];
-    var qa = 0.0;
-    var qb = 0.0;
-    for (var c = 0u; c < 4u; c++) {
-        qa += dot(nibbles4(q[c], 0u), xv.a[c]);
-        qb += dot(nibbles4(q[c], 4u), xv.b[c]);
-    }
+// One row's part from its nibble sums: qa, qb = sum q x of units 2g and 2g + 1, sa, sb = sum x.
+fn q4_k_row(head: vec4<u32>, g: u32, qa: f32, qb: f32, sa: f32, sb: f32) -> f32 {
     let a = scale_min_k4_words(head.yzw, 2u * g);
     let b = scale_min_k4_words(head.yzw, 2u * g + 1u);
     let dm = unpack2x16float(head.x);
-    return dm.x * (a.x * qa + b.x * qb) - dm.y * (a.y * xv.sums.x + b.y * xv.sums.y);
+    return dm.x * (a.x * qa + b.x * qb) - dm.y * (a.y * sa + b.y * sb);
+}
+
+// The 4 rows' parts; each input vec4 is loaded once for the 4 rows.
+fn rows_dot4(blk: vec4<u32>, unit: u32, part: u32, xb: u32) -> vec4<f32> {
+    let base = blk >> vec4<u32>(4u);
+    let g = part >> 1u;
+    let q0 = w[base.x + 1u + part];
+    let q1 = w[base.y + 1u + part];
+    let q2 = w[base.z + 1u + part];
+    let q3 = w[base.w + 1u + part];
+    let xo = xb + 64u * g + 16u * (part & 1u);
+    var qa = vec4<f32>(0.0);
+    var qb = vec4<f32>(0.0);
+    var sa = vec4<f32>(0.0);
+    var sb = vec4<f32>(0.0);
+    for (var c = 0u; c < 4u; c++) {
+        let xa = x4(xo + 4u * c);
+        let xc = x4(xo + 32u + 4u * c);
+        sa += xa;
+        sb += xc;
+        qa += vec4<f32>(dot(nibbles4(q0[c], 0u), xa), dot(nibbles4(q1[c], 0u), xa), dot(nibbles4(q2[c], 0u), xa), dot(nibbles4(q3[c], 0u), xa));
+        qb += vec4<f32>(dot(nibbles4(q0[c], 4u), xc), dot(nibbles4(q1[c], 4u), xc), dot(nibbles4(q2[c], 4u), xc), dot(nibbles4(q3[c], 4u), xc));
+    }
+    let one = vec4<f32>(1.0);
+    let sxa = dot(sa, one);
+    let sxb = dot(sb, one);
+    return vec4<f32>(
+        q4_k_row(w[base.x], g, qa.x, qb.x, sxa, sxb),
+        q4_k_row(w[base.y], g, qa.y, qb.y, sxa, sxb),
+        q4_k_row(w[base.z], g, qa.z, qb.z, sxa, sxb),
+        q4_k_row(w[base.w], g, qa.w, qb.w, sxa, sxb),
+    );
 }

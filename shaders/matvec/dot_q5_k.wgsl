@@ -6,14 +6,7 @@
 const PARTS: u32 = 32u;
 const STEP_UNITS: u32 = 8u;
 
-// x stays in memory: each row's part_dot reads its inputs through x4 (PartX is their offset).
-alias PartX = u32;
-
-fn part_x(part: u32, xb: u32) -> PartX {
-    return xb;
-}
-
-fn part_dot(blk: u32, unit: u32, part: u32, xb: PartX) -> f32 {
+fn part_dot(blk: u32, unit: u32, part: u32, xb: u32) -> f32 {
     let g = part >> 3u;
     let l = 4u * (part & 7u);
     // Super-blocks are 176 bytes and rows start 4-byte aligned: aligned loads.

@@ -7,43 +7,24 @@
 const PARTS: u32 = 4u;
 const STEP_UNITS: u32 = 8u;
 
-// The part's 64 inputs, loaded once for the R rows: q[k][c] = x[128n + 32k + 16h + 4c ..],
-// quarter k of half n at the lane's 16 positions.
-alias PartX = array<array<vec4<f32>, 4>, 4>;
-
-fn part_x(part: u32, xb: u32) -> PartX {
-    let xo = xb + 128u * (part >> 1u) + 16u * (part & 1u);
-    var v: PartX;
-    for (var k = 0u; k < 4u; k++) {
-        for (var c = 0u; c < 4u; c++) {
-            v[k][c] = x4(xo + 32u * k + 4u * c);
-        }
-    }
-    return v;
+// One row's sums of (q - 32) x for the four quarters (inputs x0..x3): the c-th words of its
+// three loads a (ql, quarters 0 and 2), b (ql, quarters 1 and 3) and hb (qh).
+fn q6_k_quarters(a: u32, b: u32, hb: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>) -> vec4<f32> {
+    let q0 = (a & 0x0f0f0f0fu) | ((hb & 0x03030303u) << 4u);
+    let q1 = (b & 0x0f0f0f0fu) | (((hb >> 2u) & 0x03030303u) << 4u);
+    let q2 = ((a >> 4u) & 0x0f0f0f0fu) | (((hb >> 4u) & 0x03030303u) << 4u);
+    let q3 = ((b >> 4u) & 0x0f0f0f0fu) | (((hb >> 6u) & 0x03030303u) << 4u);
+    return vec4<f32>(
+        dot(vec4<f32>(unpack4xU8(q0)) - 32.0, x0),
+        dot(vec4<f32>(unpack4xU8(q1)) - 32.0, x1),
+        dot(vec4<f32>(unpack4xU8(q2)) - 32.0, x2),
+        dot(vec4<f32>(unpack4xU8(q3)) - 32.0, x3),
+    );
 }
 
-fn part_dot(blk: u32, unit: u32, part: u32, xv: PartX) -> f32 {
-    let bi = blk / BLOCK_BYTES;
-    let n = part >> 1u;
-    let h = part & 1u;
-    let base = 1u + 12u * bi;
-    let a = w[base + 4u * n + h];
-    let b = w[base + 4u * n + 2u + h];
-    let hb = w[base + 8u + 2u * n + h];
+// Row `bi`'s part from its quarter sums s (sum (q - 32) x).
+fn q6_k_row(bi: u32, n: u32, h: u32, s: vec4<f32>) -> f32 {
     let sc = w[plane_start(1u) + bi];
-    var s = vec4<f32>(0.0);
-    for (var c = 0u; c < 4u; c++) {
-        let q0 = (a[c] & 0x0f0f0f0fu) | ((hb[c] & 0x03030303u) << 4u);
-        let q1 = (b[c] & 0x0f0f0f0fu) | (((hb[c] >> 2u) & 0x03030303u) << 4u);
-        let q2 = ((a[c] >> 4u) & 0x0f0f0f0fu) | (((hb[c] >> 4u) & 0x03030303u) << 4u);
-        let q3 = ((b[c] >> 4u) & 0x0f0f0f0fu) | (((hb[c] >> 6u) & 0x03030303u) << 4u);
-        s += vec4<f32>(
-            dot(vec4<f32>(unpack4xU8(q0)) - 32.0, xv[0][c]),
-            dot(vec4<f32>(unpack4xU8(q1)) - 32.0, xv[1][c]),
-            dot(vec4<f32>(unpack4xU8(q2)) - 32.0, xv[2][c]),
-            dot(vec4<f32>(unpack4xU8(q3)) - 32.0, xv[3][c]),
-        );
-    }
     let scales = vec4<f32>(
         q6_k_scale(sc, 8u * n + h),
         q6_k_scale(sc, 8u * n + 2u + h),
@@ -51,4 +32,45 @@ fn part_dot(blk: u32, unit: u32, part: u32, xv: PartX) -> f32 {
         q6_k_scale(sc, 8u * n + 6u + h),
     );
     return plane_f16(2u, bi) * dot(scales, s);
+}
+
+// The 4 rows' parts; each input vec4 is loaded once for the 4 rows.
+fn rows_dot4(blk: vec4<u32>, unit: u32, part: u32, xb: u32) -> vec4<f32> {
+    let bi = blk / BLOCK_BYTES;
+    let n = part >> 1u;
+    let h = part & 1u;
+    let o = vec4<u32>(1u) + 12u * bi;
+    let a0 = w[o.x + 4u * n + h];
+    let a1 = w[o.y + 4u * n + h];
+    let a2 = w[o.z + 4u * n + h];
+    let a3 = w[o.w + 4u * n + h];
+    let b0 = w[o.x + 4u * n + 2u + h];
+    let b1 = w[o.y + 4u * n + 2u + h];
+    let b2 = w[o.z + 4u * n + 2u + h];
+    let b3 = w[o.w + 4u * n + 2u + h];
+    let h0 = w[o.x + 8u + 2u * n + h];
+    let h1 = w[o.y + 8u + 2u * n + h];
+    let h2 = w[o.z + 8u + 2u * n + h];
+    let h3 = w[o.w + 8u + 2u * n + h];
+    let xo = xb + 128u * n + 16u * h;
+    var s0 = vec4<f32>(0.0);
+    var s1 = vec4<f32>(0.0);
+    var s2 = vec4<f32>(0.0);
+    var s3 = vec4<f32>(0.0);
+    for (var c = 0u; c < 4u; c++) {
+        let x0 = x4(xo + 4u * c);
+        let x1 = x4(xo + 32u + 4u * c);
+        let x2 = x4(xo + 64u + 4u * c);
+        let x3 = x4(xo + 96u + 4u * c);
+        s0 += q6_k_quarters(a0[c], b0[c], h0[c], x0, x1, x2, x3);
+        s1 += q6_k_quarters(a1[c], b1[c], h1[c], x0, x1, x2, x3);
+        s2 += q6_k_quarters(a2[c], b2[c], h2[c], x0, x1, x2, x3);
+        s3 += q6_k_quarters(a3[c], b3[c], h3[c], x0, x1, x2, x3);
+    }
+    return vec4<f32>(
+        q6_k_row(bi.x, n, h, s0),
+        q6_k_row(bi.y, n, h, s1),
+        q6_k_row(bi.z, n, h, s2),
+        q6_k_row(bi.w, n, h, s3),
+    );
 }

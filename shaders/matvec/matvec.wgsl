@@ -89,16 +89,7 @@ fn rows_dot(r0: u32, r1: u32, r2: u32, r3: u32, s: u32, part: u32) -> vec4<f32> 
     let xb = p.x_offset + 32u * u;
     let blk = (u / BLOCK_UNITS) * BLOCK_BYTES;
     let unit = u % BLOCK_UNITS;
-    // The part's inputs are loaded once for the 4 rows: the dot file's `part_x` returns them
-    // (compilers do not merge the same loads across the 4 calls; each lane's x loads are
-    // strided, so they cost more L1 transactions than the weight loads).
-    let xv = part_x(part, xb);
-    return vec4<f32>(
-        part_dot(r0 + blk, unit, part, xv),
-        part_dot(r1 + blk, unit, part, xv),
-        part_dot(r2 + blk, unit, part, xv),
-        part_dot(r3 + blk, unit, part, xv),
-    );
+    return rows_dot4(vec4<u32>(r0, r1, r2, r3) + blk, unit, part, xb);
 }
 
 fn store_rows(row0: u32, tid: u32, v: f32) {

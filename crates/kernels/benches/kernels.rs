@@ -209,7 +209,7 @@ fn bench_matvec(ctx: &Ctx, c: &mut Criterion) {
             ctx.bench(c, &name, ops.clone(), work, reps_for(bytes));
             // Workgroup-size sweep on the big shapes (what the default should be).
             if n_in * n_out > 4096 * 4096 && std::env::var("RULLAMA_BENCH_SWEEP").is_ok() {
-                for wg in [32, 128, 256] {
+                for wg in [32, 64, 128, 256] {
                     let mut v = ops.clone();
                     v.iter_mut().for_each(|o| o.key.workgroup_size = wg);
                     ctx.bench(c, &format!("{name}/wg{wg}"), v, work, reps_for(bytes));

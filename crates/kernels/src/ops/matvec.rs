@@ -37,7 +37,7 @@ static SKELETON: ShaderFile = shader_file!("matvec/matvec.wgsl");
 static REDUCE_PLAIN: ShaderFile = shader_file!("matvec/reduce_plain.wgsl");
 static REDUCE_SUBGROUP: ShaderFile = shader_file!("matvec/reduce_subgroup.wgsl");
 // `const`, not `static`: `dot_files` returns promoted `&'static` slices of them.
-const X32: ShaderFile = shader_file!("matvec/x32.wgsl");
+const ROWS_EACH: ShaderFile = shader_file!("matvec/rows_each.wgsl");
 const DOT_F32: ShaderFile = shader_file!("matvec/dot_f32.wgsl");
 const DOT_F16: ShaderFile = shader_file!("matvec/dot_f16.wgsl");
 const DOT_Q8_0: ShaderFile = shader_file!("matvec/dot_q8_0.wgsl");
@@ -52,22 +52,22 @@ const DOT_Q4K: ShaderFile = shader_file!("matvec/dot_q4_k.wgsl");
 const DOT_Q5K: ShaderFile = shader_file!("matvec/dot_q5_k.wgsl");
 const DOT_Q6K: ShaderFile = shader_file!("matvec/dot_q6_k.wgsl");
 
-/// The format's `part_x` and `part_dot` (load a part's inputs; decode one part of a step and
-/// dot it with them).
+/// The format's `rows_dot4` (one part of a step of 4 rows, dotted with x): its own, or
+/// `rows_each.wgsl` over its one-row `part_dot`.
 fn dot_files(f: GpuFormat) -> &'static [&'static ShaderFile] {
     match f {
-        GpuFormat::F32 => &[&DOT_F32],
-        GpuFormat::F16 => &[&DOT_F16],
+        GpuFormat::F32 => &[&ROWS_EACH, &DOT_F32],
+        GpuFormat::F16 => &[&ROWS_EACH, &DOT_F16],
         GpuFormat::Q8_0 => &[&DOT_Q8_0],
-        GpuFormat::Q4_0 => &[&X32, &DOT_Q4_0],
-        GpuFormat::Q4_1 => &[&X32, &DOT_Q4_1],
-        GpuFormat::Bf16 => &[&DOT_BF16],
-        GpuFormat::Q5_0 => &[&X32, &DOT_Q5_0],
-        GpuFormat::Q5_1 => &[&DOT_Q5_1],
-        GpuFormat::Q2K => &[&DOT_Q2K],
-        GpuFormat::Q3K => &[&DOT_Q3K],
+        GpuFormat::Q4_0 => &[&DOT_Q4_0],
+        GpuFormat::Q4_1 => &[&DOT_Q4_1],
+        GpuFormat::Bf16 => &[&ROWS_EACH, &DOT_BF16],
+        GpuFormat::Q5_0 => &[&DOT_Q5_0],
+        GpuFormat::Q5_1 => &[&ROWS_EACH, &DOT_Q5_1],
+        GpuFormat::Q2K => &[&ROWS_EACH, &DOT_Q2K],
+        GpuFormat::Q3K => &[&ROWS_EACH, &DOT_Q3K],
         GpuFormat::Q4K => &[&DOT_Q4K],
-        GpuFormat::Q5K => &[&DOT_Q5K],
+        GpuFormat::Q5K => &[&ROWS_EACH, &DOT_Q5K],
         GpuFormat::Q6K => &[&DOT_Q6K],
     }
 }
@@ -79,11 +79,39 @@ const BINDINGS: &[BindingKind] = &[
     BindingKind::StorageReadWrite,
 ];
 
-/// Invocations per workgroup. The H100 sweep (docs/PERF.md) of this design: 128 beats 64 by
-/// 5-55% and 32 by 1.3-2x at 4096x14336 and 640x262144 (20-unit rows too); 256 is within 12%.
-pub const WORKGROUP: u32 = 128;
+/// The most invocations per workgroup. The H100 sweep (docs/PERF.md) put 128 ahead of 32, 64
+/// and 256 for rows long enough to give every lane a step.
+pub const MAX_WORKGROUP: u32 = 128;
 /// Rows per workgroup (`R` in the WGSL).
 pub const ROWS: usize = 4;
+
+/// Invocations per workgroup for rows of `n_in` weights: one lane per (step, part) of a row,
+/// rounded up to a power of two, between 32 (a subgroup) and [`MAX_WORKGROUP`]. Shorter rows
+/// would otherwise leave lanes idle (Q6_K at n_in 4096 has 16 steps of 4 parts). Only speed
+/// depends on it: the kernel loops over whatever steps its lanes do not cover.
+pub fn workgroup_size(f: GpuFormat, n_in: usize) -> u32 {
+    let (parts, step_units) = lane_layout(f);
+    let lane_steps = n_in.div_ceil(32).div_ceil(step_units) * parts;
+    (lane_steps.next_power_of_two() as u32).clamp(32, MAX_WORKGROUP)
+}
+
+/// (`PARTS`, `STEP_UNITS`) of the format's dot file, read from its WGSL (the one source).
+fn lane_layout(f: GpuFormat) -> (usize, usize) {
+    let source = dot_files(f).last().expect("a dot file").source;
+    let constant = |name: &str| -> usize {
+        let line = source
+            .lines()
+            .find(|l| l.starts_with(&format!("const {name}: u32 = ")))
+            .unwrap_or_else(|| panic!("{name} in the dot file of {f:?}"));
+        let value = line.rsplit("= ").next().unwrap_or("");
+        value
+            .trim_end_matches(';')
+            .trim_end_matches('u')
+            .parse()
+            .expect("a u32 literal")
+    };
+    (constant("PARTS"), constant("STEP_UNITS"))
+}
 
 pub(crate) fn program(f: GpuFormat, subgroup: bool) -> Program {
     let (reduce, suffix) = if subgroup {
@@ -121,7 +149,7 @@ pub fn matvec(w: &GpuWeight, x: View<'_>, y: View<'_>) -> Result<Vec<Op>, GpuErr
         let buffers = [&c.buf, &x.t.buf, &y.t.buf];
         Op::new(
             Kernel::Matvec(s.format),
-            WORKGROUP,
+            workgroup_size(s.format, s.n_in),
             &params,
             &buffers,
             grid_1d(c.n_rows.div_ceil(ROWS)),
@@ -237,6 +265,19 @@ mod tests {
         assert!(!gpu.caps.subgroup);
         let r = CHECK.run(&gpu, 6, 5);
         assert!(r.passed(), "{r}");
+    }
+
+    /// Every dot file states its lane layout in the form `workgroup_size` reads.
+    #[test]
+    fn lane_layouts_parse() {
+        for f in GpuFormat::ALL {
+            let (parts, step_units) = lane_layout(f);
+            assert!(parts.is_power_of_two() && parts <= 32, "{f:?}");
+            assert!(step_units == 1 || step_units == 8, "{f:?}");
+        }
+        assert_eq!(workgroup_size(GpuFormat::Q6K, 4096), 64);
+        assert_eq!(workgroup_size(GpuFormat::Q8_0, 4096), 128);
+        assert_eq!(workgroup_size(GpuFormat::Q4_0, 640), 32);
     }
 
     /// F32/F16/BF16 rows whose length is not a multiple of 32 (the last unit is partial).
