@@ -3,20 +3,16 @@
 // take their low 4 bits from byte u + 4 and their top 2 bits from the spare top bits of bytes
 // u - 4 (scale) and u (min). One copy, included before either format's decoder.
 
-// (scale, min) of unit `unit` (0..7), from the 12 packed bytes as three words.
+// (scale, min) of unit `unit` (0..7), from the 12 packed bytes as three words. Branch-free:
+// neighbouring lanes of a matvec take units below and above 4, and a branch would run both.
 fn scale_min_k4_words(s: vec3<u32>, unit: u32) -> vec2<f32> {
-    let b = vec4<u32>(
-        ubyte(s[unit >> 2u], unit & 3u),
-        ubyte(s[(unit + 4u) >> 2u], unit & 3u),
-        ubyte(s[(unit - 4u) >> 2u], unit & 3u),
-        0u,
-    );
-    // b.x = byte u, b.y = byte u + 4, b.z = byte u - 4 (only read when u >= 4).
-    if unit < 4u {
-        return vec2<f32>(f32(b.x & 63u), f32(b.y & 63u));
-    }
-    let sc = (b.y & 0xfu) | ((b.z >> 6u) << 4u);
-    let m = (b.y >> 4u) | ((b.x >> 6u) << 4u);
+    let k = unit & 3u;
+    let hi = unit >> 2u;
+    let b_u = ubyte(s[hi], k); // byte u
+    let b_u4 = ubyte(s[hi + 1u], k); // byte u + 4
+    let b_low = ubyte(s.x, k); // byte u - 4, for u >= 4
+    let sc = select((b_u4 & 0xfu) | ((b_low >> 6u) << 4u), b_u & 63u, unit < 4u);
+    let m = select((b_u4 >> 4u) | ((b_u >> 6u) << 4u), b_u4 & 63u, unit < 4u);
     return vec2<f32>(f32(sc), f32(m));
 }
 
