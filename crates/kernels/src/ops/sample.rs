@@ -405,6 +405,24 @@ mod tests {
         assert!(near <= 2, "{near} of 24 cases needed the margin");
     }
 
+    /// `cargo test -p rullama-kernels many_sample_cases -- --ignored --nocapture`: more cases,
+    /// with how many needed the margin.
+    #[test]
+    #[ignore = "300 cases, ~30 s on lavapipe"]
+    fn many_sample_cases() {
+        let Some(gpu) = testutil::gpu() else { return };
+        let (mut near, mut failed) = (0, Vec::new());
+        for i in 0..300 {
+            let (c, n) = compare_case(gpu, &mut Rng::new(10_000 + i)).unwrap();
+            if c.max_ratio > 1.0 {
+                failed.push(c.worst);
+            }
+            near += usize::from(n);
+        }
+        eprintln!("sample: 300 cases, {near} accepted through the margin");
+        assert!(failed.is_empty(), "{failed:?}");
+    }
+
     /// Greedy is the argmax kernel's answer, on a row with many ties.
     #[test]
     fn greedy_is_argmax() {
