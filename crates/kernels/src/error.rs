@@ -21,6 +21,9 @@ pub enum GpuError {
     UnsupportedFormat(Format),
     #[error("shape mismatch in {op}: {detail}")]
     Shape { op: &'static str, detail: String },
+    /// Op parameters outside what the kernel implements (the caller should have checked).
+    #[error("invalid parameters for {op}: {detail}")]
+    InvalidParams { op: &'static str, detail: String },
     #[error("{what} needs {bytes} bytes, over the device limit of {limit}")]
     TooLarge {
         what: &'static str,

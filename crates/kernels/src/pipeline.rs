@@ -13,7 +13,7 @@ use crate::ops::kv::KvDtype;
 use crate::ops::rope::RopeMode;
 use crate::ops::unary::UnaryOp;
 use crate::ops::{
-    argmax, attention, elementwise, embed, glu, kv, matmul, matvec, norm, rope, unary,
+    argmax, attention, elementwise, embed, glu, kv, matmul, matvec, norm, rope, sample, unary,
 };
 use crate::shader::{BindingKind, Program};
 
@@ -44,6 +44,10 @@ pub enum Kernel {
     Glu(Activation),
     /// Index of the largest element.
     Argmax,
+    /// Sampling, selection level: the best `K_MAX` of each block of candidates.
+    SampleTopK,
+    /// Sampling, the draw: top-k, top-p, min-p, temperature, inverse CDF over the best `K_MAX`.
+    SampleDraw,
     /// Rotary position embedding, in place.
     Rope(RopeMode),
 }
@@ -75,6 +79,8 @@ impl Kernel {
             Kernel::Glu(Activation::GeluTanh),
             Kernel::Glu(Activation::Silu),
             Kernel::Argmax,
+            Kernel::SampleTopK,
+            Kernel::SampleDraw,
             Kernel::Rope(RopeMode::Normal),
             Kernel::Rope(RopeMode::Neox),
         ]);
@@ -114,6 +120,8 @@ impl Kernel {
             Kernel::AttnCombine => attention::combine_program(),
             Kernel::Glu(_) => glu::program(),
             Kernel::Argmax => argmax::program(),
+            Kernel::SampleTopK => sample::topk_program(),
+            Kernel::SampleDraw => sample::draw_program(),
             Kernel::Rope(_) => rope::program(),
         }
     }

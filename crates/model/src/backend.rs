@@ -15,7 +15,8 @@ use std::ops::Range;
 use rullama_gguf::TensorView;
 
 use crate::config::{Activation, RopeStyle};
-use crate::error::Result;
+use crate::error::{ModelError, Result};
+use crate::sampler::DeviceDraw;
 
 /// RMS normalisation of every `group` consecutive values of a row:
 /// `y = x / sqrt(mean(x^2) + eps) * weight`. `group` is the row length for a whole-row norm
@@ -124,4 +125,19 @@ pub trait Backend: Debug {
 
     /// Finish the step if needed and copy `x` to the host, row-major.
     fn read(&mut self, x: &Self::Tensor) -> Result<Vec<f32>>;
+
+    /// The largest top-k [`Backend::sample`] implements; 0 (the default): the backend
+    /// samples nowhere but on the host (callers read the logits and run the CPU sampler).
+    fn device_top_k(&self) -> usize {
+        0
+    }
+
+    /// Finish the step and draw the next token from the last row of `logits` where they are
+    /// (only the id comes back), as `draw` describes. `None`: no logit is finite.
+    fn sample(&mut self, logits: &Self::Tensor, draw: &DeviceDraw) -> Result<Option<u32>> {
+        let _ = (logits, draw);
+        Err(ModelError::Unsupported(
+            "sampling on this backend's device".into(),
+        ))
+    }
 }

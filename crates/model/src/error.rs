@@ -62,6 +62,10 @@ pub enum ModelError {
     #[error("backend: {0}")]
     Backend(String),
 
+    /// Sampling failed (every logit -inf or NaN).
+    #[error(transparent)]
+    Sampler(#[from] crate::sampler::SamplerError),
+
     /// The GPU said no: no adapter, out of memory, a weight type without a kernel, ...
     #[error("GPU, {context}: {source}")]
     Gpu {

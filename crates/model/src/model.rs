@@ -10,6 +10,7 @@ use crate::config::ModelConfig;
 use crate::error::{ModelError, Result};
 use crate::graph::weights::{BackendLoader, Checker};
 use crate::graph::{Graph, OutputRows};
+use crate::sampler::{Sampler, SamplerError};
 
 /// A loaded model on backend `B`.
 #[derive(Debug)]
@@ -136,6 +137,52 @@ impl<B: Backend> Model<B> {
         start_pos: usize,
         output: OutputRows,
     ) -> Result<Logits> {
+        let logits = self.record(cache, tokens, start_pos, output)?;
+        let data = self.backend.read(&logits)?;
+        cache.len = start_pos + tokens.len();
+        Ok(Logits {
+            n_vocab: self.config.n_vocab,
+            data,
+        })
+    }
+
+    /// Run `tokens` as [`Model::forward`] does and pick the next token with `sampler`: on the
+    /// backend's device when it samples there and the sampler's configuration is one it
+    /// implements ([`Sampler::device_draw`]; only the id comes back), else from the last
+    /// row of logits read back. Does not [`accept`](Sampler::accept) the token.
+    pub fn forward_sample(
+        &mut self,
+        cache: &mut KvCache<B>,
+        tokens: &[u32],
+        start_pos: usize,
+        sampler: &mut Sampler,
+    ) -> Result<u32> {
+        let logits = self.record(cache, tokens, start_pos, OutputRows::Last)?;
+        let k_max = self.backend.device_top_k();
+        // The step has run once the logits or the id are back; the cache then holds the
+        // tokens even if no token can be drawn.
+        match (k_max > 0).then(|| sampler.device_draw(k_max)).flatten() {
+            Some(draw) => {
+                let token = self.backend.sample(&logits, &draw)?;
+                cache.len = start_pos + tokens.len();
+                Ok(token.ok_or(SamplerError::NoFiniteLogits)?)
+            }
+            None => {
+                let data = self.backend.read(&logits)?;
+                cache.len = start_pos + tokens.len();
+                Ok(sampler.sample(&data)?)
+            }
+        }
+    }
+
+    /// Checks the input and records (or runs) the graph; the handle of its logits.
+    fn record(
+        &mut self,
+        cache: &mut KvCache<B>,
+        tokens: &[u32],
+        start_pos: usize,
+        output: OutputRows,
+    ) -> Result<B::Tensor> {
         self.check_input(cache, tokens, start_pos)?;
         let n = tokens.len();
         let positions: Vec<u32> = (start_pos..start_pos + n).map(|p| p as u32).collect();
@@ -151,13 +198,7 @@ impl<B: Backend> Model<B> {
             n_tokens: n,
             output,
         };
-        let logits = arch::forward(&mut graph, &self.weights);
-        let data = self.backend.read(&logits)?;
-        cache.len = start_pos + n;
-        Ok(Logits {
-            n_vocab: self.config.n_vocab,
-            data,
-        })
+        Ok(arch::forward(&mut graph, &self.weights))
     }
 
     fn check_input(&self, cache: &KvCache<B>, tokens: &[u32], start_pos: usize) -> Result<()> {
@@ -229,6 +270,18 @@ impl<B: Backend> Session<'_, B> {
     pub fn feed(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
         let start = self.cache.len();
         Ok(self.forward(tokens, start, OutputRows::Last)?.data)
+    }
+
+    /// Run `tokens` from `start_pos` and pick the next token with `sampler` (see
+    /// [`Model::forward_sample`]).
+    pub fn forward_sample(
+        &mut self,
+        tokens: &[u32],
+        start_pos: usize,
+        sampler: &mut Sampler,
+    ) -> Result<u32> {
+        self.model
+            .forward_sample(&mut self.cache, tokens, start_pos, sampler)
     }
 
     /// Greedy generation: feed `prompt`, then `n` times append the arg-max token.

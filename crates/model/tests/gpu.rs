@@ -20,6 +20,7 @@
 mod common;
 
 use rullama_model::logits::log_softmax;
+use rullama_model::sampler::{PenaltyParams, Sampler, SamplerParams};
 use rullama_model::{GpuBackend, Model, OutputRows};
 
 const LOGIT_REL: f64 = 1e-4;
@@ -158,8 +159,99 @@ fn greedy_qwen2() {
     greedy_matches_oracle("qwen2.5-0.5b");
 }
 
+/// Seeded non-greedy sampling on the GPU (the sampling op; only the id read back) against
+/// the CPU sampler on the GPU's own logits of the same step, with the same seed: each step
+/// runs twice at the same position (the cache rewinds), once reading the logits for the CPU
+/// sampler, once sampling on the GPU. Exact equality: the op's arithmetic can pick another
+/// id only when u falls within ~1e-5 of a boundary of the cumulative distribution (the
+/// kernel parity check states that bound), a chance of about 1e-4 per token for these
+/// settings; the seed is fixed, so the test is deterministic on a given driver.
+#[test]
+fn seeded_gpu_sampling_matches_cpu_sampler() {
+    if skip() {
+        return;
+    }
+    let params = SamplerParams {
+        seed: 1234,
+        // Flat enough that the draws are not all the argmax.
+        temperature: 1.5,
+        top_k: 40,
+        top_p: 0.95,
+        min_p: 0.02,
+        penalties: PenaltyParams {
+            last_n: 0,
+            ..PenaltyParams::default()
+        },
+        ..SamplerParams::default()
+    };
+    let mut model = gpu_model("smollm2-135m");
+    let case = &common::logprob_cases("smollm2-135m")[1];
+    let mut cpu = Sampler::new(params);
+    let mut dev = Sampler::new(params);
+    let mut session = model.session(64).unwrap();
+    let mut tokens = case.prompt_ids[..4].to_vec();
+    let (mut pos, mut ids, mut argmax_ids) = (0, Vec::new(), Vec::new());
+    for _ in 0..6 {
+        let logits = session
+            .forward(&tokens, pos, OutputRows::Last)
+            .unwrap()
+            .data;
+        let want = cpu.sample(&logits).unwrap();
+        let got = session.forward_sample(&tokens, pos, &mut dev).unwrap();
+        assert_eq!(got, want, "GPU draw vs CPU sampler at position {pos}");
+        argmax_ids.push(rullama_model::logits::argmax(&logits) as u32);
+        ids.push(got);
+        pos += tokens.len();
+        tokens = vec![got];
+    }
+    let stats = session_stats(&mut model);
+    eprintln!("seeded draws {ids:?} (argmax {argmax_ids:?}); {stats:?}");
+    assert_eq!(stats.device_samples, 6, "the draws did not run on the GPU");
+    assert_ne!(
+        ids, argmax_ids,
+        "no draw differed from the argmax: not a sampling test"
+    );
+}
+
+/// Greedy generation sampled on the GPU equals greedy generation from the logits read back.
+#[test]
+fn greedy_gpu_sampling_matches_logits_path() {
+    if skip() {
+        return;
+    }
+    let mut model = gpu_model("smollm2-135m");
+    let g = &common::greedy_cases("smollm2-135m")[0];
+    let n = 6;
+    let want = {
+        let mut session = model.session(g.prompt_ids.len() + n).unwrap();
+        session.greedy(&g.prompt_ids, n).unwrap()
+    };
+    let mut sampler = Sampler::new(SamplerParams::greedy());
+    let mut session = model.session(g.prompt_ids.len() + n).unwrap();
+    let mut got = vec![
+        session
+            .forward_sample(&g.prompt_ids, 0, &mut sampler)
+            .unwrap(),
+    ];
+    while got.len() < n {
+        let last = *got.last().unwrap();
+        got.push(
+            session
+                .forward_sample(&[last], session.len(), &mut sampler)
+                .unwrap(),
+        );
+    }
+    assert_eq!(got, want, "greedy ids: GPU sampling vs logits path");
+    assert_eq!(session_stats(&mut model).device_samples, n as u64);
+}
+
+fn session_stats(model: &mut Model<GpuBackend>) -> rullama_model::gpu::GpuStats {
+    model.backend_mut().stats()
+}
+
 /// After the first decode step is built, decode steps create no GPU object: no buffer, no
-/// bind group, no pipeline (wgpu-hal's counters, on this test's own device).
+/// bind group, no pipeline (wgpu-hal's counters, on this test's own device). Both kinds of
+/// decode step: logits read back, and sampled on the GPU with only the id read back.
 #[test]
 fn decode_creates_nothing() {
     if skip() {
@@ -167,15 +259,31 @@ fn decode_creates_nothing() {
     }
     let mut model = gpu_model("smollm2-135m");
     let mut cache = model.new_cache(32).unwrap();
-    let mut feed = |model: &mut Model<GpuBackend>, ids: &[u32]| {
+    let mut sampler = Sampler::new(SamplerParams {
+        seed: 5,
+        penalties: PenaltyParams {
+            last_n: 0,
+            ..PenaltyParams::default()
+        },
+        ..SamplerParams::default()
+    });
+    let mut feed = |model: &mut Model<GpuBackend>, ids: &[u32], sample: bool| {
         let start = cache.len();
-        model
-            .forward(&mut cache, ids, start, OutputRows::Last)
-            .unwrap();
+        if sample {
+            model
+                .forward_sample(&mut cache, ids, start, &mut sampler)
+                .unwrap();
+        } else {
+            model
+                .forward(&mut cache, ids, start, OutputRows::Last)
+                .unwrap();
+        }
     };
-    feed(&mut model, &[1, 2, 3, 4]);
-    feed(&mut model, &[5]);
-    feed(&mut model, &[6]);
+    feed(&mut model, &[1, 2, 3, 4], false);
+    feed(&mut model, &[5], false);
+    feed(&mut model, &[6], true);
+    feed(&mut model, &[7], false);
+    feed(&mut model, &[8], true);
     let built = model.backend_mut().stats().plans_built;
     let gpu = std::sync::Arc::clone(model.backend_mut().gpu());
     gpu.wait().unwrap();
@@ -184,8 +292,8 @@ fn decode_creates_nothing() {
         before.buffers.read() > 0,
         "wgpu's `counters` feature is off"
     );
-    for id in 7..12 {
-        feed(&mut model, &[id]);
+    for id in 9..15 {
+        feed(&mut model, &[id], id % 2 == 0);
     }
     gpu.wait().unwrap();
     let after = gpu.device.get_internal_counters().hal;
@@ -217,5 +325,9 @@ fn decode_creates_nothing() {
     }
     let stats = model.backend_mut().stats();
     assert_eq!(stats.plans_built, built, "a decode step was rebuilt");
+    assert_eq!(
+        stats.device_samples, 5,
+        "sampled steps did not run on the GPU"
+    );
     eprintln!("decode step: {stats:?}");
 }

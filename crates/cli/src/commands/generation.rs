@@ -15,6 +15,12 @@ use rullama_tokenizer::{StreamDecoder, Tokenizer};
 use super::CliError;
 
 /// Sampling and context flags, with llama.cpp's defaults.
+///
+/// Where sampling runs: the GPU executor samples on the GPU and reads back only the token id
+/// when the settings are greedy (`--temp 0`), or `--top-k` 1..=128 with any `--top-p`,
+/// `--min-p` and `--temp`, and `--repeat-penalty 1`; other settings (`--top-k 0` or > 128,
+/// a repeat penalty) read the logits back and sample on the CPU, as the CPU executor always
+/// does. The same `--seed` gives the same draws either way.
 #[derive(clap::Args, Debug)]
 pub struct GenerationArgs {
     /// Tokens to generate at most (generation also stops at the model's end-of-turn tokens).
@@ -23,7 +29,8 @@ pub struct GenerationArgs {
     /// Temperature; 0 is greedy (always the most likely token).
     #[arg(long, default_value_t = 0.8)]
     pub temp: f32,
-    /// Keep only the k most likely tokens (0 = all).
+    /// Keep only the k most likely tokens (0 = all). The GPU executor samples on the GPU for
+    /// 1..=128 (without a repeat penalty), on the CPU otherwise.
     #[arg(long, default_value_t = 40)]
     pub top_k: i32,
     /// Keep the most likely tokens up to this cumulative probability (1 = off).
@@ -32,7 +39,8 @@ pub struct GenerationArgs {
     /// Drop tokens less likely than this fraction of the most likely one (0 = off).
     #[arg(long, default_value_t = 0.05)]
     pub min_p: f32,
-    /// Penalise tokens seen in the last `--repeat-last-n` tokens (1 = off).
+    /// Penalise tokens seen in the last `--repeat-last-n` tokens (1 = off). Other than 1, the
+    /// GPU executor reads the logits back and samples on the CPU.
     #[arg(long, default_value_t = 1.0)]
     pub repeat_penalty: f32,
     #[arg(long, default_value_t = 64)]
@@ -218,15 +226,21 @@ pub fn generate<B: Backend>(
         prompt_tokens: prompt.len(),
         ..Stats::default()
     };
+    // Each step returns the next token: sampled on the GPU where the executor and the sampler's
+    // settings allow (only the id comes back), else from logits read back.
     let start = Instant::now();
-    let mut logits = session.forward(prompt, start_pos, OutputRows::Last)?.data;
+    if n_predict == 0 {
+        session.forward(prompt, start_pos, OutputRows::Last)?;
+        stats.prompt_time = start.elapsed();
+        return Ok((Vec::new(), stats));
+    }
+    let mut token = session.forward_sample(prompt, start_pos, sampler)?;
     stats.prompt_time = start.elapsed();
 
     let start = Instant::now();
     let mut decoder = StreamDecoder::new(tokenizer, false);
     let mut generated = Vec::new();
     while generated.len() < n_predict {
-        let token = sampler.sample(&logits)?;
         sampler.accept(token);
         if tokenizer.is_eog(token) {
             break;
@@ -237,7 +251,7 @@ pub fn generate<B: Backend>(
         if generated.len() == n_predict || session.len() >= session.n_ctx() {
             break;
         }
-        logits = session.feed(&[token])?;
+        token = session.forward_sample(&[token], session.len(), sampler)?;
     }
     out.write_all(decoder.finish().as_bytes())?;
     out.flush()?;

@@ -13,4 +13,6 @@ pub mod matmul;
 pub mod matvec;
 pub mod norm;
 pub mod rope;
+pub mod sample;
+mod sample_ref;
 pub mod unary;

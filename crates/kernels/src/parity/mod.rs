@@ -152,7 +152,7 @@ impl Check {
 /// Every kernel's parity check.
 pub fn checks() -> Vec<Check> {
     use crate::ops::{
-        argmax, attention, elementwise, embed, glu, kv, matmul, matvec, norm, rope, unary,
+        argmax, attention, elementwise, embed, glu, kv, matmul, matvec, norm, rope, sample, unary,
     };
     vec![
         matvec::CHECK,
@@ -165,6 +165,7 @@ pub fn checks() -> Vec<Check> {
         glu::CHECK,
         rope::CHECK,
         argmax::CHECK,
+        sample::CHECK,
         kv::CHECK,
         attention::CHECK,
     ]

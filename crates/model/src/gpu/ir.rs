@@ -190,12 +190,14 @@ impl Recording {
     }
 
     /// The step's signature (what must match for a built plan to be replayed) and its ids.
-    pub fn into_key(self, target: Src) -> (Key, Vec<Vec<u32>>) {
+    /// `sample`: the step ends in the sampling op on the target's last row.
+    pub fn into_key(self, target: Src, sample: bool) -> (Key, Vec<Vec<u32>>) {
         let key = Key {
             nodes: self.nodes,
             shapes: self.shapes,
             ids: self.ids.iter().map(Vec::len).collect(),
             target,
+            sample,
         };
         (key, self.ids)
     }
@@ -208,4 +210,7 @@ pub(crate) struct Key {
     pub shapes: Vec<(usize, usize)>,
     pub ids: Vec<usize>,
     pub target: Src,
+    /// The step samples its target's last row on the GPU and reads back only the id (the
+    /// sampling values are per-step parameters, not part of the key).
+    pub sample: bool,
 }

@@ -8,7 +8,8 @@
 //! built; every later step with the same signature (every decode step) creates no GPU
 //! object: it writes the token ids and positions (small u32 buffers that the gather, RoPE
 //! and attention read) and submits one encoder with one compute pass, then reads back only
-//! the requested tensor.
+//! the requested tensor, or, for [`Backend::sample`], only the 4-byte token id that the
+//! sampling op (`rullama_kernels::ops::sample`) draws from the last row of logits.
 //!
 //! Matrices: one token runs the matvec kernel, a block of tokens (prefill) the tiled matmul.
 //! The KV cache is f32 by default ([`GpuOptions::kv_dtype`]: f16 halves it).
@@ -23,12 +24,14 @@ use std::sync::Arc;
 use rullama_gguf::TensorView;
 use rullama_kernels::ops::glu::Activation as GpuActivation;
 use rullama_kernels::ops::rope::RopeMode;
+use rullama_kernels::ops::sample::{K_MAX, Sampling};
 use rullama_kernels::ops::unary::UnaryOp;
 use rullama_kernels::{Gpu, GpuError};
 
 use crate::backend::{Attention, AttentionInputs, Backend, KvCacheSpec, RmsNorm, Rope};
 use crate::config::{Activation, RopeStyle};
 use crate::error::{ModelError, Result};
+use crate::sampler::DeviceDraw;
 use ir::{AttnNode, Key, Node, Recording, RopeSpec};
 use plan::{Freqs, Plan};
 
@@ -74,6 +77,8 @@ pub struct GpuStats {
     pub dispatches: usize,
     /// Activation buffers of the last step's plan.
     pub buffers: usize,
+    /// Steps that sampled on the GPU and read back only the token id.
+    pub device_samples: u64,
 }
 
 /// The GPU executor of the model graph.
@@ -133,6 +138,24 @@ impl GpuBackend {
     fn unary(&mut self, x: &GpuAct, op: UnaryOp, value: f32) -> GpuAct {
         let x = self.rec.src(x);
         self.rec.push(Node::Unary { x, op, value }, x.rows, x.cols)
+    }
+
+    /// Ends the recording: the plan for its key (built if new) and the step's ids.
+    fn finish(&mut self, x: &GpuAct, sample: bool) -> Result<(&mut Plan, Vec<Vec<u32>>)> {
+        let next = Recording::new(self.rec.step + 1);
+        let mut rec = std::mem::replace(&mut self.rec, next);
+        let target = rec.src(x);
+        if let Some(e) = rec.error.take() {
+            return Err(ModelError::Backend(format!("gpu step: {e}")));
+        }
+        let (key, ids) = rec.into_key(target, sample);
+        let plan = self.plan(key).map_err(gpu_err("building a step"))?;
+        let (dispatches, buffers) = (plan.dispatches(), plan.buffers());
+        self.stats.steps += 1;
+        self.stats.dispatches = dispatches;
+        self.stats.buffers = buffers;
+        let plan = &mut self.plans.last_mut().expect("plan() leaves it last").1;
+        Ok((plan, ids))
     }
 
     /// Finds or builds the plan of `key`, moving it to the back (most recent).
@@ -350,20 +373,29 @@ impl Backend for GpuBackend {
     }
 
     fn read(&mut self, x: &GpuAct) -> Result<Vec<f32>> {
-        let next = Recording::new(self.rec.step + 1);
-        let mut rec = std::mem::replace(&mut self.rec, next);
-        let target = rec.src(x);
-        if let Some(e) = rec.error.take() {
-            return Err(ModelError::Backend(format!("gpu step: {e}")));
-        }
-        let (key, ids) = rec.into_key(target);
         let gpu = Arc::clone(&self.gpu);
-        let plan = self.plan(key).map_err(gpu_err("building a step"))?;
-        let out = plan.run(&gpu, &ids).map_err(gpu_err("running a step"))?;
-        let (dispatches, buffers) = (plan.dispatches(), plan.buffers());
-        self.stats.steps += 1;
-        self.stats.dispatches = dispatches;
-        self.stats.buffers = buffers;
-        Ok(out)
+        let (plan, ids) = self.finish(x, false)?;
+        plan.run(&gpu, &ids).map_err(gpu_err("running a step"))
+    }
+
+    fn device_top_k(&self) -> usize {
+        K_MAX
+    }
+
+    fn sample(&mut self, logits: &GpuAct, draw: &DeviceDraw) -> Result<Option<u32>> {
+        let s = Sampling {
+            top_k: draw.top_k,
+            top_p: draw.top_p,
+            min_p: draw.min_p,
+            min_keep: draw.min_keep,
+            temperature: draw.temperature,
+        };
+        let gpu = Arc::clone(&self.gpu);
+        let (plan, ids) = self.finish(logits, true)?;
+        let id = plan
+            .run_sample(&gpu, &ids, &s, draw.u)
+            .map_err(gpu_err("running a sampling step"))?;
+        self.stats.device_samples += 1;
+        Ok(id)
     }
 }

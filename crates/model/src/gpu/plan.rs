@@ -18,9 +18,10 @@ use rullama_kernels::ops::matmul::{Strides, matmul};
 use rullama_kernels::ops::matvec::matvec;
 use rullama_kernels::ops::norm::RmsNorm;
 use rullama_kernels::ops::rope::{Rope, rope_freqs};
+use rullama_kernels::ops::sample::{NO_TOKEN, Sample, SampleParams, Sampling};
 use rullama_kernels::ops::unary::unary;
 use rullama_kernels::{
-    Dtype, Gpu, GpuError, GpuTensor, GpuWeight, Op, Readback, Step, StepBuilder, View,
+    Dtype, Gpu, GpuError, GpuTensor, GpuWeight, Op, OpId, Readback, Step, StepBuilder, View,
 };
 
 use super::ir::{AttnNode, Key, Node, RopeSpec, Src};
@@ -58,6 +59,17 @@ pub(crate) struct Plan {
     out_len: usize,
     /// Activation buffers (kept for the step's bind groups; counted for reports).
     buffers: usize,
+    /// Sampling plans: the draw op and the u32 the id lands in.
+    draw: Option<Draw>,
+}
+
+/// The sampling ops of a plan: the draw (whose parameters change per step), the token it
+/// writes and the candidate scratch of the selection levels.
+#[derive(Debug)]
+struct Draw {
+    op: OpId,
+    token: GpuTensor,
+    _scratch: GpuTensor,
 }
 
 impl Plan {
@@ -90,25 +102,70 @@ impl Plan {
         let t = key.target;
         let loc = l.loc(t);
         let out = l.pool.bufs[loc.buf].clone();
+        let draw = if key.sample {
+            // The last row: [rows, n_vocab] logits, the next token's at the end.
+            let row = View::at(&out, loc.offset + (t.rows - 1) * t.cols);
+            let sample = Sample { n: t.cols };
+            let scratch = GpuTensor::zeros(gpu, &[sample.scratch_len()], Dtype::U32);
+            let token = GpuTensor::zeros(gpu, &[1], Dtype::U32);
+            let ops = sample.ops(row, &scratch, (&token).into(), &Sampling::greedy(), 0.0)?;
+            let op = *l.step.extend(ops).last().expect("the draw is the last op");
+            Some(Draw {
+                op,
+                token,
+                _scratch: scratch,
+            })
+        } else {
+            None
+        };
+        let read_bytes = if key.sample { 4 } else { t.len() * 4 };
         let buffers = l.pool.bufs.len();
         let step = l.step.build(gpu);
         Ok(Plan {
             step,
             ids,
-            readback: Readback::new(gpu, (t.len() * 4) as u64),
+            readback: Readback::new(gpu, read_bytes as u64),
             out,
             out_offset: loc.offset,
             out_len: t.len(),
             buffers,
+            draw,
         })
     }
 
-    /// Writes the step's ids, submits it (one encoder, one pass) and reads the output back.
-    pub fn run(&mut self, gpu: &Gpu, ids: &[Vec<u32>]) -> Result<Vec<f32>, GpuError> {
+    /// Writes the step's ids and the draw's parameters, submits, and reads back the 4-byte
+    /// token id (`None`: no finite logit). Only for plans built with `sample`.
+    pub fn run_sample(
+        &mut self,
+        gpu: &Gpu,
+        ids: &[Vec<u32>],
+        s: &Sampling,
+        u: f32,
+    ) -> Result<Option<u32>, GpuError> {
+        let draw = self.draw.as_ref().ok_or_else(|| GpuError::InvalidParams {
+            op: "sample",
+            detail: "this step was built without the sampling op".into(),
+        })?;
+        let mut params: SampleParams = self.step.params(draw.op);
+        params.set(s, u)?;
+        self.step.set_params(draw.op, &params);
+        self.write_ids(gpu, ids);
+        let mut id = [0u32];
+        self.readback
+            .run_and_read(gpu, &mut self.step, &draw.token, 0, &mut id)?;
+        Ok((id[0] != NO_TOKEN).then_some(id[0]))
+    }
+
+    fn write_ids(&self, gpu: &Gpu, ids: &[Vec<u32>]) {
         for (t, values) in self.ids.iter().zip(ids) {
             let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
             gpu.queue.write_buffer(t.buf.raw(), 0, &bytes);
         }
+    }
+
+    /// Writes the step's ids, submits it (one encoder, one pass) and reads the output back.
+    pub fn run(&mut self, gpu: &Gpu, ids: &[Vec<u32>]) -> Result<Vec<f32>, GpuError> {
+        self.write_ids(gpu, ids);
         let mut out = vec![0.0f32; self.out_len];
         self.readback
             .run_and_read(gpu, &mut self.step, &self.out, self.out_offset, &mut out)?;

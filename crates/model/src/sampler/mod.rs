@@ -12,10 +12,14 @@
 //! grammars. Note the order: top-p and min-p see the temperature-1 distribution; the
 //! temperature only reshapes what they kept. Temperature <= 0 is greedy.
 //!
+//! [`Sampler::device_draw`] hands the configurations a GPU implements (greedy; top-k with
+//! top-p, min-p and temperature) to a device sampling op, with the same random number.
+//!
 //! The stream of random numbers is SplitMix64 (see `rng.rs`), not llama.cpp's mt19937, so
 //! the same seed gives a reproducible sequence here but not llama.cpp's sequence.
 
 mod candidates;
+mod device;
 mod dist;
 mod error;
 mod history;
@@ -35,6 +39,7 @@ mod tests;
 
 pub use candidates::Candidate;
 use candidates::Candidates;
+pub use device::DeviceDraw;
 pub use error::SamplerError;
 pub use params::SamplerParams;
 pub use penalties::PenaltyParams;
@@ -78,8 +83,20 @@ impl Sampler {
     /// record it: call [`accept`](Self::accept) with the token actually used, as llama.cpp's
     /// `common_sampler_sample` / `common_sampler_accept` split it.
     pub fn sample(&mut self, logits: &[f32]) -> Result<u32, SamplerError> {
+        let u = self.draw_number();
         self.filter(logits)?;
-        dist::draw(&mut self.candidates, &mut self.rng)
+        dist::draw(&mut self.candidates, u)
+    }
+
+    /// The draw's uniform number: one per sample when the temperature is positive, taken
+    /// before the chain runs whatever it leaves (so a device draw, which takes its number
+    /// up front, consumes the stream exactly as this does); none for greedy.
+    fn draw_number(&mut self) -> f32 {
+        if self.params.temperature > 0.0 {
+            self.rng.next_unit24()
+        } else {
+            0.0
+        }
     }
 
     /// The distribution [`sample`](Self::sample) would draw from: the candidates every stage

@@ -31,7 +31,7 @@ impl Default for PenaltyParams {
 }
 
 impl PenaltyParams {
-    fn is_off(&self) -> bool {
+    pub(super) fn is_off(&self) -> bool {
         self.last_n == 0 || (self.repeat == 1.0 && self.frequency == 0.0 && self.presence == 0.0)
     }
 }

@@ -27,6 +27,13 @@ impl SplitMix64 {
         z ^ (z >> 31)
     }
 
+    /// Uniform in [0, 1) for the draw: the top 24 bits, so every value is a multiple of 2^-24
+    /// and exact in f32 as well as f64: the GPU draw (f32 parameters) receives the very number
+    /// the CPU draw uses.
+    pub(super) fn next_unit24(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 * (1.0 / (1u64 << 24) as f32)
+    }
+
     /// Uniform in [0, 1): the top 53 bits, so every value is an exact multiple of 2^-53 and
     /// 1.0 is never returned (the draw relies on `u < 1`).
     pub(super) fn next_f64(&mut self) -> f64 {
@@ -64,6 +71,8 @@ mod tests {
         for _ in 0..10_000 {
             let u = rng.next_f64();
             assert!((0.0..1.0).contains(&u));
+            let v = rng.next_unit24();
+            assert!((0.0..1.0).contains(&v) && (v * 16_777_216.0).fract() == 0.0);
         }
     }
 

@@ -56,8 +56,43 @@ prop_compose! {
     }
 }
 
+prop_compose! {
+    /// Configurations the GPU sampling op implements (temperature <= 0: greedy).
+    fn device_params()(
+        seed in 0u32..1000,
+        temperature in -0.5f32..2.0,
+        top_k in 1i32..=128,
+        top_p in 0.0f32..1.2,
+        min_p in 0.0f32..0.6,
+        min_keep in 0usize..5,
+    ) -> SamplerParams {
+        SamplerParams {
+            seed, temperature, top_k, top_p, min_p, min_keep,
+            penalties: PenaltyParams { last_n: 0, ..PenaltyParams::default() },
+            ..SamplerParams::default()
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// The GPU op's CPU reference (in the kernels crate, which cannot see this one) is this
+    /// sampler: the same id for the same logits and the same random number, exactly.
+    #[test]
+    fn matches_the_gpu_reference(logits in logits(), params in device_params()) {
+        use rullama_kernels::ops::sample::{K_MAX, Sampling, sample_ref};
+        let mut s = Sampler::new(params);
+        let d = s.clone().device_draw(K_MAX).expect("a device configuration");
+        let op = Sampling {
+            top_k: d.top_k,
+            top_p: d.top_p,
+            min_p: d.min_p,
+            min_keep: d.min_keep,
+            temperature: d.temperature,
+        };
+        prop_assert_eq!(s.sample(&logits).ok(), sample_ref(&logits, &op, d.u).id);
+    }
 
     #[test]
     fn sampled_token_has_nonzero_probability(
@@ -211,7 +246,7 @@ fn sample_262k_is_fast() {
     let mut rng = SplitMix64::new(1);
     // Roughly normal logits, sd ~3 (sum of four uniforms), like a real model's.
     let logits: Vec<f32> = (0..n_vocab)
-        .map(|_| (0..4).map(|_| rng.next_f64() as f32).sum::<f32>() * 6.0 - 12.0)
+        .map(|_| (0..4).map(|_| rng.next_unit24()).sum::<f32>() * 6.0 - 12.0)
         .collect();
     // The bound is for the default chain and greedy. With top-k off, these logits put ~27k
     // tokens in the 0.95 nucleus (a flat distribution no trained model produces), which must

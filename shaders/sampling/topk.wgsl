@@ -1,0 +1,107 @@
+// One level of top-K selection for sampling. The input (a row of logits, or the candidate
+// lists of the previous level) is cut into blocks of B entries; each workgroup sorts its block
+// best first in workgroup memory (bitonic) and writes its best K as (key, id) pairs. The best
+// K of a row are among the best K of every block, so levels repeat (each one 8x shorter)
+// until one list of K is left.
+//
+// Order: larger logit first, ties to the lower id; NaN counts as -inf and -0 as +0 (the CPU
+// sampler's order, `sampler/candidates.rs`). Logits become order-preserving u32 keys, so
+// every comparison is an integer one (no float-compare surprises with infinities).
+// Padding entries have key 0 (below -inf's key) and id NONE.
+
+struct Params {
+    // Entries in the input.
+    n: u32,
+    // Where the input starts: in `x` (level 0) or in `cand`.
+    src_offset: u32,
+    // Where this level's lists start in `cand` (block b writes K entries at b * K).
+    dst_offset: u32,
+    // 1: read logits from `x`, ids are positions; 0: read (key, id) pairs from `cand`.
+    from_x: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> cand: array<vec2<u32>>;
+
+override WG: u32 = 256u;
+const B: u32 = 1024u;
+const K: u32 = 128u;
+const NONE: u32 = 0xffffffffu;
+var<workgroup> keys: array<u32, 1024>;
+var<workgroup> ids: array<u32, 1024>;
+
+// Larger float, larger key: positive floats get the sign bit set, negative ones are
+// complemented (their magnitude bits order backwards).
+fn order_key(v: f32) -> u32 {
+    let b = bitcast<u32>(v);
+    if (b & 0x7fffffffu) > 0x7f800000u {
+        return 0x007fffffu; // NaN: the key of -inf
+    }
+    if b == 0x80000000u {
+        return 0x80000000u; // -0: the key of +0
+    }
+    if (b & 0x80000000u) != 0u {
+        return ~b;
+    }
+    return b | 0x80000000u;
+}
+
+// Whether entry a goes before entry b.
+fn better(ka: u32, ia: u32, kb: u32, ib: u32) -> bool {
+    return ka > kb || (ka == kb && ia < ib);
+}
+
+@compute @workgroup_size(WG)
+fn main(
+    @builtin(local_invocation_index) tid: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let block = wid.y * nwg.x + wid.x;
+    if block * B >= p.n {
+        return;
+    }
+    for (var e = tid; e < B; e += WG) {
+        let g = block * B + e;
+        var key = 0u;
+        var id = NONE;
+        if g < p.n {
+            if p.from_x != 0u {
+                key = order_key(x[p.src_offset + g]);
+                id = g;
+            } else {
+                let c = cand[p.src_offset + g];
+                key = c.x;
+                id = c.y;
+            }
+        }
+        keys[e] = key;
+        ids[e] = id;
+    }
+    workgroupBarrier();
+    // Bitonic sort, best first: at stage (size, stride), pair (i, i + stride) is ordered best
+    // first where bit `size` of i is 0 and worst first where it is 1; the last merge
+    // (size = B) orders the whole block best first.
+    for (var size = 2u; size <= B; size <<= 1u) {
+        for (var stride = size >> 1u; stride > 0u; stride >>= 1u) {
+            for (var t = tid; t < B / 2u; t += WG) {
+                let i = 2u * t - (t & (stride - 1u));
+                let j = i + stride;
+                let best_first = (i & size) == 0u;
+                if better(keys[i], ids[i], keys[j], ids[j]) != best_first {
+                    let k = keys[i];
+                    keys[i] = keys[j];
+                    keys[j] = k;
+                    let d = ids[i];
+                    ids[i] = ids[j];
+                    ids[j] = d;
+                }
+            }
+            workgroupBarrier();
+        }
+    }
+    for (var e = tid; e < K; e += WG) {
+        cand[p.dst_offset + block * K + e] = vec2<u32>(keys[e], ids[e]);
+    }
+}
