@@ -1,14 +1,16 @@
-// Reads of weight blocks from `w: array<vec4<u32>>` (declared by the kernel that includes this
-// file; weight buffers are padded to 16 bytes). Kernels that can load 16 bytes at once index
+// Reads of weight blocks from `w: array<vec4<u32>>` and `w_words: array<u32>`, two bindings of
+// the same buffer (declared by the kernel that includes this file; weight buffers are padded
+// to 16 bytes). Kernels that can load 16 bytes at once index
 // `w` directly; the helpers here read words and bytes. Blocks kept in GGUF's layout (F32,
 // F16, Q4_K, ...) may start at any byte offset, so words are assembled from two aligned
 // loads; all f16 fields sit at even offsets. Formats with planes (`GpuFormat::planes`) are
 // stored split by field, each field of every block of a chunk in one 16-byte aligned plane
 // (see `plane_start`).
 
-// Word `i` (4-byte unit) of the weight buffer.
+// Word `i` (4-byte unit) of the weight buffer, through the kernel's `w_words` binding of the
+// same buffer.
 fn wd(i: u32) -> u32 {
-    return w[i >> 2u][i & 3u];
+    return w_words[i];
 }
 
 // Planar chunks begin with a header vec4 whose x, y, z are the vec4 indices where planes 1, 2
@@ -17,7 +19,7 @@ fn plane_start(k: u32) -> u32 {
     if k == 0u {
         return 1u;
     }
-    return w[0][k - 1u];
+    return w_words[k - 1u];
 }
 
 // The 4-byte field of block `bi` in plane `k`.

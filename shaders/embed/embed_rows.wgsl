@@ -18,6 +18,9 @@ struct Params {
 @group(0) @binding(1) var<storage, read> w: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read> ids: array<u32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
+// The weight chunk once more, as words, for the scalar reads of common/blocks.wgsl (a vec4
+// load there would fetch 16 bytes to use 4).
+@group(0) @binding(4) var<storage, read> w_words: array<u32>;
 
 override WG: u32 = 64u;
 

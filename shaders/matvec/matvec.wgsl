@@ -1,13 +1,14 @@
 // y[y_offset + r] = sum_i W[r, i] * x[x_offset + i] for the rows r of one weight chunk.
-// W is GGUF's layout: rows of n_in weights, row_bytes each. A workgroup takes R = 4
-// consecutive rows. Lanes are grouped PARTS at a time (the format's constant): a group takes
+// W is the format's GPU layout (GGUF's blocks, or planes: common/blocks.wgsl), rows of n_in
+// weights (row_bytes each, as GGUF counts them). A workgroup takes R = 4 consecutive rows. Lanes are grouped PARTS at a time (the format's constant): a group takes
 // one step of STEP_UNITS units of 32 weights (one unit for the 32-weight formats, PARTS 4 or
 // 8; a whole super-block for Q4_K and Q6_K, PARTS 32) and lane `part` of the group reads
 // word(s) `part` of it, so neighbouring lanes read neighbouring words of the same block and a
 // subgroup's loads cover a few contiguous cache lines (llama.cpp's Vulkan layout) instead of
 // 32 blocks 34-210 bytes apart. Group g takes steps g, g + WG / PARTS, .. of all 4 rows, two
-// steps per loop trip so their loads are in flight together. The format's `part_dot`
-// (matvec/dot_<type>.wgsl) decodes one part in straight-line code. The per-row partial sums
+// steps per loop trip so their loads are in flight together. The format's `rows_dot4`
+// (matvec/dot_<type>.wgsl, or rows_each.wgsl over its one-row `part_dot`) decodes one part of
+// the 4 rows in straight-line code. The per-row partial sums
 // are then reduced across the workgroup by the entry point (reduce_plain.wgsl:
 // workgroup-memory tree; reduce_subgroup.wgsl: subgroupAdd, then one value per subgroup),
 // which also writes y.
@@ -29,9 +30,14 @@ struct Params {
 // x_offset is a multiple of 4 (always, for rows of whole 32-weight units at a row boundary).
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
+// The weight chunk once more, as words, for the scalar reads of common/blocks.wgsl (a vec4
+// load there would fetch 16 bytes to use 4).
+@group(0) @binding(4) var<storage, read> w_words: array<u32>;
 
 // Invocations per workgroup: a power of two, at most 256.
 override WG: u32 = 64u;
+// Rows per workgroup (`ROWS` in matvec.rs). 8 (two quads sharing the loaded inputs) measured
+// slower on the H100 (2026-11-23: Q8_0 -10%, Q6_K -20% at 4096x14336; Q4_K +5%).
 const R: u32 = 4u;
 // Partial sums: R rows x up to 256 slots.
 var<workgroup> red: array<f32, 1024>;

@@ -16,6 +16,7 @@ use rullama_kernels::ops::attention::Attention;
 use rullama_kernels::ops::kv::{KvAppend, KvCache, KvDtype, KvLayout};
 use rullama_kernels::ops::matmul::{Strides, matmul};
 use rullama_kernels::ops::matvec::matvec;
+use rullama_kernels::ops::sample::{Sample, Sampling};
 use rullama_kernels::parity::data::{random_f32, random_weight_bytes};
 use rullama_kernels::{
     Dtype, Gpu, GpuFormat, GpuTensor, GpuWeight, Op, OpenOptions, Step, StepBuilder, View,
@@ -362,6 +363,49 @@ fn parity(gpu: &Gpu) {
     }
 }
 
+/// Sampling one token from a vocabulary row (selection levels and the draw), greedy and with
+/// llama.cpp's defaults (top-k 40, top-p 0.95, min-p 0.05, temperature 0.8).
+fn bench_sample(ctx: &Ctx, c: &mut Criterion) {
+    let gpu = &ctx.gpu;
+    let cpu = gpu.info.device_type == wgpu::DeviceType::Cpu;
+    let vocabs: &[(&str, usize)] = if cpu {
+        &[("smollm2", 49152)]
+    } else {
+        &[("gemma3", 262144), ("qwen2.5", 151936), ("smollm2", 49152)]
+    };
+    let defaults = Sampling {
+        top_k: 40,
+        top_p: 0.95,
+        min_p: 0.05,
+        min_keep: 0,
+        temperature: 0.8,
+    };
+    for &(label, n) in vocabs {
+        for (mode, s) in [("greedy", Sampling::greedy()), ("default", defaults)] {
+            let name = format!("sample/{label}/{mode}/{n}");
+            if ctx
+                .filter
+                .as_ref()
+                .is_some_and(|f| !name.contains(f.as_str()))
+            {
+                continue;
+            }
+            let op = Sample { n };
+            let logits = GpuTensor::from_f32(gpu, &[n], &random_f32(n, 9));
+            let scratch = GpuTensor::zeros(gpu, &[op.scratch_len()], Dtype::U32);
+            let token = GpuTensor::zeros(gpu, &[1], Dtype::U32);
+            let ops = op
+                .ops((&logits).into(), &scratch, (&token).into(), &s, 0.5)
+                .unwrap();
+            let work = Work {
+                bytes: (4 * n) as u64,
+                flops: n as f64,
+            };
+            ctx.bench(c, &name, ops, work, 50);
+        }
+    }
+}
+
 fn main() {
     let options = OpenOptions {
         extra: wgpu::Features::TIMESTAMP_QUERY,
@@ -395,5 +439,6 @@ fn main() {
     bench_matvec(&ctx, &mut c);
     bench_matmul(&ctx, &mut c);
     bench_attention(&ctx, &mut c);
+    bench_sample(&ctx, &mut c);
     c.final_summary();
 }

@@ -35,6 +35,8 @@ const BINDINGS: &[BindingKind] = &[
     BindingKind::StorageRead,
     BindingKind::StorageRead,
     BindingKind::StorageReadWrite,
+    // The weight chunk again, as words (`w_words` in common/blocks.wgsl).
+    BindingKind::StorageRead,
 ];
 
 pub const WORKGROUP: u32 = 64;
@@ -74,7 +76,7 @@ pub fn embed_rows(
             out_offset: out.offset as u32,
             scale,
         };
-        let buffers = [&c.buf, &ids.t.buf, &out.t.buf];
+        let buffers = [&c.buf, &ids.t.buf, &out.t.buf, &c.buf];
         Op::new(
             Kernel::EmbedRows(s.format),
             WORKGROUP,

@@ -38,6 +38,8 @@ const BINDINGS: &[BindingKind] = &[
     BindingKind::StorageRead,
     BindingKind::StorageRead,
     BindingKind::StorageReadWrite,
+    // The weight chunk again, as words (`w_words` in common/blocks.wgsl).
+    BindingKind::StorageRead,
 ];
 
 pub const WORKGROUP: u32 = 256;
@@ -99,7 +101,7 @@ pub fn matmul(
             Kernel::Matmul(s.format),
             WORKGROUP,
             &params,
-            &[&c.buf, &x.t.buf, &y.t.buf],
+            &[&c.buf, &x.t.buf, &y.t.buf, &c.buf],
             grid,
         )
     });

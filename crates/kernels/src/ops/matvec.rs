@@ -77,6 +77,8 @@ const BINDINGS: &[BindingKind] = &[
     BindingKind::StorageRead,
     BindingKind::StorageRead,
     BindingKind::StorageReadWrite,
+    // The weight chunk again, as words (`w_words` in common/blocks.wgsl).
+    BindingKind::StorageRead,
 ];
 
 /// The most invocations per workgroup. The H100 sweep (docs/PERF.md) put 128 ahead of 32, 64
@@ -146,7 +148,7 @@ pub fn matvec(w: &GpuWeight, x: View<'_>, y: View<'_>) -> Result<Vec<Op>, GpuErr
             y_offset: (y.offset + c.first_row) as u32,
             _pad: [0; 3],
         };
-        let buffers = [&c.buf, &x.t.buf, &y.t.buf];
+        let buffers = [&c.buf, &x.t.buf, &y.t.buf, &c.buf];
         Op::new(
             Kernel::Matvec(s.format),
             workgroup_size(s.format, s.n_in),
@@ -278,6 +280,11 @@ mod tests {
         assert_eq!(workgroup_size(GpuFormat::Q6K, 4096), 64);
         assert_eq!(workgroup_size(GpuFormat::Q8_0, 4096), 128);
         assert_eq!(workgroup_size(GpuFormat::Q4_0, 640), 32);
+        assert!(
+            SKELETON
+                .source
+                .contains(&format!("const R: u32 = {ROWS}u;"))
+        );
     }
 
     /// F32/F16/BF16 rows whose length is not a multiple of 32 (the last unit is partial).
