@@ -55,6 +55,10 @@ pub enum ModelError {
         n_ctx: usize,
     },
 
+    /// Perplexity asked of chunks the tokens do not hold (or too short to score).
+    #[error("perplexity: {0}")]
+    Perplexity(String),
+
     #[error("start position {start_pos} leaves a gap: the cache holds {cached} positions")]
     PositionGap { start_pos: usize, cached: usize },
 

@@ -10,6 +10,8 @@
 //! - [`Model`] / [`Session`]: load, then run blocks of tokens (prefill) or single tokens
 //!   (decode) through the same graph with a [`KvCache`].
 //!
+//! - [`perplexity`]: llama-perplexity's method over a [`Model`], for the CLI and xtask.
+//!
 //! See `docs/MODEL.md`.
 
 mod arch;
@@ -21,6 +23,7 @@ pub mod gpu;
 mod graph;
 pub mod logits;
 mod model;
+pub mod perplexity;
 pub mod sampler;
 
 pub use arch::Arch;

@@ -2,10 +2,15 @@
 //!
 //! Suites: `--formats` (every tensor of every real model dequantized by rullama-quant equals
 //! the `gguf` Python package's output bit for bit) and `--kernels` (every GPU kernel against
-//! its CPU reference on the adapter `RULLAMA_ADAPTER` picks). With no suite named, all run.
+//! its CPU reference on the adapter `RULLAMA_ADAPTER` picks). With no suite named, both run.
+//!
+//! `--models` (the real models against the exact-f32 oracle: greedy text, log-probs,
+//! perplexity) takes minutes per model on a small CPU, so it runs only when named.
 
 mod formats;
 mod kernels;
+mod models;
+mod oracle;
 
 use std::path::Path;
 
@@ -17,16 +22,37 @@ pub struct Args {
     /// Every GPU kernel against its CPU reference (`RULLAMA_PARITY_CASES`, default 40).
     #[arg(long)]
     kernels: bool,
+    /// The real models against the exact-f32 oracle in data/oracle (the long run: minutes).
+    #[arg(long)]
+    models: bool,
+    /// With --models: only this model (short name, e.g. smollm2-135m).
+    #[arg(long, requires = "models")]
+    model: Option<String>,
+    /// With --models: the executor that runs the models.
+    #[arg(long, value_enum, default_value_t, requires = "models")]
+    backend: models::BackendChoice,
+    /// With --models: chunks of the perplexity text to score (the oracle's figure is for 40).
+    #[arg(long, default_value_t = 40, requires = "models")]
+    chunks: usize,
 }
 
 pub fn run(root: &Path, args: &Args) -> Result<(), String> {
-    let all = !args.formats && !args.kernels;
+    // `--models` alone runs only the models; the default stays what CI can afford.
+    let all = !args.formats && !args.kernels && !args.models;
     let mut failures = 0;
     if all || args.kernels {
         failures += kernels::run()?;
     }
     if all || args.formats {
         failures += formats::run(root)?;
+    }
+    if args.models {
+        let opts = models::Options {
+            model: args.model.clone(),
+            backend: args.backend,
+            chunks: args.chunks,
+        };
+        failures += models::run(root, &opts)?;
     }
     if failures == 0 {
         Ok(())
