@@ -9,7 +9,6 @@ use std::sync::{Mutex, OnceLock};
 
 use rullama_model::cpu::WeightStorage;
 use rullama_model::{CpuBackend, Model};
-use serde::Deserialize;
 
 pub const MODELS: [&str; 3] = ["gemma3-270m", "smollm2-135m", "qwen2.5-0.5b"];
 
@@ -38,43 +37,24 @@ pub fn model(name: &str) -> Shared {
     })
 }
 
-fn oracle_path(file: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../data/oracle")
-        .join(file)
-}
+// The oracle's file format is read by one module, shared with `cargo xtask parity --models`
+// (a test crate cannot depend on the xtask binary, and the format does not belong in the
+// library).
+#[path = "../../../../xtask/src/parity/oracle.rs"]
+mod oracle;
 
-fn read_jsonl<T: for<'de> Deserialize<'de>>(file: &str) -> Vec<T> {
-    let text = std::fs::read_to_string(oracle_path(file)).expect("data/oracle is in the repo");
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).expect("oracle line parses"))
-        .collect()
-}
+pub use oracle::{GreedyCase, LogprobCase, Oracle};
 
-#[derive(Debug, Deserialize)]
-pub struct LogprobCase {
-    pub model: String,
-    pub prompt: String,
-    pub prompt_ids: Vec<u32>,
-    pub top10: Vec<(u32, f64)>,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct GreedyCase {
-    pub model: String,
-    pub prompt: String,
-    pub prompt_ids: Vec<u32>,
-    pub ids: Vec<u32>,
-    pub tie_at: usize,
+/// The repository's `data/oracle/` for `model`.
+pub fn oracle(model: &str) -> Oracle {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    Oracle::load(&root, model).unwrap_or_else(|e| panic!("oracle for {model}: {e}"))
 }
 
 pub fn logprob_cases(model: &str) -> Vec<LogprobCase> {
-    let all: Vec<LogprobCase> = read_jsonl("logprobs.jsonl");
-    all.into_iter().filter(|c| c.model == model).collect()
+    oracle(model).logprobs
 }
 
 pub fn greedy_cases(model: &str) -> Vec<GreedyCase> {
-    let all: Vec<GreedyCase> = read_jsonl("greedy.jsonl");
-    all.into_iter().filter(|c| c.model == model).collect()
+    oracle(model).greedy
 }
