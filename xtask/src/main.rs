@@ -36,13 +36,22 @@ enum Command {
     },
 }
 
-/// The repository root: xtask lives one level below it.
+/// The repository root: xtask lives one level below it. A release xtask copied to another
+/// machine (the GPU host) finds its build path gone; there the checkout it runs in is the
+/// root, recognised by `data/oracle`.
 fn repo_root() -> PathBuf {
     let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    manifest_dir
+    let built_in = manifest_dir
         .parent()
         .map(PathBuf::from)
-        .unwrap_or(manifest_dir)
+        .unwrap_or(manifest_dir);
+    if built_in.join("data/oracle").is_dir() {
+        return built_in;
+    }
+    match std::env::current_dir() {
+        Ok(cwd) if cwd.join("data/oracle").is_dir() => cwd,
+        _ => built_in,
+    }
 }
 
 fn main() -> ExitCode {
