@@ -170,7 +170,11 @@ impl Report {
     pub fn markdown(&self, out: &mut impl Write) -> std::io::Result<()> {
         let m = &self.model;
         let model = format!("{} {}", m.architecture, m.main_type);
-        let backend = format!("{}: {}", self.backend, self.executor);
+        // The CPU executor's name says it is the CPU; an adapter's name may not.
+        let backend = match self.backend {
+            "gpu" => format!("gpu: {}", self.executor),
+            _ => self.executor.clone(),
+        };
         writeln!(
             out,
             "| model | size | params | backend | test | t/s (median of {}) | min | max |",
