@@ -23,6 +23,16 @@ enum Command {
     Chat(commands::chat::Args),
     /// Score a text file as llama-perplexity does: chunks of --ctx tokens, second halves scored.
     Perplexity(commands::perplexity::Args),
+    /// Measure prefill and decode speed as llama-bench does (`ppN`, `tgN`; device memory).
+    ///
+    /// Prefill `ppN`: N random prompt token ids (fixed by --seed) in one block at position 0,
+    /// the next token drawn from the last row. Decode `tgN`: after an untimed prefill of the
+    /// -p tokens (so the KV cache holds that history), N steps of one token in, one sampled
+    /// id out (llama.cpp's default sampling; on the GPU executor it runs on the GPU and only
+    /// the id is read back). Each test runs -r times after one untimed warm-up; t/s is the
+    /// median with min and max. Then the device memory the executor holds: weights, KV
+    /// cache, built steps. Progress goes to stderr; the table (or `--json`) to stdout.
+    Bench(commands::bench::Args),
     /// Describe a model file: architecture, hyper-parameters, tokenizer, tensors.
     Inspect(commands::inspect::Args),
     /// Turn text into token ids exactly as llama.cpp does (ids and pieces; `--json`).
@@ -35,6 +45,7 @@ fn main() -> ExitCode {
         Command::Run(args) => commands::run::run(&args),
         Command::Chat(args) => commands::chat::run(&args),
         Command::Perplexity(args) => commands::perplexity::run(&args),
+        Command::Bench(args) => commands::bench::run(&args),
         Command::Inspect(args) => commands::inspect::run(&args),
         Command::Tokenize(args) => commands::tokenize::run(&args),
     };

@@ -26,6 +26,11 @@ impl Readback {
         Readback { staging, capacity }
     }
 
+    /// Bytes of the staging buffer, for memory reports.
+    pub fn bytes(&self) -> u64 {
+        self.capacity
+    }
+
     /// Appends to `encoder` a copy of elements `[offset, offset + n)` of `src` into the staging buffer.
     pub fn copy(
         &self,

@@ -149,6 +149,11 @@ impl Step {
         self.dispatches.is_empty()
     }
 
+    /// Bytes of the uniform arena, for memory reports.
+    pub fn arena_bytes(&self) -> u64 {
+        self.arena.size()
+    }
+
     /// Number of distinct bind groups the step created.
     pub fn bind_group_count(&self) -> usize {
         self.bind_groups

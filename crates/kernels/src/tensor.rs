@@ -44,6 +44,11 @@ impl GpuBuffer {
     pub fn id(&self) -> BufferId {
         self.id
     }
+
+    /// Bytes allocated on the device (padding included), for memory reports.
+    pub fn bytes(&self) -> u64 {
+        self.buffer.size()
+    }
 }
 
 /// Element type of an activation tensor.
@@ -125,6 +130,11 @@ impl GpuTensor {
         self.shape.iter().product()
     }
 
+    /// Bytes of its buffer (padded to 16), for memory reports.
+    pub fn bytes(&self) -> u64 {
+        self.buf.bytes()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -166,6 +176,11 @@ pub struct GpuWeight {
 }
 
 impl GpuWeight {
+    /// Bytes of its chunks on the device (the GPU layout's padding included).
+    pub fn bytes(&self) -> u64 {
+        self.chunks.iter().map(|c| c.buf.bytes()).sum()
+    }
+
     /// Uploads `bytes` (the tensor's data as stored in GGUF) in its GPU layout, split into as
     /// few chunks as the device's binding limit allows.
     pub fn upload(gpu: &Gpu, shape: WeightShape, bytes: &[u8]) -> Result<GpuWeight, GpuError> {

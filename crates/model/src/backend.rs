@@ -16,6 +16,7 @@ use rullama_gguf::TensorView;
 
 use crate::config::{Activation, RopeStyle};
 use crate::error::{ModelError, Result};
+use crate::gpu::DeviceMemory;
 use crate::sampler::DeviceDraw;
 
 /// RMS normalisation of every `group` consecutive values of a row:
@@ -125,6 +126,12 @@ pub trait Backend: Debug {
 
     /// Finish the step if needed and copy `x` to the host, row-major.
     fn read(&mut self, x: &Self::Tensor) -> Result<Vec<f32>>;
+
+    /// Bytes the backend holds on its device now, by role; `None` (the default): it computes
+    /// on the host.
+    fn device_memory(&self) -> Option<DeviceMemory> {
+        None
+    }
 
     /// The largest top-k [`Backend::sample`] implements; 0 (the default): the backend
     /// samples nowhere but on the host (callers read the logits and run the CPU sampler).

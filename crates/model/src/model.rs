@@ -96,6 +96,10 @@ impl<B: Backend> Model<B> {
         &self.config
     }
 
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
     pub fn backend_mut(&mut self) -> &mut B {
         &mut self.backend
     }

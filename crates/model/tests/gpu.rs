@@ -331,3 +331,48 @@ fn decode_creates_nothing() {
     );
     eprintln!("decode step: {stats:?}");
 }
+
+/// `GpuBackend::memory` counts the buffers it holds: weights at load, the live KV caches (a
+/// dropped cache is taken back), the built steps; what wgpu-hal counts as allocated buffer
+/// memory on this test's own device moves by exactly as much, over a small fixed amount the
+/// device (wgpu itself) keeps besides.
+#[test]
+fn device_memory_is_what_the_backend_allocated() {
+    if skip() {
+        return;
+    }
+    let mut model = gpu_model("smollm2-135m");
+    // After a wait: the upload's staging buffers are freed once the queue has run.
+    let hal = |model: &mut Model<GpuBackend>| {
+        let gpu = std::sync::Arc::clone(model.backend_mut().gpu());
+        gpu.wait().unwrap();
+        gpu.device.get_internal_counters().hal.buffer_memory.read() as u64
+    };
+    let loaded = model.backend_mut().memory();
+    let tensor_bytes = {
+        let path = rullama_gguf::store::cached_test_model("smollm2-135m").unwrap();
+        let file = rullama_gguf::GgufFile::open(path).unwrap();
+        file.tensors().map(|t| t.n_bytes).sum::<u64>()
+    };
+    assert!(loaded.weights >= tensor_bytes && loaded.weights < tensor_bytes + tensor_bytes / 100);
+    assert_eq!((loaded.kv_cache, loaded.scratch), (0, 0));
+
+    let mut session = model.session(16).unwrap();
+    session.forward(&[1, 2, 3, 4], 0, OutputRows::Last).unwrap();
+    session.forward(&[5], 4, OutputRows::Last).unwrap();
+    drop(session);
+    let held = model.backend_mut().memory();
+    assert_eq!(held.kv_cache, 0, "the session's cache went with it");
+    assert!(held.scratch > 0 && held.weights == loaded.weights);
+    let base = hal(&mut model) - held.total();
+    eprintln!("{held:?}, the device's own buffers: {base} bytes");
+    assert!(base < 4 << 20, "{base} bytes not counted");
+
+    let cache = model.new_cache(16).unwrap();
+    let with_cache = model.backend_mut().memory();
+    // 30 layers, K and V, 16 positions of 3 KV heads of 64 f32s.
+    assert_eq!(with_cache.kv_cache, 30 * 2 * 16 * 3 * 64 * 4);
+    assert_eq!(hal(&mut model), base + with_cache.total());
+    drop(cache);
+    assert_eq!(hal(&mut model), base + held.total());
+}

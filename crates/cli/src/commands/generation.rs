@@ -127,10 +127,19 @@ impl Loaded {
 }
 
 pub fn load(model: &str, args: &GenerationArgs) -> Result<Loaded, CliError> {
+    load_on(model, args.backend, args.threads)
+}
+
+/// Loads `model` on the executor `backend` names (`threads`: the CPU executor's).
+pub fn load_on(
+    model: &str,
+    backend: BackendChoice,
+    threads: Option<usize>,
+) -> Result<Loaded, CliError> {
     let start = Instant::now();
     let path = store::resolve(model)?.path;
     let tokenizer = Tokenizer::open(&path)?;
-    let gpu = match args.backend {
+    let gpu = match backend {
         BackendChoice::Cpu => None,
         BackendChoice::Gpu => Some(Gpu::open()?),
         // No adapter at all is fine here: the CPU executor runs everywhere.
@@ -145,7 +154,7 @@ pub fn load(model: &str, args: &GenerationArgs) -> Result<Loaded, CliError> {
             )
         }
         None => {
-            let backend = match args.threads {
+            let backend = match threads {
                 Some(n) => CpuBackend::with_threads(n),
                 None => CpuBackend::new(),
             };

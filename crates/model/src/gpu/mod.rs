@@ -15,6 +15,7 @@
 //! The KV cache is f32 by default ([`GpuOptions::kv_dtype`]: f16 halves it).
 
 mod ir;
+mod memory;
 mod plan;
 mod weight;
 
@@ -33,9 +34,11 @@ use crate::config::{Activation, RopeStyle};
 use crate::error::{ModelError, Result};
 use crate::sampler::DeviceDraw;
 use ir::{AttnNode, Key, Node, Recording, RopeSpec};
+use memory::LiveBytes;
 use plan::{Freqs, Plan};
 
 pub use ir::{GpuAct, GpuIds};
+pub use memory::DeviceMemory;
 pub use rullama_kernels::ops::kv::KvDtype;
 pub use weight::{GpuKvCache, GpuWeightRef};
 
@@ -91,6 +94,10 @@ pub struct GpuBackend {
     plans: Vec<(Key, Plan)>,
     freqs: Freqs,
     stats: GpuStats,
+    /// Bytes of the weights loaded so far.
+    weight_bytes: u64,
+    /// Bytes of the KV caches alive now.
+    kv_bytes: LiveBytes,
 }
 
 impl GpuBackend {
@@ -112,6 +119,8 @@ impl GpuBackend {
             plans: Vec::new(),
             freqs: Freqs::default(),
             stats: GpuStats::default(),
+            weight_bytes: 0,
+            kv_bytes: LiveBytes::default(),
         }
     }
 
@@ -126,6 +135,15 @@ impl GpuBackend {
 
     pub fn stats(&self) -> GpuStats {
         self.stats
+    }
+
+    /// Device memory held now: weights, live KV caches, built steps.
+    pub fn memory(&self) -> DeviceMemory {
+        DeviceMemory {
+            weights: self.weight_bytes,
+            kv_cache: self.kv_bytes.get(),
+            scratch: self.plans.iter().map(|(_, p)| p.bytes()).sum::<u64>() + self.freqs.bytes(),
+        }
     }
 
     /// Records a failed shape check; `read` reports it.
@@ -199,11 +217,13 @@ impl Backend for GpuBackend {
     type KvCache = GpuKvCache;
 
     fn load_weight(&mut self, view: TensorView<'_>) -> Result<GpuWeightRef> {
-        GpuWeightRef::load(&self.gpu, view)
+        let w = GpuWeightRef::load(&self.gpu, view)?;
+        self.weight_bytes += w.bytes();
+        Ok(w)
     }
 
     fn new_kv_cache(&mut self, spec: &KvCacheSpec) -> Result<GpuKvCache> {
-        GpuKvCache::new(&self.gpu, spec, self.options.kv_dtype)
+        GpuKvCache::new(&self.gpu, spec, self.options.kv_dtype, &self.kv_bytes)
     }
 
     fn ids(&mut self, ids: &[u32]) -> GpuIds {
@@ -380,6 +400,10 @@ impl Backend for GpuBackend {
 
     fn device_top_k(&self) -> usize {
         K_MAX
+    }
+
+    fn device_memory(&self) -> Option<DeviceMemory> {
+        Some(self.memory())
     }
 
     fn sample(&mut self, logits: &GpuAct, draw: &DeviceDraw) -> Result<Option<u32>> {

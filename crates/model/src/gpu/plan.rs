@@ -36,6 +36,11 @@ const DECODE_SPLIT: usize = 256;
 pub(crate) struct Freqs(HashMap<(usize, u32, u32), GpuTensor>);
 
 impl Freqs {
+    /// Bytes of the tables on the device.
+    pub fn bytes(&self) -> u64 {
+        self.0.values().map(GpuTensor::bytes).sum()
+    }
+
     fn get(&mut self, gpu: &Gpu, s: &RopeSpec) -> GpuTensor {
         let key = (s.n_rot, s.base.to_bits(), s.freq_scale.to_bits());
         self.0
@@ -59,6 +64,8 @@ pub(crate) struct Plan {
     out_len: usize,
     /// Activation buffers (kept for the step's bind groups; counted for reports).
     buffers: usize,
+    /// Bytes of every device buffer the plan made (activations, ids, arena, staging, draw).
+    bytes: u64,
     /// Sampling plans: the draw op and the u32 the id lands in.
     draw: Option<Draw>,
 }
@@ -69,7 +76,7 @@ pub(crate) struct Plan {
 struct Draw {
     op: OpId,
     token: GpuTensor,
-    _scratch: GpuTensor,
+    scratch: GpuTensor,
 }
 
 impl Plan {
@@ -110,25 +117,31 @@ impl Plan {
             let token = GpuTensor::zeros(gpu, &[1], Dtype::U32);
             let ops = sample.ops(row, &scratch, (&token).into(), &Sampling::greedy(), 0.0)?;
             let op = *l.step.extend(ops).last().expect("the draw is the last op");
-            Some(Draw {
-                op,
-                token,
-                _scratch: scratch,
-            })
+            Some(Draw { op, token, scratch })
         } else {
             None
         };
         let read_bytes = if key.sample { 4 } else { t.len() * 4 };
         let buffers = l.pool.bufs.len();
         let step = l.step.build(gpu);
+        let readback = Readback::new(gpu, read_bytes as u64);
+        let tensors = l
+            .pool
+            .bufs
+            .iter()
+            .chain(&ids)
+            .chain(draw.iter().flat_map(|d| [&d.token, &d.scratch].into_iter()));
+        let bytes =
+            tensors.map(GpuTensor::bytes).sum::<u64>() + step.arena_bytes() + readback.bytes();
         Ok(Plan {
             step,
             ids,
-            readback: Readback::new(gpu, read_bytes as u64),
+            readback,
             out,
             out_offset: loc.offset,
             out_len: t.len(),
             buffers,
+            bytes,
             draw,
         })
     }
@@ -178,6 +191,10 @@ impl Plan {
 
     pub fn buffers(&self) -> usize {
         self.buffers
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.bytes
     }
 }
 

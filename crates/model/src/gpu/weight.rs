@@ -10,6 +10,7 @@ use rullama_kernels::{Gpu, GpuFormat, GpuTensor, GpuWeight, WeightShape};
 use rullama_quant::{Format, FormatOps};
 
 use super::gpu_err;
+use super::memory::LiveBytes;
 use crate::backend::KvCacheSpec;
 use crate::error::{ModelError, Result};
 
@@ -78,6 +79,14 @@ impl GpuWeightRef {
         })
     }
 
+    /// Bytes of its device buffers.
+    pub(crate) fn bytes(&self) -> u64 {
+        match &*self.data {
+            WeightData::Matrix(w) => w.bytes(),
+            WeightData::Vector(v) => v.bytes(),
+        }
+    }
+
     pub(crate) fn matrix(&self) -> Option<&GpuWeight> {
         match &*self.data {
             WeightData::Matrix(w) => Some(w),
@@ -98,11 +107,25 @@ impl GpuWeightRef {
 pub struct GpuKvCache {
     pub(crate) id: u64,
     pub(crate) layers: Vec<LayerCache>,
+    /// Its bytes, counted in `live` while it exists.
+    bytes: u64,
+    live: LiveBytes,
+}
+
+impl Drop for GpuKvCache {
+    fn drop(&mut self) {
+        self.live.sub(self.bytes);
+    }
 }
 
 impl GpuKvCache {
-    pub(crate) fn new(gpu: &Gpu, spec: &KvCacheSpec, dtype: KvDtype) -> Result<GpuKvCache> {
-        let layers = spec
+    pub(crate) fn new(
+        gpu: &Gpu,
+        spec: &KvCacheSpec,
+        dtype: KvDtype,
+        live: &LiveBytes,
+    ) -> Result<GpuKvCache> {
+        let layers: Vec<LayerCache> = spec
             .layers
             .iter()
             .map(|l| {
@@ -121,9 +144,13 @@ impl GpuKvCache {
                 LayerCache::new(gpu, layout).map_err(gpu_err("allocating the KV cache"))
             })
             .collect::<Result<_>>()?;
+        let bytes = layers.iter().map(|l| l.k.bytes() + l.v.bytes()).sum();
+        live.add(bytes);
         Ok(GpuKvCache {
             id: next_id(),
             layers,
+            bytes,
+            live: live.clone(),
         })
     }
 

@@ -1,0 +1,181 @@
+//! The timed work of `rullama bench`: the calls the CLI's generation makes, on one session.
+//!
+//! Prefill (`ppN`): one `forward_sample` of N prompt tokens at position 0, the prompt path a
+//! user's prompt takes (matrix-matrix blocks; the next token drawn from the last row, on the
+//! GPU where the executor samples there). Decode (`tgN`): after an untimed prefill of the
+//! `-p` prompt (so the KV cache holds that much history; none with `-p 0`), N steps of one
+//! token each: the previous draw goes in, the next id comes out (`forward_sample`, the
+//! sampler's `accept`), as `rullama run` generates without printing. Every repetition
+//! rewinds the cache to position 0. The clock stops when the id is back on the host, so the
+//! GPU work of each step is inside it.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use rullama_model::sampler::{Sampler, SamplerParams};
+use rullama_model::{Backend, DeviceMemory, Model, Session};
+use rullama_tokenizer::Tokenizer;
+
+use crate::commands::CliError;
+use crate::commands::generation::ModelTask;
+
+/// What to time.
+#[derive(Debug, Clone, Copy)]
+pub struct Tests {
+    pub n_prompt: usize,
+    pub n_gen: usize,
+    pub repetitions: usize,
+    /// KV cache positions (at least `n_prompt + n_gen`).
+    pub ctx: usize,
+    pub seed: u32,
+}
+
+/// Wall-clock time of every repetition, and the device memory held after the last.
+#[derive(Debug)]
+pub struct Measured {
+    pub prefill: Vec<Duration>,
+    pub decode: Vec<Duration>,
+    pub memory: Option<DeviceMemory>,
+}
+
+impl ModelTask for Tests {
+    type Output = Measured;
+
+    fn run<B: Backend>(self, model: &mut Model<B>, _: &Tokenizer) -> Result<Measured, CliError> {
+        // One id more than the prompt: the decode's first input when there is no prompt.
+        let ids = random_tokens(
+            u64::from(self.seed),
+            self.n_prompt + 1,
+            model.config().n_vocab,
+        );
+        let (prompt, first) = ids.split_at(self.n_prompt);
+        // llama.cpp's default sampling (top-k 40, top-p 0.95, min-p 0.05, temperature 0.8):
+        // what `rullama run` does unless told otherwise; on the GPU executor it runs there.
+        let mut sampler = Sampler::new(SamplerParams {
+            seed: self.seed,
+            ..SamplerParams::default()
+        });
+        let mut session = model.session(self.ctx)?;
+        let step = Step {
+            prompt,
+            first: first[0],
+        };
+
+        // Warm-up: builds the prefill and decode steps (pipelines, buffers, bind groups) so
+        // the timed repetitions replay them as every later call would.
+        progress(format_args!("warm-up"));
+        let token = step.history(&mut session, &mut sampler)?;
+        if self.n_gen > 0 {
+            decode(&mut session, token, self.n_prompt, 1, &mut sampler)?;
+        }
+
+        let mut prefill = Vec::new();
+        if self.n_prompt > 0 {
+            for r in 0..self.repetitions {
+                progress(format_args!(
+                    "pp{} {}/{}",
+                    self.n_prompt,
+                    r + 1,
+                    self.repetitions
+                ));
+                let start = Instant::now();
+                session.forward_sample(prompt, 0, &mut sampler)?;
+                prefill.push(start.elapsed());
+            }
+        }
+        let mut decode_times = Vec::new();
+        if self.n_gen > 0 {
+            for r in 0..self.repetitions {
+                progress(format_args!(
+                    "tg{} {}/{}",
+                    self.n_gen,
+                    r + 1,
+                    self.repetitions
+                ));
+                let token = step.history(&mut session, &mut sampler)?;
+                let start = Instant::now();
+                decode(&mut session, token, self.n_prompt, self.n_gen, &mut sampler)?;
+                decode_times.push(start.elapsed());
+            }
+        }
+        progress(format_args!("done"));
+        let memory = session.model().backend().device_memory();
+        Ok(Measured {
+            prefill,
+            decode: decode_times,
+            memory,
+        })
+    }
+}
+
+/// The prompt and the decode's first input without one.
+struct Step<'a> {
+    prompt: &'a [u32],
+    first: u32,
+}
+
+impl Step<'_> {
+    /// The untimed start of a decode test: the prompt in the cache from position 0, and the
+    /// token the decode feeds first (drawn after the prompt, or `first` without a prompt).
+    fn history<B: Backend>(
+        &self,
+        session: &mut Session<'_, B>,
+        sampler: &mut Sampler,
+    ) -> Result<u32, CliError> {
+        if self.prompt.is_empty() {
+            return Ok(self.first);
+        }
+        Ok(session.forward_sample(self.prompt, 0, sampler)?)
+    }
+}
+
+/// `n` decode steps at positions `start..start + n` (after the history, rewinding what a
+/// previous repetition left), starting by feeding `token`.
+fn decode<B: Backend>(
+    session: &mut Session<'_, B>,
+    mut token: u32,
+    start: usize,
+    n: usize,
+    sampler: &mut Sampler,
+) -> Result<(), CliError> {
+    for pos in start..start + n {
+        sampler.accept(token);
+        token = session.forward_sample(&[token], pos, sampler)?;
+    }
+    Ok(())
+}
+
+/// `n` ids uniform over `0..n_vocab` from SplitMix64 seeded with `seed`: random ids as
+/// llama-bench feeds, and the same ones on every run and machine so figures compare.
+pub fn random_tokens(seed: u64, n: usize, n_vocab: usize) -> Vec<u32> {
+    let mut state = seed;
+    (0..n)
+        .map(|_| {
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            // The modulo's bias is below 2^-40 for any real vocabulary.
+            (z % n_vocab.max(1) as u64) as u32
+        })
+        .collect()
+}
+
+/// Progress on stderr; a closed stderr must not fail the figures on stdout.
+fn progress(what: std::fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stderr(), "bench: {what}");
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn random_tokens_are_fixed_by_the_seed_and_in_range() {
+        let a = super::random_tokens(7, 1000, 49_152);
+        assert_eq!(a, super::random_tokens(7, 1000, 49_152));
+        assert_ne!(a, super::random_tokens(8, 1000, 49_152));
+        assert!(a.iter().all(|&t| t < 49_152));
+        // Spread over the vocabulary, not stuck in a corner of it.
+        assert!(a.iter().any(|&t| t < 10_000) && a.iter().any(|&t| t > 40_000));
+    }
+}

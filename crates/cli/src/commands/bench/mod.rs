@@ -1,0 +1,124 @@
+//! `rullama bench MODEL`: llama-bench's prefill (`ppN`) and decode (`tgN`) speeds on the
+//! executor a user's generation runs on, with the device memory it holds.
+//!
+//! [`measure`] times the real calls; [`report`] prints them. The prompt is random token ids
+//! from a fixed seed (as llama-bench feeds random ids), so runs compare.
+
+mod measure;
+mod report;
+
+use std::io::Write;
+
+use rullama_gguf::{GgufFile, store};
+
+use super::CliError;
+use super::generation::{self, BackendChoice};
+use measure::Tests;
+use report::{ModelInfo, Report, TestResult};
+
+/// Flags of `rullama bench` (its help text is on the subcommand in `main.rs`).
+#[derive(clap::Args)]
+pub struct Args {
+    /// A GGUF path, an Ollama name (`gemma3:270m`) or a cached test model (`gemma3-270m`).
+    model: String,
+    /// Prompt tokens of the prefill test; 0 leaves it out (decode then starts at position 0).
+    #[arg(short = 'p', long = "n-prompt", default_value_t = 512)]
+    n_prompt: usize,
+    /// Tokens of the decode test; 0 leaves it out.
+    #[arg(short = 'n', long = "n-gen", default_value_t = 128)]
+    n_gen: usize,
+    /// Timed repetitions of each test (after one untimed warm-up).
+    #[arg(short = 'r', long = "repetitions", default_value_t = 3)]
+    repetitions: usize,
+    /// KV cache positions; at least `-p` + `-n` (the default).
+    #[arg(long)]
+    ctx: Option<usize>,
+    /// Seed of the random prompt ids and of the sampler's draws.
+    #[arg(long, default_value_t = 42)]
+    seed: u32,
+    /// Which executor runs the model (`cpu`: the reference executor, for comparison).
+    #[arg(long, value_enum, default_value_t = BackendChoice::Gpu)]
+    backend: BackendChoice,
+    /// CPU threads for the reference executor (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Print the results as one JSON object (for scripts).
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: &Args) -> Result<(), CliError> {
+    let tests = check(args)?;
+    let path = store::resolve(&args.model)?.path;
+    let model = ModelInfo::of(&GgufFile::open(&path)?);
+    let mut loaded = generation::load_on(&args.model, args.backend, args.threads)?;
+    let measured = loaded.run(tests)?;
+    let mut results = Vec::new();
+    if tests.n_prompt > 0 {
+        results.push(TestResult {
+            name: format!("pp{}", tests.n_prompt),
+            kind: "prefill",
+            n_tokens: tests.n_prompt,
+            times: measured.prefill,
+        });
+    }
+    if tests.n_gen > 0 {
+        results.push(TestResult {
+            name: format!("tg{}", tests.n_gen),
+            kind: "decode",
+            n_tokens: tests.n_gen,
+            times: measured.decode,
+        });
+    }
+    let report = Report {
+        model_name: path
+            .file_name()
+            .map_or_else(|| args.model.clone(), |n| n.to_string_lossy().into_owned()),
+        model,
+        backend: match loaded.engine {
+            generation::Engine::Gpu(_) => "gpu",
+            generation::Engine::Cpu(_) => "cpu",
+        },
+        executor: loaded.executor.clone(),
+        ctx: tests.ctx,
+        seed: tests.seed,
+        repetitions: tests.repetitions,
+        load_time: loaded.load_time,
+        tests: results,
+        memory: measured.memory,
+    };
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        writeln!(out, "{}", report.json())?;
+    } else {
+        report.markdown(&mut out)?;
+    }
+    Ok(())
+}
+
+/// The flags as tests, or what is wrong with them (before the model is loaded).
+fn check(args: &Args) -> Result<Tests, CliError> {
+    if args.repetitions == 0 {
+        return Err(CliError::Usage("-r must be at least 1".into()));
+    }
+    let needed = args.n_prompt + args.n_gen;
+    if needed == 0 {
+        return Err(CliError::Usage(
+            "-p and -n are both 0: nothing to measure".into(),
+        ));
+    }
+    let ctx = args.ctx.unwrap_or(needed);
+    if ctx < needed {
+        return Err(CliError::Usage(format!(
+            "--ctx {ctx} is too small: the context must hold -p {} + -n {} = {needed} tokens",
+            args.n_prompt, args.n_gen
+        )));
+    }
+    Ok(Tests {
+        n_prompt: args.n_prompt,
+        n_gen: args.n_gen,
+        repetitions: args.repetitions,
+        ctx,
+        seed: args.seed,
+    })
+}
