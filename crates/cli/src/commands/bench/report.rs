@@ -14,7 +14,8 @@ use crate::units;
 #[derive(Debug)]
 pub struct ModelInfo {
     pub architecture: String,
-    /// The type holding most bytes of the matrices (`Q4_K`): the "quant" of the model.
+    /// The file's quantization as llama.cpp names it (`Q4_K_M`, from `general.file_type`), else
+    /// the type holding most bytes of the matrices: the "quant" of the model.
     pub main_type: String,
     pub parameters: u64,
     /// Bytes of the tensor data in the file (llama-bench's "size").
@@ -44,10 +45,21 @@ impl ModelInfo {
                 t.matrix_bytes += info.n_bytes;
             }
         }
-        let main_type = types
-            .iter()
-            .max_by_key(|(_, t)| t.matrix_bytes)
-            .map_or_else(|| "-".to_string(), |(name, _)| name.clone());
+        // gemma-3-270m Q4_K_M keeps its 178 MB embedding in Q8_0: by bytes it would read
+        // "Q8_0"; the file type is what llama-bench prints.
+        let main_type = file
+            .metadata()
+            .get_u32("general.file_type")
+            .ok()
+            .and_then(file_type_name)
+            .map(str::to_string)
+            .or_else(|| {
+                types
+                    .iter()
+                    .max_by_key(|(_, t)| t.matrix_bytes)
+                    .map(|(name, _)| name.clone())
+            })
+            .unwrap_or_else(|| "-".to_string());
         ModelInfo {
             architecture: file
                 .metadata()
@@ -60,6 +72,31 @@ impl ModelInfo {
             types,
         }
     }
+}
+
+/// llama.cpp's name of a `general.file_type` (`llama_ftype` in llama.h) for the common
+/// values; `None` for the others (the caller falls back to the tensor types).
+fn file_type_name(ftype: u32) -> Option<&'static str> {
+    Some(match ftype {
+        0 => "F32",
+        1 => "F16",
+        2 => "Q4_0",
+        3 => "Q4_1",
+        7 => "Q8_0",
+        8 => "Q5_0",
+        9 => "Q5_1",
+        10 => "Q2_K",
+        11 => "Q3_K_S",
+        12 => "Q3_K_M",
+        13 => "Q3_K_L",
+        14 => "Q4_K_S",
+        15 => "Q4_K_M",
+        16 => "Q5_K_S",
+        17 => "Q5_K_M",
+        18 => "Q6_K",
+        32 => "BF16",
+        _ => return None,
+    })
 }
 
 /// One test: its name (`pp512`, `tg128`), the tokens each repetition processes, the times.
@@ -218,5 +255,32 @@ impl Report {
             )?,
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(name: &str) -> ModelInfo {
+        let path = rullama_gguf::store::cached_test_model(name)
+            .unwrap_or_else(|| panic!("test model {name} is not cached: run `cargo xtask models`"));
+        ModelInfo::of(&GgufFile::open(path).unwrap())
+    }
+
+    /// The file type names the quant, as llama-bench prints it: gemma-3-270m Q4_K_M keeps
+    /// most of its bytes in a Q8_0 embedding, so the tensor bytes alone would say Q8_0.
+    #[test]
+    fn type_is_the_file_type() {
+        let gemma = info("gemma3-270m");
+        assert_eq!(gemma.main_type, "Q4_K_M");
+        let by_bytes = gemma
+            .types
+            .iter()
+            .max_by_key(|(_, t)| t.matrix_bytes)
+            .unwrap();
+        assert_eq!(by_bytes.0, "Q8_0");
+        assert_eq!(info("smollm2-135m").main_type, "Q4_1");
+        assert_eq!(file_type_name(99), None);
     }
 }
