@@ -94,6 +94,23 @@ fn enumerate() -> Vec<wgpu::Adapter> {
 }
 
 impl Gpu {
+    /// wgpu-hal's counts of live GPU objects by kind (wgpu's `counters` feature), read by the
+    /// tests that prove replaying a step creates nothing.
+    pub fn object_counts(&self) -> Vec<(&'static str, isize)> {
+        let c = self.device.get_internal_counters().hal;
+        vec![
+            ("buffers", c.buffers.read()),
+            ("buffer_memory", c.buffer_memory.read()),
+            ("bind_groups", c.bind_groups.read()),
+            ("bind_group_layouts", c.bind_group_layouts.read()),
+            ("compute_pipelines", c.compute_pipelines.read()),
+            ("pipeline_layouts", c.pipeline_layouts.read()),
+            ("shader_modules", c.shader_modules.read()),
+            ("command_encoders", c.command_encoders.read()),
+            ("memory_allocations", c.memory_allocations.read()),
+        ]
+    }
+
     /// Every adapter wgpu can see, in enumeration order (the indices `RULLAMA_ADAPTER` uses).
     pub fn list_adapters() -> Vec<wgpu::AdapterInfo> {
         enumerate().iter().map(|a| a.get_info()).collect()

@@ -41,6 +41,17 @@ pub(crate) use shader_file;
 /// Byte helpers and the decoded-unit buffer shared by every kernel that reads quantized weights.
 pub static BLOCKS: ShaderFile = shader_file!("common/blocks.wgsl");
 
+/// The bindings of every kernel that reads a weight chunk (matvec, matmul, embedding gather):
+/// params, the chunk as vec4s (`w`), an input, the output, and the chunk again as words
+/// (`w_words` in common/blocks.wgsl). The op passes the chunk's buffer at 1 and 4.
+pub const WEIGHT_KERNEL_BINDINGS: &[BindingKind] = &[
+    BindingKind::Uniform,
+    BindingKind::StorageRead,
+    BindingKind::StorageRead,
+    BindingKind::StorageReadWrite,
+    BindingKind::StorageRead,
+];
+
 /// One compute program: files concatenated in order, one entry point, its bindings.
 #[derive(Debug, Clone)]
 pub struct Program {

@@ -11,7 +11,7 @@ use crate::op::{Op, grid_1d};
 use crate::parity::data::{Rng, n_in_step, random_weight};
 use crate::parity::{Check, Compare, run_read};
 use crate::pipeline::Kernel;
-use crate::shader::{BLOCKS, BindingKind, Program, ShaderFile, shader_file};
+use crate::shader::{BLOCKS, Program, ShaderFile, WEIGHT_KERNEL_BINDINGS, shader_file};
 use crate::tensor::{Dtype, GpuTensor, GpuWeight, View, WeightShape};
 
 #[repr(C)]
@@ -30,15 +30,6 @@ pub struct EmbedParams {
 
 static SHADER: ShaderFile = shader_file!("embed/embed_rows.wgsl");
 
-const BINDINGS: &[BindingKind] = &[
-    BindingKind::Uniform,
-    BindingKind::StorageRead,
-    BindingKind::StorageRead,
-    BindingKind::StorageReadWrite,
-    // The weight chunk again, as words (`w_words` in common/blocks.wgsl).
-    BindingKind::StorageRead,
-];
-
 pub const WORKGROUP: u32 = 64;
 
 pub(crate) fn program(f: GpuFormat) -> Program {
@@ -49,7 +40,7 @@ pub(crate) fn program(f: GpuFormat) -> Program {
             .chain(f.decoder().iter().copied())
             .collect(),
         entry: "main",
-        bindings: BINDINGS,
+        bindings: WEIGHT_KERNEL_BINDINGS,
         params_size: size_of::<EmbedParams>(),
     }
 }

@@ -13,7 +13,7 @@ use crate::ops::matvec::matvec_ref;
 use crate::parity::data::{Rng, n_in_step, random_f32, random_weight};
 use crate::parity::{Check, Compare, U, run_read};
 use crate::pipeline::Kernel;
-use crate::shader::{BLOCKS, BindingKind, Program, ShaderFile, shader_file};
+use crate::shader::{BLOCKS, Program, ShaderFile, WEIGHT_KERNEL_BINDINGS, shader_file};
 use crate::tensor::{Dtype, GpuTensor, GpuWeight, View, WeightShape};
 
 #[repr(C)]
@@ -33,15 +33,6 @@ pub struct MatmulParams {
 
 static SHADER: ShaderFile = shader_file!("matmul/matmul.wgsl");
 
-const BINDINGS: &[BindingKind] = &[
-    BindingKind::Uniform,
-    BindingKind::StorageRead,
-    BindingKind::StorageRead,
-    BindingKind::StorageReadWrite,
-    // The weight chunk again, as words (`w_words` in common/blocks.wgsl).
-    BindingKind::StorageRead,
-];
-
 pub const WORKGROUP: u32 = 256;
 const TILE_ROWS: usize = 64;
 const TILE_TOKENS: usize = 32;
@@ -54,7 +45,7 @@ pub(crate) fn program(f: GpuFormat) -> Program {
             .chain(f.decoder().iter().copied())
             .collect(),
         entry: "main",
-        bindings: BINDINGS,
+        bindings: WEIGHT_KERNEL_BINDINGS,
         params_size: size_of::<MatmulParams>(),
     }
 }

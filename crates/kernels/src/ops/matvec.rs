@@ -16,7 +16,7 @@ use crate::op::{Op, grid_1d};
 use crate::parity::data::{Rng, n_in_step, random_f32, random_weight};
 use crate::parity::{Check, Compare, U, run_read};
 use crate::pipeline::Kernel;
-use crate::shader::{BLOCKS, BindingKind, Program, ShaderFile, shader_file};
+use crate::shader::{BLOCKS, Program, ShaderFile, WEIGHT_KERNEL_BINDINGS, shader_file};
 use crate::tensor::{GpuTensor, GpuWeight, View, WeightShape};
 
 /// Parameters of one matvec dispatch (WGSL `Params` in `matvec/matvec.wgsl`).
@@ -72,15 +72,6 @@ fn dot_files(f: GpuFormat) -> &'static [&'static ShaderFile] {
     }
 }
 
-const BINDINGS: &[BindingKind] = &[
-    BindingKind::Uniform,
-    BindingKind::StorageRead,
-    BindingKind::StorageRead,
-    BindingKind::StorageReadWrite,
-    // The weight chunk again, as words (`w_words` in common/blocks.wgsl).
-    BindingKind::StorageRead,
-];
-
 /// The most invocations per workgroup. The H100 sweep (docs/PERF.md) put 128 ahead of 32, 64
 /// and 256 for rows long enough to give every lane a step.
 pub const MAX_WORKGROUP: u32 = 128;
@@ -129,7 +120,7 @@ pub(crate) fn program(f: GpuFormat, subgroup: bool) -> Program {
             .chain(dot_files(f).iter().copied())
             .collect(),
         entry: "main",
-        bindings: BINDINGS,
+        bindings: WEIGHT_KERNEL_BINDINGS,
         params_size: size_of::<MatvecParams>(),
     }
 }
