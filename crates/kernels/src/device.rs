@@ -13,7 +13,7 @@ pub struct Caps {
     /// Smallest and largest subgroup size the adapter reports (0 when unknown).
     pub subgroup_min_size: u32,
     pub subgroup_max_size: u32,
-    /// `Features::TIMESTAMP_QUERY` is on (only when asked for in [`OpenOptions`]: benches).
+    /// `Features::TIMESTAMP_QUERY` is on (asked for wherever the adapter has it: benches, profiles).
     pub timestamps: bool,
 }
 
@@ -131,7 +131,11 @@ impl Gpu {
     pub fn open_with_options(filter: Option<&str>, options: OpenOptions) -> Result<Gpu, GpuError> {
         let adapter = choose(enumerate(), filter)?;
         let info = adapter.get_info();
-        let wanted = (wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP | options.extra)
+        // Timestamps cost nothing until a profiled replay writes them (`Step::profile`).
+        let wanted = (wgpu::Features::SHADER_F16
+            | wgpu::Features::SUBGROUP
+            | crate::profile::PROFILE_FEATURES
+            | options.extra)
             - options.without;
         let features = adapter.features() & wanted;
         let limits = adapter.limits();

@@ -30,6 +30,9 @@ pub enum GpuError {
         bytes: u64,
         limit: u64,
     },
+    /// A device feature the call needs is off on this adapter.
+    #[error("this adapter lacks {0}")]
+    MissingFeature(&'static str),
     #[error("waiting for the GPU failed: {0}")]
     Poll(#[from] wgpu::PollError),
     #[error("mapping a read-back buffer failed: {0}")]

@@ -11,6 +11,7 @@ pub mod op;
 pub mod ops;
 pub mod parity;
 pub mod pipeline;
+pub mod profile;
 pub mod readback;
 pub mod shader;
 pub mod step;
@@ -26,6 +27,7 @@ pub use error::GpuError;
 pub use format::GpuFormat;
 pub use op::{Op, grid_1d};
 pub use pipeline::{Kernel, PipelineKey};
+pub use profile::{KernelTime, PROFILE_FEATURES, StepProfile};
 pub use readback::Readback;
 pub use step::{OpId, Step, StepBuilder};
 pub use tensor::{

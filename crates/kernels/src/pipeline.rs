@@ -126,6 +126,11 @@ impl Kernel {
         }
     }
 
+    /// The kernel's program name, for reports (`matvec_q4_k`, `rms_norm`, ...).
+    pub fn name(self) -> String {
+        self.program().name
+    }
+
     /// WGSL `override` constants this variant sets (besides the workgroup size).
     fn constants(self) -> Vec<(&'static str, f64)> {
         match self {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use crate::device::Gpu;
 use crate::op::Op;
-use crate::pipeline::Pipeline;
+use crate::pipeline::{Kernel, Pipeline};
 use crate::tensor::BufferId;
 
 /// Index of an op in its step.
@@ -49,6 +49,7 @@ impl StepBuilder {
 
 #[derive(Debug)]
 struct Dispatch {
+    kernel: Kernel,
     pipeline: Arc<Pipeline>,
     bind_group: Arc<wgpu::BindGroup>,
     uniform_offset: u32,
@@ -121,6 +122,7 @@ impl Step {
                 .or_insert_with(|| Arc::new(create_bind_group(gpu, &pipeline, &arena, op)))
                 .clone();
             dispatches.push(Dispatch {
+                kernel: op.key.kernel,
                 pipeline,
                 bind_group,
                 uniform_offset: slot.offset as u32,
@@ -186,16 +188,36 @@ impl Step {
         }
     }
 
+    /// The kernel of each dispatch, in order.
+    pub fn kernels(&self) -> impl Iterator<Item = Kernel> + '_ {
+        self.dispatches.iter().map(|d| d.kernel)
+    }
+
     /// Records every dispatch into `pass`.
     pub fn encode(&self, pass: &mut wgpu::ComputePass<'_>) {
+        self.encode_with(pass, |_, _| {});
+    }
+
+    /// Records every dispatch, with timestamp `i + 1` after dispatch `i` (and 0 before them).
+    pub(crate) fn encode_timed(&self, pass: &mut wgpu::ComputePass<'_>, queries: &wgpu::QuerySet) {
+        pass.write_timestamp(queries, 0);
+        self.encode_with(pass, |pass, i| pass.write_timestamp(queries, i as u32 + 1));
+    }
+
+    fn encode_with(
+        &self,
+        pass: &mut wgpu::ComputePass<'_>,
+        mut after: impl FnMut(&mut wgpu::ComputePass<'_>, usize),
+    ) {
         let mut current: Option<&Arc<Pipeline>> = None;
-        for d in &self.dispatches {
+        for (i, d) in self.dispatches.iter().enumerate() {
             if !current.is_some_and(|p| Arc::ptr_eq(p, &d.pipeline)) {
                 pass.set_pipeline(&d.pipeline.compute);
                 current = Some(&d.pipeline);
             }
             pass.set_bind_group(0, Some(&*d.bind_group), &[d.uniform_offset]);
             pass.dispatch_workgroups(d.grid[0], d.grid[1], d.grid[2]);
+            after(pass, i);
         }
     }
 

@@ -16,7 +16,7 @@ use rullama_gguf::TensorView;
 
 use crate::config::{Activation, RopeStyle};
 use crate::error::{ModelError, Result};
-use crate::gpu::DeviceMemory;
+use crate::gpu::{DeviceMemory, StepProfile};
 use crate::sampler::DeviceDraw;
 
 /// RMS normalisation of every `group` consecutive values of a row:
@@ -131,6 +131,12 @@ pub trait Backend: Debug {
     /// on the host.
     fn device_memory(&self) -> Option<DeviceMemory> {
         None
+    }
+
+    /// Replays the step run last once more with a GPU timestamp around every dispatch;
+    /// `None` (the default): the backend has no device timer.
+    fn profile_last_step(&mut self) -> Result<Option<StepProfile>> {
+        Ok(None)
     }
 
     /// The largest top-k [`Backend::sample`] implements; 0 (the default): the backend

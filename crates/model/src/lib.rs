@@ -31,6 +31,6 @@ pub use backend::Backend;
 pub use config::{Activation, LayerConfig, ModelConfig, RopeFreqs, RopeStyle};
 pub use cpu::CpuBackend;
 pub use error::{ModelError, Result};
-pub use gpu::{DeviceMemory, GpuBackend};
+pub use gpu::{DeviceMemory, GpuBackend, KernelTime, StepProfile};
 pub use graph::OutputRows;
 pub use model::{KvCache, Logits, Model, Session};

@@ -246,6 +246,10 @@ impl<B: Backend> Session<'_, B> {
         self.model
     }
 
+    pub fn model_mut(&mut self) -> &mut Model<B> {
+        self.model
+    }
+
     /// Positions held in the cache.
     pub fn len(&self) -> usize {
         self.cache.len()

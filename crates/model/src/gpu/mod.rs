@@ -40,6 +40,7 @@ use plan::{Freqs, Plan};
 pub use ir::{GpuAct, GpuIds};
 pub use memory::DeviceMemory;
 pub use rullama_kernels::ops::kv::KvDtype;
+pub use rullama_kernels::{KernelTime, StepProfile};
 pub use weight::{GpuKvCache, GpuWeightRef};
 
 /// A GPU error as the model's error, saying what was being done.
@@ -400,6 +401,16 @@ impl Backend for GpuBackend {
 
     fn device_top_k(&self) -> usize {
         K_MAX
+    }
+
+    fn profile_last_step(&mut self) -> Result<Option<StepProfile>> {
+        let Some((_, plan)) = self.plans.last_mut() else {
+            return Ok(None);
+        };
+        let profile = plan
+            .profile(&self.gpu)
+            .map_err(gpu_err("profiling a step"))?;
+        Ok(Some(profile))
     }
 
     fn device_memory(&self) -> Option<DeviceMemory> {

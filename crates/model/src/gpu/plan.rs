@@ -21,7 +21,8 @@ use rullama_kernels::ops::rope::{Rope, rope_freqs};
 use rullama_kernels::ops::sample::{NO_TOKEN, Sample, SampleParams, Sampling};
 use rullama_kernels::ops::unary::unary;
 use rullama_kernels::{
-    Dtype, Gpu, GpuError, GpuTensor, GpuWeight, Op, OpId, Readback, Step, StepBuilder, View,
+    Dtype, Gpu, GpuError, GpuTensor, GpuWeight, Op, OpId, Readback, Step, StepBuilder, StepProfile,
+    View,
 };
 
 use super::ir::{AttnNode, Key, Node, RopeSpec, Src};
@@ -183,6 +184,11 @@ impl Plan {
         self.readback
             .run_and_read(gpu, &mut self.step, &self.out, self.out_offset, &mut out)?;
         Ok(out)
+    }
+
+    /// Replays the step with a timestamp around every dispatch (ids as last written).
+    pub fn profile(&mut self, gpu: &Gpu) -> Result<StepProfile, GpuError> {
+        self.step.profile(gpu)
     }
 
     pub fn dispatches(&self) -> usize {

@@ -13,7 +13,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use rullama_model::sampler::{Sampler, SamplerParams};
-use rullama_model::{Backend, DeviceMemory, Model, Session};
+use rullama_model::{Backend, DeviceMemory, Model, Session, StepProfile};
 use rullama_tokenizer::Tokenizer;
 
 use crate::commands::CliError;
@@ -28,6 +28,8 @@ pub struct Tests {
     /// KV cache positions (at least `n_prompt + n_gen`).
     pub ctx: usize,
     pub seed: u32,
+    /// Profile the last step after the tests.
+    pub profile: bool,
 }
 
 /// Wall-clock time of every repetition, and the device memory held after the last.
@@ -36,6 +38,8 @@ pub struct Measured {
     pub prefill: Vec<Duration>,
     pub decode: Vec<Duration>,
     pub memory: Option<DeviceMemory>,
+    /// GPU time per dispatch of the last step, when asked for and the executor has a timer.
+    pub profile: Option<StepProfile>,
 }
 
 impl ModelTask for Tests {
@@ -98,12 +102,19 @@ impl ModelTask for Tests {
                 decode_times.push(start.elapsed());
             }
         }
+        let profile = if self.profile {
+            progress(format_args!("profile"));
+            session.model_mut().backend_mut().profile_last_step()?
+        } else {
+            None
+        };
         progress(format_args!("done"));
         let memory = session.model().backend().device_memory();
         Ok(Measured {
             prefill,
             decode: decode_times,
             memory,
+            profile,
         })
     }
 }

@@ -45,6 +45,10 @@ pub struct Args {
     /// Print the results as one JSON object (for scripts).
     #[arg(long)]
     json: bool,
+    /// After the tests, replay the last step (a decode step when -n > 0) once with a GPU
+    /// timestamp around every dispatch and print the time per kernel.
+    #[arg(long)]
+    profile: bool,
 }
 
 pub fn run(args: &Args) -> Result<(), CliError> {
@@ -86,6 +90,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         load_time: loaded.load_time,
         tests: results,
         memory: measured.memory,
+        profile: measured.profile,
     };
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -120,5 +125,6 @@ fn check(args: &Args) -> Result<Tests, CliError> {
         repetitions: args.repetitions,
         ctx,
         seed: args.seed,
+        profile: args.profile,
     })
 }

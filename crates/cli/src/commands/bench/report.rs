@@ -5,7 +5,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use rullama_gguf::GgufFile;
-use rullama_model::DeviceMemory;
+use rullama_model::{DeviceMemory, StepProfile};
 use serde_json::{Value, json};
 
 use crate::units;
@@ -161,6 +161,7 @@ pub struct Report {
     pub load_time: Duration,
     pub tests: Vec<TestResult>,
     pub memory: Option<DeviceMemory>,
+    pub profile: Option<StepProfile>,
 }
 
 impl Report {
@@ -199,6 +200,7 @@ impl Report {
             "seed": self.seed, "repetitions": self.repetitions,
             "load_ms": self.load_time.as_secs_f64() * 1e3,
             "tests": tests, "memory": memory,
+            "profile": self.profile.as_ref().map(profile_json),
         })
     }
 
@@ -254,8 +256,49 @@ impl Report {
                 "device memory: none (the CPU executor runs on the host)"
             )?,
         }
+        if let Some(p) = &self.profile {
+            writeln!(out)?;
+            profile_markdown(p, out)?;
+        }
         Ok(())
     }
+}
+
+/// The profiled step: time per kernel, largest first, and the whole step.
+fn profile_markdown(p: &StepProfile, out: &mut impl Write) -> std::io::Result<()> {
+    let total = p.total();
+    writeln!(
+        out,
+        "profile of one step: {} dispatches, {:.1} us of GPU time",
+        p.dispatches.len(),
+        total.as_secs_f64() * 1e6
+    )?;
+    writeln!(out, "| kernel | dispatches | us | us each | share |")?;
+    writeln!(out, "| --- | ---: | ---: | ---: | ---: |")?;
+    for k in p.by_kernel() {
+        let us = k.total.as_secs_f64() * 1e6;
+        writeln!(
+            out,
+            "| {} | {} | {us:.1} | {:.2} | {:.1}% |",
+            k.kernel,
+            k.count,
+            us / k.count as f64,
+            100.0 * k.total.as_secs_f64() / total.as_secs_f64().max(1e-12)
+        )?;
+    }
+    Ok(())
+}
+
+fn profile_json(p: &StepProfile) -> Value {
+    let kernels: Vec<Value> = p
+        .by_kernel()
+        .iter()
+        .map(
+            |k| json!({"kernel": k.kernel, "dispatches": k.count, "ns": k.total.as_nanos() as u64}),
+        )
+        .collect();
+    json!({"dispatches": p.dispatches.len(), "total_ns": p.total().as_nanos() as u64,
+           "kernels": kernels})
 }
 
 #[cfg(test)]

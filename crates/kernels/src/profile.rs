@@ -1,0 +1,128 @@
+//! Time per dispatch from GPU timestamps: where a step's time goes.
+//!
+//! A profiled replay writes one timestamp before the first dispatch and one after each
+//! (`Features::TIMESTAMP_QUERY_INSIDE_PASSES`), so dispatch `i` took `t[i + 1] - t[i]`,
+//! barrier and launch included: the cost a fused kernel would save. Only for reports
+//! (`rullama bench --profile`): the query set and its buffers are made here, never on the
+//! step path, and a device without the features gets [`GpuError::MissingFeature`].
+
+use std::time::Duration;
+
+use crate::device::Gpu;
+use crate::error::GpuError;
+use crate::pipeline::Kernel;
+use crate::step::Step;
+
+/// Features a profiled replay needs (ask for them in [`crate::OpenOptions::extra`]).
+pub const PROFILE_FEATURES: wgpu::Features =
+    wgpu::Features::TIMESTAMP_QUERY.union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES);
+
+/// The GPU time of each dispatch of one replay, in step order.
+#[derive(Debug, Clone)]
+pub struct StepProfile {
+    pub dispatches: Vec<(Kernel, Duration)>,
+}
+
+/// One row of [`StepProfile::by_kernel`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct KernelTime {
+    /// The kernel's name (`matvec_q4_k`, `rms_norm`, ...).
+    pub kernel: String,
+    pub count: usize,
+    pub total: Duration,
+}
+
+impl StepProfile {
+    /// Sum over the dispatches.
+    pub fn total(&self) -> Duration {
+        self.dispatches.iter().map(|d| d.1).sum()
+    }
+
+    /// Time per kernel name, largest first.
+    pub fn by_kernel(&self) -> Vec<KernelTime> {
+        let mut rows: Vec<KernelTime> = Vec::new();
+        for (kernel, t) in &self.dispatches {
+            let name = kernel.name();
+            match rows.iter_mut().find(|r| r.kernel == name) {
+                Some(r) => {
+                    r.count += 1;
+                    r.total += *t;
+                }
+                None => rows.push(KernelTime {
+                    kernel: name,
+                    count: 1,
+                    total: *t,
+                }),
+            }
+        }
+        rows.sort_by_key(|r| std::cmp::Reverse(r.total));
+        rows
+    }
+}
+
+impl Step {
+    /// Submits the step once with a timestamp around every dispatch and waits for the times.
+    pub fn profile(&mut self, gpu: &Gpu) -> Result<StepProfile, GpuError> {
+        if !gpu.device.features().contains(PROFILE_FEATURES) {
+            return Err(GpuError::MissingFeature(
+                "timestamp queries inside passes (profiling)",
+            ));
+        }
+        let n = self.len() as u32 + 1;
+        let queries = gpu.device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("profile"),
+            ty: wgpu::QueryType::Timestamp,
+            count: n,
+        });
+        let bytes = u64::from(n) * 8;
+        let resolved = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("profile resolve"),
+            size: bytes,
+            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("profile read"),
+            size: bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = gpu
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        self.flush(&gpu.queue);
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("profiled step"),
+                timestamp_writes: None,
+            });
+            self.encode_timed(&mut pass, &queries);
+        }
+        encoder.resolve_query_set(&queries, 0..n, &resolved, 0);
+        encoder.copy_buffer_to_buffer(&resolved, 0, &staging, 0, bytes);
+        let index = gpu.queue.submit(Some(encoder.finish()));
+        let slice = staging.slice(..);
+        let (tx, rx) = std::sync::mpsc::channel();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        gpu.device.poll(wgpu::PollType::Wait {
+            submission_index: Some(index),
+            timeout: None,
+        })?;
+        rx.recv().unwrap_or(Err(wgpu::BufferAsyncError))?;
+        let ticks: Vec<u64> =
+            bytemuck::cast_slice(&slice.get_mapped_range().expect("mapped")).to_vec();
+        staging.unmap();
+        let period = f64::from(gpu.queue.get_timestamp_period());
+        let dispatches = self
+            .kernels()
+            .zip(ticks.windows(2))
+            .map(|(k, t)| {
+                let ns = t[1].saturating_sub(t[0]) as f64 * period;
+                (k, Duration::from_nanos(ns as u64))
+            })
+            .collect();
+        Ok(StepProfile { dispatches })
+    }
+}
