@@ -2,6 +2,7 @@
 
 mod models;
 mod parity;
+mod synth;
 mod test;
 mod wgsl;
 
@@ -28,6 +29,8 @@ enum Command {
     Parity(parity::Args),
     /// Parse and validate every shader with naga; check its bindings against the Rust side.
     Wgsl,
+    /// Write a GGUF with a real model's shapes, random weights and a real tokenizer.
+    Synth(synth::Args),
     /// The whole test suite, as CI runs it: Python reference deps, models, fmt, clippy, tests.
     Test {
         /// Skip `cargo fmt --check` and clippy (faster local runs).
@@ -61,6 +64,7 @@ fn main() -> ExitCode {
         Command::Models { names } => models::run(&root, &names),
         Command::Parity(args) => parity::run(&root, &args),
         Command::Wgsl => wgsl::run(&root),
+        Command::Synth(args) => synth::run(&args),
         Command::Test { no_lint } => test::run(&root, !no_lint),
     };
     match result {

@@ -33,7 +33,8 @@ enum Command {
     /// median with min and max. Then the device memory the executor holds: weights, KV
     /// cache, built steps. Progress goes to stderr; the table (or `--json`) to stdout.
     Bench(commands::bench::Args),
-    /// Describe a model file: architecture, hyper-parameters, tokenizer, tensors.
+    /// Describe a model file: architecture, hyper-parameters, tokenizer, tensors; with
+    /// `--gpu`, the device memory the GPU executor holds for it.
     Inspect(commands::inspect::Args),
     /// Turn text into token ids exactly as llama.cpp does (ids and pieces; `--json`).
     Tokenize(commands::tokenize::Args),

@@ -134,3 +134,42 @@ fn bad_files_are_errors_not_panics() {
     assert!(stderr.contains("offset"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// `--gpu` on lavapipe in CI: the device memory by role, in JSON and as text.
+#[test]
+fn gpu_memory_by_role() {
+    cached("smollm2-135m");
+    let args = [
+        "inspect",
+        "smollm2-135m",
+        "--gpu",
+        "--ctx",
+        "64",
+        "--no-tensors",
+    ];
+    let (ok, stdout, stderr) = rullama(&[&args[..], &["--json"]].concat(), None);
+    assert!(ok, "{stderr}");
+    let r: Value = serde_json::from_str(&stdout).expect("valid JSON");
+    let m = &r["gpu_memory"];
+    assert_eq!(m["ctx"], 64);
+    // The file's tensor bytes plus the GPU layout's padding (a few dozen bytes a tensor).
+    let size = r["tensor_bytes"].as_u64().unwrap();
+    let n_tensors = r["tensors"].as_array().unwrap().len() as u64;
+    let weights = m["weights_bytes"].as_u64().unwrap();
+    assert!(weights >= size && weights - size <= 64 * n_tensors, "{m}");
+    // 30 layers of K and V for 64 positions of 3 KV heads of 64 f32s.
+    assert_eq!(m["kv_cache_bytes"], 30 * 2 * 64 * 3 * 64 * 4);
+    let scratch = m["scratch_bytes"].as_u64().unwrap();
+    assert!(scratch > 0);
+    let kv = m["kv_cache_bytes"].as_u64().unwrap();
+    assert_eq!(m["total_bytes"].as_u64().unwrap(), weights + kv + scratch);
+
+    let (ok, text, stderr) = rullama(&args, None);
+    assert!(ok, "{stderr}");
+    assert!(text.contains("\ndevice memory (gpu: "), "{text}");
+    assert!(text.contains("KV cache (64 positions)"), "{text}");
+    assert!(text.contains(&format!("({weights})")), "{text}");
+
+    let (ok, json, _) = rullama(&["inspect", "smollm2-135m", "--json", "--no-tensors"], None);
+    assert!(ok && !json.contains("gpu_memory"), "only with --gpu");
+}

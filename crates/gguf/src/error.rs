@@ -139,6 +139,9 @@ pub enum GgufError {
 
     #[error("tensor `{tensor}` added twice")]
     TensorAddedTwice { tensor: String },
+
+    #[error("tensor stream: {declared} tensors declared, data for {written} given")]
+    StreamTensorCount { declared: usize, written: usize },
 }
 
 /// What is wrong with a tensor's dimensions, found by the reader or the writer alike.

@@ -14,11 +14,11 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use crate::GgmlType;
-use crate::encode;
 use crate::error::{GgufError, Result};
 use crate::file::GgufFile;
-use crate::header::{ALIGNMENT_KEY, DEFAULT_ALIGNMENT, MAGIC, align_up};
+use crate::header::ALIGNMENT_KEY;
 use crate::metadata::Metadata;
+use crate::stream::{self, TensorStream};
 use crate::tensor::TensorInfo;
 use crate::value::Value;
 
@@ -134,68 +134,23 @@ impl<'a> GgufWriter<'a> {
 
     /// The alignment the file will use, from `general.alignment` if set.
     pub fn alignment(&self) -> Result<u64> {
-        match self.metadata.get(ALIGNMENT_KEY) {
-            None => Ok(DEFAULT_ALIGNMENT),
-            Some(Value::U32(a)) if a.is_power_of_two() => Ok(u64::from(*a)),
-            Some(v) => Err(GgufError::wrong_type(
-                ALIGNMENT_KEY,
-                "a nonzero power of two u32",
-                v,
-            )),
-        }
+        stream::alignment(&self.metadata)
     }
 
     /// The tensor infos as they will be written, with their data offsets.
     pub fn tensor_infos(&self) -> Result<Vec<TensorInfo>> {
-        let alignment = self.alignment()?;
-        let mut next = 0u64;
-        let mut infos = Vec::with_capacity(self.tensors.len());
-        for (info, _) in &self.tensors {
-            infos.push(TensorInfo {
-                offset: next,
-                ..info.clone()
-            });
-            next = next
-                .checked_add(info.n_bytes)
-                .and_then(|end| align_up(end, alignment))
-                .ok_or_else(|| GgufError::InvalidTensor {
-                    tensor: info.name.clone(),
-                    error: crate::ShapeError::Overflow {
-                        dims: info.dims.clone(),
-                    },
-                })?;
-        }
-        Ok(infos)
+        let infos = self.tensors.iter().map(|(info, _)| info.clone()).collect();
+        stream::with_offsets(infos, self.alignment()?)
     }
 
     /// Write the file to `w`; returns the number of bytes written.
-    pub fn write_to<W: Write>(&self, mut w: W) -> Result<u64> {
-        let alignment = self.alignment()?;
-        let infos = self.tensor_infos()?;
-
-        let mut header = Vec::new();
-        header.extend_from_slice(&MAGIC);
-        encode::u32(&mut header, self.version)?;
-        encode::u64(&mut header, infos.len() as u64)?;
-        encode::u64(&mut header, self.metadata.len() as u64)?;
-        for (key, value) in self.metadata.iter() {
-            encode::key_value(&mut header, key, value)?;
-        }
-        for info in &infos {
-            encode::tensor_info(&mut header, info)?;
-        }
-        let mut written = header.len() as u64;
-        w.write_all(&header)?;
-        drop(header);
-        written += pad(&mut w, written, alignment)?;
-
+    pub fn write_to<W: Write>(&self, w: W) -> Result<u64> {
+        let infos = self.tensors.iter().map(|(info, _)| info.clone()).collect();
+        let mut stream = TensorStream::with_version(w, self.version, &self.metadata, infos)?;
         for (_, data) in &self.tensors {
-            w.write_all(data)?;
-            written += data.len() as u64;
-            written += pad(&mut w, written, alignment)?;
+            stream.write_tensor(data)?;
         }
-        w.flush()?;
-        Ok(written)
+        stream.finish()
     }
 
     /// Write the file to `path` (created or truncated). Errors carry the path.
@@ -209,17 +164,4 @@ impl<'a> GgufWriter<'a> {
         };
         write().map_err(|e| e.in_file(path))
     }
-}
-
-/// Zero bytes from `pos` up to the next multiple of `alignment`; returns how many.
-fn pad<W: Write>(w: &mut W, pos: u64, alignment: u64) -> Result<u64> {
-    const ZEROS: [u8; 256] = [0; 256];
-    let mut n = align_up(pos, alignment).map_or(0, |end| end - pos);
-    let total = n;
-    while n > 0 {
-        let chunk = n.min(ZEROS.len() as u64);
-        w.write_all(&ZEROS[..chunk as usize])?;
-        n -= chunk;
-    }
-    Ok(total)
 }

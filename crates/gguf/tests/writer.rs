@@ -3,7 +3,9 @@
 mod common;
 
 use common::{every_value, filler};
-use rullama_gguf::{GgmlType, GgufError, GgufFile, GgufWriter, ShapeError, Value};
+use rullama_gguf::{
+    GgmlType, GgufError, GgufFile, GgufWriter, ShapeError, TensorInfo, TensorStream, Value,
+};
 
 /// A tensor as given to the writer: name, dims, type, data.
 type Tensor = (&'static str, Vec<u64>, GgmlType, Vec<u8>);
@@ -218,4 +220,65 @@ fn writer_rejects_bad_tensors_and_settings() {
     w.set("general.alignment", 64u64);
     let err = w.write_to(Vec::new()).unwrap_err();
     assert!(err.to_string().contains("general.alignment"), "{err}");
+}
+
+#[test]
+fn tensor_stream_writes_what_the_writer_writes() {
+    let (w, tensors) = everything();
+    let mut expected = Vec::new();
+    w.write_to(&mut expected).unwrap();
+
+    let infos = tensors
+        .iter()
+        .map(|(name, dims, t, _)| TensorInfo::new(*name, dims, *t, 0).unwrap())
+        .collect();
+    let mut bytes = Vec::new();
+    let mut stream = TensorStream::new(&mut bytes, w.metadata(), infos).unwrap();
+    for (name, _, _, data) in &tensors {
+        assert_eq!(stream.next_tensor().unwrap().name, *name);
+        stream.write_tensor(data).unwrap();
+    }
+    assert!(stream.next_tensor().is_none());
+    let n = stream.finish().unwrap();
+    assert_eq!(n as usize, bytes.len());
+    assert_eq!(bytes, expected);
+}
+
+#[test]
+fn tensor_stream_checks_sizes_and_counts() {
+    let meta = rullama_gguf::Metadata::new();
+    let info = |name: &str| TensorInfo::new(name, &[4], GgmlType::F32, 0).unwrap();
+
+    let mut stream = TensorStream::new(Vec::new(), &meta, vec![info("a")]).unwrap();
+    let err = stream.write_tensor(&[0; 15]).unwrap_err();
+    assert!(matches!(
+        err,
+        GgufError::TensorDataSize {
+            expected: 16,
+            got: 15,
+            ..
+        }
+    ));
+    stream.write_tensor(&[0; 16]).unwrap();
+    let err = stream.write_tensor(&[0; 16]).unwrap_err();
+    assert!(matches!(
+        err,
+        GgufError::StreamTensorCount {
+            declared: 1,
+            written: 2
+        }
+    ));
+
+    let stream = TensorStream::new(Vec::new(), &meta, vec![info("a"), info("b")]).unwrap();
+    let err = stream.finish().unwrap_err();
+    assert!(matches!(
+        err,
+        GgufError::StreamTensorCount {
+            declared: 2,
+            written: 0
+        }
+    ));
+
+    let err = TensorStream::new(Vec::new(), &meta, vec![info("a"), info("a")]).unwrap_err();
+    assert!(matches!(err, GgufError::TensorAddedTwice { .. }));
 }

@@ -1,4 +1,7 @@
-//! `rullama inspect MODEL`: what a user wants to know about a model file before running it.
+//! `rullama inspect MODEL`: what a user wants to know about a model file before running it;
+//! with `--gpu`, also the device memory the GPU executor holds for it (`gpu.rs`).
+
+mod gpu;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -21,6 +24,13 @@ pub struct Args {
     /// Leave out the per-tensor table.
     #[arg(long)]
     no_tensors: bool,
+    /// Load the model on the GPU executor and report its device memory by role (weights,
+    /// KV cache of --ctx positions, the built decode step).
+    #[arg(long)]
+    gpu: bool,
+    /// KV cache positions for --gpu (`rullama run`'s default).
+    #[arg(long, default_value_t = 4096, requires = "gpu")]
+    ctx: usize,
 }
 
 /// Everything `inspect` reports; the text output and `--json` are two renderings of it.
@@ -42,6 +52,9 @@ struct Report {
     bits_per_weight: f64,
     types: Vec<TypeTotal>,
     tensors: Vec<Tensor>,
+    /// With `--gpu` only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gpu_memory: Option<gpu::GpuMemory>,
 }
 
 #[derive(Serialize)]
@@ -83,13 +96,19 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         ModelSource::Cached { name } => format!("cached test model {name}"),
         ModelSource::Ollama { name } => format!("Ollama {name}"),
     };
-    let report = build_report(&file, resolved.path.display().to_string(), source);
+    let mut report = build_report(&file, resolved.path.display().to_string(), source);
+    if args.gpu {
+        report.gpu_memory = Some(gpu::measure(&resolved.path, args.ctx)?);
+    }
     let mut out = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;
     } else {
         print_text(&mut out, &report, !args.no_tensors)?;
+        if let Some(m) = &report.gpu_memory {
+            gpu::print_text(&mut out, m)?;
+        }
     }
     Ok(())
 }
@@ -147,6 +166,7 @@ fn build_report(file: &GgufFile, path: String, source: String) -> Report {
         },
         types: totals.into_values().collect(),
         tensors,
+        gpu_memory: None,
     }
 }
 

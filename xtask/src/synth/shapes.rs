@@ -1,0 +1,236 @@
+//! The shapes of the real models `cargo xtask synth` imitates, one table entry each.
+//!
+//! Every figure is from the model's `config.json` on Hugging Face (the text config for
+//! Gemma 3 4B), named here by its key there; llama.cpp's converters write them to the GGUF
+//! keys `plan.rs` names. The vocabulary size of the written file is the tokenizer's, which
+//! may differ from the figure here (Gemma 3 4B pads its 262144 tokens to 262208 rows; the
+//! Llama 3 tokenizer is not in our cache, so a llama file takes SmolLM2's 49152).
+
+use clap::ValueEnum;
+
+/// `general.architecture` of a synthetic file: which block and which rules apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// Gemma 3: GEGLU, q/k norms, post-norms, sliding window on 5 layers of 6, tied
+    /// embeddings.
+    Gemma3,
+    /// Qwen 2 / 2.5: the Llama block with q/k/v biases.
+    Qwen2,
+    Llama,
+}
+
+impl Family {
+    pub fn arch_name(self) -> &'static str {
+        match self {
+            Family::Gemma3 => "gemma3",
+            Family::Qwen2 => "qwen2",
+            Family::Llama => "llama",
+        }
+    }
+}
+
+/// The hyper-parameters of one model.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Shape {
+    pub family: Family,
+    /// `num_hidden_layers`
+    pub n_layer: usize,
+    /// `hidden_size`
+    pub d_model: usize,
+    /// `num_attention_heads`
+    pub n_head: usize,
+    /// `num_key_value_heads`
+    pub n_head_kv: usize,
+    /// `head_dim` (else `hidden_size / num_attention_heads`)
+    pub head_dim: usize,
+    /// `intermediate_size`
+    pub n_ff: usize,
+    /// `vocab_size` (documentation and the size tests; the file takes the tokenizer's)
+    pub n_vocab: usize,
+    /// `max_position_embeddings`
+    pub n_ctx_train: usize,
+    /// `rope_theta` (Gemma 3: of the global layers; sliding layers use 10000, a rule
+    /// llama.cpp applies, not a key)
+    pub rope_base: f32,
+    /// `rope_scaling.factor` when `rope_type` is linear
+    pub rope_linear: Option<f32>,
+    /// `rms_norm_eps`
+    pub rms_eps: f32,
+    /// `sliding_window` (Gemma 3; every 6th layer is global, a rule in llama.cpp)
+    pub sliding_window: Option<usize>,
+    /// `tie_word_embeddings`: no `output.weight`, the LM head is `token_embd`
+    pub tied: bool,
+}
+
+/// The models `--arch` names. The `tiny-*` ones are for tests: small enough to run on the
+/// CPU reference in a second, shaped to take both the k-quant and the fallback types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Preset {
+    #[value(name = "gemma3-1b")]
+    Gemma3_1b,
+    #[value(name = "gemma3-4b")]
+    Gemma3_4b,
+    #[value(name = "qwen2.5-1.5b")]
+    Qwen25_1_5b,
+    #[value(name = "qwen2.5-7b")]
+    Qwen25_7b,
+    #[value(name = "llama-8b")]
+    Llama8b,
+    #[value(name = "tiny-gemma3", hide = true)]
+    TinyGemma3,
+    #[value(name = "tiny-qwen2", hide = true)]
+    TinyQwen2,
+    #[value(name = "tiny-llama", hide = true)]
+    TinyLlama,
+}
+
+impl Preset {
+    /// The name `--arch` takes.
+    pub fn name(self) -> String {
+        self.to_possible_value()
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_default()
+    }
+
+    pub fn shape(self) -> Shape {
+        match self {
+            // google/gemma-3-1b-it config.json.
+            Preset::Gemma3_1b => Shape {
+                family: Family::Gemma3,
+                n_layer: 26,
+                d_model: 1152,
+                n_head: 4,
+                n_head_kv: 1,
+                head_dim: 256,
+                n_ff: 6912,
+                n_vocab: 262_144,
+                n_ctx_train: 32_768,
+                rope_base: 1_000_000.0,
+                rope_linear: None,
+                rms_eps: 1e-6,
+                sliding_window: Some(512),
+                tied: true,
+            },
+            // google/gemma-3-4b-it config.json, `text_config`.
+            Preset::Gemma3_4b => Shape {
+                family: Family::Gemma3,
+                n_layer: 34,
+                d_model: 2560,
+                n_head: 8,
+                n_head_kv: 4,
+                head_dim: 256,
+                n_ff: 10_240,
+                n_vocab: 262_208,
+                n_ctx_train: 131_072,
+                rope_base: 1_000_000.0,
+                rope_linear: Some(8.0),
+                rms_eps: 1e-6,
+                sliding_window: Some(1024),
+                tied: true,
+            },
+            // Qwen/Qwen2.5-1.5B-Instruct config.json.
+            Preset::Qwen25_1_5b => Shape {
+                family: Family::Qwen2,
+                n_layer: 28,
+                d_model: 1536,
+                n_head: 12,
+                n_head_kv: 2,
+                head_dim: 128,
+                n_ff: 8960,
+                n_vocab: 151_936,
+                n_ctx_train: 32_768,
+                rope_base: 1_000_000.0,
+                rope_linear: None,
+                rms_eps: 1e-6,
+                sliding_window: None,
+                tied: true,
+            },
+            // Qwen/Qwen2.5-7B-Instruct config.json.
+            Preset::Qwen25_7b => Shape {
+                family: Family::Qwen2,
+                n_layer: 28,
+                d_model: 3584,
+                n_head: 28,
+                n_head_kv: 4,
+                head_dim: 128,
+                n_ff: 18_944,
+                n_vocab: 152_064,
+                n_ctx_train: 32_768,
+                rope_base: 1_000_000.0,
+                rope_linear: None,
+                rms_eps: 1e-6,
+                sliding_window: None,
+                tied: false,
+            },
+            // meta-llama/Meta-Llama-3-8B config.json (Llama 3, not 3.1: 3.1's RoPE factors,
+            // `rope_freqs.weight`, are not implemented in rullama).
+            Preset::Llama8b => Shape {
+                family: Family::Llama,
+                n_layer: 32,
+                d_model: 4096,
+                n_head: 32,
+                n_head_kv: 8,
+                head_dim: 128,
+                n_ff: 14_336,
+                n_vocab: 128_256,
+                n_ctx_train: 8192,
+                rope_base: 500_000.0,
+                rope_linear: None,
+                rms_eps: 1e-5,
+                sliding_window: None,
+                tied: false,
+            },
+            // Six layers: five sliding, one global; rows of 256 take the k-quants.
+            Preset::TinyGemma3 => Shape {
+                family: Family::Gemma3,
+                n_layer: 6,
+                d_model: 256,
+                n_head: 4,
+                n_head_kv: 2,
+                head_dim: 64,
+                n_ff: 512,
+                n_vocab: 512,
+                n_ctx_train: 256,
+                rope_base: 1_000_000.0,
+                rope_linear: Some(8.0),
+                rms_eps: 1e-6,
+                sliding_window: Some(4),
+                tied: true,
+            },
+            // Untied, with biases; rows of 256 take the k-quants.
+            Preset::TinyQwen2 => Shape {
+                family: Family::Qwen2,
+                n_layer: 3,
+                d_model: 256,
+                n_head: 4,
+                n_head_kv: 2,
+                head_dim: 64,
+                n_ff: 768,
+                n_vocab: 512,
+                n_ctx_train: 256,
+                rope_base: 1_000_000.0,
+                rope_linear: None,
+                rms_eps: 1e-6,
+                sliding_window: None,
+                tied: false,
+            },
+            // Rows of 192 are not whole k-quant blocks: the Q5_0 / Q8_0 fallbacks.
+            Preset::TinyLlama => Shape {
+                family: Family::Llama,
+                n_layer: 2,
+                d_model: 192,
+                n_head: 6,
+                n_head_kv: 2,
+                head_dim: 32,
+                n_ff: 512,
+                n_vocab: 512,
+                n_ctx_train: 256,
+                rope_base: 100_000.0,
+                rope_linear: None,
+                rms_eps: 1e-5,
+                sliding_window: None,
+                tied: true,
+            },
+        }
+    }
+}

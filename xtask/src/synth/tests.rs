@@ -1,0 +1,200 @@
+//! Synthetic models end to end: the tiny presets in every mix, written, parsed, checked
+//! tensor by tensor, loaded by rullama's CPU reference and run; the real presets' sizes.
+
+use rullama_gguf::{GgmlType, GgufFile, Metadata, Value};
+use rullama_model::{CpuBackend, Model};
+
+use super::vocab::Vocab;
+use super::{Mix, Preset, Synth};
+
+/// A SentencePiece vocabulary of 300 tokens: four specials, 256 byte tokens, 40 words.
+fn tiny_tokenizer() -> Metadata {
+    let mut tokens: Vec<String> = ["<pad>", "</s>", "<s>", "<unk>"].map(String::from).into();
+    let mut types = vec![3i32, 3, 3, 2];
+    tokens.extend((0..=255u8).map(|b| format!("<0x{b:02X}>")));
+    types.extend([6; 256]);
+    tokens.extend((0..40).map(|i| format!("▁w{i}")));
+    types.extend([1; 40]);
+    let scores: Vec<f32> = (0..tokens.len()).map(|i| -(i as f32)).collect();
+    let mut meta = Metadata::new();
+    meta.insert("general.architecture", "llama");
+    meta.insert("tokenizer.ggml.model", "llama");
+    meta.insert("tokenizer.ggml.tokens", Value::from(tokens));
+    meta.insert("tokenizer.ggml.scores", Value::from(scores));
+    meta.insert("tokenizer.ggml.token_type", Value::from(types));
+    meta.insert("tokenizer.ggml.bos_token_id", 2u32);
+    meta.insert("tokenizer.ggml.eos_token_id", 1u32);
+    meta.insert("tokenizer.ggml.unknown_token_id", 3u32);
+    meta
+}
+
+fn synth(preset: Preset, mix: Mix) -> Synth {
+    Synth {
+        preset,
+        mix,
+        seed: 1,
+        threads: 2,
+    }
+}
+
+#[test]
+fn tiny_models_parse_load_and_run() {
+    let tok = tiny_tokenizer();
+    let vocab = Vocab::from_metadata(&tok).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for preset in [Preset::TinyGemma3, Preset::TinyQwen2, Preset::TinyLlama] {
+        for mix in [Mix::Q4KM, Mix::Q8_0, Mix::F16] {
+            let what = format!("{} {}", preset.name(), mix.name());
+            let path = dir
+                .path()
+                .join(format!("{}-{}.gguf", preset.name(), mix.name()));
+            let s = synth(preset, mix);
+            let summary = s.write(&vocab, &path).unwrap();
+            let file = GgufFile::open(&path).unwrap();
+            assert_eq!(summary.n_bytes, file.as_bytes().len() as u64, "{what}");
+
+            let (_, expected) = s.tensor_infos(vocab.n_tokens).unwrap();
+            let found: Vec<_> = file.tensors().collect();
+            assert_eq!(found.len(), expected.len(), "{what}");
+            for (f, e) in found.iter().zip(&expected) {
+                let got = (&f.name, &f.dims, f.ggml_type);
+                assert_eq!(got, (&e.name, &e.dims, e.ggml_type), "{what}");
+            }
+            let meta = file.metadata();
+            assert_eq!(meta.get_u32("general.file_type").unwrap(), mix.file_type());
+            for (key, value) in tok.iter().filter(|(k, _)| k.starts_with("tokenizer.")) {
+                assert_eq!(meta.get(key), Some(value), "{what}: {key}");
+            }
+            rullama_tokenizer::Tokenizer::from_gguf(meta).unwrap();
+
+            let mut model = Model::load(&file, CpuBackend::new()).unwrap();
+            assert_eq!(model.config().n_vocab, 300, "{what}");
+            let mut session = model.session(32).unwrap();
+            let logits = session.feed(&[2, 270, 271, 272, 5, 299, 280]).unwrap();
+            assert_eq!(logits.len(), 300, "{what}");
+            assert!(logits.iter().all(|v| v.is_finite()), "{what}: {logits:?}");
+            let n = logits.len() as f32;
+            let mean = logits.iter().sum::<f32>() / n;
+            let sd = (logits.iter().map(|v| (v - mean).powi(2)).sum::<f32>() / n).sqrt();
+            assert!((0.05..50.0).contains(&sd), "{what}: logits spread {sd}");
+        }
+    }
+}
+
+#[test]
+fn tiny_presets_take_the_k_quants_and_their_fallbacks() {
+    let types = |preset: Preset| {
+        let (_, infos) = synth(preset, Mix::Q4KM).tensor_infos(300).unwrap();
+        move |name: &str| infos.iter().find(|i| i.name == name).unwrap().ggml_type
+    };
+    let gemma = types(Preset::TinyGemma3);
+    assert_eq!(
+        gemma("token_embd.weight"),
+        GgmlType::Q6K,
+        "tied: the LM head's type"
+    );
+    // Of 6 layers, use_more_bits picks 2 (every third from n/8 = 0) and 5 (the last eighth).
+    let v: Vec<GgmlType> = (0..6)
+        .map(|il| gemma(&format!("blk.{il}.attn_v.weight")))
+        .collect();
+    let (q4, q6) = (GgmlType::Q4K, GgmlType::Q6K);
+    assert_eq!(v, [q4, q4, q6, q4, q4, q6]);
+    assert_eq!(gemma("blk.0.attn_q_norm.weight"), GgmlType::F32);
+    let qwen = types(Preset::TinyQwen2);
+    assert_eq!(qwen("token_embd.weight"), GgmlType::Q4K, "untied");
+    assert_eq!(qwen("output.weight"), GgmlType::Q6K);
+    assert_eq!(qwen("blk.0.attn_q.bias"), GgmlType::F32);
+    let llama = types(Preset::TinyLlama);
+    assert_eq!(
+        llama("token_embd.weight"),
+        GgmlType::Q8_0,
+        "192 is no k-quant row"
+    );
+    assert_eq!(llama("blk.0.attn_q.weight"), GgmlType::Q5_0);
+    assert_eq!(llama("blk.0.attn_v.weight"), GgmlType::Q5_0);
+    assert_eq!(
+        llama("blk.1.attn_v.weight"),
+        GgmlType::Q8_0,
+        "Q6_K falls back"
+    );
+    // Rows of 512: the k-quants. Of 2 layers, use_more_bits picks only the last.
+    assert_eq!(llama("blk.0.ffn_down.weight"), GgmlType::Q4K);
+    assert_eq!(llama("blk.1.ffn_down.weight"), GgmlType::Q6K);
+}
+
+/// The sizes of the real models' files, against what llama.cpp's Q4_K_M of them weighs.
+#[test]
+fn real_presets_have_their_models_size() {
+    // (preset, parameters in billions, Q4_K_M GB): parameters of the text model.
+    let cases = [
+        (Preset::Gemma3_1b, 1.00, 0.806),
+        (Preset::Gemma3_4b, 3.88, 2.49),
+        (Preset::Qwen25_1_5b, 1.54, 0.986),
+        (Preset::Qwen25_7b, 7.62, 4.68),
+        (Preset::Llama8b, 8.03, 4.92),
+    ];
+    for (preset, params, gb) in cases {
+        let s = synth(preset, Mix::Q4KM);
+        let (plan, infos) = s.tensor_infos(preset.shape().n_vocab).unwrap();
+        let n_params = plan.n_params() as f64 / 1e9;
+        let n_bytes = infos.iter().map(|i| i.n_bytes).sum::<u64>() as f64 / 1e9;
+        let name = preset.name();
+        eprintln!("{name}: {n_params:.3} B parameters, {n_bytes:.3} GB");
+        assert!(
+            (n_params / params - 1.0).abs() < 0.01,
+            "{name}: {n_params} B"
+        );
+        assert!((n_bytes / gb - 1.0).abs() < 0.03, "{name}: {n_bytes} GB");
+    }
+}
+
+/// The vocab-only file of each cached real model tokenizes as the model does, and a model
+/// synthesized from it takes its vocabulary. Skipped (with a note) for models not fetched.
+#[test]
+fn vocab_only_files_carry_the_real_tokenizers() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "Hello, synthetic world! <start_of_turn>user 1234 ünïcödé";
+    let cases = [
+        ("gemma3-270m", Preset::TinyGemma3),
+        ("qwen2.5-0.5b", Preset::TinyQwen2),
+        ("smollm2-135m", Preset::TinyLlama),
+    ];
+    for (model, preset) in cases {
+        let Some(path) = rullama_gguf::store::cached_test_model(model) else {
+            eprintln!("skipped {model}: not in the cache (cargo xtask models)");
+            continue;
+        };
+        let vocab_path = dir.path().join(format!("{model}-vocab.gguf"));
+        let n = super::vocab::write_vocab_only(&path, &vocab_path).unwrap();
+        assert!(n < 16_000_000, "{model}: {n} bytes");
+        let vocab_file = GgufFile::open(&vocab_path).unwrap();
+        assert_eq!(vocab_file.tensors().len(), 0);
+
+        let real = GgufFile::open(&path).unwrap();
+        let opts = rullama_tokenizer::EncodeOptions {
+            add_special: true,
+            parse_special: true,
+        };
+        let encode = |meta: &Metadata| {
+            let tok = rullama_tokenizer::Tokenizer::from_gguf(meta).unwrap();
+            tok.encode(text, opts)
+        };
+        assert_eq!(
+            encode(vocab_file.metadata()),
+            encode(real.metadata()),
+            "{model}"
+        );
+
+        let vocab = Vocab::open(&vocab_path).unwrap();
+        let out = dir.path().join(format!("{model}-synth.gguf"));
+        synth(preset, Mix::Q8_0).write(&vocab, &out).unwrap();
+        let synth_file = GgufFile::open(&out).unwrap();
+        let embd = synth_file.tensor("token_embd.weight").unwrap();
+        assert_eq!(embd.info.dims[1] as usize, vocab.n_tokens, "{model}");
+        assert_eq!(
+            encode(synth_file.metadata()),
+            encode(real.metadata()),
+            "{model}"
+        );
+    }
+}

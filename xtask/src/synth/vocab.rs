@@ -1,0 +1,70 @@
+//! The tokenizer of a synthetic model: every `tokenizer.*` key of a real GGUF of the same
+//! family, copied as is, so llama.cpp and rullama build the real tokenizer from it. A
+//! vocab-only file (like llama.cpp's `models/ggml-vocab-*.gguf`) holds just those keys and
+//! the source's `general.*` description: a few MB to carry to another machine instead of
+//! the whole model.
+
+use std::path::Path;
+
+use rullama_gguf::{GgufFile, GgufWriter, Metadata, Value};
+
+const TOKENS: &str = "tokenizer.ggml.tokens";
+
+/// The `tokenizer.*` keys of a GGUF file, in file order.
+#[derive(Debug, Clone)]
+pub struct Vocab {
+    /// `general.architecture` of the file they came from.
+    pub source_arch: Option<String>,
+    pub keys: Vec<(String, Value)>,
+    pub n_tokens: usize,
+}
+
+impl Vocab {
+    pub fn from_metadata(meta: &Metadata) -> Result<Vocab, String> {
+        let n_tokens = meta
+            .get_array(TOKENS)
+            .map_err(|e| format!("no tokenizer: {e}"))?
+            .len();
+        let keys = meta
+            .iter()
+            .filter(|(k, _)| k.starts_with("tokenizer."))
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
+        let source_arch = meta.architecture().ok().map(str::to_string);
+        Ok(Vocab {
+            source_arch,
+            keys,
+            n_tokens,
+        })
+    }
+
+    /// The tokenizer of the GGUF at `path` (a model or a vocab-only file).
+    pub fn open(path: &Path) -> Result<Vocab, String> {
+        let file = GgufFile::open(path).map_err(|e| e.to_string())?;
+        Vocab::from_metadata(file.metadata()).map_err(|e| format!("{}: {e}", path.display()))
+    }
+}
+
+/// Keys of the source's `general.*` that describe its tensors, which a vocab-only file has
+/// none of.
+const TENSOR_KEYS: [&str; 3] = [
+    "general.file_type",
+    "general.quantization_version",
+    "general.alignment",
+];
+
+/// Write `out` with the `general.*` and `tokenizer.*` keys of `tokenizer` and no tensors;
+/// returns the bytes written.
+pub fn write_vocab_only(tokenizer: &Path, out: &Path) -> Result<u64, String> {
+    let file = GgufFile::open(tokenizer).map_err(|e| e.to_string())?;
+    let meta = file.metadata();
+    Vocab::from_metadata(meta).map_err(|e| format!("{}: {e}", tokenizer.display()))?;
+    let mut w = GgufWriter::new();
+    for (key, value) in meta.iter() {
+        let general = key.starts_with("general.") && !TENSOR_KEYS.contains(&key);
+        if general || key.starts_with("tokenizer.") {
+            w.set(key, value.clone());
+        }
+    }
+    w.write_to_path(out).map_err(|e| e.to_string())
+}
