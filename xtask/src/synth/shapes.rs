@@ -66,6 +66,10 @@ pub struct Shape {
 /// CPU reference in a second, shaped to take both the k-quant and the fallback types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Preset {
+    #[value(name = "gemma3-270m")]
+    Gemma3_270m,
+    #[value(name = "qwen2.5-0.5b")]
+    Qwen25_0_5b,
     #[value(name = "gemma3-1b")]
     Gemma3_1b,
     #[value(name = "gemma3-4b")]
@@ -94,6 +98,41 @@ impl Preset {
 
     pub fn shape(self) -> Shape {
         match self {
+            // google/gemma-3-270m config.json: the real file's shapes, for profiles on a
+            // machine the real file has not reached.
+            Preset::Gemma3_270m => Shape {
+                family: Family::Gemma3,
+                n_layer: 18,
+                d_model: 640,
+                n_head: 4,
+                n_head_kv: 1,
+                head_dim: 256,
+                n_ff: 2048,
+                n_vocab: 262_144,
+                n_ctx_train: 32_768,
+                rope_base: 1_000_000.0,
+                rope_linear: None,
+                rms_eps: 1e-6,
+                sliding_window: Some(512),
+                tied: true,
+            },
+            // Qwen/Qwen2.5-0.5B-Instruct config.json.
+            Preset::Qwen25_0_5b => Shape {
+                family: Family::Qwen2,
+                n_layer: 24,
+                d_model: 896,
+                n_head: 14,
+                n_head_kv: 2,
+                head_dim: 64,
+                n_ff: 4864,
+                n_vocab: 151_936,
+                n_ctx_train: 32_768,
+                rope_base: 1_000_000.0,
+                rope_linear: None,
+                rms_eps: 1e-6,
+                sliding_window: None,
+                tied: true,
+            },
             // google/gemma-3-1b-it config.json.
             Preset::Gemma3_1b => Shape {
                 family: Family::Gemma3,
