@@ -73,6 +73,10 @@ const COMBINE_BINDINGS: &[BindingKind] = &[
 
 /// Fixed by the kernel: head_dim / 8 lanes x 512 / head_dim rows.
 pub const WORKGROUP: u32 = 64;
+/// The combine's workgroup: one invocation per split of a row.
+const COMBINE_WORKGROUP: u32 = 256;
+/// Splits of one decode step the combine can take (one per invocation).
+pub const MAX_SPLITS: usize = COMBINE_WORKGROUP as usize;
 /// Head dimensions the kernel takes (8 dims per lane, a row's lanes divide 64).
 pub const HEAD_DIMS: [usize; 3] = [64, 128, 256];
 
@@ -168,6 +172,15 @@ impl Attention {
         pos.check("attention pos", self.n_tokens)?;
         out.check("attention out", self.n_tokens * self.n_heads * hd)?;
         let n_splits = self.n_splits(&l);
+        if n_splits > MAX_SPLITS {
+            return Err(GpuError::InvalidParams {
+                op: "attention",
+                detail: format!(
+                    "{n_splits} splits of {} positions (at most {MAX_SPLITS})",
+                    self.split_len
+                ),
+            });
+        }
         let group = self.n_heads / l.n_kv_heads;
         let mut params = AttentionParams {
             n_tokens: self.n_tokens as u32,
@@ -218,7 +231,7 @@ impl Attention {
             Op::new(kernel, WORKGROUP, &params, &buffers, grid),
             Op::new(
                 Kernel::AttnCombine,
-                64,
+                COMBINE_WORKGROUP,
                 &combine,
                 &[&scratch.buf, &out.t.buf],
                 grid_1d(rows),

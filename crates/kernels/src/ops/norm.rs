@@ -2,7 +2,7 @@
 //!
 //! WGSL: `norm/rms_norm.wgsl` (entry `main`, or `main_weighted` with the weight bound) +
 //! `norm/io_separate.wgsl` (x read, y written) or `norm/io_inplace.wgsl` (one read-write
-//! buffer: per-head q/k norms in place). One workgroup of 64 per row. A whole vector is one row; per-head norms over
+//! buffer: per-head q/k norms in place). One workgroup of 256 per row. A whole vector is one row; per-head norms over
 //! `[n_heads, head_dim]` are `n_heads` rows of `head_dim`.
 
 use crate::device::Gpu;
@@ -47,7 +47,7 @@ const BINDINGS_INPLACE_WEIGHTED: &[BindingKind] = &[
     BindingKind::StorageRead,
 ];
 
-pub const WORKGROUP: u32 = 64;
+pub const WORKGROUP: u32 = 256;
 
 pub(crate) fn program(weighted: bool, in_place: bool) -> Program {
     let name = match (weighted, in_place) {

@@ -28,9 +28,14 @@ use rullama_kernels::{
 use super::ir::{AttnNode, Key, Node, RopeSpec, Src};
 use super::weight::GpuWeightRef;
 
-/// Positions per attention split in a decode step (flash-decoding: a long cache is shared
-/// by many workgroups); a prompt block attends in one pass.
-const DECODE_SPLIT: usize = 256;
+/// Positions per attention split in a decode step (flash-decoding: the history is shared by
+/// many workgroups; a prompt block attends in one pass). A split walks its keys serially, so
+/// short splits make decode fast: at 256 positions a 1,050-position gemma-3-270m cache ran
+/// on 10 workgroups and took 99 us a layer on the H100. At most 128 splits keep the combine
+/// (which reads every split's partial result) small for long contexts.
+fn decode_split(max_len: usize) -> usize {
+    max_len.div_ceil(128).max(32)
+}
 
 /// RoPE frequency tables, made once per (n_rot, base, scale).
 #[derive(Debug, Default)]
@@ -461,7 +466,11 @@ impl Lower<'_> {
             scale: a.scale,
             softcap: a.softcap,
             window: a.window,
-            split_len: if n == 1 { DECODE_SPLIT } else { layout.max_len },
+            split_len: if n == 1 {
+                decode_split(layout.max_len)
+            } else {
+                layout.max_len
+            },
         };
         let scratch_len = attn.scratch_len(&layout);
         let scratch = match scratch_len {
