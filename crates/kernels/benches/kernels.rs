@@ -271,7 +271,10 @@ fn bench_attention(ctx: &Ctx, c: &mut Criterion) {
         ("qwen2.5-prompt", 14, 2, 64, 1024, 1024, 1024),
     ];
     if cpu {
-        cases = vec![("gemma3-decode", 4, 1, 256, 512, 1, 128)];
+        cases = vec![
+            ("gemma3-decode", 4, 1, 256, 512, 1, 128),
+            ("gemma3-prompt", 4, 1, 256, 128, 128, 128),
+        ];
     }
     for (label, n_heads, n_kv, hd, len, n_tokens, split) in cases {
         for dtype in [KvDtype::F16, KvDtype::F32] {
@@ -320,22 +323,31 @@ fn bench_attention(ctx: &Ctx, c: &mut Criterion) {
             );
             let out = GpuTensor::zeros(gpu, &[n_tokens * n_heads * hd], Dtype::F32);
             let scratch = GpuTensor::zeros(gpu, &[attn.scratch_len(&layout).max(1)], Dtype::F32);
-            let ops = attn
-                .ops(
-                    (&q).into(),
-                    View::at(&pt, len - n_tokens),
-                    &cache,
-                    (&out).into(),
-                    Some(&scratch),
-                )
-                .unwrap();
             let elem = if dtype == KvDtype::F16 { 2 } else { 4 };
             let work = Work {
                 bytes: (2 * n_kv * len * hd * elem) as u64,
                 flops: 4.0 * (n_tokens * n_heads * hd * len) as f64
                     / if n_tokens > 1 { 2.0 } else { 1.0 },
             };
-            ctx.bench(c, &name, ops, work, if n_tokens > 1 { 4 } else { 50 });
+            // Prompt blocks: the workgroup `ops` picks, and the decode one (64) beside it.
+            let auto = attn.workgroup(&layout);
+            let mut wgs = vec![(auto, name.clone())];
+            if n_tokens > 1 && auto != 64 {
+                wgs.push((64, format!("{name}/wg64")));
+            }
+            for (wg, name) in wgs {
+                let ops = attn
+                    .ops_with(
+                        wg,
+                        (&q).into(),
+                        View::at(&pt, len - n_tokens),
+                        &cache,
+                        (&out).into(),
+                        Some(&scratch),
+                    )
+                    .unwrap();
+                ctx.bench(c, &name, ops, work, if n_tokens > 1 { 4 } else { 50 });
+            }
         }
     }
 }
