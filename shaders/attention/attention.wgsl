@@ -5,7 +5,9 @@
 // head h = kvh * group + g of token t, at position pos[pos_offset + t]. It attends to keys
 // j in [lo, at], lo = at + 1 - window (0 when window = 0 or at < window): causal by position,
 // so a prompt block whose K/V are already in the cache is handled like decode.
-// Workgroup (split, tile, kvh) of 64: LANES = HD / 8 lanes per row, ROWS = 64 / LANES rows;
+// Workgroup (split, tile, kvh) of WG (64 for decode, 256 for prompt blocks): LANES = HD / 8
+// lanes per row, ROWS = WG / LANES rows (256: 4x the rows share each key's loads, which then
+// come from L1; 64 keeps decode's few rows from idling lanes);
 // lane l holds 8 dims of q and of the output accumulator in registers (pairs 2l, 2l + 1 and
 // HD/4 + 2l, HD/4 + 2l + 1: neighbouring lanes read neighbouring words), and the workgroup
 // walks the keys of its split [split * split_len, +split_len) in tiles of BK = 16 with an
@@ -42,18 +44,18 @@ struct Params {
 @group(0) @binding(4) var<storage, read> pos: array<u32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
-// The workgroup must be 64 invocations.
+// Invocations per workgroup: 64 or 256.
 override WG: u32 = 64u;
 // Head dimension: 64, 128 or 256 (LANES = HD / 8 lanes of 8 dims per row).
 override HD: u32 = 128u;
 override LANES: u32 = HD / 8u;
-override ROWS: u32 = 64u / LANES;
+override ROWS: u32 = WG / LANES;
 const BK: u32 = 16u;
 // Score of a masked key (and the running max before any key); exp(NONE - m) is 0.
 const NONE: f32 = -3.0e38;
 
-var<workgroup> part: array<array<f32, 16>, 64>;
-var<workgroup> scores: array<array<f32, 16>, 8>;
+var<workgroup> part: array<array<f32, 16>, WG>;
+var<workgroup> scores: array<array<f32, 16>, ROWS>;
 var<workgroup> range_lo: u32;
 var<workgroup> range_hi: u32;
 

@@ -25,3 +25,17 @@ fn decode_unit(blk: u32, unit: u32) {
         }
     }
 }
+
+// Weights 16h .. 16h + 15 of unit `unit` (h = 0, 1: one sub-block of 16), as 4 vec4s: the
+// tiled matmul's share of a unit (two invocations decode one row's unit).
+fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
+    let qs = blk + 16u + 32u * (unit >> 2u) + 16u * h;
+    let shift = 2u * (unit & 3u);
+    let sm = q2_k_scale_min(blk, 2u * unit + h);
+    var r: array<vec4<f32>, 4>;
+    for (var i = 0u; i < 4u; i++) {
+        let q = (load_u32(qs + 4u * i) >> shift) & 0x03030303u;
+        r[i] = sm.x * vec4<f32>(unpack4xU8(q)) - sm.y;
+    }
+    return r;
+}

@@ -17,3 +17,16 @@ fn decode_unit(blk: u32, unit: u32) {
         }
     }
 }
+
+// Weights 16h .. 16h + 15 of the block (h = 0: low nibbles, 1: high), as 4 vec4s: the tiled
+// matmul's share of a unit (two invocations decode one row's block).
+fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
+    let bi = blk / BLOCK_BYTES;
+    let dm = unpack2x16float(plane_u32(1u, bi));
+    let q = w[1u + bi];
+    var r: array<vec4<f32>, 4>;
+    for (var k = 0u; k < 4u; k++) {
+        r[k] = dm.x * nibbles4(q[k], 4u * h) + dm.y;
+    }
+    return r;
+}

@@ -18,3 +18,22 @@ fn decode_unit(blk: u32, unit: u32) {
         }
     }
 }
+
+// Weights 16h .. 16h + 15 of unit `unit` (h = 0, 1), as 4 vec4s: the tiled matmul's share of
+// a unit (two invocations decode one row's unit). Super-blocks are 9 vec4s and stay 16-byte
+// aligned, so the header (d, dmin, packed scales) and the 16 bytes of nibbles are one vec4
+// load each.
+fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
+    let head = w[blk >> 4u];
+    let sm = scale_min_k4_words(head.yzw, unit);
+    let dm = unpack2x16float(head.x);
+    // Formed as the quant crate forms them (d * sc, dmin * m), so the weights match exactly.
+    let d1 = dm.x * sm.x;
+    let m1 = dm.y * sm.y;
+    let q = (w[(blk >> 4u) + 1u + 2u * (unit >> 1u) + h] >> vec4<u32>(4u * (unit & 1u))) & vec4<u32>(0x0f0f0f0fu);
+    var r: array<vec4<f32>, 4>;
+    for (var i = 0u; i < 4u; i++) {
+        r[i] = d1 * vec4<f32>(unpack4xU8(q[i])) - m1;
+    }
+    return r;
+}

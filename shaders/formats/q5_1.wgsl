@@ -15,3 +15,17 @@ fn decode_unit(blk: u32, unit: u32) {
         }
     }
 }
+
+// Weights 16h .. 16h + 15 of the block (h = 0: low codes, 1: high), as 4 vec4s: the tiled
+// matmul's share of a unit (two invocations decode one row's block).
+fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
+    let d = load_f16(blk);
+    let m = load_f16(blk + 2u);
+    let qh = load_u32(blk + 4u);
+    var r: array<vec4<f32>, 4>;
+    for (var i = 0u; i < 4u; i++) {
+        let c = q5_codes(load_u32(blk + 8u + 4u * i), qh, i);
+        r[i] = vec4<f32>(unpack4xU8(select(c.x, c.y, h == 1u))) * d + m;
+    }
+    return r;
+}

@@ -21,3 +21,23 @@ fn decode_unit(blk: u32, unit: u32) {
         }
     }
 }
+
+// Weights 16h .. 16h + 15 of unit `unit` (h = 0, 1), as 4 vec4s: the tiled matmul's share of
+// a unit (two invocations decode one row's unit). Super-blocks are 11 vec4s and stay 16-byte
+// aligned: header, fifth bits and nibbles are one vec4 load each.
+fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
+    let b = blk >> 4u;
+    let head = w[b];
+    let sm = scale_min_k4_words(head.yzw, unit);
+    let dm = unpack2x16float(head.x);
+    // Formed as the quant crate forms them (d * sc, dmin * m), so the weights match exactly.
+    let d1 = dm.x * sm.x;
+    let m1 = dm.y * sm.y;
+    let q = (w[b + 3u + 2u * (unit >> 1u) + h] >> vec4<u32>(4u * (unit & 1u))) & vec4<u32>(0x0f0f0f0fu);
+    let hb = (w[b + 1u + h] >> vec4<u32>(unit)) & vec4<u32>(0x01010101u);
+    var r: array<vec4<f32>, 4>;
+    for (var i = 0u; i < 4u; i++) {
+        r[i] = d1 * vec4<f32>(unpack4xU8(q[i] | (hb[i] << 4u))) - m1;
+    }
+    return r;
+}

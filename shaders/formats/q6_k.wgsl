@@ -33,3 +33,21 @@ fn decode_unit(blk: u32, unit: u32) {
         }
     }
 }
+
+// Weights 16h .. 16h + 15 of unit `unit` (h = 0, 1: one scale), as 4 vec4s: the tiled
+// matmul's share of a unit (two invocations decode one row's unit). ql and qh are one vec4
+// load each (plane 0 holds 12 vec4s per block: ql in 0..7, qh in 8..11).
+fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
+    let bi = blk / BLOCK_BYTES;
+    let n = unit >> 2u;
+    let k = unit & 3u;
+    let dl = plane_f16(2u, bi) * q6_k_scale(w[plane_start(1u) + bi], 8u * n + 2u * k + h);
+    let base = 1u + 12u * bi;
+    let lo = (w[base + 4u * n + 2u * (k & 1u) + h] >> vec4<u32>(4u * (k >> 1u))) & vec4<u32>(0x0f0f0f0fu);
+    let hi = ((w[base + 8u + 2u * n + h] >> vec4<u32>(2u * k)) & vec4<u32>(0x03030303u)) << vec4<u32>(4u);
+    var r: array<vec4<f32>, 4>;
+    for (var i = 0u; i < 4u; i++) {
+        r[i] = dl * (vec4<f32>(unpack4xU8(lo[i] | hi[i])) - 32.0);
+    }
+    return r;
+}

@@ -17,3 +17,16 @@ fn decode_unit(blk: u32, unit: u32) {
         }
     }
 }
+
+// Weights 16h .. 16h + 15 of the block (h = 0, 1), as 4 vec4s: the tiled matmul's share of a
+// unit (two invocations decode one row's block). One vec4 load of plane 0.
+fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
+    let bi = blk / BLOCK_BYTES;
+    let d = plane_f16(1u, bi);
+    let q = w[1u + 2u * bi + h];
+    var r: array<vec4<f32>, 4>;
+    for (var k = 0u; k < 4u; k++) {
+        r[k] = d * vec4<f32>(unpack4xI8(q[k]));
+    }
+    return r;
+}

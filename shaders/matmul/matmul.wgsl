@@ -1,10 +1,20 @@
 // Y[t, r] = sum_i X[t, i] * W[r, i] for a block of tokens (prefill): the rows r of one weight
-// chunk, in GGUF's block layout, decoded by the format file's `decode_unit` (32 weights).
-// Workgroup (row tile, token tile) of 256 invocations computes 64 rows x 32 tokens: per unit
-// of 32 inputs, 64 invocations decode one row's unit each into workgroup memory, all 256 load
-// the 32 x 32 slice of X, then each invocation accumulates 4 rows x 2 tokens from workgroup
-// memory, so a decoded weight is used by 32 tokens and an X value by 64 rows.
+// chunk, decoded by the format file's `decode_half` (16 of a unit's 32 weights).
 // X row t starts at x_offset + t * x_stride; Y[t, r] is y[y_offset + t * y_stride + r].
+//
+// Workgroup (row tile, token tile) of 128 invocations computes 64 rows x 64 tokens, walking the
+// inputs one unit (BK = 32) at a time. Per unit, every invocation stages 16 weights and 16
+// inputs in workgroup memory, then accumulates 8 rows x 4 tokens (32 outputs) from it:
+// - W tile: invocation i decodes half i % 2 of row i / 2's unit (one `decode_half`, vec4 loads
+//   for the common formats) and stores 4 vec4s.
+// - X tile: invocation i reads column i % 32 of tokens i / 32 + 4m (m < 16): each subgroup
+//   load is 32 consecutive floats of one token row, any alignment.
+// - Both tiles are [row][BK] in vec4s with a row stride of RS = 9 vec4s (36 words): the 8 row
+//   (or 4 token) vec4s a subgroup reads at once start in distinct banks.
+// - Invocation (tr, tt) = (i % 8, i / 8) owns rows tr + 8a (a < 8) and tokens tt + 16b
+//   (b < 4), interleaved so that neighbouring invocations read neighbouring rows. Per 4
+//   inputs it loads 8 + 4 vec4s and does 128 FMAs; each output sums its products in input
+//   order with one FMA each.
 
 struct Params {
     n_in: u32,
@@ -25,15 +35,15 @@ struct Params {
 // load there would fetch 16 bytes to use 4).
 @group(0) @binding(4) var<storage, read> w_words: array<u32>;
 
-// Must be 256 (16 x 16 invocations over 64 rows x 32 tokens).
-override WG: u32 = 256u;
+// Must be 128 (8 x 16 invocations over 64 rows x 64 tokens).
+override WG: u32 = 128u;
 const TM: u32 = 64u;
-const TN: u32 = 32u;
-// Row stride of the tiles: 33 keeps neighbouring rows in different banks.
-const S: u32 = 33u;
+const TN: u32 = 64u;
+const BK: u32 = 32u;
+const RS: u32 = 9u;
 
-var<workgroup> ws: array<f32, 2112>;
-var<workgroup> xs: array<f32, 1056>;
+var<workgroup> ws: array<vec4<f32>, 576>; // TM * RS
+var<workgroup> xs: array<vec4<f32>, 576>; // TN * RS
 
 @compute @workgroup_size(WG)
 fn main(
@@ -42,53 +52,69 @@ fn main(
 ) {
     let row0 = wid.x * TM;
     let tok0 = wid.y * TN;
-    let tr = tid % 16u;
-    let tt = tid / 16u;
-    var acc: array<vec2<f32>, 4>;
-    for (var r = 0u; r < 4u; r++) {
-        acc[r] = vec2<f32>(0.0);
-    }
-    let units = (p.n_in + 31u) / 32u;
+
+    // Staging roles. Rows past the chunk read its last row (in bounds) and store zeros.
+    let dr = tid / 2u;
+    let dh = tid % 2u;
+    let row_ok = row0 + dr < p.n_rows;
+    let wrow = min(row0 + dr, p.n_rows - 1u) * p.row_bytes;
+    let xc = tid % BK;
+    let xt = tid / BK;
+
+    // Compute role.
+    let tr = tid % 8u;
+    let tt = tid / 8u;
+    var acc: array<vec4<f32>, 8>;
+
+    let units = (p.n_in + BK - 1u) / BK;
     for (var u = 0u; u < units; u++) {
-        let valid = min(32u, p.n_in - 32u * u);
-        if tid < TM {
-            let row = row0 + tid;
-            if row < p.n_rows {
-                decode_unit(row * p.row_bytes + (u / BLOCK_UNITS) * BLOCK_BYTES, u % BLOCK_UNITS);
-                for (var j = 0u; j < 32u; j++) {
-                    ws[tid * S + j] = select(0.0, unit_w[j], j < valid);
-                }
-            } else {
-                for (var j = 0u; j < 32u; j++) {
-                    ws[tid * S + j] = 0.0;
-                }
-            }
+        let k0 = BK * u;
+        let q = decode_half(wrow + (u / BLOCK_UNITS) * BLOCK_BYTES, u % BLOCK_UNITS, dh);
+        for (var c = 0u; c < 4u; c++) {
+            // Inputs past n_in (a partial last unit of F32/F16/BF16) weigh 0.
+            let k = vec4<u32>(k0 + 16u * dh + 4u * c) + vec4<u32>(0u, 1u, 2u, 3u);
+            let keep = (k < vec4<u32>(p.n_in)) & vec4<bool>(row_ok);
+            ws[dr * RS + 4u * dh + c] = select(vec4<f32>(0.0), q[c], keep);
         }
-        for (var k = 0u; k < 4u; k++) {
-            let idx = tid + WG * k;
-            let t = idx / 32u;
-            let j = idx % 32u;
+        let in_k = k0 + xc < p.n_in;
+        for (var m = 0u; m < TN / 4u; m++) {
+            let t = xt + 4u * m;
             var v = 0.0;
-            if tok0 + t < p.n_tokens && j < valid {
-                v = x[p.x_offset + (tok0 + t) * p.x_stride + 32u * u + j];
+            if in_k && tok0 + t < p.n_tokens {
+                v = x[p.x_offset + (tok0 + t) * p.x_stride + k0 + xc];
             }
-            xs[t * S + j] = v;
+            xs[t * RS + xc / 4u][xc % 4u] = v;
         }
         workgroupBarrier();
-        for (var j = 0u; j < 32u; j++) {
-            let xv = vec2<f32>(xs[(2u * tt) * S + j], xs[(2u * tt + 1u) * S + j]);
-            for (var r = 0u; r < 4u; r++) {
-                acc[r] += ws[(4u * tr + r) * S + j] * xv;
+        for (var kq = 0u; kq < BK / 4u; kq++) {
+            let x0 = xs[tt * RS + kq];
+            let x1 = xs[(tt + 16u) * RS + kq];
+            let x2 = xs[(tt + 32u) * RS + kq];
+            let x3 = xs[(tt + 48u) * RS + kq];
+            // Input kq * 4 + c of the 4 tokens.
+            let c0 = vec4<f32>(x0.x, x1.x, x2.x, x3.x);
+            let c1 = vec4<f32>(x0.y, x1.y, x2.y, x3.y);
+            let c2 = vec4<f32>(x0.z, x1.z, x2.z, x3.z);
+            let c3 = vec4<f32>(x0.w, x1.w, x2.w, x3.w);
+            for (var a = 0u; a < 8u; a++) {
+                let wv = ws[(tr + 8u * a) * RS + kq];
+                var s = acc[a];
+                s = fma(vec4<f32>(wv.x), c0, s);
+                s = fma(vec4<f32>(wv.y), c1, s);
+                s = fma(vec4<f32>(wv.z), c2, s);
+                s = fma(vec4<f32>(wv.w), c3, s);
+                acc[a] = s;
             }
         }
         workgroupBarrier();
     }
-    for (var r = 0u; r < 4u; r++) {
-        let row = row0 + 4u * tr + r;
-        for (var c = 0u; c < 2u; c++) {
-            let t = tok0 + 2u * tt + c;
+
+    for (var a = 0u; a < 8u; a++) {
+        let row = row0 + tr + 8u * a;
+        for (var b = 0u; b < 4u; b++) {
+            let t = tok0 + tt + 16u * b;
             if row < p.n_rows && t < p.n_tokens {
-                y[p.y_offset + t * p.y_stride + row] = acc[r][c];
+                y[p.y_offset + t * p.y_stride + row] = acc[a][b];
             }
         }
     }

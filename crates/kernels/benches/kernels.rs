@@ -3,7 +3,7 @@
 //! timed by GPU timestamps at the pass's start and end when the adapter has TIMESTAMP_QUERY
 //! (wall time of submit-to-idle otherwise), divided by `reps`. Criterion reports time and
 //! throughput (weight or cache bytes read per dispatch, decimal GB/s); each bench also prints
-//! a `PERF|` line (median of 15 passes) for docs/PERF.md.
+//! a `PERF|` line (median of 15 passes; GB/s, GFLOP/s and TFLOP/s) for docs/PERF.md.
 //!
 //! `RULLAMA_BENCH_PARITY=N` first runs every kernel parity check for N cases and prints the
 //! table (`cargo xtask parity --kernels` does the same), so one binary checks and measures.
@@ -148,12 +148,13 @@ impl Ctx {
         let t = ts[ts.len() / 2];
         let gbs = work.bytes as f64 / t / 1e9;
         println!(
-            "PERF|{name}|{}|{:.2}|{:.1}|{:.1}%|{:.0}",
+            "PERF|{name}|{}|{:.2}|{:.1}|{:.1}%|{:.0}|{:.2}",
             work.bytes,
             t * 1e6,
             gbs,
             gbs / 2180.0 * 100.0,
-            work.flops / t / 1e9
+            work.flops / t / 1e9,
+            work.flops / t / 1e12
         );
     }
 }
@@ -224,7 +225,9 @@ fn bench_matmul(ctx: &Ctx, c: &mut Criterion) {
     let gpu = &ctx.gpu;
     let cpu = gpu.info.device_type == wgpu::DeviceType::Cpu;
     let n_tokens = if cpu { 64 } else { 512 };
+    // gemma-3-270m's FFN (Q4_K and Q5_0 in the file), qwen2.5-0.5b's FFN, a 7B-sized square.
     let mut cases = vec![
+        (GpuFormat::Q4K, 640, 2048),
         (GpuFormat::Q5_0, 640, 2048),
         (GpuFormat::Q8_0, 896, 4864),
         (GpuFormat::Q4K, 4096, 4096),
@@ -264,9 +267,14 @@ fn bench_attention(ctx: &Ctx, c: &mut Criterion) {
         ("qwen2.5-decode", 14, 2, 64, 4096, 1, 256),
         ("qwen2.5-decode-nosplit", 14, 2, 64, 4096, 1, 4096),
         ("gemma3-prompt", 4, 1, 256, 512, 512, 512),
+        ("gemma3-prompt", 4, 1, 256, 1024, 1024, 1024),
+        ("qwen2.5-prompt", 14, 2, 64, 1024, 1024, 1024),
     ];
     if cpu {
-        cases = vec![("gemma3-decode", 4, 1, 256, 512, 1, 128)];
+        cases = vec![
+            ("gemma3-decode", 4, 1, 256, 512, 1, 128),
+            ("gemma3-prompt", 4, 1, 256, 128, 128, 128),
+        ];
     }
     for (label, n_heads, n_kv, hd, len, n_tokens, split) in cases {
         for dtype in [KvDtype::F16, KvDtype::F32] {
@@ -315,22 +323,31 @@ fn bench_attention(ctx: &Ctx, c: &mut Criterion) {
             );
             let out = GpuTensor::zeros(gpu, &[n_tokens * n_heads * hd], Dtype::F32);
             let scratch = GpuTensor::zeros(gpu, &[attn.scratch_len(&layout).max(1)], Dtype::F32);
-            let ops = attn
-                .ops(
-                    (&q).into(),
-                    View::at(&pt, len - n_tokens),
-                    &cache,
-                    (&out).into(),
-                    Some(&scratch),
-                )
-                .unwrap();
             let elem = if dtype == KvDtype::F16 { 2 } else { 4 };
             let work = Work {
                 bytes: (2 * n_kv * len * hd * elem) as u64,
                 flops: 4.0 * (n_tokens * n_heads * hd * len) as f64
                     / if n_tokens > 1 { 2.0 } else { 1.0 },
             };
-            ctx.bench(c, &name, ops, work, if n_tokens > 1 { 4 } else { 50 });
+            // Prompt blocks: the workgroup `ops` picks, and the decode one (64) beside it.
+            let auto = attn.workgroup(&layout);
+            let mut wgs = vec![(auto, name.clone())];
+            if n_tokens > 1 && auto != 64 {
+                wgs.push((64, format!("{name}/wg64")));
+            }
+            for (wg, name) in wgs {
+                let ops = attn
+                    .ops_with(
+                        wg,
+                        (&q).into(),
+                        View::at(&pt, len - n_tokens),
+                        &cache,
+                        (&out).into(),
+                        Some(&scratch),
+                    )
+                    .unwrap();
+                ctx.bench(c, &name, ops, work, if n_tokens > 1 { 4 } else { 50 });
+            }
         }
     }
 }
@@ -435,7 +452,7 @@ fn main() {
         .measurement_time(Duration::from_millis(800))
         .without_plots()
         .configure_from_args();
-    println!("PERF|name|bytes|time_us|GB/s|% of 2.18 TB/s|GFLOP/s");
+    println!("PERF|name|bytes|time_us|GB/s|% of 2.18 TB/s|GFLOP/s|TFLOP/s");
     bench_matvec(&ctx, &mut c);
     bench_matmul(&ctx, &mut c);
     bench_attention(&ctx, &mut c);

@@ -3,9 +3,10 @@
 //!
 //! WGSL: `attention/attention.wgsl` + `attention/kv_load_<dtype>.wgsl`, the head dimension an
 //! override (`HD`, part of the key: 64, 128 or 256); `attention/combine.wgsl` reduces the
-//! splits. A workgroup of 64 takes 512 / head_dim query rows that share one kv head (the heads
-//! of a GQA group, for one or more tokens) with head_dim / 8 lanes each, and one split of the
-//! positions; keys go by in tiles of 16 with an online softmax,
+//! splits. A workgroup of 64 (decode) or 256 (prompt blocks: 4x the rows share each key's
+//! loads) takes 8 * WG / head_dim query rows that share one kv head (the heads of a GQA group,
+//! for one or more tokens) with head_dim / 8 lanes each, and one split of the positions; keys
+//! go by in tiles of 16 with an online softmax,
 //! so nothing of size n^2 is stored. Query t sits at position `pos[pos.offset + t]` and sees
 //! keys `(at - window, at]` (all of `[0, at]` when window is 0): a prompt block whose K/V were
 //! appended first is causal by position.
@@ -71,12 +72,15 @@ const COMBINE_BINDINGS: &[BindingKind] = &[
     BindingKind::StorageReadWrite,
 ];
 
-/// Fixed by the kernel: head_dim / 8 lanes x 512 / head_dim rows.
+/// Workgroup for few rows (decode): head_dim / 8 lanes x 512 / head_dim rows.
 pub const WORKGROUP: u32 = 64;
 /// The combine's workgroup: one invocation per split of a row.
 const COMBINE_WORKGROUP: u32 = 256;
 /// Splits of one decode step the combine can take (one per invocation).
 pub const MAX_SPLITS: usize = COMBINE_WORKGROUP as usize;
+/// Workgroup once a kv head has rows enough to fill it (prompt blocks): 2048 / head_dim rows,
+/// so each key a workgroup loads serves 4x the rows.
+pub const PROMPT_WORKGROUP: u32 = 256;
 /// Head dimensions the kernel takes (8 dims per lane, a row's lanes divide 64).
 pub const HEAD_DIMS: [usize; 3] = [64, 128, 256];
 
@@ -138,6 +142,17 @@ impl Attention {
         }
     }
 
+    /// The workgroup [`Attention::ops`] uses: [`PROMPT_WORKGROUP`] once a kv head has rows
+    /// (tokens x GQA group) enough to fill one, else [`WORKGROUP`].
+    pub fn workgroup(&self, l: &KvLayout) -> u32 {
+        let rows = self.n_tokens * (self.n_heads / l.n_kv_heads.max(1));
+        if rows >= PROMPT_WORKGROUP as usize * 8 / l.head_dim.max(1) {
+            PROMPT_WORKGROUP
+        } else {
+            WORKGROUP
+        }
+    }
+
     /// `out[out.offset + (t * n_heads + h) * head_dim ..]` = attention of head h of token t
     /// (q at `q.offset + t * q_stride + h * head_dim`). One op, or two (attention into
     /// `scratch`, then the combine) when there are several splits.
@@ -149,11 +164,31 @@ impl Attention {
         out: View<'_>,
         scratch: Option<&GpuTensor>,
     ) -> Result<Vec<Op>, GpuError> {
+        let wg = self.workgroup(&cache.layout);
+        self.ops_with(wg, q, pos, cache, out, scratch)
+    }
+
+    /// [`Attention::ops`] with workgroup `wg` ([`WORKGROUP`] or [`PROMPT_WORKGROUP`]), for
+    /// benches that compare the two.
+    pub fn ops_with(
+        &self,
+        wg: u32,
+        q: View<'_>,
+        pos: View<'_>,
+        cache: &KvCache,
+        out: View<'_>,
+        scratch: Option<&GpuTensor>,
+    ) -> Result<Vec<Op>, GpuError> {
         let l = cache.layout;
         let shape_err = |detail: String| GpuError::Shape {
             op: "attention",
             detail,
         };
+        if wg != WORKGROUP && wg != PROMPT_WORKGROUP {
+            return Err(shape_err(format!(
+                "workgroup {wg} ({WORKGROUP} or {PROMPT_WORKGROUP})"
+            )));
+        }
         if !HEAD_DIMS.contains(&l.head_dim) {
             return Err(shape_err(format!(
                 "head_dim {} (one of {HEAD_DIMS:?})",
@@ -199,7 +234,7 @@ impl Attention {
             softcap: self.softcap,
             _pad: [0; 2],
         };
-        let tiles = (self.n_tokens * group).div_ceil(512 / hd);
+        let tiles = (self.n_tokens * group).div_ceil(wg as usize * 8 / hd);
         let grid = [n_splits as u32, tiles as u32, l.n_kv_heads as u32];
         let kernel = Kernel::Attention {
             kv: l.dtype,
@@ -207,7 +242,7 @@ impl Attention {
         };
         if n_splits == 1 {
             let buffers = [&q.t.buf, &cache.k.buf, &cache.v.buf, &pos.t.buf, &out.t.buf];
-            return Ok(vec![Op::new(kernel, WORKGROUP, &params, &buffers, grid)]);
+            return Ok(vec![Op::new(kernel, wg, &params, &buffers, grid)]);
         }
         let scratch = scratch.ok_or_else(|| shape_err("several splits need a scratch".into()))?;
         View::from(scratch).check("attention scratch", self.scratch_len(&l))?;
@@ -228,7 +263,7 @@ impl Attention {
             out_offset: out.offset as u32,
         };
         Ok(vec![
-            Op::new(kernel, WORKGROUP, &params, &buffers, grid),
+            Op::new(kernel, wg, &params, &buffers, grid),
             Op::new(
                 Kernel::AttnCombine,
                 COMBINE_WORKGROUP,
@@ -463,7 +498,8 @@ mod tests {
     }
 
     /// Gemma-3-270m's decode (4 heads over 1 kv head of 256, sliding window 512) at
-    /// position 700, in one pass and in splits of 64; and a Qwen-like prompt block.
+    /// position 700, in one pass and in splits of 64; and prompt blocks (Qwen-like, Gemma's,
+    /// head_dim 128), which take the 256-invocation workgroups.
     #[test]
     fn model_shapes() {
         let Some(gpu) = testutil::gpu() else { return };
@@ -505,11 +541,42 @@ mod tests {
             start: 80,
             q_gain: 4.0,
         };
+        // Prompt blocks (workgroups of 256): gemma's 40 tokens crossing the sliding window,
+        // and head_dim 128 with 2 kv heads.
+        let gemma_prompt = Case {
+            attn: Attention {
+                n_tokens: 40,
+                ..gemma(KvDtype::F16, 704, 512).attn
+            },
+            start: 560,
+            ..gemma(KvDtype::F16, 704, 512)
+        };
+        let hd128 = Case {
+            layout: KvLayout {
+                dtype: KvDtype::F32,
+                n_kv_heads: 2,
+                head_dim: 128,
+                max_len: 64,
+            },
+            attn: Attention {
+                n_tokens: 21,
+                n_heads: 4,
+                q_stride: 4 * 128,
+                scale: 1.0 / 128f32.sqrt(),
+                softcap: 30.0,
+                window: 0,
+                split_len: 64,
+            },
+            start: 40,
+            q_gain: 4.0,
+        };
         for (i, case) in [
             gemma(KvDtype::F32, 704, 512),
             gemma(KvDtype::F16, 64, 512),
             gemma(KvDtype::F16, 128, 0),
             qwen,
+            gemma_prompt,
+            hd128,
         ]
         .into_iter()
         .enumerate()

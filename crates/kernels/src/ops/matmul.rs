@@ -1,9 +1,10 @@
 //! `Y = X W^T` for a block of tokens (prefill), `W` a GGUF weight in any [`GpuFormat`].
 //!
-//! WGSL: `matmul/matmul.wgsl` + `common/blocks.wgsl` + `formats/<type>.wgsl` (the matvec's
-//! decoders). A workgroup of 256 computes 64 rows x 32 tokens, dequantizing each 64 x 32 tile
-//! of `W` once into workgroup memory and reusing it for 32 tokens. One dispatch per weight
-//! chunk.
+//! WGSL: `matmul/matmul.wgsl` + `common/blocks.wgsl` + `formats/<type>.wgsl` (the format's
+//! `decode_half`). A workgroup of 128 computes 64 rows x 64 tokens: per unit of 32 inputs
+//! every invocation decodes 16 weights and loads 16 inputs into workgroup memory, then
+//! accumulates 8 rows x 4 tokens in registers, so a decoded weight serves 64 tokens and an
+//! input 64 rows. One dispatch per weight chunk.
 
 use crate::device::Gpu;
 use crate::error::GpuError;
@@ -33,9 +34,10 @@ pub struct MatmulParams {
 
 static SHADER: ShaderFile = shader_file!("matmul/matmul.wgsl");
 
-pub const WORKGROUP: u32 = 256;
+/// Fixed by the kernel: 8 x 16 invocations of 8 rows x 4 tokens each.
+pub const WORKGROUP: u32 = 128;
 const TILE_ROWS: usize = 64;
-const TILE_TOKENS: usize = 32;
+const TILE_TOKENS: usize = 64;
 
 pub(crate) fn program(f: GpuFormat) -> Program {
     Program {
