@@ -12,6 +12,7 @@ pub mod ops;
 pub mod parity;
 pub mod pipeline;
 pub mod profile;
+pub mod read_ring;
 pub mod readback;
 pub mod shader;
 pub mod step;
@@ -28,6 +29,7 @@ pub use format::GpuFormat;
 pub use op::{Op, grid_1d};
 pub use pipeline::{Kernel, PipelineKey};
 pub use profile::{KernelTime, PROFILE_FEATURES, StepProfile};
+pub use read_ring::{ReadRing, Ticket};
 pub use readback::Readback;
 pub use step::{OpId, Step, StepBuilder};
 pub use tensor::{

@@ -18,6 +18,7 @@ use crate::config::{Activation, RopeStyle};
 use crate::error::{ModelError, Result};
 use crate::gpu::{DeviceMemory, StepProfile};
 use crate::sampler::DeviceDraw;
+use crate::sampler::SamplerError;
 
 /// RMS normalisation of every `group` consecutive values of a row:
 /// `y = x / sqrt(mean(x^2) + eps) * weight`. `group` is the row length for a whole-row norm
@@ -153,4 +154,56 @@ pub trait Backend: Debug {
             "sampling on this backend's device".into(),
         ))
     }
+
+    /// As [`Backend::sample`], without waiting for the id: [`Backend::take_token`] reads
+    /// it, and [`Backend::drawn_ids`] feeds it to the next step while it is still on the
+    /// device, so that step can be queued first. The default draws at once.
+    fn queue_sample(&mut self, logits: &Self::Tensor, draw: &DeviceDraw) -> Result<PendingToken> {
+        Ok(PendingToken::Ready(self.sample(logits, draw)?))
+    }
+
+    /// Waits for a drawn token. `None`: no logit was finite.
+    fn take_token(&mut self, pending: PendingToken) -> Result<Option<u32>> {
+        match pending {
+            PendingToken::Ready(t) => Ok(t),
+            PendingToken::Queued(_) => Err(ModelError::Unsupported(
+                "tokens queued on another backend".into(),
+            )),
+        }
+    }
+
+    /// The ids of one token: the one `pending` draws, which must be the last draw queued.
+    fn drawn_ids(&mut self, pending: &PendingToken) -> Result<Self::Ids> {
+        match pending {
+            PendingToken::Ready(Some(t)) => Ok(self.ids(&[*t])),
+            PendingToken::Ready(None) => Err(SamplerError::NoFiniteLogits.into()),
+            PendingToken::Queued(_) => Err(ModelError::Unsupported(
+                "tokens queued on another backend".into(),
+            )),
+        }
+    }
+}
+
+/// A next token being drawn ([`Backend::queue_sample`]).
+#[derive(Debug)]
+pub enum PendingToken {
+    /// Drawn already (on the host, or by a backend that does not queue); `None`: no logit
+    /// was finite.
+    Ready(Option<u32>),
+    /// Still being drawn on the device.
+    Queued(DeviceToken),
+}
+
+impl PendingToken {
+    /// The step that draws it may still be running.
+    pub fn is_queued(&self) -> bool {
+        matches!(self, PendingToken::Queued(_))
+    }
+}
+
+/// A token a GPU step draws: the read of its id, and its place among the queued draws.
+#[derive(Debug)]
+pub struct DeviceToken {
+    pub(crate) ticket: rullama_kernels::Ticket,
+    pub(crate) seq: u64,
 }

@@ -5,7 +5,7 @@ use std::path::Path;
 use rullama_gguf::GgufFile;
 
 use crate::arch::{self, ArchWeights};
-use crate::backend::{Backend, KvCacheSpec, KvLayerSpec};
+use crate::backend::{Backend, KvCacheSpec, KvLayerSpec, PendingToken};
 use crate::config::ModelConfig;
 use crate::error::{ModelError, Result};
 use crate::graph::weights::{BackendLoader, Checker};
@@ -141,7 +141,7 @@ impl<B: Backend> Model<B> {
         start_pos: usize,
         output: OutputRows,
     ) -> Result<Logits> {
-        let logits = self.record(cache, tokens, start_pos, output)?;
+        let logits = self.record(cache, Input::Tokens(tokens), start_pos, output)?;
         let data = self.backend.read(&logits)?;
         cache.len = start_pos + tokens.len();
         Ok(Logits {
@@ -161,37 +161,66 @@ impl<B: Backend> Model<B> {
         start_pos: usize,
         sampler: &mut Sampler,
     ) -> Result<u32> {
-        let logits = self.record(cache, tokens, start_pos, OutputRows::Last)?;
+        let pending = self.queue_sample(cache, Input::Tokens(tokens), start_pos, sampler)?;
+        self.take_token(pending)
+    }
+
+    /// As [`Model::forward_sample`], without waiting for a token drawn on the device: the
+    /// next step can be queued behind it ([`Input::Drawn`]) before [`Model::take_token`]
+    /// reads it. The cache counts the step's positions from now on.
+    pub fn queue_sample(
+        &mut self,
+        cache: &mut KvCache<B>,
+        input: Input<'_>,
+        start_pos: usize,
+        sampler: &mut Sampler,
+    ) -> Result<PendingToken> {
+        let logits = self.record(cache, input, start_pos, OutputRows::Last)?;
         let k_max = self.backend.device_top_k();
-        // The step has run once the logits or the id are back; the cache then holds the
+        let end = start_pos + input.len();
+        // The step has run (or is queued) once the call returns; the cache then holds the
         // tokens even if no token can be drawn.
         match (k_max > 0).then(|| sampler.device_draw(k_max)).flatten() {
             Some(draw) => {
-                let token = self.backend.sample(&logits, &draw)?;
-                cache.len = start_pos + tokens.len();
-                Ok(token.ok_or(SamplerError::NoFiniteLogits)?)
+                let pending = self.backend.queue_sample(&logits, &draw);
+                cache.len = end;
+                pending
             }
             None => {
                 let data = self.backend.read(&logits)?;
-                cache.len = start_pos + tokens.len();
-                Ok(sampler.sample(&data)?)
+                cache.len = end;
+                Ok(PendingToken::Ready(Some(sampler.sample(&data)?)))
             }
         }
+    }
+
+    /// Waits for a token [`Model::queue_sample`] draws.
+    pub fn take_token(&mut self, pending: PendingToken) -> Result<u32> {
+        Ok(self
+            .backend
+            .take_token(pending)?
+            .ok_or(SamplerError::NoFiniteLogits)?)
     }
 
     /// Checks the input and records (or runs) the graph; the handle of its logits.
     fn record(
         &mut self,
         cache: &mut KvCache<B>,
-        tokens: &[u32],
+        input: Input<'_>,
         start_pos: usize,
         output: OutputRows,
     ) -> Result<B::Tensor> {
-        self.check_input(cache, tokens, start_pos)?;
-        let n = tokens.len();
+        if let Input::Tokens(tokens) = input {
+            self.check_tokens(tokens)?;
+        }
+        let n = input.len();
+        Self::check_positions(cache, n, start_pos)?;
         let positions: Vec<u32> = (start_pos..start_pos + n).map(|p| p as u32).collect();
         let b = &mut self.backend;
-        let tokens = b.ids(tokens);
+        let tokens = match input {
+            Input::Tokens(tokens) => b.ids(tokens),
+            Input::Drawn(pending) => b.drawn_ids(pending)?,
+        };
         let positions = b.ids(&positions);
         let mut graph = Graph {
             b,
@@ -205,7 +234,7 @@ impl<B: Backend> Model<B> {
         Ok(arch::forward(&mut graph, &self.weights))
     }
 
-    fn check_input(&self, cache: &KvCache<B>, tokens: &[u32], start_pos: usize) -> Result<()> {
+    fn check_tokens(&self, tokens: &[u32]) -> Result<()> {
         if tokens.is_empty() {
             return Err(ModelError::EmptyInput);
         }
@@ -217,20 +246,46 @@ impl<B: Backend> Model<B> {
         {
             return Err(ModelError::TokenOutOfRange { index, id, n_vocab });
         }
+        Ok(())
+    }
+
+    fn check_positions(cache: &KvCache<B>, n_tokens: usize, start_pos: usize) -> Result<()> {
         if start_pos > cache.len {
             return Err(ModelError::PositionGap {
                 start_pos,
                 cached: cache.len,
             });
         }
-        if start_pos + tokens.len() > cache.n_ctx {
+        if start_pos + n_tokens > cache.n_ctx {
             return Err(ModelError::ContextOverflow {
                 start_pos,
-                n_tokens: tokens.len(),
+                n_tokens,
                 n_ctx: cache.n_ctx,
             });
         }
         Ok(())
+    }
+}
+
+/// What a step feeds.
+#[derive(Debug, Clone, Copy)]
+pub enum Input<'a> {
+    /// Token ids from the host: a prompt, or a token already read back.
+    Tokens(&'a [u32]),
+    /// The one token `pending` draws (the last draw queued), fed where it is.
+    Drawn(&'a PendingToken),
+}
+
+impl Input<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            Input::Tokens(t) => t.len(),
+            Input::Drawn(_) => 1,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -290,6 +345,28 @@ impl<B: Backend> Session<'_, B> {
     ) -> Result<u32> {
         self.model
             .forward_sample(&mut self.cache, tokens, start_pos, sampler)
+    }
+
+    /// See [`Model::queue_sample`].
+    pub fn queue_sample(
+        &mut self,
+        input: Input<'_>,
+        start_pos: usize,
+        sampler: &mut Sampler,
+    ) -> Result<PendingToken> {
+        self.model
+            .queue_sample(&mut self.cache, input, start_pos, sampler)
+    }
+
+    /// See [`Model::take_token`].
+    pub fn take_token(&mut self, pending: PendingToken) -> Result<u32> {
+        self.model.take_token(pending)
+    }
+
+    /// Forgets the positions from `len` on (a step queued ahead whose token was not kept);
+    /// the next step may start there.
+    pub fn rewind(&mut self, len: usize) {
+        self.cache.len = self.cache.len.min(len);
     }
 
     /// Greedy generation: feed `prompt`, then `n` times append the arg-max token.

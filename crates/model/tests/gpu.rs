@@ -345,7 +345,9 @@ fn device_memory_is_what_the_backend_allocated() {
         file.tensors().map(|t| t.n_bytes).sum::<u64>()
     };
     assert!(loaded.weights >= tensor_bytes && loaded.weights < tensor_bytes + tensor_bytes / 100);
-    assert_eq!((loaded.kv_cache, loaded.scratch), (0, 0));
+    assert_eq!(loaded.kv_cache, 0);
+    // Before any step: only the drawn-token buffer (16 bytes) and its read ring (3 x 4).
+    assert_eq!(loaded.scratch, 16 + 3 * 4);
 
     let mut session = model.session(16).unwrap();
     session.forward(&[1, 2, 3, 4], 0, OutputRows::Last).unwrap();

@@ -9,7 +9,7 @@ use rullama_kernels::Gpu;
 use rullama_model::cpu::WeightStorage;
 use rullama_model::gpu::GpuBackend;
 use rullama_model::sampler::{PenaltyParams, RANDOM_SEED, Sampler, SamplerParams};
-use rullama_model::{Backend, CpuBackend, Model, OutputRows, Session};
+use rullama_model::{Backend, CpuBackend, Generator, Model, OutputRows, Session};
 use rullama_tokenizer::{StreamDecoder, Tokenizer};
 
 use super::CliError;
@@ -235,33 +235,33 @@ pub fn generate<B: Backend>(
         prompt_tokens: prompt.len(),
         ..Stats::default()
     };
-    // Each step returns the next token: sampled on the GPU where the executor and the sampler's
-    // settings allow (only the id comes back), else from logits read back.
+    // Each step draws the next token on the GPU where the executor and the sampler's
+    // settings allow (only the id comes back; the step after it is queued before it is
+    // read), else from logits read back.
     let start = Instant::now();
     if n_predict == 0 {
         session.forward(prompt, start_pos, OutputRows::Last)?;
         stats.prompt_time = start.elapsed();
         return Ok((Vec::new(), stats));
     }
-    let mut token = session.forward_sample(prompt, start_pos, sampler)?;
+    let mut tokens = Generator::start(session, prompt, start_pos, n_predict, sampler)?;
+    let first = tokens.next(sampler)?;
     stats.prompt_time = start.elapsed();
 
     let start = Instant::now();
     let mut decoder = StreamDecoder::new(tokenizer, false);
     let mut generated = Vec::new();
-    while generated.len() < n_predict {
-        sampler.accept(token);
+    let mut next = first;
+    while let Some(token) = next {
         if tokenizer.is_eog(token) {
             break;
         }
         generated.push(token);
         out.write_all(decoder.push(token)?.as_bytes())?;
         out.flush()?;
-        if generated.len() == n_predict || session.len() >= session.n_ctx() {
-            break;
-        }
-        token = session.forward_sample(&[token], session.len(), sampler)?;
+        next = tokens.next(sampler)?;
     }
+    tokens.finish();
     out.write_all(decoder.finish().as_bytes())?;
     out.flush()?;
     stats.generated = generated.len();

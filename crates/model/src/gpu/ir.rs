@@ -129,14 +129,30 @@ impl Node {
     }
 }
 
-/// A step's recording: nodes, their output shapes, the host ids, the first error.
+/// Where a step's ids come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum IdsInput {
+    /// Written from the host before the step.
+    Host(Vec<u32>),
+    /// The token the last queued sampling step drew: it stays on the device.
+    Drawn,
+}
+
+/// An ids slot as a plan's key sees it: how many host values, or the drawn token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IdsKey {
+    Host(usize),
+    Drawn,
+}
+
+/// A step's recording: nodes, their output shapes, the ids, the first error.
 #[derive(Debug, Default)]
 pub(crate) struct Recording {
     pub step: u64,
     pub nodes: Vec<Node>,
     /// `(rows, cols)` of each node's output.
     pub shapes: Vec<(usize, usize)>,
-    pub ids: Vec<Vec<u32>>,
+    pub ids: Vec<IdsInput>,
     pub error: Option<String>,
 }
 
@@ -191,11 +207,19 @@ impl Recording {
 
     /// The step's signature (what must match for a built plan to be replayed) and its ids.
     /// `sample`: the step ends in the sampling op on the target's last row.
-    pub fn into_key(self, target: Src, sample: bool) -> (Key, Vec<Vec<u32>>) {
+    pub fn into_key(self, target: Src, sample: bool) -> (Key, Vec<IdsInput>) {
+        let ids = self
+            .ids
+            .iter()
+            .map(|i| match i {
+                IdsInput::Host(v) => IdsKey::Host(v.len()),
+                IdsInput::Drawn => IdsKey::Drawn,
+            })
+            .collect();
         let key = Key {
             nodes: self.nodes,
             shapes: self.shapes,
-            ids: self.ids.iter().map(Vec::len).collect(),
+            ids,
             target,
             sample,
         };
@@ -208,7 +232,7 @@ impl Recording {
 pub(crate) struct Key {
     pub nodes: Vec<Node>,
     pub shapes: Vec<(usize, usize)>,
-    pub ids: Vec<usize>,
+    pub ids: Vec<IdsKey>,
     pub target: Src,
     /// The step samples its target's last row on the GPU and reads back only the id (the
     /// sampling values are per-step parameters, not part of the key).

@@ -25,15 +25,17 @@ use std::sync::Arc;
 use rullama_gguf::TensorView;
 use rullama_kernels::ops::glu::Activation as GpuActivation;
 use rullama_kernels::ops::rope::RopeMode;
-use rullama_kernels::ops::sample::{K_MAX, Sampling};
+use rullama_kernels::ops::sample::{K_MAX, NO_TOKEN, Sampling};
 use rullama_kernels::ops::unary::UnaryOp;
-use rullama_kernels::{Gpu, GpuError};
+use rullama_kernels::{Dtype, Gpu, GpuError, GpuTensor, ReadRing};
 
-use crate::backend::{Attention, AttentionInputs, Backend, KvCacheSpec, RmsNorm, Rope};
+use crate::backend::{
+    Attention, AttentionInputs, Backend, DeviceToken, KvCacheSpec, PendingToken, RmsNorm, Rope,
+};
 use crate::config::{Activation, RopeStyle};
 use crate::error::{ModelError, Result};
-use crate::sampler::DeviceDraw;
-use ir::{AttnNode, Key, Node, Recording, RopeSpec};
+use crate::sampler::{DeviceDraw, SamplerError};
+use ir::{AttnNode, IdsInput, Key, Node, Recording, RopeSpec};
 use memory::LiveBytes;
 use plan::{Freqs, Plan};
 
@@ -99,7 +101,16 @@ pub struct GpuBackend {
     weight_bytes: u64,
     /// Bytes of the KV caches alive now.
     kv_bytes: LiveBytes,
+    /// The token the last sampling step drew; steps fed `Backend::drawn_ids` read it here.
+    token: GpuTensor,
+    /// Staging for the drawn ids, a few steps deep so reads overlap the next steps.
+    reads: ReadRing,
+    /// Sampling steps queued so far (the last one's token is in `token`).
+    queued: u64,
 }
+
+/// Staging slots of the token read ring: a step in flight, one queued behind it, one spare.
+const READ_SLOTS: usize = 3;
 
 impl GpuBackend {
     /// Opens the adapter named by `RULLAMA_ADAPTER`, or the best one.
@@ -114,6 +125,9 @@ impl GpuBackend {
     /// A backend on a device shared with others.
     pub fn shared(gpu: Arc<Gpu>) -> GpuBackend {
         GpuBackend {
+            token: GpuTensor::zeros(&gpu, &[1], Dtype::U32),
+            reads: ReadRing::new(&gpu, READ_SLOTS, 4),
+            queued: 0,
             gpu,
             options: GpuOptions::default(),
             rec: Recording::new(1),
@@ -143,7 +157,10 @@ impl GpuBackend {
         DeviceMemory {
             weights: self.weight_bytes,
             kv_cache: self.kv_bytes.get(),
-            scratch: self.plans.iter().map(|(_, p)| p.bytes()).sum::<u64>() + self.freqs.bytes(),
+            scratch: self.plans.iter().map(|(_, p)| p.bytes()).sum::<u64>()
+                + self.freqs.bytes()
+                + self.token.bytes()
+                + self.reads.total_bytes(),
         }
     }
 
@@ -159,8 +176,9 @@ impl GpuBackend {
         self.rec.push(Node::Unary { x, op, value }, x.rows, x.cols)
     }
 
-    /// Ends the recording: the plan for its key (built if new) and the step's ids.
-    fn finish(&mut self, x: &GpuAct, sample: bool) -> Result<(&mut Plan, Vec<Vec<u32>>)> {
+    /// Ends the recording: the plan for its key (built if new, then the most recent of
+    /// `plans`) and the step's ids.
+    fn finish(&mut self, x: &GpuAct, sample: bool) -> Result<Vec<IdsInput>> {
         let next = Recording::new(self.rec.step + 1);
         let mut rec = std::mem::replace(&mut self.rec, next);
         let target = rec.src(x);
@@ -173,8 +191,16 @@ impl GpuBackend {
         self.stats.steps += 1;
         self.stats.dispatches = dispatches;
         self.stats.buffers = buffers;
-        let plan = &mut self.plans.last_mut().expect("plan() leaves it last").1;
-        Ok((plan, ids))
+        Ok(ids)
+    }
+
+    /// The plan `finish` left most recent.
+    fn current(&mut self) -> &mut Plan {
+        &mut self
+            .plans
+            .last_mut()
+            .expect("finish() leaves the plan last")
+            .1
     }
 
     /// Finds or builds the plan of `key`, moving it to the back (most recent).
@@ -185,7 +211,7 @@ impl GpuBackend {
                 self.plans.push(entry);
             }
             None => {
-                let plan = Plan::build(&self.gpu, &key, &mut self.freqs)?;
+                let plan = Plan::build(&self.gpu, &key, &mut self.freqs, &self.token)?;
                 self.stats.plans_built += 1;
                 if self.plans.len() >= self.options.max_plans.max(1) {
                     self.plans.remove(0);
@@ -228,7 +254,7 @@ impl Backend for GpuBackend {
     }
 
     fn ids(&mut self, ids: &[u32]) -> GpuIds {
-        self.rec.ids.push(ids.to_vec());
+        self.rec.ids.push(IdsInput::Host(ids.to_vec()));
         GpuIds {
             step: self.rec.step,
             slot: self.rec.ids.len() - 1,
@@ -394,9 +420,11 @@ impl Backend for GpuBackend {
     }
 
     fn read(&mut self, x: &GpuAct) -> Result<Vec<f32>> {
+        let ids = self.finish(x, false)?;
         let gpu = Arc::clone(&self.gpu);
-        let (plan, ids) = self.finish(x, false)?;
-        plan.run(&gpu, &ids).map_err(gpu_err("running a step"))
+        self.current()
+            .run(&gpu, &ids)
+            .map_err(gpu_err("running a step"))
     }
 
     fn device_top_k(&self) -> usize {
@@ -418,6 +446,11 @@ impl Backend for GpuBackend {
     }
 
     fn sample(&mut self, logits: &GpuAct, draw: &DeviceDraw) -> Result<Option<u32>> {
+        let pending = self.queue_sample(logits, draw)?;
+        self.take_token(pending)
+    }
+
+    fn queue_sample(&mut self, logits: &GpuAct, draw: &DeviceDraw) -> Result<PendingToken> {
         let s = Sampling {
             top_k: draw.top_k,
             top_p: draw.top_p,
@@ -425,12 +458,55 @@ impl Backend for GpuBackend {
             min_keep: draw.min_keep,
             temperature: draw.temperature,
         };
-        let gpu = Arc::clone(&self.gpu);
-        let (plan, ids) = self.finish(logits, true)?;
-        let id = plan
-            .run_sample(&gpu, &ids, &s, draw.u)
-            .map_err(gpu_err("running a sampling step"))?;
+        let ids = self.finish(logits, true)?;
+        let plan = &mut self
+            .plans
+            .last_mut()
+            .expect("finish() leaves the plan last")
+            .1;
+        let step = plan
+            .prepare_sample(&self.gpu, &ids, &s, draw.u)
+            .map_err(gpu_err("preparing a sampling step"))?;
+        let ticket = self
+            .reads
+            .submit(&self.gpu, step, &self.token, 0)
+            .map_err(gpu_err("submitting a sampling step"))?;
+        self.queued += 1;
         self.stats.device_samples += 1;
-        Ok(id)
+        Ok(PendingToken::Queued(DeviceToken {
+            ticket,
+            seq: self.queued,
+        }))
+    }
+
+    fn take_token(&mut self, pending: PendingToken) -> Result<Option<u32>> {
+        match pending {
+            PendingToken::Ready(t) => Ok(t),
+            PendingToken::Queued(d) => {
+                let mut id = [0u32];
+                self.reads
+                    .read(&self.gpu, d.ticket, &mut id)
+                    .map_err(gpu_err("reading a drawn token"))?;
+                Ok((id[0] != NO_TOKEN).then_some(id[0]))
+            }
+        }
+    }
+
+    fn drawn_ids(&mut self, pending: &PendingToken) -> Result<GpuIds> {
+        match pending {
+            PendingToken::Ready(Some(t)) => Ok(self.ids(&[*t])),
+            PendingToken::Ready(None) => Err(SamplerError::NoFiniteLogits.into()),
+            PendingToken::Queued(d) if d.seq == self.queued => {
+                self.rec.ids.push(IdsInput::Drawn);
+                Ok(GpuIds {
+                    step: self.rec.step,
+                    slot: self.rec.ids.len() - 1,
+                    n: 1,
+                })
+            }
+            PendingToken::Queued(_) => Err(ModelError::Backend(
+                "a drawn token fed after a later draw overwrote it on the device".into(),
+            )),
+        }
     }
 }

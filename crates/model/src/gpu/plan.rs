@@ -18,14 +18,14 @@ use rullama_kernels::ops::matmul::{Strides, matmul};
 use rullama_kernels::ops::matvec::matvec;
 use rullama_kernels::ops::norm::RmsNorm;
 use rullama_kernels::ops::rope::{Rope, rope_freqs};
-use rullama_kernels::ops::sample::{NO_TOKEN, Sample, SampleParams, Sampling};
+use rullama_kernels::ops::sample::{Sample, SampleParams, Sampling};
 use rullama_kernels::ops::unary::unary;
 use rullama_kernels::{
     Dtype, Gpu, GpuError, GpuTensor, GpuWeight, Op, OpId, Readback, Step, StepBuilder, StepProfile,
     View,
 };
 
-use super::ir::{AttnNode, Key, Node, RopeSpec, Src};
+use super::ir::{AttnNode, IdsInput, IdsKey, Key, Node, RopeSpec, Src};
 use super::weight::GpuWeightRef;
 
 /// Positions per attention split in a decode step (flash-decoding: the history is shared by
@@ -64,7 +64,9 @@ impl Freqs {
 pub(crate) struct Plan {
     step: Step,
     ids: Vec<GpuTensor>,
-    readback: Readback,
+    /// Staging for the output (plans that read logits; a sampling plan's 4-byte id goes
+    /// through the backend's read ring).
+    readback: Option<Readback>,
     out: GpuTensor,
     out_offset: usize,
     out_len: usize,
@@ -72,25 +74,34 @@ pub(crate) struct Plan {
     buffers: usize,
     /// Bytes of every device buffer the plan made (activations, ids, arena, staging, draw).
     bytes: u64,
-    /// Sampling plans: the draw op and the u32 the id lands in.
+    /// Sampling plans: the draw op (whose parameters change per step).
     draw: Option<Draw>,
 }
 
-/// The sampling ops of a plan: the draw (whose parameters change per step), the token it
-/// writes and the candidate scratch of the selection levels.
+/// The sampling ops of a plan: the draw (whose parameters change per step) and the candidate
+/// scratch of the selection levels. The id lands in the backend's token buffer.
 #[derive(Debug)]
 struct Draw {
     op: OpId,
-    token: GpuTensor,
     scratch: GpuTensor,
 }
 
 impl Plan {
-    pub fn build(gpu: &Gpu, key: &Key, freqs: &mut Freqs) -> Result<Plan, GpuError> {
+    /// Lowers `key`. `token`: the backend's one-u32 buffer that sampling ops write and
+    /// `IdsKey::Drawn` slots read (the token drawn by the previous step stays there).
+    pub fn build(
+        gpu: &Gpu,
+        key: &Key,
+        freqs: &mut Freqs,
+        token: &GpuTensor,
+    ) -> Result<Plan, GpuError> {
         let ids: Vec<GpuTensor> = key
             .ids
             .iter()
-            .map(|&n| GpuTensor::zeros(gpu, &[n], Dtype::U32))
+            .map(|k| match *k {
+                IdsKey::Host(n) => GpuTensor::zeros(gpu, &[n], Dtype::U32),
+                IdsKey::Drawn => token.clone(),
+            })
             .collect();
         let mut last_use = vec![None; key.nodes.len()];
         for (i, node) in key.nodes.iter().enumerate() {
@@ -120,25 +131,29 @@ impl Plan {
             let row = View::at(&out, loc.offset + (t.rows - 1) * t.cols);
             let sample = Sample { n: t.cols };
             let scratch = GpuTensor::zeros(gpu, &[sample.scratch_len()], Dtype::U32);
-            let token = GpuTensor::zeros(gpu, &[1], Dtype::U32);
-            let ops = sample.ops(row, &scratch, (&token).into(), &Sampling::greedy(), 0.0)?;
+            let ops = sample.ops(row, &scratch, token.into(), &Sampling::greedy(), 0.0)?;
             let op = *l.step.extend(ops).last().expect("the draw is the last op");
-            Some(Draw { op, token, scratch })
+            Some(Draw { op, scratch })
         } else {
             None
         };
-        let read_bytes = if key.sample { 4 } else { t.len() * 4 };
         let buffers = l.pool.bufs.len();
         let step = l.step.build(gpu);
-        let readback = Readback::new(gpu, read_bytes as u64);
+        let readback = (!key.sample).then(|| Readback::new(gpu, (t.len() * 4) as u64));
+        let host_ids = ids
+            .iter()
+            .zip(&key.ids)
+            .filter(|(_, k)| matches!(k, IdsKey::Host(_)))
+            .map(|(t, _)| t);
         let tensors = l
             .pool
             .bufs
             .iter()
-            .chain(&ids)
-            .chain(draw.iter().flat_map(|d| [&d.token, &d.scratch].into_iter()));
-        let bytes =
-            tensors.map(GpuTensor::bytes).sum::<u64>() + step.arena_bytes() + readback.bytes();
+            .chain(host_ids)
+            .chain(draw.iter().map(|d| &d.scratch));
+        let bytes = tensors.map(GpuTensor::bytes).sum::<u64>()
+            + step.arena_bytes()
+            + readback.as_ref().map_or(0, Readback::bytes);
         Ok(Plan {
             step,
             ids,
@@ -152,15 +167,15 @@ impl Plan {
         })
     }
 
-    /// Writes the step's ids and the draw's parameters, submits, and reads back the 4-byte
-    /// token id (`None`: no finite logit). Only for plans built with `sample`.
-    pub fn run_sample(
+    /// Sets the draw's parameters and writes the step's host ids: the step is then ready to
+    /// submit (through the backend's read ring). Only for plans built with `sample`.
+    pub fn prepare_sample(
         &mut self,
         gpu: &Gpu,
-        ids: &[Vec<u32>],
+        ids: &[IdsInput],
         s: &Sampling,
         u: f32,
-    ) -> Result<Option<u32>, GpuError> {
+    ) -> Result<&mut Step, GpuError> {
         let draw = self.draw.as_ref().ok_or_else(|| GpuError::InvalidParams {
             op: "sample",
             detail: "this step was built without the sampling op".into(),
@@ -169,25 +184,31 @@ impl Plan {
         params.set(s, u)?;
         self.step.set_params(draw.op, &params);
         self.write_ids(gpu, ids);
-        let mut id = [0u32];
-        self.readback
-            .run_and_read(gpu, &mut self.step, &draw.token, 0, &mut id)?;
-        Ok((id[0] != NO_TOKEN).then_some(id[0]))
+        Ok(&mut self.step)
     }
 
-    fn write_ids(&self, gpu: &Gpu, ids: &[Vec<u32>]) {
-        for (t, values) in self.ids.iter().zip(ids) {
-            let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-            gpu.queue.write_buffer(t.buf.raw(), 0, &bytes);
+    /// Writes the host ids (the drawn token is already on the device).
+    fn write_ids(&self, gpu: &Gpu, ids: &[IdsInput]) {
+        for (t, input) in self.ids.iter().zip(ids) {
+            if let IdsInput::Host(values) = input {
+                let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+                gpu.queue.write_buffer(t.buf.raw(), 0, &bytes);
+            }
         }
     }
 
     /// Writes the step's ids, submits it (one encoder, one pass) and reads the output back.
-    pub fn run(&mut self, gpu: &Gpu, ids: &[Vec<u32>]) -> Result<Vec<f32>, GpuError> {
+    pub fn run(&mut self, gpu: &Gpu, ids: &[IdsInput]) -> Result<Vec<f32>, GpuError> {
         self.write_ids(gpu, ids);
+        let readback = self
+            .readback
+            .as_ref()
+            .ok_or_else(|| GpuError::InvalidParams {
+                op: "read",
+                detail: "this step was built to sample; it reads back only the token".into(),
+            })?;
         let mut out = vec![0.0f32; self.out_len];
-        self.readback
-            .run_and_read(gpu, &mut self.step, &self.out, self.out_offset, &mut out)?;
+        readback.run_and_read(gpu, &mut self.step, &self.out, self.out_offset, &mut out)?;
         Ok(out)
     }
 

@@ -4,8 +4,9 @@
 //! user's prompt takes (matrix-matrix blocks; the next token drawn from the last row, on the
 //! GPU where the executor samples there). Decode (`tgN`): after an untimed prefill of the
 //! `-p` prompt (so the KV cache holds that much history; none with `-p 0`), N steps of one
-//! token each: the previous draw goes in, the next id comes out (`forward_sample`, the
-//! sampler's `accept`), as `rullama run` generates without printing. Every repetition
+//! token each: the previous draw goes in, the next id comes out (a `Generator`: the step
+//! feeding a drawn token is queued before its id is read), as `rullama run` generates
+//! without printing. Every repetition
 //! rewinds the cache to position 0. The clock stops when the id is back on the host, so the
 //! GPU work of each step is inside it.
 
@@ -13,7 +14,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use rullama_model::sampler::{Sampler, SamplerParams};
-use rullama_model::{Backend, DeviceMemory, Model, Session, StepProfile};
+use rullama_model::{Backend, DeviceMemory, Generator, Model, Session, StepProfile};
 use rullama_tokenizer::Tokenizer;
 
 use crate::commands::CliError;
@@ -141,18 +142,19 @@ impl Step<'_> {
 }
 
 /// `n` decode steps at positions `start..start + n` (after the history, rewinding what a
-/// previous repetition left), starting by feeding `token`.
+/// previous repetition left), starting by feeding `token`: a [`Generator`], as `rullama run`
+/// generates (each step queued before the previous one's id is read).
 fn decode<B: Backend>(
     session: &mut Session<'_, B>,
-    mut token: u32,
+    token: u32,
     start: usize,
     n: usize,
     sampler: &mut Sampler,
 ) -> Result<(), CliError> {
-    for pos in start..start + n {
-        sampler.accept(token);
-        token = session.forward_sample(&[token], pos, sampler)?;
-    }
+    sampler.accept(token);
+    let mut tokens = Generator::start(session, &[token], start, n, sampler)?;
+    while tokens.next(sampler)?.is_some() {}
+    tokens.finish();
     Ok(())
 }
 

@@ -1,0 +1,145 @@
+//! Reads that overlap the next steps: a few small staging buffers used in turn.
+//!
+//! A submit + read-back of a few bytes costs ~0.6 ms on the H100 (DESIGN.md), longer than a
+//! small model's whole decode step. [`ReadRing::submit`] records a step, appends the copy of
+//! its result into the next staging slot, submits, and starts mapping that slot without
+//! waiting; [`ReadRing::read`] waits for that one submission later, after the caller has
+//! queued the next step. A slot still mapping when its turn comes again (a result nobody
+//! read) is waited for and released first. The staging buffers are made once.
+
+use std::sync::mpsc::{Receiver, channel};
+
+use crate::device::Gpu;
+use crate::error::GpuError;
+use crate::step::Step;
+use crate::tensor::GpuTensor;
+
+type MapResult = Result<(), wgpu::BufferAsyncError>;
+
+/// A submitted read: which slot, which use of it, and the submission that fills it.
+#[derive(Debug)]
+pub struct Ticket {
+    slot: usize,
+    generation: u64,
+    index: wgpu::SubmissionIndex,
+}
+
+#[derive(Debug)]
+struct Slot {
+    staging: wgpu::Buffer,
+    /// The mapping under way (or done and not yet read), and the use it belongs to.
+    mapping: Option<(u64, Receiver<MapResult>)>,
+}
+
+/// `n` staging buffers of `bytes` each, used round robin.
+#[derive(Debug)]
+pub struct ReadRing {
+    slots: Vec<Slot>,
+    bytes: u64,
+    next: usize,
+    generation: u64,
+}
+
+impl ReadRing {
+    pub fn new(gpu: &Gpu, n: usize, bytes: u64) -> ReadRing {
+        let bytes = bytes.next_multiple_of(4).max(4);
+        let slots = (0..n.max(1))
+            .map(|_| Slot {
+                staging: gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("read ring"),
+                    size: bytes,
+                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                }),
+                mapping: None,
+            })
+            .collect();
+        ReadRing {
+            slots,
+            bytes,
+            next: 0,
+            generation: 0,
+        }
+    }
+
+    /// Bytes of the staging buffers, for memory reports.
+    pub fn total_bytes(&self) -> u64 {
+        self.bytes * self.slots.len() as u64
+    }
+
+    /// Records `step`, then a copy of the first `bytes` of `src` from byte `offset`, submits
+    /// both and starts mapping the copy. Does not wait for the GPU.
+    pub fn submit(
+        &mut self,
+        gpu: &Gpu,
+        step: &mut Step,
+        src: &GpuTensor,
+        offset: u64,
+    ) -> Result<Ticket, GpuError> {
+        let slot = self.next;
+        self.next = (self.next + 1) % self.slots.len();
+        self.release(gpu, slot)?;
+        self.generation += 1;
+        let bytes = self.bytes;
+        let staging = &self.slots[slot].staging;
+        let index = gpu.submit_with(step, |enc| {
+            enc.copy_buffer_to_buffer(src.buf.raw(), offset, staging, 0, bytes);
+        });
+        let (tx, rx) = channel();
+        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        self.slots[slot].mapping = Some((self.generation, rx));
+        Ok(Ticket {
+            slot,
+            generation: self.generation,
+            index,
+        })
+    }
+
+    /// Waits for the ticket's submission and copies its bytes into `out`.
+    pub fn read<T: bytemuck::Pod>(
+        &mut self,
+        gpu: &Gpu,
+        ticket: Ticket,
+        out: &mut [T],
+    ) -> Result<(), GpuError> {
+        let slot = &mut self.slots[ticket.slot];
+        let Some((generation, rx)) = slot.mapping.take_if(|(g, _)| *g == ticket.generation) else {
+            return Err(GpuError::InvalidParams {
+                op: "read ring",
+                detail: "a ticket read twice, or after its slot was reused".into(),
+            });
+        };
+        debug_assert_eq!(generation, ticket.generation);
+        gpu.device.poll(wgpu::PollType::Wait {
+            submission_index: Some(ticket.index),
+            timeout: None,
+        })?;
+        rx.recv().unwrap_or(Err(wgpu::BufferAsyncError))?;
+        {
+            let view = slot
+                .staging
+                .slice(..)
+                .get_mapped_range()
+                .expect("the slot was just mapped");
+            let out = bytemuck::cast_slice_mut::<T, u8>(out);
+            let n = out.len().min(view.len());
+            out[..n].copy_from_slice(&view[..n]);
+        }
+        slot.staging.unmap();
+        Ok(())
+    }
+
+    /// Ends a mapping nobody read, so the slot can take a copy again.
+    fn release(&mut self, gpu: &Gpu, slot: usize) -> Result<(), GpuError> {
+        let s = &mut self.slots[slot];
+        if let Some((_, rx)) = s.mapping.take() {
+            gpu.wait()?;
+            if rx.recv().is_ok_and(|r| r.is_ok()) {
+                s.staging.unmap();
+            }
+        }
+        Ok(())
+    }
+}
