@@ -7,6 +7,7 @@
 // measured on the H100; 256 x 4 takes that to 3 steps). The bindings and the accessors
 // `load_x` / `store_y` come from `io_separate.wgsl` (x read, y written) or `io_inplace.wgsl`
 // (one read-write buffer: y_offset is x_offset), so per-head q/k norms need no scratch.
+// The workgroup sum comes from `norm/reduce.wgsl`.
 
 struct Params {
     n: u32,
@@ -22,9 +23,9 @@ struct Params {
 @group(0) @binding(0) var<uniform> p: Params;
 
 override WG: u32 = 256u;
-var<workgroup> partial: array<f32, 256>;
 
-// 1 / rms of row `row`; every invocation of the workgroup gets the same value.
+// 1 / rms of row `row`; every invocation of the workgroup gets the same value (the tree
+// reduction is `workgroup_sum` in norm/reduce.wgsl).
 fn inv_rms(row: u32, tid: u32) -> f32 {
     let base = p.x_offset + row * p.n;
     var acc = vec4<f32>(0.0);
@@ -32,15 +33,8 @@ fn inv_rms(row: u32, tid: u32) -> f32 {
         let v = load_quad(base, quad(i));
         acc += v * v;
     }
-    partial[tid] = acc.x + acc.y + acc.z + acc.w;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s >>= 1u) {
-        if tid < s {
-            partial[tid] += partial[tid + s];
-        }
-        workgroupBarrier();
-    }
-    return 1.0 / sqrt(partial[0] / f32(p.n) + p.eps);
+    let ss = workgroup_sum(acc.x + acc.y + acc.z + acc.w, tid);
+    return 1.0 / sqrt(ss / f32(p.n) + p.eps);
 }
 
 // x[base + i] for i < n, else 0 (the index is clamped so the load is always in bounds).

@@ -13,9 +13,14 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
 use rullama_kernels::ops::attention::Attention;
+use rullama_kernels::ops::elementwise::add_inplace;
+use rullama_kernels::ops::head_norm_rope::{HeadNormRope, Heads};
 use rullama_kernels::ops::kv::{KvAppend, KvCache, KvDtype, KvLayout};
 use rullama_kernels::ops::matmul::{Strides, matmul};
 use rullama_kernels::ops::matvec::matvec;
+use rullama_kernels::ops::norm::RmsNorm;
+use rullama_kernels::ops::residual_norm::{NormOut, ResidualNorm};
+use rullama_kernels::ops::rope::{Rope, RopeMode, rope_freqs};
 use rullama_kernels::ops::sample::{Sample, Sampling};
 use rullama_kernels::parity::data::{random_f32, random_weight_bytes};
 use rullama_kernels::{
@@ -380,6 +385,111 @@ fn parity(gpu: &Gpu) {
     }
 }
 
+/// The fused norms against the dispatches they replace, at gemma-3-270m's shapes: the
+/// post-attention block (`h += norm(a) * w_post; y = norm(h) * w_ffn`: rms_norm, add, rms_norm)
+/// for decode (1 row) and a 512-token prompt block, and q/k norm + RoPE (4 q heads, 1 kv head,
+/// head_dim 256: two in-place norms and two ropes) for one token.
+fn bench_norms(ctx: &Ctx, c: &mut Criterion) {
+    let gpu = &ctx.gpu;
+    let d = 640;
+    let w = GpuTensor::from_f32(gpu, &[d], &random_f32(d, 3));
+    for rows in [1, 512] {
+        let len = d * rows;
+        let a = GpuTensor::from_f32(gpu, &[len], &random_f32(len, 1));
+        let h = GpuTensor::from_f32(gpu, &[len], &random_f32(len, 2));
+        let t = GpuTensor::zeros(gpu, &[len], Dtype::F32);
+        let y = GpuTensor::zeros(gpu, &[len], Dtype::F32);
+        let work = Work {
+            bytes: (4 * 4 * len) as u64,
+            flops: (8 * len) as f64,
+        };
+        let fused = ResidualNorm {
+            n: d,
+            n_rows: rows,
+            eps: 1e-6,
+        };
+        let out = NormOut {
+            y: (&y).into(),
+            weight: &w,
+        };
+        let op = fused.op((&a).into(), Some(&w), (&h).into(), Some(out));
+        ctx.bench(
+            c,
+            &format!("norm/residual_norm/fused/{rows}x{d}"),
+            vec![op.unwrap()],
+            work,
+            200,
+        );
+        let norm = RmsNorm {
+            n: d,
+            n_rows: rows,
+            eps: 1e-6,
+        };
+        let ops = vec![
+            norm.op((&a).into(), (&t).into(), Some(&w)).unwrap(),
+            add_inplace((&h).into(), (&t).into(), len).unwrap(),
+            norm.op((&h).into(), (&y).into(), Some(&w)).unwrap(),
+        ];
+        ctx.bench(
+            c,
+            &format!("norm/residual_norm/separate/{rows}x{d}"),
+            ops,
+            work,
+            200,
+        );
+    }
+    let (hd, nq, nk) = (256, 4, 1);
+    let q = GpuTensor::from_f32(gpu, &[nq * hd], &random_f32(nq * hd, 4));
+    let k = GpuTensor::from_f32(gpu, &[nk * hd], &random_f32(nk * hd, 5));
+    let wh = GpuTensor::from_f32(gpu, &[hd], &random_f32(hd, 6));
+    let pos = GpuTensor::from_u32(gpu, &[1], &[77]);
+    let freqs = rope_freqs(hd, 1e6, 1.0, None);
+    let ft = GpuTensor::from_f32(gpu, &[freqs.len()], &freqs);
+    let work = Work {
+        bytes: (2 * 4 * (nq + nk) * hd) as u64,
+        flops: (10 * (nq + nk) * hd) as f64,
+    };
+    let op = HeadNormRope {
+        mode: RopeMode::Neox,
+        head_dim: hd,
+        n_rot: hd,
+        n_tokens: 1,
+        eps: 1e-6,
+    };
+    let heads = |x, n_heads: usize| Heads {
+        x: View::from(x),
+        n_heads,
+        stride: n_heads * hd,
+        weight: Some(&wh),
+    };
+    let fused = op.op(heads(&q, nq), Some(heads(&k, nk)), (&pos).into(), &ft);
+    ctx.bench(
+        c,
+        "norm/head_norm_rope/fused/4+1x256",
+        vec![fused.unwrap()],
+        work,
+        200,
+    );
+    let mut ops = Vec::new();
+    for (x, n_heads) in [(&q, nq), (&k, nk)] {
+        let norm = RmsNorm {
+            n: hd,
+            n_rows: n_heads,
+            eps: 1e-6,
+        };
+        let rope = Rope {
+            mode: RopeMode::Neox,
+            head_dim: hd,
+            n_rot: hd,
+            n_heads,
+            n_tokens: 1,
+        };
+        ops.push(norm.op_inplace(x.into(), Some(&wh)).unwrap());
+        ops.push(rope.op(x.into(), (&pos).into(), &ft).unwrap());
+    }
+    ctx.bench(c, "norm/head_norm_rope/separate/4+1x256", ops, work, 200);
+}
+
 /// Sampling one token from a vocabulary row (selection levels and the draw), greedy and with
 /// llama.cpp's defaults (top-k 40, top-p 0.95, min-p 0.05, temperature 0.8).
 fn bench_sample(ctx: &Ctx, c: &mut Criterion) {
@@ -457,5 +567,6 @@ fn main() {
     bench_matmul(&ctx, &mut c);
     bench_attention(&ctx, &mut c);
     bench_sample(&ctx, &mut c);
+    bench_norms(&ctx, &mut c);
     c.final_summary();
 }

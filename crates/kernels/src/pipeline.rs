@@ -13,7 +13,8 @@ use crate::ops::kv::KvDtype;
 use crate::ops::rope::RopeMode;
 use crate::ops::unary::UnaryOp;
 use crate::ops::{
-    argmax, attention, elementwise, embed, glu, kv, matmul, matvec, norm, rope, sample, unary,
+    argmax, attention, elementwise, embed, glu, head_norm_rope, kv, matmul, matvec, norm,
+    residual_norm, rope, sample, unary,
 };
 use crate::shader::{BindingKind, Program};
 
@@ -50,6 +51,10 @@ pub enum Kernel {
     SampleDraw,
     /// Rotary position embedding, in place.
     Rope(RopeMode),
+    /// `h += [rms_norm(a) * w_in]`, then optionally `y = rms_norm(h) * w_out`, per row.
+    ResidualNorm { pre_norm: bool, out_norm: bool },
+    /// Optional per-head weighted RMS norm, then RoPE, in place, over q and optionally k.
+    HeadNormRope { mode: RopeMode, norm: bool },
 }
 
 impl Kernel {
@@ -64,6 +69,16 @@ impl Kernel {
         for weighted in [false, true] {
             for in_place in [false, true] {
                 all.push(Kernel::RmsNorm { weighted, in_place });
+            }
+        }
+        for pre_norm in [false, true] {
+            for out_norm in [false, true] {
+                all.push(Kernel::ResidualNorm { pre_norm, out_norm });
+            }
+        }
+        for mode in [RopeMode::Normal, RopeMode::Neox] {
+            for norm in [false, true] {
+                all.push(Kernel::HeadNormRope { mode, norm });
             }
         }
         for kv in [KvDtype::F32, KvDtype::F16] {
@@ -123,6 +138,10 @@ impl Kernel {
             Kernel::SampleTopK => sample::topk_program(),
             Kernel::SampleDraw => sample::draw_program(),
             Kernel::Rope(_) => rope::program(),
+            Kernel::ResidualNorm { pre_norm, out_norm } => {
+                residual_norm::program(pre_norm, out_norm)
+            }
+            Kernel::HeadNormRope { norm, .. } => head_norm_rope::program(norm),
         }
     }
 
@@ -136,6 +155,10 @@ impl Kernel {
         match self {
             Kernel::Glu(a) => vec![("ACT", a.code())],
             Kernel::Rope(m) => vec![("NEOX", m.code())],
+            Kernel::ResidualNorm { pre_norm, .. } => vec![("PRE", f64::from(u8::from(pre_norm)))],
+            Kernel::HeadNormRope { mode, norm } => {
+                vec![("NEOX", mode.code()), ("NORM", f64::from(u8::from(norm)))]
+            }
             Kernel::Unary(op) => vec![("OP", op.code())],
             Kernel::Attention { head_dim, .. } => vec![("HD", f64::from(head_dim))],
             _ => Vec::new(),

@@ -2,7 +2,8 @@
 //!
 //! WGSL: `norm/rms_norm.wgsl` (entry `main`, or `main_weighted` with the weight bound) +
 //! `norm/io_separate.wgsl` (x read, y written) or `norm/io_inplace.wgsl` (one read-write
-//! buffer: per-head q/k norms in place). One workgroup of 256 per row. A whole vector is one row; per-head norms over
+//! buffer: per-head q/k norms in place) + `norm/reduce.wgsl` (the workgroup sum). One
+//! workgroup of 256 per row. A whole vector is one row; per-head norms over
 //! `[n_heads, head_dim]` are `n_heads` rows of `head_dim`.
 
 use crate::device::Gpu;
@@ -28,6 +29,8 @@ pub struct RmsNormParams {
 static SHADER: ShaderFile = shader_file!("norm/rms_norm.wgsl");
 static IO_SEPARATE: ShaderFile = shader_file!("norm/io_separate.wgsl");
 static IO_INPLACE: ShaderFile = shader_file!("norm/io_inplace.wgsl");
+/// `workgroup_sum`, the tree reduction every norm kernel shares.
+pub(crate) static REDUCE: ShaderFile = shader_file!("norm/reduce.wgsl");
 
 const BINDINGS: &[BindingKind] = &[
     BindingKind::Uniform,
@@ -58,7 +61,11 @@ pub(crate) fn program(weighted: bool, in_place: bool) -> Program {
     };
     Program {
         name: name.to_string(),
-        files: vec![&SHADER, if in_place { &IO_INPLACE } else { &IO_SEPARATE }],
+        files: vec![
+            &SHADER,
+            &REDUCE,
+            if in_place { &IO_INPLACE } else { &IO_SEPARATE },
+        ],
         entry: if weighted { "main_weighted" } else { "main" },
         bindings: match (weighted, in_place) {
             (false, false) => BINDINGS,

@@ -32,7 +32,8 @@ impl RopeMode {
         }
     }
 
-    fn pair(self, i: usize, half: usize) -> (usize, usize) {
+    /// The dims of rotated pair `i` when `half = n_rot / 2`.
+    pub(crate) fn pair(self, i: usize, half: usize) -> (usize, usize) {
         match self {
             RopeMode::Normal => (2 * i, 2 * i + 1),
             RopeMode::Neox => (i, i + half),

@@ -152,18 +152,21 @@ impl Check {
 /// Every kernel's parity check.
 pub fn checks() -> Vec<Check> {
     use crate::ops::{
-        argmax, attention, elementwise, embed, glu, kv, matmul, matvec, norm, rope, sample, unary,
+        argmax, attention, elementwise, embed, glu, head_norm_rope, kv, matmul, matvec, norm,
+        residual_norm, rope, sample, unary,
     };
     vec![
         matvec::CHECK,
         matmul::CHECK,
         embed::CHECK,
         norm::CHECK,
+        residual_norm::CHECK,
         elementwise::ADD_CHECK,
         elementwise::COPY_CHECK,
         unary::CHECK,
         glu::CHECK,
         rope::CHECK,
+        head_norm_rope::CHECK,
         argmax::CHECK,
         sample::CHECK,
         kv::CHECK,

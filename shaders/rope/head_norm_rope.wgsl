@@ -1,0 +1,143 @@
+// Per-head RMS norm (NORM == 1: x / sqrt(mean(x^2) + eps) * weight, weight of head_dim, as
+// norm/rms_norm.wgsl) then RoPE exactly as rope/rope.wgsl (NEOX pairing, first n_rot dims,
+// pair i turned by pos * freqs[i]), in place, over up to two tensors in one dispatch: q
+// (bindings xq, wq) and k (xk, wk; k_heads = 0 when there is none). Each is
+// [n_tokens, heads, head_dim]: head h of token t starts at offset + t * stride + h * head_dim
+// (a stride wider than heads * head_dim reads q or k out of fused qkv rows). Token t is at
+// position pos[pos_offset + t].
+//
+// One workgroup of WG per (tensor, token, head): workgroups 0 .. n_tokens * q_heads do q, the
+// rest do k. Invocation tid holds pairs j = tid + m * WG (m < PAIRS, so head_dim <= 2 * PAIRS
+// * WG = 512), loaded together (all in flight) and kept in registers through the norm's sum
+// and the rotation. Pair j < n_rot / 2 is the rotated pair (j, j + n_rot/2) (NEOX) or
+// (2j, 2j + 1); pairs past n_rot / 2 are the unrotated dims (2j, 2j + 1), only normed.
+
+struct Params {
+    head_dim: u32,
+    n_rot: u32,
+    n_tokens: u32,
+    pos_offset: u32,
+    q_heads: u32,
+    q_offset: u32,
+    q_stride: u32,
+    k_heads: u32,
+    k_offset: u32,
+    k_stride: u32,
+    eps: f32,
+    _pad0: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> xq: array<f32>;
+@group(0) @binding(2) var<storage, read_write> xk: array<f32>;
+@group(0) @binding(3) var<storage, read> pos: array<u32>;
+@group(0) @binding(4) var<storage, read> freqs: array<f32>;
+@group(0) @binding(5) var<storage, read> wq: array<f32>;
+@group(0) @binding(6) var<storage, read> wk: array<f32>;
+
+override WG: u32 = 64u;
+override NEOX: u32 = 1u;
+override NORM: u32 = 1u;
+// Pairs per invocation.
+const PAIRS: u32 = 4u;
+
+// The branch on is_k is uniform: one workgroup is all q or all k.
+fn load(is_k: bool, i: u32) -> f32 {
+    if is_k {
+        return xk[i];
+    }
+    return xq[i];
+}
+
+fn store(is_k: bool, i: u32, v: f32) {
+    if is_k {
+        xk[i] = v;
+    } else {
+        xq[i] = v;
+    }
+}
+
+fn gain(is_k: bool, i: u32) -> f32 {
+    if is_k {
+        return wk[i];
+    }
+    return wq[i];
+}
+
+// The dims of pair j (row-relative).
+fn pair(j: u32) -> vec2<u32> {
+    let half = p.n_rot / 2u;
+    if NEOX == 1u && j < half {
+        return vec2<u32>(j, j + half);
+    }
+    return vec2<u32>(2u * j, 2u * j + 1u);
+}
+
+@compute @workgroup_size(WG)
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    let g = wid.y * nwg.x + wid.x;
+    let nq = p.n_tokens * p.q_heads;
+    if g >= nq + p.n_tokens * p.k_heads {
+        return;
+    }
+    let is_k = g >= nq;
+    var row = g;
+    var heads = p.q_heads;
+    var base = p.q_offset;
+    var stride = p.q_stride;
+    if is_k {
+        row = g - nq;
+        heads = p.k_heads;
+        base = p.k_offset;
+        stride = p.k_stride;
+    }
+    let t = row / heads;
+    base += t * stride + (row % heads) * p.head_dim;
+    let n_pairs = p.head_dim / 2u;
+    let last = p.head_dim - 1u;
+
+    var x0: array<f32, PAIRS>;
+    var x1: array<f32, PAIRS>;
+    for (var m = 0u; m < PAIRS; m++) {
+        let j = tid + m * WG;
+        let d = min(pair(j), vec2<u32>(last));
+        x0[m] = select(0.0, load(is_k, base + d.x), j < n_pairs);
+        x1[m] = select(0.0, load(is_k, base + d.y), j < n_pairs);
+    }
+    if NORM == 1u {
+        var ss = 0.0;
+        for (var m = 0u; m < PAIRS; m++) {
+            ss += x0[m] * x0[m] + x1[m] * x1[m];
+        }
+        let r = 1.0 / sqrt(workgroup_sum(ss, tid) / f32(p.head_dim) + p.eps);
+        for (var m = 0u; m < PAIRS; m++) {
+            let d = min(pair(tid + m * WG), vec2<u32>(last));
+            x0[m] = x0[m] * r * gain(is_k, d.x);
+            x1[m] = x1[m] * r * gain(is_k, d.y);
+        }
+    }
+    let ps = f32(pos[p.pos_offset + t]);
+    let half = p.n_rot / 2u;
+    for (var m = 0u; m < PAIRS; m++) {
+        let j = tid + m * WG;
+        if j >= n_pairs {
+            break;
+        }
+        let d = pair(j);
+        var y0 = x0[m];
+        var y1 = x1[m];
+        if j < half {
+            let a = ps * freqs[j];
+            let c = cos(a);
+            let s = sin(a);
+            y0 = x0[m] * c - x1[m] * s;
+            y1 = x0[m] * s + x1[m] * c;
+        }
+        store(is_k, base + d.x, y0);
+        store(is_k, base + d.y, y1);
+    }
+}
