@@ -1,7 +1,7 @@
 //! Gated linear units: `out = act(gate) * up` with GELU (tanh form, GEGLU) or SiLU (SwiGLU).
 //!
-//! WGSL: `elementwise/glu.wgsl`, activation chosen by the `ACT` override (part of the
-//! pipeline key). 256 invocations per workgroup, one element each.
+//! WGSL: `elementwise/glu.wgsl` + `elementwise/act.wgsl` (the activations, chosen by the `ACT`
+//! override, part of the pipeline key). 256 invocations per workgroup, one element each.
 
 use crate::device::Gpu;
 use crate::error::GpuError;
@@ -52,6 +52,8 @@ pub struct GluParams {
 }
 
 static SHADER: ShaderFile = shader_file!("elementwise/glu.wgsl");
+/// The activations (`act(x)`, `ACT` override), for every kernel that applies one.
+pub(crate) static ACT: ShaderFile = shader_file!("elementwise/act.wgsl");
 
 const BINDINGS: &[BindingKind] = &[
     BindingKind::Uniform,
@@ -65,7 +67,7 @@ pub const WORKGROUP: u32 = 256;
 pub(crate) fn program() -> Program {
     Program {
         name: "glu".to_string(),
-        files: vec![&SHADER],
+        files: vec![&SHADER, &ACT],
         entry: "main",
         bindings: BINDINGS,
         params_size: size_of::<GluParams>(),

@@ -1,6 +1,7 @@
 //! `y = W x` with `W` a GGUF weight (any [`GpuFormat`]) kept in its block layout.
 //!
-//! WGSL: `matvec/matvec.wgsl` (skeleton), `matvec/reduce_{plain,subgroup}.wgsl` (entry point),
+//! WGSL: `matvec/matvec.wgsl` (skeleton), `matvec/x_plain.wgsl` (the input, read through
+//! `x4`), `matvec/reduce_{plain,subgroup}.wgsl` (entry point),
 //! `common/blocks.wgsl`, `formats/<type>.wgsl` (block constants) and `matvec/dot_<type>.wgsl`
 //! (the per-format `part_dot`). A workgroup of 128 takes 4 rows; lanes work in groups of
 //! `PARTS` on one step of the row (4 or 8 lanes per unit of 32 weights; 32 lanes per Q4_K /
@@ -34,6 +35,7 @@ pub struct MatvecParams {
 }
 
 static SKELETON: ShaderFile = shader_file!("matvec/matvec.wgsl");
+static X_PLAIN: ShaderFile = shader_file!("matvec/x_plain.wgsl");
 static REDUCE_PLAIN: ShaderFile = shader_file!("matvec/reduce_plain.wgsl");
 static REDUCE_SUBGROUP: ShaderFile = shader_file!("matvec/reduce_subgroup.wgsl");
 // `const`, not `static`: `dot_files` returns promoted `&'static` slices of them.
@@ -114,7 +116,7 @@ pub(crate) fn program(f: GpuFormat, subgroup: bool) -> Program {
     };
     Program {
         name: format!("matvec_{}{suffix}", f.name()),
-        files: [&SKELETON, reduce, &BLOCKS]
+        files: [&SKELETON, &X_PLAIN, reduce, &BLOCKS]
             .into_iter()
             .chain(f.decoder().iter().copied())
             .chain(dot_files(f).iter().copied())
