@@ -12,7 +12,8 @@
 // are then reduced across the workgroup by the entry point (reduce_plain.wgsl:
 // workgroup-memory tree; reduce_subgroup.wgsl: subgroupAdd, then one value per subgroup),
 // which also writes y. The input comes through `x4(i)` (inputs i .. i + 4, i counted from
-// the buffer's start, so x_offset included), defined by the input file (matvec/x_plain.wgsl).
+// the buffer's start, so x_offset included), defined by the input file: matvec/x_plain.wgsl
+// (a vector) or matvec/x_glu.wgsl (act(gate) * up, computed as it is read).
 
 struct Params {
     n_in: u32,
@@ -20,14 +21,15 @@ struct Params {
     row_bytes: u32,
     x_offset: u32,
     y_offset: u32,
-    _pad0: u32,
+    // Where `up` starts (x_glu.wgsl; x_offset is then the gate's). Unused by x_plain.wgsl.
+    up_offset: u32,
     _pad1: u32,
     _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> w: array<vec4<u32>>;
-// Binding 2 is the input, declared by the input file with `x_begin` and `x4`.
+// Binding 2 (and 5) is the input, declared by the input file with `x_begin` and `x4`.
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 // The weight chunk once more, as words, for the scalar reads of common/blocks.wgsl (a vec4
 // load there would fetch 16 bytes to use 4).
