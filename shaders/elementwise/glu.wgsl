@@ -1,6 +1,6 @@
-// Gated linear unit: out[i] = act(gate[i]) * up[i], act picked by the ACT override:
-// 0 = GELU, tanh form as llama.cpp (GEGLU); 1 = SiLU (SwiGLU). gate and up may be the same
-// buffer (the fused gate|up matvec output) at different offsets.
+// Gated linear unit: out[i] = act(gate[i]) * up[i], act from elementwise/act.wgsl (the ACT
+// override). gate and up may be the same buffer (the fused gate|up matvec output) at
+// different offsets.
 
 struct Params {
     n: u32,
@@ -15,18 +15,6 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
 override WG: u32 = 256u;
-override ACT: u32 = 0u;
-
-const SQRT_2_OVER_PI: f32 = 0.7978845608028654;
-const GELU_COEF_A: f32 = 0.044715;
-
-fn gelu_tanh(x: f32) -> f32 {
-    return 0.5 * x * (1.0 + tanh(SQRT_2_OVER_PI * x * (1.0 + GELU_COEF_A * x * x)));
-}
-
-fn silu(x: f32) -> f32 {
-    return x / (1.0 + exp(-x));
-}
 
 @compute @workgroup_size(WG)
 fn main(
@@ -38,12 +26,5 @@ fn main(
     if i >= p.n {
         return;
     }
-    let g = gate[p.gate_offset + i];
-    var a: f32;
-    if ACT == 0u {
-        a = gelu_tanh(g);
-    } else {
-        a = silu(g);
-    }
-    out[p.out_offset + i] = a * up[p.up_offset + i];
+    out[p.out_offset + i] = act(gate[p.gate_offset + i]) * up[p.up_offset + i];
 }

@@ -11,7 +11,9 @@
 // the 4 rows in straight-line code. The per-row partial sums
 // are then reduced across the workgroup by the entry point (reduce_plain.wgsl:
 // workgroup-memory tree; reduce_subgroup.wgsl: subgroupAdd, then one value per subgroup),
-// which also writes y.
+// which also writes y. The input comes through `x4(i)` (inputs i .. i + 4, i counted from
+// the buffer's start, so x_offset included), defined by the input file: matvec/x_plain.wgsl
+// (a vector) or matvec/x_glu.wgsl (act(gate) * up, computed as it is read).
 
 struct Params {
     n_in: u32,
@@ -19,16 +21,15 @@ struct Params {
     row_bytes: u32,
     x_offset: u32,
     y_offset: u32,
-    _pad0: u32,
+    // Where `up` starts (x_glu.wgsl; x_offset is then the gate's). Unused by x_plain.wgsl.
+    up_offset: u32,
     _pad1: u32,
     _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> w: array<vec4<u32>>;
-// x as vec4s (activation buffers are padded to 16 bytes): a part's 4 inputs in one load when
-// x_offset is a multiple of 4 (always, for rows of whole 32-weight units at a row boundary).
-@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
+// Binding 2 (and 5) is the input, declared by the input file with `x_begin` and `x4`.
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 // The weight chunk once more, as words, for the scalar reads of common/blocks.wgsl (a vec4
 // load there would fetch 16 bytes to use 4).
@@ -42,24 +43,6 @@ const R: u32 = 4u;
 // Partial sums: R rows x up to 256 slots.
 var<workgroup> red: array<f32, 1024>;
 
-// End of x (exclusive) for `x4`: a partial last unit of an F32/F16 row reads zeros past it.
-var<private> x_end: u32;
-// x_offset % 4 == 0: every x4(i) the parts ask for is then vec4-aligned.
-var<private> x_aligned: bool;
-
-fn x1(i: u32) -> f32 {
-    let j = min(i, x_end - 1u);
-    return select(0.0, x[j >> 2u][j & 3u], i < x_end);
-}
-
-// x[i .. i + 4], zero past n_in.
-fn x4(i: u32) -> vec4<f32> {
-    if x_aligned && i + 3u < x_end {
-        return x[i >> 2u];
-    }
-    return vec4<f32>(x1(i), x1(i + 1u), x1(i + 2u), x1(i + 3u));
-}
-
 fn first_row(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return (wid.y * nwg.x + wid.x) * R;
 }
@@ -67,8 +50,7 @@ fn first_row(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
 // This invocation's partial dot products for rows row0 .. row0 + R (rows past the chunk
 // repeat its last row; their sums are never stored).
 fn accumulate(row0: u32, tid: u32) -> vec4<f32> {
-    x_end = p.x_offset + p.n_in;
-    x_aligned = (p.x_offset & 3u) == 0u;
+    x_begin();
     let last = p.n_rows - 1u;
     let r0 = row0 * p.row_bytes;
     let r1 = min(row0 + 1u, last) * p.row_bytes;

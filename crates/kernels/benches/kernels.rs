@@ -1,5 +1,6 @@
-//! Kernel speed: matvec per weight format at real model shapes, the prompt matmul, decode and
-//! prompt attention. Each measurement is one compute pass of `reps` identical dispatches,
+//! Kernel speed: matvec per weight format at real model shapes, the matvec with a GLU input
+//! beside the glu + matvec it replaces, the prompt matmul, decode and prompt attention.
+//! Each measurement is one compute pass of `reps` identical dispatches,
 //! timed by GPU timestamps at the pass's start and end when the adapter has TIMESTAMP_QUERY
 //! (wall time of submit-to-idle otherwise), divided by `reps`. Criterion reports time and
 //! throughput (weight or cache bytes read per dispatch, decimal GB/s); each bench also prints
@@ -14,10 +15,11 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, Throughput};
 use rullama_kernels::ops::attention::Attention;
 use rullama_kernels::ops::elementwise::add_inplace;
+use rullama_kernels::ops::glu::{Activation, glu};
 use rullama_kernels::ops::head_norm_rope::{HeadNormRope, Heads};
 use rullama_kernels::ops::kv::{KvAppend, KvCache, KvDtype, KvLayout};
 use rullama_kernels::ops::matmul::{Strides, matmul};
-use rullama_kernels::ops::matvec::matvec;
+use rullama_kernels::ops::matvec::{matvec, matvec_glu};
 use rullama_kernels::ops::norm::RmsNorm;
 use rullama_kernels::ops::residual_norm::{NormOut, ResidualNorm};
 use rullama_kernels::ops::rope::{Rope, RopeMode, rope_freqs};
@@ -223,6 +225,45 @@ fn bench_matvec(ctx: &Ctx, c: &mut Criterion) {
                 }
             }
         }
+    }
+}
+
+/// The down projection with the GLU computed as its input is read, beside the two dispatches
+/// it replaces (`glu` then `matvec`); gate and up are one fused gate|up tensor.
+fn bench_matvec_glu(ctx: &Ctx, c: &mut Criterion) {
+    let gpu = &ctx.gpu;
+    // gemma-3-270m's down projection (GEGLU), a 7B-sized one (SwiGLU).
+    let mut cases = vec![
+        (GpuFormat::Q4K, 2048, 640, Activation::GeluTanh),
+        (GpuFormat::Q4K, 14336, 4096, Activation::Silu),
+    ];
+    if gpu.info.device_type == wgpu::DeviceType::Cpu {
+        cases.truncate(1);
+    }
+    for (f, n_in, n_out, act) in cases {
+        let name = format!("matvec_glu/{}/{n_in}x{n_out}", f.name());
+        if ctx
+            .filter
+            .as_ref()
+            .is_some_and(|s| !format!("{name}/unfused").contains(s.as_str()))
+        {
+            continue;
+        }
+        let w = weight(gpu, f, n_in, n_out);
+        let gu = GpuTensor::from_f32(gpu, &[2 * n_in], &random_f32(2 * n_in, 1));
+        let a = GpuTensor::zeros(gpu, &[n_in], Dtype::F32);
+        let y = GpuTensor::zeros(gpu, &[n_out], Dtype::F32);
+        let (gate, up) = ((&gu).into(), View::at(&gu, n_in));
+        let bytes = f.row_bytes(n_in) * n_out;
+        let work = Work {
+            bytes: bytes as u64,
+            flops: 2.0 * (n_in * n_out) as f64,
+        };
+        let fused = matvec_glu(&w, act, gate, up, (&y).into()).unwrap();
+        ctx.bench(c, &name, fused, work, reps_for(bytes));
+        let mut two = vec![glu(act, gate, up, (&a).into(), n_in).unwrap()];
+        two.extend(matvec(&w, (&a).into(), (&y).into()).unwrap());
+        ctx.bench(c, &format!("{name}/unfused"), two, work, reps_for(bytes));
     }
 }
 
@@ -564,6 +605,7 @@ fn main() {
         .configure_from_args();
     println!("PERF|name|bytes|time_us|GB/s|% of 2.18 TB/s|GFLOP/s|TFLOP/s");
     bench_matvec(&ctx, &mut c);
+    bench_matvec_glu(&ctx, &mut c);
     bench_matmul(&ctx, &mut c);
     bench_attention(&ctx, &mut c);
     bench_sample(&ctx, &mut c);

@@ -10,6 +10,7 @@ use crate::device::{Caps, Gpu};
 use crate::format::GpuFormat;
 use crate::ops::glu::Activation;
 use crate::ops::kv::KvDtype;
+use crate::ops::matvec::InputKind;
 use crate::ops::rope::RopeMode;
 use crate::ops::unary::UnaryOp;
 use crate::ops::{
@@ -23,6 +24,8 @@ use crate::shader::{BindingKind, Program};
 pub enum Kernel {
     /// `y = W x` with `W` in the given format.
     Matvec(GpuFormat),
+    /// `y = W (act(gate) * up)`: the matvec with a GLU computed as its input is read.
+    MatvecGlu(GpuFormat, Activation),
     /// Gather rows of an embedding table (token ids read from a GPU buffer).
     EmbedRows(GpuFormat),
     /// `Y = X W^T` for a block of tokens, with `W` in the given format.
@@ -63,6 +66,8 @@ impl Kernel {
         let mut all = Vec::new();
         for &f in crate::shader::weight_formats() {
             all.push(Kernel::Matvec(f));
+            all.push(Kernel::MatvecGlu(f, Activation::GeluTanh));
+            all.push(Kernel::MatvecGlu(f, Activation::Silu));
             all.push(Kernel::EmbedRows(f));
             all.push(Kernel::Matmul(f));
         }
@@ -106,7 +111,8 @@ impl Kernel {
     /// with a subgroup variant pick it when the device has `Features::SUBGROUP`).
     pub fn program_for(self, caps: &Caps) -> Program {
         match self {
-            Kernel::Matvec(f) => matvec::program(f, caps.subgroup),
+            Kernel::Matvec(f) => matvec::program(f, InputKind::Plain, caps.subgroup),
+            Kernel::MatvecGlu(f, _) => matvec::program(f, InputKind::Glu, caps.subgroup),
             _ => self.program(),
         }
     }
@@ -114,7 +120,14 @@ impl Kernel {
     /// Every program this kernel may use, one per device capability set.
     pub fn programs(self) -> Vec<Program> {
         match self {
-            Kernel::Matvec(f) => vec![matvec::program(f, false), matvec::program(f, true)],
+            Kernel::Matvec(f) => vec![
+                matvec::program(f, InputKind::Plain, false),
+                matvec::program(f, InputKind::Plain, true),
+            ],
+            Kernel::MatvecGlu(f, _) => vec![
+                matvec::program(f, InputKind::Glu, false),
+                matvec::program(f, InputKind::Glu, true),
+            ],
             _ => vec![self.program()],
         }
     }
@@ -123,7 +136,8 @@ impl Kernel {
     /// optional feature).
     pub fn program(self) -> Program {
         match self {
-            Kernel::Matvec(f) => matvec::program(f, false),
+            Kernel::Matvec(f) => matvec::program(f, InputKind::Plain, false),
+            Kernel::MatvecGlu(f, _) => matvec::program(f, InputKind::Glu, false),
             Kernel::EmbedRows(f) => embed::program(f),
             Kernel::Matmul(f) => matmul::program(f),
             Kernel::RmsNorm { weighted, in_place } => norm::program(weighted, in_place),
@@ -153,7 +167,7 @@ impl Kernel {
     /// WGSL `override` constants this variant sets (besides the workgroup size).
     fn constants(self) -> Vec<(&'static str, f64)> {
         match self {
-            Kernel::Glu(a) => vec![("ACT", a.code())],
+            Kernel::Glu(a) | Kernel::MatvecGlu(_, a) => vec![("ACT", a.code())],
             Kernel::Rope(m) => vec![("NEOX", m.code())],
             Kernel::ResidualNorm { pre_norm, .. } => vec![("PRE", f64::from(u8::from(pre_norm)))],
             Kernel::HeadNormRope { mode, norm } => {

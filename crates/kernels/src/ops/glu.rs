@@ -1,7 +1,8 @@
 //! Gated linear units: `out = act(gate) * up` with GELU (tanh form, GEGLU) or SiLU (SwiGLU).
 //!
-//! WGSL: `elementwise/glu.wgsl`, activation chosen by the `ACT` override (part of the
-//! pipeline key). 256 invocations per workgroup, one element each.
+//! WGSL: `elementwise/glu.wgsl` + `elementwise/act.wgsl` (the activations, chosen by the `ACT`
+//! override, part of the pipeline key; shared with the matvec's GLU input,
+//! [`crate::ops::matvec::matvec_glu`]). 256 invocations per workgroup, one element each.
 
 use crate::device::Gpu;
 use crate::error::GpuError;
@@ -52,6 +53,8 @@ pub struct GluParams {
 }
 
 static SHADER: ShaderFile = shader_file!("elementwise/glu.wgsl");
+/// The activations (`act(x)`, `ACT` override), for every kernel that applies one.
+pub(crate) static ACT: ShaderFile = shader_file!("elementwise/act.wgsl");
 
 const BINDINGS: &[BindingKind] = &[
     BindingKind::Uniform,
@@ -65,7 +68,7 @@ pub const WORKGROUP: u32 = 256;
 pub(crate) fn program() -> Program {
     Program {
         name: "glu".to_string(),
-        files: vec![&SHADER],
+        files: vec![&SHADER, &ACT],
         entry: "main",
         bindings: BINDINGS,
         params_size: size_of::<GluParams>(),
@@ -109,6 +112,11 @@ pub fn glu_ref(act: Activation, gate: &[f32], up: &[f32]) -> Vec<f32> {
         .collect()
 }
 
+/// The bound on one output of the GLU: 2^-16 * (|g| + 1) * |up| (see [`CHECK`]).
+pub fn tolerance(gate: f32, up: f32) -> f64 {
+    f64::from(gate.abs() + 1.0) * f64::from(up.abs()) / 65536.0
+}
+
 /// Tolerance: |gpu - ref| <= 2^-16 * (|g| + 1) * |up|. WGSL leaves tanh's and exp's
 /// accuracy to the platform (Vulkan: exp within 3 + 2|x| ulp, tanh inherited from
 /// sinh/cosh), so only a few-ulp relative bound holds on the activation; scaled by
@@ -139,10 +147,12 @@ fn compare(gpu: &Gpu, act: Activation, n: usize, seed: u64) -> Result<Compare, G
     let want = glu_ref(act, &gu[..n], &gu[n..]);
     let mut c = Compare::default();
     for i in 0..n {
-        let tol = f64::from((gu[i].abs() + 1.0) * gu[n + i].abs() / 65536.0);
-        c.add(f64::from(y[i]), f64::from(want[i]), tol, || {
-            format!("{act:?} {i}: gate {}", gu[i])
-        });
+        c.add(
+            f64::from(y[i]),
+            f64::from(want[i]),
+            tolerance(gu[i], gu[n + i]),
+            || format!("{act:?} {i}: gate {}", gu[i]),
+        );
     }
     Ok(c)
 }

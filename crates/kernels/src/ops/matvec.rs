@@ -1,8 +1,11 @@
-//! `y = W x` with `W` a GGUF weight (any [`GpuFormat`]) kept in its block layout.
+//! `y = W x` with `W` a GGUF weight (any [`GpuFormat`]) kept in its block layout, and
+//! `y = W (act(gate) * up)`, the down projection of a gated FFN with the GLU computed as the
+//! input is read ([`matvec_glu`]: one dispatch instead of two).
 //!
-//! WGSL: `matvec/matvec.wgsl` (skeleton), `matvec/reduce_{plain,subgroup}.wgsl` (entry point),
-//! `common/blocks.wgsl`, `formats/<type>.wgsl` (block constants) and `matvec/dot_<type>.wgsl`
-//! (the per-format `part_dot`). A workgroup of 128 takes 4 rows; lanes work in groups of
+//! WGSL: `matvec/matvec.wgsl` (skeleton), the input (`matvec/x_plain.wgsl`, or
+//! `matvec/x_glu.wgsl` + `elementwise/act.wgsl`), `matvec/reduce_{plain,subgroup}.wgsl`
+//! (entry point), `common/blocks.wgsl`, `formats/<type>.wgsl` (block constants) and
+//! `matvec/dot_<type>.wgsl` (the per-format `part_dot`). A workgroup of 128 takes 4 rows; lanes work in groups of
 //! `PARTS` on one step of the row (4 or 8 lanes per unit of 32 weights; 32 lanes per Q4_K /
 //! Q6_K super-block), neighbouring lanes reading neighbouring words of the same block, so a
 //! subgroup's loads are contiguous (llama.cpp's Vulkan layout). Weights keep GGUF's layout.
@@ -13,10 +16,13 @@ use crate::device::Gpu;
 use crate::error::GpuError;
 use crate::format::GpuFormat;
 use crate::op::{Op, grid_1d};
+use crate::ops::glu::{self, Activation, glu_ref};
 use crate::parity::data::{Rng, n_in_step, random_f32, random_weight};
 use crate::parity::{Check, Compare, U, run_read};
 use crate::pipeline::Kernel;
-use crate::shader::{BLOCKS, Program, ShaderFile, WEIGHT_KERNEL_BINDINGS, shader_file};
+use crate::shader::{
+    BLOCKS, BindingKind, Program, ShaderFile, WEIGHT_KERNEL_BINDINGS, shader_file,
+};
 use crate::tensor::{GpuTensor, GpuWeight, View, WeightShape};
 
 /// Parameters of one matvec dispatch (WGSL `Params` in `matvec/matvec.wgsl`).
@@ -27,13 +33,50 @@ pub struct MatvecParams {
     /// Rows in this chunk.
     pub n_rows: u32,
     pub row_bytes: u32,
+    /// Where the input starts (the gate, for a GLU input).
     pub x_offset: u32,
     /// Where this chunk's first row lands in `y`.
     pub y_offset: u32,
-    pub _pad: [u32; 3],
+    /// Where `up` starts (GLU input only; 0 otherwise).
+    pub up_offset: u32,
+    pub _pad: [u32; 2],
 }
 
+/// What a matvec multiplies: a vector, or a gated linear unit of two vectors computed as the
+/// kernel reads it (`act(gate[i]) * up[i]`).
+#[derive(Debug, Clone, Copy)]
+pub enum Input<'a> {
+    Plain(View<'a>),
+    Glu {
+        act: Activation,
+        gate: View<'a>,
+        up: View<'a>,
+    },
+}
+
+/// The input file of a matvec program (the `x_begin` / `x1` / `x4` it reads through).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum InputKind {
+    /// `matvec/x_plain.wgsl`: x at binding 2.
+    Plain,
+    /// `matvec/x_glu.wgsl`: gate at binding 2, up at binding 5, act from the `ACT` override.
+    Glu,
+}
+
+/// The bindings of a matvec with a GLU input: [`WEIGHT_KERNEL_BINDINGS`] (input = gate) and
+/// `up` at 5.
+pub const GLU_BINDINGS: &[BindingKind] = &[
+    BindingKind::Uniform,
+    BindingKind::StorageRead,
+    BindingKind::StorageRead,
+    BindingKind::StorageReadWrite,
+    BindingKind::StorageRead,
+    BindingKind::StorageRead,
+];
+
 static SKELETON: ShaderFile = shader_file!("matvec/matvec.wgsl");
+static X_PLAIN: ShaderFile = shader_file!("matvec/x_plain.wgsl");
+static X_GLU: ShaderFile = shader_file!("matvec/x_glu.wgsl");
 static REDUCE_PLAIN: ShaderFile = shader_file!("matvec/reduce_plain.wgsl");
 static REDUCE_SUBGROUP: ShaderFile = shader_file!("matvec/reduce_subgroup.wgsl");
 // `const`, not `static`: `dot_files` returns promoted `&'static` slices of them.
@@ -106,30 +149,67 @@ fn lane_layout(f: GpuFormat) -> (usize, usize) {
     (constant("PARTS"), constant("STEP_UNITS"))
 }
 
-pub(crate) fn program(f: GpuFormat, subgroup: bool) -> Program {
+/// The matvec program for format `f`, input `input`, with the subgroup reduction or without.
+/// Only the input file differs between inputs: one skeleton, one dot file per format.
+pub(crate) fn program(f: GpuFormat, input: InputKind, subgroup: bool) -> Program {
     let (reduce, suffix) = if subgroup {
         (&REDUCE_SUBGROUP, "_sg")
     } else {
         (&REDUCE_PLAIN, "")
     };
+    let (x_files, prefix, bindings): (&[&'static ShaderFile], _, _) = match input {
+        InputKind::Plain => (&[&X_PLAIN], "matvec", WEIGHT_KERNEL_BINDINGS),
+        InputKind::Glu => (&[&X_GLU, &glu::ACT], "matvec_glu", GLU_BINDINGS),
+    };
     Program {
-        name: format!("matvec_{}{suffix}", f.name()),
-        files: [&SKELETON, reduce, &BLOCKS]
+        name: format!("{prefix}_{}{suffix}", f.name()),
+        files: [&SKELETON]
             .into_iter()
+            .chain(x_files.iter().copied())
+            .chain([reduce, &BLOCKS])
             .chain(f.decoder().iter().copied())
             .chain(dot_files(f).iter().copied())
             .collect(),
         entry: "main",
-        bindings: WEIGHT_KERNEL_BINDINGS,
+        bindings,
         params_size: size_of::<MatvecParams>(),
     }
 }
 
 /// `y[y.offset..][..n_out] = W x[x.offset..][..n_in]`: one op per weight chunk.
 pub fn matvec(w: &GpuWeight, x: View<'_>, y: View<'_>) -> Result<Vec<Op>, GpuError> {
+    matvec_input(w, Input::Plain(x), y)
+}
+
+/// `y[y.offset..][..n_out] = W a` with `a[i] = act(gate[i]) * up[i]` for i < n_in, computed
+/// as the kernel reads it (a gated FFN's GLU and down projection in one dispatch per weight
+/// chunk). `gate` and `up` may be views of one tensor (the fused gate|up output); `y` must be
+/// another tensor.
+pub fn matvec_glu(
+    w: &GpuWeight,
+    act: Activation,
+    gate: View<'_>,
+    up: View<'_>,
+    y: View<'_>,
+) -> Result<Vec<Op>, GpuError> {
+    matvec_input(w, Input::Glu { act, gate, up }, y)
+}
+
+/// `y = W input`: one op per weight chunk.
+pub fn matvec_input(w: &GpuWeight, input: Input<'_>, y: View<'_>) -> Result<Vec<Op>, GpuError> {
     let s = w.shape;
-    x.check("matvec x", s.n_in)?;
     y.check("matvec y", s.n_out)?;
+    let (kernel, x, up) = match input {
+        Input::Plain(x) => {
+            x.check("matvec x", s.n_in)?;
+            (Kernel::Matvec(s.format), x, None)
+        }
+        Input::Glu { act, gate, up } => {
+            gate.check("matvec_glu gate", s.n_in)?;
+            up.check("matvec_glu up", s.n_in)?;
+            (Kernel::MatvecGlu(s.format, act), gate, Some(up))
+        }
+    };
     let ops = w.chunks.iter().map(|c| {
         let params = MatvecParams {
             n_in: s.n_in as u32,
@@ -137,11 +217,13 @@ pub fn matvec(w: &GpuWeight, x: View<'_>, y: View<'_>) -> Result<Vec<Op>, GpuErr
             row_bytes: s.format.row_bytes(s.n_in) as u32,
             x_offset: x.offset as u32,
             y_offset: (y.offset + c.first_row) as u32,
-            _pad: [0; 3],
+            up_offset: up.map_or(0, |u| u.offset as u32),
+            _pad: [0; 2],
         };
-        let buffers = [&c.buf, &x.t.buf, &y.t.buf, &c.buf];
+        let mut buffers = vec![&c.buf, &x.t.buf, &y.t.buf, &c.buf];
+        buffers.extend(up.map(|u| &u.t.buf));
         Op::new(
-            Kernel::Matvec(s.format),
+            kernel,
             workgroup_size(s.format, s.n_in),
             &params,
             &buffers,
@@ -182,42 +264,167 @@ pub const CHECK: Check = Check {
 };
 
 fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
-    let format = rng.pick(&GpuFormat::ALL);
-    let n_out = rng.range(1, 40);
-    // Up to 40 units of 32 weights: rows shorter and longer than one trip of the workgroup.
-    let n_blocks = rng.range(1, (40 * 32 / n_in_step(format)).max(2));
-    let chunk_rows = rng.range(1, 50);
-    compare(gpu, format, n_out, n_blocks, chunk_rows, rng.next_u64())
+    compare(gpu, Case::random(rng))
 }
 
-/// Runs one matvec of `n_out` rows of `n_blocks` blocks (weight split every `chunk_rows`).
-pub(crate) fn compare(
-    gpu: &Gpu,
-    format: GpuFormat,
-    n_out: usize,
-    n_blocks: usize,
-    chunk_rows: usize,
-    seed: u64,
-) -> Result<Compare, GpuError> {
-    let n_in = n_blocks * n_in_step(format);
-    let (bytes, w) = random_weight(format, n_out, n_in, seed);
-    let x = random_f32(n_in, seed ^ 1);
-    let shape = WeightShape {
-        format,
-        n_in,
-        n_out,
-    };
-    let wt = GpuWeight::upload_chunked(gpu, shape, &bytes, chunk_rows)?;
+/// One matvec parity case: a random weight of `n_out` rows of `n_blocks` blocks, split into
+/// chunks of `chunk_rows` rows (one op per chunk).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Case {
+    pub format: GpuFormat,
+    pub n_out: usize,
+    pub n_blocks: usize,
+    pub chunk_rows: usize,
+    pub seed: u64,
+}
+
+impl Case {
+    fn random(rng: &mut Rng) -> Case {
+        let format = rng.pick(&GpuFormat::ALL);
+        Case {
+            format,
+            n_out: rng.range(1, 40),
+            // Up to 40 units of 32 weights: rows shorter and longer than one trip of the
+            // workgroup.
+            n_blocks: rng.range(1, (40 * 32 / n_in_step(format)).max(2)),
+            chunk_rows: rng.range(1, 50),
+            seed: rng.next_u64(),
+        }
+    }
+
+    fn n_in(&self) -> usize {
+        self.n_blocks * n_in_step(self.format)
+    }
+
+    /// The weight on the GPU and its values (row-major, from the quant crate).
+    fn weight(&self, gpu: &Gpu) -> Result<(GpuWeight, Vec<f32>), GpuError> {
+        let (bytes, w) = random_weight(self.format, self.n_out, self.n_in(), self.seed);
+        let shape = WeightShape {
+            format: self.format,
+            n_in: self.n_in(),
+            n_out: self.n_out,
+        };
+        Ok((
+            GpuWeight::upload_chunked(gpu, shape, &bytes, self.chunk_rows)?,
+            w,
+        ))
+    }
+
+    fn name(&self) -> String {
+        format!("{:?} {}x{}", self.format, self.n_out, self.n_in())
+    }
+}
+
+/// Runs one matvec case, `y` written from offset 3 of its tensor.
+pub(crate) fn compare(gpu: &Gpu, case: Case) -> Result<Compare, GpuError> {
+    let n_in = case.n_in();
+    let (wt, w) = case.weight(gpu)?;
+    let x = random_f32(n_in, case.seed ^ 1);
     let xt = GpuTensor::from_f32(gpu, &[n_in], &x);
-    let yt = GpuTensor::zeros(gpu, &[n_out + 3], crate::Dtype::F32);
+    let yt = GpuTensor::zeros(gpu, &[case.n_out + 3], crate::Dtype::F32);
     let ops = matvec(&wt, (&xt).into(), View::at(&yt, 3))?;
-    let y: Vec<f32> = run_read(gpu, ops, &yt, 3, n_out)?;
+    let y: Vec<f32> = run_read(gpu, ops, &yt, 3, case.n_out)?;
     let (want, abs) = matvec_ref(&w, &x);
     let mut c = Compare::default();
-    for r in 0..n_out {
+    for r in 0..case.n_out {
         let bound = (n_in + 4) as f64 * U * f64::from(abs[r]);
         c.add(f64::from(y[r]), f64::from(want[r]), bound, || {
-            format!("{format:?} {n_out}x{n_in} row {r}")
+            format!("{} row {r}", case.name())
+        });
+    }
+    Ok(c)
+}
+
+/// Tolerance of [`matvec_glu`] against `matvec_ref(W, glu_ref(gate, up))`:
+/// |gpu - ref| <= (n_in + 4) u sum_i |w_i a_i| + (1 + (n_in + 4) u) sum_i |w_i| e_i, with
+/// a = glu_ref(gate, up) and e_i = 2^-16 (|g_i| + 1) |up_i| the glu kernel's bound
+/// ([`glu::tolerance`]). The GPU's input a'_i = act(g_i) * up_i is within e_i of a_i (the
+/// same WGSL expression as the glu kernel, `elementwise/act.wgsl`); the exact sum over a'
+/// then differs from the one over a by at most sum |w_i| e_i, and the GPU's f32 sum of
+/// w_i a'_i errs by the matvec's bound over |w_i a'_i| <= |w_i| (|a_i| + e_i).
+pub const GLU_CHECK: Check = Check {
+    name: "matvec_glu",
+    tolerance: "(n_in+4)*2^-24*sum|w_i a_i| + (1+(n_in+4)*2^-24)*sum|w_i| e_i, e_i = glu's",
+    case: glu_parity_case,
+};
+
+/// Where a GLU case's gate and up live: one tensor (gate, then up, as the fused gate|up
+/// matvec writes them) or two; offsets of 0..4 make some unaligned (the kernel's scalar path).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GluPlace {
+    pub act: Activation,
+    pub fused: bool,
+    pub gate_at: usize,
+    /// Offset of up in its tensor (fused: past the end of the gate).
+    pub up_gap: usize,
+}
+
+fn glu_parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    let case = Case::random(rng);
+    let act = rng.pick(&[Activation::GeluTanh, Activation::Silu]);
+    let fused = rng.bool();
+    let aligned = rng.bool();
+    let mut offset = || {
+        if aligned {
+            4 * rng.range(0, 2)
+        } else {
+            rng.range(0, 4)
+        }
+    };
+    let place = GluPlace {
+        act,
+        fused,
+        gate_at: offset(),
+        up_gap: offset(),
+    };
+    compare_glu(gpu, case, place)
+}
+
+/// Runs one matvec with a GLU input.
+pub(crate) fn compare_glu(gpu: &Gpu, case: Case, place: GluPlace) -> Result<Compare, GpuError> {
+    let n_in = case.n_in();
+    let (wt, w) = case.weight(gpu)?;
+    // Gates span [-8, 8] (both activations' curved parts and tails), up [-1, 1].
+    let gate: Vec<f32> = random_f32(n_in, case.seed ^ 1)
+        .iter()
+        .map(|g| 8.0 * g)
+        .collect();
+    let up = random_f32(n_in, case.seed ^ 2);
+    let padded = |at: usize, v: &[f32]| [vec![0.5; at], v.to_vec()].concat();
+    let (gt, ut);
+    let (gv, uv) = if place.fused {
+        let gu = [padded(place.gate_at, &gate), padded(place.up_gap, &up)].concat();
+        gt = GpuTensor::from_f32(gpu, &[gu.len()], &gu);
+        let up_at = place.gate_at + n_in + place.up_gap;
+        (View::at(&gt, place.gate_at), View::at(&gt, up_at))
+    } else {
+        let g = padded(place.gate_at, &gate);
+        let u = padded(place.up_gap, &up);
+        gt = GpuTensor::from_f32(gpu, &[g.len()], &g);
+        ut = GpuTensor::from_f32(gpu, &[u.len()], &u);
+        (View::at(&gt, place.gate_at), View::at(&ut, place.up_gap))
+    };
+    let yt = GpuTensor::zeros(gpu, &[case.n_out + 3], crate::Dtype::F32);
+    let ops = matvec_glu(&wt, place.act, gv, uv, View::at(&yt, 3))?;
+    let y: Vec<f32> = run_read(gpu, ops, &yt, 3, case.n_out)?;
+    let a = glu_ref(place.act, &gate, &up);
+    let e: Vec<f64> = gate
+        .iter()
+        .zip(&up)
+        .map(|(&g, &u)| glu::tolerance(g, u))
+        .collect();
+    let (want, abs) = matvec_ref(&w, &a);
+    let n = (n_in + 4) as f64 * U;
+    let mut c = Compare::default();
+    for (r, row) in w.chunks_exact(n_in).enumerate() {
+        let we: f64 = row
+            .iter()
+            .zip(&e)
+            .map(|(&w, e)| f64::from(w).abs() * e)
+            .sum();
+        let bound = n * f64::from(abs[r]) + (1.0 + n) * we;
+        c.add(f64::from(y[r]), f64::from(want[r]), bound, || {
+            format!("{} {place:?} row {r}", case.name())
         });
     }
     Ok(c)
@@ -238,7 +445,14 @@ mod tests {
     fn every_format() {
         let Some(gpu) = testutil::gpu() else { return };
         for (i, f) in GpuFormat::ALL.into_iter().enumerate() {
-            let c = compare(gpu, f, 13, 3, 5, 7 + i as u64).unwrap();
+            let case = Case {
+                format: f,
+                n_out: 13,
+                n_blocks: 3,
+                chunk_rows: 5,
+                seed: 7 + i as u64,
+            };
+            let c = compare(gpu, case).unwrap();
             assert!(c.max_ratio <= 1.0, "{}", c.worst);
         }
     }
@@ -256,8 +470,43 @@ mod tests {
         let filter = std::env::var("RULLAMA_ADAPTER").ok();
         let gpu = crate::Gpu::open_with_options(filter.as_deref(), options).unwrap();
         assert!(!gpu.caps.subgroup);
-        let r = CHECK.run(&gpu, 6, 5);
-        assert!(r.passed(), "{r}");
+        for check in [CHECK, GLU_CHECK] {
+            let r = check.run(&gpu, 6, 5);
+            assert!(r.passed(), "{r}");
+        }
+    }
+
+    #[test]
+    fn matvec_glu_matches_reference() {
+        testutil::parity("matvec_glu", 8, 11);
+    }
+
+    /// Every format with a GLU input, both activations, aligned and unaligned views of one
+    /// tensor and of two.
+    #[test]
+    fn glu_every_format() {
+        let Some(gpu) = testutil::gpu() else { return };
+        for (i, f) in GpuFormat::ALL.into_iter().enumerate() {
+            let case = Case {
+                format: f,
+                n_out: 9,
+                n_blocks: 2,
+                chunk_rows: 4,
+                seed: 70 + i as u64,
+            };
+            let act = [Activation::GeluTanh, Activation::Silu][i % 2];
+            let (gate_at, up_gap) = [(0, 0), (1, 2), (4, 3), (3, 4)][i % 4];
+            for fused in [false, true] {
+                let place = GluPlace {
+                    act,
+                    fused,
+                    gate_at,
+                    up_gap,
+                };
+                let c = compare_glu(gpu, case, place).unwrap();
+                assert!(c.max_ratio <= 1.0, "{}", c.worst);
+            }
+        }
     }
 
     /// Every dot file states its lane layout in the form `workgroup_size` reads.
@@ -283,7 +532,14 @@ mod tests {
     fn float_partial_units() {
         let Some(gpu) = testutil::gpu() else { return };
         for f in [GpuFormat::F32, GpuFormat::F16, GpuFormat::Bf16] {
-            let c = compare(gpu, f, 5, 37, 100, 3).unwrap();
+            let case = Case {
+                format: f,
+                n_out: 5,
+                n_blocks: 37,
+                chunk_rows: 100,
+                seed: 3,
+            };
+            let c = compare(gpu, case).unwrap();
             assert!(c.max_ratio <= 1.0, "{}", c.worst);
         }
     }

@@ -157,6 +157,7 @@ pub fn checks() -> Vec<Check> {
     };
     vec![
         matvec::CHECK,
+        matvec::GLU_CHECK,
         matmul::CHECK,
         embed::CHECK,
         norm::CHECK,
