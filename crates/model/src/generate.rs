@@ -12,6 +12,8 @@
 //! Stop conditions are the caller's and are seen one step late: [`Generator::finish`]
 //! rewinds the cache past the step queued ahead for a token that was not kept.
 
+use std::time::{Duration, Instant};
+
 use crate::backend::{Backend, PendingToken};
 use crate::error::Result;
 use crate::model::{Input, Session};
@@ -27,6 +29,16 @@ pub struct Generator<'s, 'm, B: Backend> {
     left: usize,
     /// Where the next token returned goes in the cache when it is fed.
     next_pos: usize,
+    /// Host time spent queueing steps (recording, encoding, submitting) and waiting for ids.
+    times: HostTimes,
+}
+
+/// Where a generator's host time went: a step costs the larger of its GPU time and its
+/// queueing time once the two overlap.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct HostTimes {
+    pub queue: Duration,
+    pub wait: Duration,
 }
 
 impl<'s, 'm, B: Backend> Generator<'s, 'm, B> {
@@ -48,6 +60,7 @@ impl<'s, 'm, B: Backend> Generator<'s, 'm, B> {
             pending,
             left: n_predict,
             next_pos: start_pos + prompt.len(),
+            times: HostTimes::default(),
         })
     }
 
@@ -59,13 +72,16 @@ impl<'s, 'm, B: Backend> Generator<'s, 'm, B> {
         };
         self.left -= 1;
         let feed = self.left > 0 && self.next_pos < self.session.n_ctx();
+        let t0 = Instant::now();
         if feed && pending.is_queued() {
             let ahead =
                 self.session
                     .queue_sample(Input::Drawn(&pending), self.next_pos, sampler)?;
             self.pending = Some(ahead);
         }
+        let t1 = Instant::now();
         let token = self.session.take_token(pending)?;
+        let t2 = Instant::now();
         sampler.accept(token);
         if feed && self.pending.is_none() {
             let next =
@@ -73,10 +89,17 @@ impl<'s, 'm, B: Backend> Generator<'s, 'm, B> {
                     .queue_sample(Input::Tokens(&[token]), self.next_pos, sampler)?;
             self.pending = Some(next);
         }
+        self.times.queue += (t1 - t0) + t2.elapsed();
+        self.times.wait += t2 - t1;
         if feed {
             self.next_pos += 1;
         }
         Ok(Some(token))
+    }
+
+    /// Host time spent so far.
+    pub fn host_times(&self) -> HostTimes {
+        self.times
     }
 
     /// Ends generation: the cache keeps the prompt and every token returned but the last

@@ -32,7 +32,7 @@ pub use backend::{Backend, PendingToken};
 pub use config::{Activation, LayerConfig, ModelConfig, RopeFreqs, RopeStyle};
 pub use cpu::CpuBackend;
 pub use error::{ModelError, Result};
-pub use generate::Generator;
+pub use generate::{Generator, HostTimes};
 pub use gpu::{DeviceMemory, GpuBackend, KernelTime, StepProfile};
 pub use graph::OutputRows;
 pub use model::{Input, KvCache, Logits, Model, Session};

@@ -14,6 +14,7 @@
 //! Matrices: one token runs the matvec kernel, a block of tokens (prefill) the tiled matmul.
 //! The KV cache is f32 by default ([`GpuOptions::kv_dtype`]: f16 halves it).
 
+mod fuse;
 mod ir;
 mod memory;
 mod plan;

@@ -13,10 +13,12 @@ use rullama_kernels::ops::attention::Attention;
 use rullama_kernels::ops::elementwise::{add_inplace, add_rows, copy};
 use rullama_kernels::ops::embed::embed_rows;
 use rullama_kernels::ops::glu::glu;
+use rullama_kernels::ops::head_norm_rope::{HeadNormRope, Heads};
 use rullama_kernels::ops::kv::KvAppend;
 use rullama_kernels::ops::matmul::{Strides, matmul};
-use rullama_kernels::ops::matvec::matvec;
+use rullama_kernels::ops::matvec::{matvec, matvec_glu};
 use rullama_kernels::ops::norm::RmsNorm;
+use rullama_kernels::ops::residual_norm::{NormOut, ResidualNorm};
 use rullama_kernels::ops::rope::{Rope, rope_freqs};
 use rullama_kernels::ops::sample::{Sample, SampleParams, Sampling};
 use rullama_kernels::ops::unary::unary;
@@ -25,6 +27,7 @@ use rullama_kernels::{
     View,
 };
 
+use super::fuse::{Fuse, Fusion, RopeUnit};
 use super::ir::{AttnNode, IdsInput, IdsKey, Key, Node, RopeSpec, Src};
 use super::weight::GpuWeightRef;
 
@@ -103,17 +106,23 @@ impl Plan {
                 IdsKey::Drawn => token.clone(),
             })
             .collect();
-        let mut last_use = vec![None; key.nodes.len()];
-        for (i, node) in key.nodes.iter().enumerate() {
-            for s in node.inputs() {
-                last_use[s.value] = Some(i);
+        let fusion = Fusion::plan(key);
+        let last_use = fusion.last_use(key);
+        // Each value's buffer goes back to the pool after the node that reads it last, or
+        // right after it is made when nothing reads it.
+        let mut release_after = vec![Vec::new(); key.nodes.len()];
+        for (v, last) in last_use.iter().enumerate() {
+            match *last {
+                Some(usize::MAX) => {}
+                Some(r) => release_after[r].push(v),
+                None if !fusion.folded[v] => release_after[fusion.emit_at[v]].push(v),
+                None => {}
             }
         }
-        last_use[key.target.value] = Some(usize::MAX);
         let mut l = Lower {
             gpu,
             pool: Pool::default(),
-            locs: Vec::with_capacity(key.nodes.len()),
+            locs: vec![None; key.nodes.len()],
             last_use,
             ids: &ids,
             freqs,
@@ -121,7 +130,20 @@ impl Plan {
         };
         for (i, node) in key.nodes.iter().enumerate() {
             let shape = key.shapes[i];
-            l.node(i, node, shape.0 * shape.1)?;
+            match &fusion.fuse[i] {
+                Fuse::Plain => {
+                    let out = l.node(i, node, shape.0 * shape.1)?;
+                    l.locs[i] = Some(out);
+                }
+                Fuse::Folded | Fuse::Done => {}
+                Fuse::Residual { pre, out } => l.residual(key, i, *pre, *out)?,
+                Fuse::Rope { q, k } => l.head_norm_rope(key, *q, *k)?,
+                Fuse::GluDown { glu } => l.glu_down(key, i, *glu)?,
+            }
+            for &v in &release_after[i] {
+                let buf = l.locs[v].expect("a released value was lowered").buf;
+                l.pool.release(buf);
+            }
         }
         let t = key.target;
         let loc = l.loc(t);
@@ -293,8 +315,8 @@ impl Pool {
 struct Lower<'a> {
     gpu: &'a Gpu,
     pool: Pool,
-    /// Where each value lives.
-    locs: Vec<Loc>,
+    /// Where each value lives (`None`: not lowered yet, or folded into a fused kernel).
+    locs: Vec<Option<Loc>>,
     /// The last node that reads each value (`usize::MAX`: the step's output).
     last_use: Vec<Option<usize>>,
     ids: &'a [GpuTensor],
@@ -321,7 +343,7 @@ fn vector(w: &GpuWeightRef) -> Result<&GpuTensor, GpuError> {
 
 impl Lower<'_> {
     fn loc(&self, s: Src) -> Loc {
-        let l = self.locs[s.value];
+        let l = self.locs[s.value].expect("a value is lowered before it is read");
         Loc {
             buf: l.buf,
             offset: l.offset + s.row0 * s.cols,
@@ -366,8 +388,8 @@ impl Lower<'_> {
         Ok(out)
     }
 
-    /// Lowers node `i` (output `len` values) and frees the buffers it read last.
-    fn node(&mut self, i: usize, node: &Node, len: usize) -> Result<(), GpuError> {
+    /// Lowers node `i` (output `len` values); where its value lives.
+    fn node(&mut self, i: usize, node: &Node, len: usize) -> Result<Loc, GpuError> {
         let out = match node {
             Node::Embed { table, ids, n } => {
                 let out = self.alloc(len)?;
@@ -452,19 +474,148 @@ impl Lower<'_> {
                 out
             }
         };
-        self.locs.push(out);
-        let mut read: Vec<usize> = node.inputs().iter().map(|s| s.value).collect();
-        read.sort_unstable();
-        read.dedup();
-        for v in read {
-            if self.last_use[v] == Some(i) {
-                self.pool.release(self.locs[v].buf);
+        Ok(out)
+    }
+
+    /// `h += [rms_norm(pre)]` in place, then `[out = rms_norm(h)]`: one `residual_norm` op
+    /// for add node `i` (see `fuse.rs`).
+    fn residual(
+        &mut self,
+        key: &Key,
+        i: usize,
+        pre: Option<usize>,
+        out: Option<usize>,
+    ) -> Result<(), GpuError> {
+        let Node::Add { a, b } = &key.nodes[i] else {
+            return Err(mismatch("a residual fusion on a node other than an add"));
+        };
+        // h: the operand that is not the folded norm (either, without one: the one this
+        // add reads last, so it is updated in place).
+        let (h, a) = match pre {
+            Some(p) if a.value == p => (*b, *a),
+            Some(_) => (*a, *b),
+            None if self.last_use[a.value] == Some(i) => (*a, *b),
+            None => (*b, *a),
+        };
+        let (rows, cols) = key.shapes[i];
+        let (a_src, w_in, eps) = match pre.map(|p| &key.nodes[p]) {
+            Some(Node::RmsNorm { x, weight, eps, .. }) => (*x, weight.as_ref(), *eps),
+            _ => (a, None, 0.0),
+        };
+        let norm_out = out.map(|o| match &key.nodes[o] {
+            Node::RmsNorm { weight, eps, .. } => (weight.as_ref(), *eps),
+            _ => (None, 0.0),
+        });
+        let eps = norm_out.map_or(eps, |(_, e)| e);
+        let h_loc = self.inplace(i, h, &[a_src])?;
+        self.locs[i] = Some(h_loc);
+        let y_loc = match out {
+            Some(o) => {
+                let y = self.alloc(rows * cols)?;
+                self.locs[o] = Some(y);
+                Some(y)
+            }
+            None => None,
+        };
+        let w_in = w_in.map(vector).transpose()?;
+        let w_out = match norm_out {
+            Some((Some(w), _)) => Some(vector(w)?),
+            _ => None,
+        };
+        let norm = ResidualNorm {
+            n: cols,
+            n_rows: rows,
+            eps,
+        };
+        let out = y_loc.zip(w_out).map(|(y, weight)| NormOut {
+            y: self.view(y),
+            weight,
+        });
+        let op = norm.op(self.src(a_src), w_in, self.view(h_loc), out);
+        self.push(op)
+    }
+
+    /// Per-head norm (where the graph has one) and RoPE of q and k, in place, one op.
+    fn head_norm_rope(
+        &mut self,
+        key: &Key,
+        q: RopeUnit,
+        k: Option<RopeUnit>,
+    ) -> Result<(), GpuError> {
+        let nodes = &key.nodes;
+        let Node::Rope { pos, spec, .. } = &nodes[q.rope] else {
+            return Err(mismatch("a rope fusion without a rope"));
+        };
+        let (pos, spec) = (*pos, *spec);
+        let mut eps = 0.0;
+        let mut place =
+            |l: &mut Self, u: RopeUnit| -> Result<(Loc, Src, Option<GpuTensor>), GpuError> {
+                let x = u.input(nodes);
+                let weight = match u.norm.map(|n| &nodes[n]) {
+                    Some(Node::RmsNorm {
+                        weight: Some(w),
+                        eps: e,
+                        ..
+                    }) => {
+                        eps = *e;
+                        Some(vector(w)?.clone())
+                    }
+                    _ => None,
+                };
+                let loc = l.inplace(q.first(), x, &[])?;
+                l.locs[u.rope] = Some(loc);
+                Ok((loc, x, weight))
+            };
+        let (q_loc, q_x, q_w) = place(self, q)?;
+        let k_placed = k.map(|k| place(self, k)).transpose()?;
+        let freqs = self.freqs.get(self.gpu, &spec);
+        let op = HeadNormRope {
+            mode: spec.mode,
+            head_dim: spec.head_dim,
+            n_rot: spec.n_rot,
+            n_tokens: q_x.rows,
+            eps,
+        };
+        fn heads<'a>(
+            bufs: &'a [GpuTensor],
+            l: (Loc, Src, Option<&'a GpuTensor>),
+            hd: usize,
+        ) -> Heads<'a> {
+            let (loc, x, weight) = l;
+            Heads {
+                x: View::at(&bufs[loc.buf], loc.offset),
+                n_heads: x.cols / hd,
+                stride: x.cols,
+                weight,
             }
         }
-        if self.last_use[i].is_none() {
-            self.pool.release(out.buf);
-        }
-        Ok(())
+        let bufs = &self.pool.bufs;
+        let ids = self.ids;
+        let q_heads = heads(bufs, (q_loc, q_x, q_w.as_ref()), spec.head_dim);
+        let k_heads = k_placed
+            .as_ref()
+            .map(|(loc, x, w)| heads(bufs, (*loc, *x, w.as_ref()), spec.head_dim));
+        let op = op.op(q_heads, k_heads, View::from(&ids[pos]), &freqs);
+        self.push(op)
+    }
+
+    /// The down projection of one token reading `act(gate) * up` as its input.
+    fn glu_down(&mut self, key: &Key, d: usize, g: usize) -> Result<(), GpuError> {
+        let (Node::Matmul { w, .. }, Node::Glu { gate, up, act }) = (&key.nodes[d], &key.nodes[g])
+        else {
+            return Err(mismatch("a GLU fusion on other nodes"));
+        };
+        let (rows, cols) = key.shapes[d];
+        let out = self.alloc(rows * cols)?;
+        self.locs[d] = Some(out);
+        let ops = matvec_glu(
+            matrix(w)?,
+            *act,
+            self.src(*gate),
+            self.src(*up),
+            self.view(out),
+        );
+        self.extend(ops)
     }
 
     /// K/V append at the step's positions, then attention (with a split scratch in decode).

@@ -14,7 +14,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use rullama_model::sampler::{Sampler, SamplerParams};
-use rullama_model::{Backend, DeviceMemory, Generator, Model, Session, StepProfile};
+use rullama_model::{Backend, DeviceMemory, Generator, HostTimes, Model, Session, StepProfile};
 use rullama_tokenizer::Tokenizer;
 
 use crate::commands::CliError;
@@ -39,8 +39,32 @@ pub struct Measured {
     pub prefill: Vec<Duration>,
     pub decode: Vec<Duration>,
     pub memory: Option<DeviceMemory>,
-    /// GPU time per dispatch of the last step, when asked for and the executor has a timer.
-    pub profile: Option<StepProfile>,
+    /// With `--profile`: where the time of a step goes.
+    pub profiles: Profiles,
+}
+
+/// GPU time per dispatch of one prefill and one decode step (when asked for and the
+/// executor has a timer), and the host time of the last decode repetition.
+#[derive(Debug, Default)]
+pub struct Profiles {
+    pub prefill: Option<StepProfile>,
+    pub decode: Option<StepProfile>,
+    pub decode_host: Option<HostTimes>,
+}
+
+impl Tests {
+    /// Replays the step just run with timestamps, when profiling and `ran`.
+    fn profile_step<B: Backend>(
+        &self,
+        session: &mut Session<'_, B>,
+        ran: bool,
+    ) -> Result<Option<StepProfile>, CliError> {
+        if !(self.profile && ran) {
+            return Ok(None);
+        }
+        progress(format_args!("profile"));
+        Ok(session.model_mut().backend_mut().profile_last_step()?)
+    }
 }
 
 impl ModelTask for Tests {
@@ -88,7 +112,9 @@ impl ModelTask for Tests {
                 prefill.push(start.elapsed());
             }
         }
+        let prefill_profile = self.profile_step(&mut session, self.n_prompt > 0)?;
         let mut decode_times = Vec::new();
+        let mut host = None;
         if self.n_gen > 0 {
             for r in 0..self.repetitions {
                 progress(format_args!(
@@ -99,23 +125,23 @@ impl ModelTask for Tests {
                 ));
                 let token = step.history(&mut session, &mut sampler)?;
                 let start = Instant::now();
-                decode(&mut session, token, self.n_prompt, self.n_gen, &mut sampler)?;
+                let times = decode(&mut session, token, self.n_prompt, self.n_gen, &mut sampler)?;
                 decode_times.push(start.elapsed());
+                host = Some(times);
             }
         }
-        let profile = if self.profile {
-            progress(format_args!("profile"));
-            session.model_mut().backend_mut().profile_last_step()?
-        } else {
-            None
-        };
+        let decode_profile = self.profile_step(&mut session, self.n_gen > 0)?;
         progress(format_args!("done"));
         let memory = session.model().backend().device_memory();
         Ok(Measured {
             prefill,
             decode: decode_times,
             memory,
-            profile,
+            profiles: Profiles {
+                prefill: prefill_profile,
+                decode: decode_profile,
+                decode_host: host.filter(|_| self.profile),
+            },
         })
     }
 }
@@ -150,12 +176,13 @@ fn decode<B: Backend>(
     start: usize,
     n: usize,
     sampler: &mut Sampler,
-) -> Result<(), CliError> {
+) -> Result<HostTimes, CliError> {
     sampler.accept(token);
     let mut tokens = Generator::start(session, &[token], start, n, sampler)?;
     while tokens.next(sampler)?.is_some() {}
+    let times = tokens.host_times();
     tokens.finish();
-    Ok(())
+    Ok(times)
 }
 
 /// `n` ids uniform over `0..n_vocab` from SplitMix64 seeded with `seed`: random ids as

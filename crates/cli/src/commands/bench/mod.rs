@@ -90,7 +90,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         load_time: loaded.load_time,
         tests: results,
         memory: measured.memory,
-        profile: measured.profile,
+        profiles: measured.profiles,
     };
     let mut out = std::io::stdout().lock();
     if args.json {

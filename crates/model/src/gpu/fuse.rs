@@ -1,0 +1,274 @@
+//! Which recorded nodes the lowering emits as one fused kernel.
+//!
+//! A decode step of a small model is bound by its number of dispatches (each costs a few
+//! microseconds on the H100 however little it does), so the lowering folds three patterns
+//! of the graph's plain ops into one kernel each, without changing what they compute:
+//!
+//! - `[rms_norm(a)] -> add(h, .) -> [rms_norm(sum)]`: the residual add with the block's
+//!   post-norm (Gemma) and the next norm, one `residual_norm` op, `h` updated in place;
+//! - `[per-head rms_norm] -> rope` of q, then of k: one `head_norm_rope` op for both;
+//! - `glu(gate, up) -> matmul` of one token: the down projection reads `act(gate) * up`
+//!   as its input (`matvec_glu`).
+//!
+//! A node folds only when its value has no other reader and the shapes are whole rows, so
+//! every other graph lowers as before. [`Fusion::emit_at`] says where each node's work
+//! happens, which the lowering's liveness follows.
+
+use super::ir::{Key, Node, Src};
+
+/// What the lowering does at a node.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Fuse {
+    /// Lowered as itself.
+    Plain,
+    /// Computed inside another node's fused kernel (emitted there).
+    Folded,
+    /// Computed by an earlier node's fused kernel, which set its location.
+    Done,
+    /// The add: `h += [rms_norm(pre)]`, then `[out = rms_norm(h)]`.
+    Residual {
+        pre: Option<usize>,
+        out: Option<usize>,
+    },
+    /// Norm and RoPE of q (and k) in place; emitted at q's first node.
+    Rope { q: RopeUnit, k: Option<RopeUnit> },
+    /// The matmul (one token) with the GLU node folded into its input.
+    GluDown { glu: usize },
+}
+
+/// An optional per-head norm and the RoPE after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RopeUnit {
+    pub norm: Option<usize>,
+    pub rope: usize,
+}
+
+impl RopeUnit {
+    pub fn first(&self) -> usize {
+        self.norm.unwrap_or(self.rope)
+    }
+
+    /// The activation the unit rotates (the norm's input, or the rope's).
+    pub fn input(&self, nodes: &[Node]) -> Src {
+        match &nodes[self.first()] {
+            Node::RmsNorm { x, .. } | Node::Rope { x, .. } => *x,
+            _ => unreachable!("a rope unit starts with a norm or a rope"),
+        }
+    }
+}
+
+/// The fused lowering of one key.
+#[derive(Debug)]
+pub(crate) struct Fusion {
+    pub fuse: Vec<Fuse>,
+    /// The value is made and used inside one fused kernel only: no buffer holds it.
+    pub folded: Vec<bool>,
+    /// The node whose lowering computes each node's value.
+    pub emit_at: Vec<usize>,
+}
+
+impl Fusion {
+    pub fn plan(key: &Key) -> Fusion {
+        let nodes = &key.nodes;
+        let n = nodes.len();
+        let mut uses = vec![0usize; n];
+        for node in nodes {
+            for s in node.inputs() {
+                uses[s.value] += 1;
+            }
+        }
+        uses[key.target.value] += 1;
+        let mut f = Fusion {
+            fuse: vec![Fuse::Plain; n],
+            folded: vec![false; n],
+            emit_at: (0..n).collect(),
+        };
+        let whole = |s: &Src| s.row0 == 0 && s.rows == key.shapes[s.value].0;
+        for i in 0..n {
+            if f.fuse[i] != Fuse::Plain {
+                continue;
+            }
+            match &nodes[i] {
+                Node::Add { a, b } => f.residual(key, &uses, i, *a, *b, &whole),
+                Node::RmsNorm { .. } | Node::Rope { .. } => f.rope(key, &uses, i, &whole),
+                Node::Glu { .. } if uses[i] == 1 => f.glu_down(key, i, &whole),
+                _ => {}
+            }
+        }
+        f
+    }
+
+    fn free(&self, i: usize) -> bool {
+        self.fuse[i] == Fuse::Plain
+    }
+
+    fn residual(
+        &mut self,
+        key: &Key,
+        uses: &[usize],
+        i: usize,
+        a: Src,
+        b: Src,
+        whole: &impl Fn(&Src) -> bool,
+    ) {
+        let nodes = &key.nodes;
+        let cols = key.shapes[i].1;
+        if a.value == b.value || !whole(&a) || !whole(&b) {
+            return;
+        }
+        // A whole-row weighted norm of a value nothing else reads.
+        let row_norm = |v: usize| match &nodes[v] {
+            Node::RmsNorm {
+                x,
+                weight: Some(_),
+                group,
+                eps,
+            } if *group == cols && whole(x) => Some(*eps),
+            _ => None,
+        };
+        let pre = [a.value, b.value]
+            .into_iter()
+            .find(|&v| uses[v] == 1 && self.free(v) && row_norm(v).is_some());
+        let out = (i + 1 < nodes.len())
+            .then_some(i + 1)
+            .filter(|&o| match &nodes[o] {
+                Node::RmsNorm { x, .. } => x.value == i && whole(x),
+                _ => false,
+            })
+            .filter(|&o| row_norm(o).is_some());
+        // One eps serves both norms.
+        if let (Some(p), Some(o)) = (pre, out)
+            && row_norm(p) != row_norm(o)
+        {
+            return;
+        }
+        if pre.is_none() && out.is_none() {
+            return;
+        }
+        if let Some(p) = pre {
+            self.fuse[p] = Fuse::Folded;
+            self.folded[p] = true;
+            self.emit_at[p] = i;
+        }
+        if let Some(o) = out {
+            self.fuse[o] = Fuse::Done;
+            self.emit_at[o] = i;
+        }
+        self.fuse[i] = Fuse::Residual { pre, out };
+    }
+
+    /// A rope unit starting at `i`: a per-head norm read only by the rope after it, or a
+    /// rope alone.
+    fn rope_unit(
+        &self,
+        key: &Key,
+        uses: &[usize],
+        i: usize,
+        whole: &impl Fn(&Src) -> bool,
+    ) -> Option<RopeUnit> {
+        let nodes = &key.nodes;
+        if !self.free(i) {
+            return None;
+        }
+        match &nodes[i] {
+            Node::Rope { x, .. } if whole(x) => Some(RopeUnit {
+                norm: None,
+                rope: i,
+            }),
+            Node::RmsNorm {
+                x,
+                weight: Some(_),
+                group,
+                ..
+            } if whole(x) && key.shapes[i].1.is_multiple_of(*group) && uses[i] == 1 => {
+                match nodes.get(i + 1) {
+                    Some(Node::Rope { x: r, spec, .. })
+                        if r.value == i && whole(r) && spec.head_dim == *group =>
+                    {
+                        Some(RopeUnit {
+                            norm: Some(i),
+                            rope: i + 1,
+                        })
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    fn rope(&mut self, key: &Key, uses: &[usize], i: usize, whole: &impl Fn(&Src) -> bool) {
+        let Some(q) = self.rope_unit(key, uses, i, whole) else {
+            return;
+        };
+        let nodes = &key.nodes;
+        let same = |a: &RopeUnit, b: &RopeUnit| match (&nodes[a.rope], &nodes[b.rope]) {
+            (
+                Node::Rope {
+                    pos: pa, spec: sa, ..
+                },
+                Node::Rope {
+                    pos: pb, spec: sb, ..
+                },
+            ) => {
+                let eps = |u: &RopeUnit| match u.norm.map(|n| &nodes[n]) {
+                    Some(Node::RmsNorm { eps, .. }) => Some(*eps),
+                    _ => None,
+                };
+                pa == pb && sa == sb && eps(a) == eps(b)
+            }
+            _ => false,
+        };
+        // k's unit right after q's, on a value computed before q's unit starts.
+        let k = self
+            .rope_unit(key, uses, q.rope + 1, whole)
+            .filter(|k| same(&q, k) && k.input(nodes).value < q.first());
+        for unit in [Some(q), k].into_iter().flatten() {
+            if let Some(n) = unit.norm {
+                self.fuse[n] = Fuse::Folded;
+                self.folded[n] = true;
+                self.emit_at[n] = q.first();
+            }
+            self.fuse[unit.rope] = Fuse::Done;
+            self.emit_at[unit.rope] = q.first();
+        }
+        self.fuse[q.first()] = Fuse::Rope { q, k };
+    }
+
+    fn glu_down(&mut self, key: &Key, g: usize, whole: &impl Fn(&Src) -> bool) {
+        let down = key
+            .nodes
+            .iter()
+            .enumerate()
+            .skip(g + 1)
+            .find(|(_, node)| node.inputs().iter().any(|s| s.value == g));
+        if let Some((d, Node::Matmul { x, .. })) = down
+            && x.value == g
+            && x.rows == 1
+            && whole(x)
+            && self.free(d)
+        {
+            self.fuse[g] = Fuse::Folded;
+            self.folded[g] = true;
+            self.emit_at[g] = d;
+            self.fuse[d] = Fuse::GluDown { glu: g };
+        }
+    }
+
+    /// The last node whose lowering reads each value (`usize::MAX`: the step's output),
+    /// with folded values read only inside their fused kernel.
+    pub fn last_use(&self, key: &Key) -> Vec<Option<usize>> {
+        let mut last = vec![None; key.nodes.len()];
+        for (r, node) in key.nodes.iter().enumerate() {
+            for s in node.inputs() {
+                if self.folded[s.value] {
+                    continue;
+                }
+                let at = self.emit_at[r];
+                last[s.value] = Some(last[s.value].map_or(at, |l: usize| l.max(at)));
+            }
+        }
+        last[key.target.value] = Some(usize::MAX);
+        last
+    }
+}
