@@ -78,7 +78,7 @@ fn json_report_on_the_gpu_executor() {
         weights >= size && weights - size <= 64 * n_tensors,
         "weights {weights} for {size} bytes of {n_tensors} tensors"
     );
-    assert_eq!(mem["kv_cache_bytes"], 30 * 2 * 12 * 3 * 64 * 4);
+    assert_eq!(mem["kv_cache_bytes"], 30 * 2 * 12 * 3 * 64 * 2);
     let scratch = mem["scratch_bytes"].as_u64().unwrap();
     assert!(scratch > 0);
     assert_eq!(

@@ -157,8 +157,8 @@ fn gpu_memory_by_role() {
     let n_tensors = r["tensors"].as_array().unwrap().len() as u64;
     let weights = m["weights_bytes"].as_u64().unwrap();
     assert!(weights >= size && weights - size <= 64 * n_tensors, "{m}");
-    // 30 layers of K and V for 64 positions of 3 KV heads of 64 f32s.
-    assert_eq!(m["kv_cache_bytes"], 30 * 2 * 64 * 3 * 64 * 4);
+    // 30 layers of K and V for 64 positions of 3 KV heads of 64 f16s (the default cache).
+    assert_eq!(m["kv_cache_bytes"], 30 * 2 * 64 * 3 * 64 * 2);
     let scratch = m["scratch_bytes"].as_u64().unwrap();
     assert!(scratch > 0);
     let kv = m["kv_cache_bytes"].as_u64().unwrap();

@@ -31,6 +31,10 @@ pub struct Args {
     /// With --models: the executor that runs the models.
     #[arg(long, value_enum, default_value_t, requires = "models")]
     backend: models::BackendChoice,
+    /// With --models: the GPU executor's KV cache type (f32: the exact bars; f16, the
+    /// default of `rullama run`: the default mode's bars, 0.05 nats and 0.5%).
+    #[arg(long, value_enum, default_value_t, requires = "models")]
+    cache_type: models::CacheType,
     /// With --models: chunks of the perplexity text to score (the oracle's figure is for 40).
     #[arg(long, default_value_t = 40, requires = "models")]
     chunks: usize,
@@ -50,6 +54,7 @@ pub fn run(root: &Path, args: &Args) -> Result<(), String> {
         let opts = models::Options {
             model: args.model.clone(),
             backend: args.backend,
+            cache: args.cache_type,
             chunks: args.chunks,
         };
         failures += models::run(root, &opts)?;

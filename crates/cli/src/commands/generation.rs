@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use rullama_gguf::store;
 use rullama_kernels::Gpu;
 use rullama_model::cpu::WeightStorage;
-use rullama_model::gpu::GpuBackend;
+use rullama_model::gpu::{GpuBackend, GpuOptions, KvDtype};
 use rullama_model::sampler::{PenaltyParams, RANDOM_SEED, Sampler, SamplerParams};
 use rullama_model::{Backend, CpuBackend, Generator, Model, OutputRows, Session};
 use rullama_tokenizer::{StreamDecoder, Tokenizer};
@@ -57,6 +57,10 @@ pub struct GenerationArgs {
     /// CPU threads for the reference executor (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Element type of the GPU executor's KV cache: f16 halves its memory and the attention's
+    /// reads (llama.cpp's default); f32 keeps the exact arithmetic of the CPU reference.
+    #[arg(long, value_enum, default_value_t = CacheType::F16)]
+    pub cache_type: CacheType,
     /// Print load time, prompt and generation speed to stderr, like `ollama run --verbose`.
     #[arg(long)]
     pub verbose: bool,
@@ -80,6 +84,22 @@ impl GenerationArgs {
     }
 }
 
+/// The GPU executor's KV cache element type (`--cache-type`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheType {
+    F16,
+    F32,
+}
+
+impl CacheType {
+    fn dtype(self) -> KvDtype {
+        match self {
+            CacheType::F16 => KvDtype::F16,
+            CacheType::F32 => KvDtype::F32,
+        }
+    }
+}
+
 /// Which executor runs the model.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BackendChoice {
@@ -96,6 +116,13 @@ pub enum BackendChoice {
 pub enum Engine {
     Cpu(Box<Model<CpuBackend>>),
     Gpu(Box<Model<GpuBackend>>),
+}
+
+fn gpu_backend(gpu: Gpu, cache: CacheType) -> GpuBackend {
+    GpuBackend::new(gpu).with_options(GpuOptions {
+        kv_dtype: cache.dtype(),
+        ..GpuOptions::default()
+    })
 }
 
 /// Work that runs on a model whatever its executor: `Loaded::run` calls it with the right one.
@@ -127,14 +154,16 @@ impl Loaded {
 }
 
 pub fn load(model: &str, args: &GenerationArgs) -> Result<Loaded, CliError> {
-    load_on(model, args.backend, args.threads)
+    load_on(model, args.backend, args.threads, args.cache_type)
 }
 
-/// Loads `model` on the executor `backend` names (`threads`: the CPU executor's).
+/// Loads `model` on the executor `backend` names (`threads`: the CPU executor's; `cache`:
+/// the GPU executor's KV cache type).
 pub fn load_on(
     model: &str,
     backend: BackendChoice,
     threads: Option<usize>,
+    cache: CacheType,
 ) -> Result<Loaded, CliError> {
     let start = Instant::now();
     let path = store::resolve(model)?.path;
@@ -149,7 +178,7 @@ pub fn load_on(
         Some(gpu) => {
             let name = gpu.info.name.clone();
             (
-                Engine::Gpu(Box::new(Model::open(&path, GpuBackend::new(gpu))?)),
+                Engine::Gpu(Box::new(Model::open(&path, gpu_backend(gpu, cache))?)),
                 name,
             )
         }

@@ -12,7 +12,8 @@
 //! sampling op (`rullama_kernels::ops::sample`) draws from the last row of logits.
 //!
 //! Matrices: one token runs the matvec kernel, a block of tokens (prefill) the tiled matmul.
-//! The KV cache is f32 by default ([`GpuOptions::kv_dtype`]: f16 halves it).
+//! The KV cache is f16 by default, as llama.cpp's ([`GpuOptions::kv_dtype`]: f32 keeps the
+//! CPU reference's exact arithmetic).
 
 mod fuse;
 mod ir;
@@ -67,7 +68,7 @@ pub struct GpuOptions {
 impl Default for GpuOptions {
     fn default() -> Self {
         GpuOptions {
-            kv_dtype: KvDtype::F32,
+            kv_dtype: KvDtype::F16,
             max_plans: 8,
         }
     }
