@@ -22,7 +22,7 @@ mod common;
 use rullama_model::gpu::{GpuOptions, KvDtype};
 use rullama_model::logits::log_softmax;
 use rullama_model::sampler::{PenaltyParams, Sampler, SamplerParams};
-use rullama_model::{GpuBackend, Model, OutputRows};
+use rullama_model::{Generator, GpuBackend, Model, OutputRows};
 
 const LOGIT_REL: f64 = 1e-4;
 const TOP10_NATS: f64 = 1e-3;
@@ -400,4 +400,58 @@ fn device_memory_is_what_the_backend_allocated() {
     assert_eq!(hal(&mut model), base + with_cache.total());
     drop(cache);
     assert_eq!(hal(&mut model), base + held.total());
+}
+
+/// Generation that queues each step before the previous id is read (`Generator`, feeding the
+/// drawn token where it lies on the device) draws exactly what one step at a time draws, for
+/// greedy and for seeded top-k sampling, and rewinds the cache past the step it queued ahead.
+#[test]
+fn queued_generation_matches_step_by_step() {
+    if skip() {
+        return;
+    }
+    let mut model = gpu_model("smollm2-135m");
+    let prompt = [1u32, 504, 3458, 282, 4649, 314];
+    let n = 6;
+    for params in [
+        SamplerParams::greedy(),
+        SamplerParams {
+            seed: 11,
+            ..SamplerParams::default()
+        },
+    ] {
+        let mut sampler = Sampler::new(params.clone());
+        let mut session = model.session(32).unwrap();
+        let mut want = vec![session.forward_sample(&prompt, 0, &mut sampler).unwrap()];
+        while want.len() < n {
+            let last = *want.last().unwrap();
+            sampler.accept(last);
+            want.push(
+                session
+                    .forward_sample(&[last], session.len(), &mut sampler)
+                    .unwrap(),
+            );
+        }
+        drop(session);
+
+        let mut sampler = Sampler::new(params);
+        let mut session = model.session(32).unwrap();
+        let mut tokens = Generator::start(&mut session, &prompt, 0, n, &mut sampler).unwrap();
+        let mut got = Vec::new();
+        while let Some(t) = tokens.next(&mut sampler).unwrap() {
+            got.push(t);
+        }
+        tokens.finish();
+        assert_eq!(got, want, "queued ahead vs one step at a time");
+        // The prompt and every token but the last are in the cache; nothing queued beyond.
+        assert_eq!(session.len(), prompt.len() + n - 1);
+    }
+    // A stop seen early: the step queued for the token after it is dropped from the cache.
+    let mut sampler = Sampler::new(SamplerParams::greedy());
+    let mut session = model.session(32).unwrap();
+    let mut tokens = Generator::start(&mut session, &prompt, 0, n, &mut sampler).unwrap();
+    tokens.next(&mut sampler).unwrap();
+    tokens.next(&mut sampler).unwrap();
+    tokens.finish();
+    assert_eq!(session.len(), prompt.len() + 1);
 }
