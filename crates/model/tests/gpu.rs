@@ -420,7 +420,7 @@ fn queued_generation_matches_step_by_step() {
             ..SamplerParams::default()
         },
     ] {
-        let mut sampler = Sampler::new(params.clone());
+        let mut sampler = Sampler::new(params);
         let mut session = model.session(32).unwrap();
         let mut want = vec![session.forward_sample(&prompt, 0, &mut sampler).unwrap()];
         while want.len() < n {
