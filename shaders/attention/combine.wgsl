@@ -4,8 +4,9 @@
 // Empty splits have m = -3e38, l = 0 and weigh nothing. One workgroup of 256 per row, and no
 // serial walk over the splits where it can be avoided (one dependent load per step costs
 // ~0.5 us on the H100): invocation s reads split s's (m, l) (n_splits <= WG), the max and
-// the sum are tree reductions, and the output sums run over G = WG / head_dim groups of
-// splits at once, four loads in flight each, then add up in workgroup memory.
+// the sum are tree reductions (the sum is norm/reduce.wgsl's `workgroup_sum`), and the
+// output sums run over G = WG / head_dim groups of splits at once, four loads in flight
+// each, then add up in workgroup memory.
 
 struct Params {
     n_rows: u32,
@@ -39,20 +40,6 @@ fn reduce_max(tid: u32, v: f32) -> f32 {
     return r;
 }
 
-fn reduce_sum(tid: u32, v: f32) -> f32 {
-    red[tid] = v;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s >>= 1u) {
-        if tid < s {
-            red[tid] += red[tid + s];
-        }
-        workgroupBarrier();
-    }
-    let r = red[0];
-    workgroupBarrier();
-    return r;
-}
-
 @compute @workgroup_size(WG)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -72,7 +59,7 @@ fn main(
     let mx = reduce_max(tid, m_s);
     let w = select(0.0, exp(m_s - mx), mine);
     weights[tid] = w;
-    let sum = reduce_sum(tid, l_s * w);
+    let sum = workgroup_sum(l_s * w, tid);
     let inv = select(0.0, 1.0 / sum, sum > 0.0);
 
     // Invocation (d, g) sums o_s[d] w_s over the splits s = g, g + G, ... (head_dim <= WG).

@@ -11,6 +11,7 @@ use std::time::Duration;
 use crate::device::Gpu;
 use crate::error::GpuError;
 use crate::pipeline::Kernel;
+use crate::readback::map_and_copy;
 use crate::step::Step;
 
 /// Features a profiled replay needs (ask for them in [`crate::OpenOptions::extra`]).
@@ -101,19 +102,8 @@ impl Step {
         encoder.resolve_query_set(&queries, 0..n, &resolved, 0);
         encoder.copy_buffer_to_buffer(&resolved, 0, &staging, 0, bytes);
         let index = gpu.queue.submit(Some(encoder.finish()));
-        let slice = staging.slice(..);
-        let (tx, rx) = std::sync::mpsc::channel();
-        slice.map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
-        gpu.device.poll(wgpu::PollType::Wait {
-            submission_index: Some(index),
-            timeout: None,
-        })?;
-        rx.recv().unwrap_or(Err(wgpu::BufferAsyncError))?;
-        let ticks: Vec<u64> =
-            bytemuck::cast_slice(&slice.get_mapped_range().expect("mapped")).to_vec();
-        staging.unmap();
+        let mut ticks = vec![0u64; n as usize];
+        map_and_copy(gpu, &staging, index, &mut ticks)?;
         let period = f64::from(gpu.queue.get_timestamp_period());
         let dispatches = self
             .kernels()

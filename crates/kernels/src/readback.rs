@@ -55,26 +55,7 @@ impl Readback {
         index: wgpu::SubmissionIndex,
         out: &mut [T],
     ) -> Result<(), GpuError> {
-        let bytes = std::mem::size_of_val(out) as u64;
-        let slice = self.staging.slice(0..bytes);
-        let (tx, rx) = std::sync::mpsc::channel();
-        slice.map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
-        gpu.device.poll(wgpu::PollType::Wait {
-            submission_index: Some(index),
-            timeout: None,
-        })?;
-        let mapped = rx.recv().unwrap_or(Err(wgpu::BufferAsyncError));
-        mapped?;
-        {
-            let view = slice
-                .get_mapped_range()
-                .expect("range was just mapped and is not mapped elsewhere");
-            bytemuck::cast_slice_mut::<T, u8>(out).copy_from_slice(&view);
-        }
-        self.staging.unmap();
-        Ok(())
+        map_and_copy(gpu, &self.staging, index, out)
     }
 
     /// Submits `step`, then reads elements `[offset, offset + out.len())` of `src` into `out`.
@@ -106,4 +87,33 @@ impl Readback {
         let index = gpu.queue.submit(Some(encoder.finish()));
         self.finish(gpu, index, out)
     }
+}
+
+/// Waits for submission `index`, maps the first `size_of_val(out)` bytes of the `MAP_READ`
+/// buffer `staging`, copies them into `out` and unmaps.
+pub(crate) fn map_and_copy<T: bytemuck::Pod>(
+    gpu: &Gpu,
+    staging: &wgpu::Buffer,
+    index: wgpu::SubmissionIndex,
+    out: &mut [T],
+) -> Result<(), GpuError> {
+    let bytes = std::mem::size_of_val(out) as u64;
+    let slice = staging.slice(0..bytes);
+    let (tx, rx) = std::sync::mpsc::channel();
+    slice.map_async(wgpu::MapMode::Read, move |r| {
+        let _ = tx.send(r);
+    });
+    gpu.device.poll(wgpu::PollType::Wait {
+        submission_index: Some(index),
+        timeout: None,
+    })?;
+    rx.recv().unwrap_or(Err(wgpu::BufferAsyncError))?;
+    {
+        let view = slice
+            .get_mapped_range()
+            .expect("range was just mapped and is not mapped elsewhere");
+        bytemuck::cast_slice_mut::<T, u8>(out).copy_from_slice(&view);
+    }
+    staging.unmap();
+    Ok(())
 }

@@ -15,6 +15,7 @@ use crate::device::Gpu;
 use crate::error::GpuError;
 use crate::op::{Op, grid_1d};
 use crate::ops::kv::{KvAppend, KvCache, KvDtype, KvLayout};
+use crate::ops::norm::REDUCE;
 use crate::ops::unary::{self, UnaryOp};
 use crate::parity::data::{Rng, random_f32};
 use crate::parity::{Check, Compare, U, run_read};
@@ -101,7 +102,7 @@ pub(crate) fn program(kv: KvDtype) -> Program {
 pub(crate) fn combine_program() -> Program {
     Program {
         name: "attention_combine".to_string(),
-        files: vec![&COMBINE],
+        files: vec![&COMBINE, &REDUCE],
         entry: "main",
         bindings: COMBINE_BINDINGS,
         params_size: size_of::<CombineParams>(),

@@ -179,6 +179,16 @@ impl Recording {
         }
     }
 
+    /// Appends an ids slot of `n` values; its handle.
+    pub fn push_ids(&mut self, input: IdsInput, n: usize) -> GpuIds {
+        self.ids.push(input);
+        GpuIds {
+            step: self.step,
+            slot: self.ids.len() - 1,
+            n,
+        }
+    }
+
     /// Keeps the first error of the step (reported by `read`).
     pub fn fail(&mut self, msg: String) {
         self.error.get_or_insert(msg);

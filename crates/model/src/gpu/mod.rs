@@ -256,12 +256,7 @@ impl Backend for GpuBackend {
     }
 
     fn ids(&mut self, ids: &[u32]) -> GpuIds {
-        self.rec.ids.push(IdsInput::Host(ids.to_vec()));
-        GpuIds {
-            step: self.rec.step,
-            slot: self.rec.ids.len() - 1,
-            n: ids.len(),
-        }
+        self.rec.push_ids(IdsInput::Host(ids.to_vec()), ids.len())
     }
 
     fn embed(&mut self, table: &GpuWeightRef, ids: &GpuIds) -> GpuAct {
@@ -499,12 +494,7 @@ impl Backend for GpuBackend {
             PendingToken::Ready(Some(t)) => Ok(self.ids(&[*t])),
             PendingToken::Ready(None) => Err(SamplerError::NoFiniteLogits.into()),
             PendingToken::Queued(d) if d.seq == self.queued => {
-                self.rec.ids.push(IdsInput::Drawn);
-                Ok(GpuIds {
-                    step: self.rec.step,
-                    slot: self.rec.ids.len() - 1,
-                    n: 1,
-                })
+                Ok(self.rec.push_ids(IdsInput::Drawn, 1))
             }
             PendingToken::Queued(_) => Err(ModelError::Backend(
                 "a drawn token fed after a later draw overwrote it on the device".into(),
