@@ -591,6 +591,12 @@ fn main() {
         gpu.caps.subgroup_max_size,
         gpu.caps.timestamps
     );
+    for m in &gpu.coop_matrix {
+        println!(
+            "cooperative matrix: {}x{}x{} {:?} -> {:?}",
+            m.m_size, m.n_size, m.k_size, m.ab_type, m.cr_type
+        );
+    }
     parity(&gpu);
     let ctx = Ctx {
         timer: Timer::new(&gpu),

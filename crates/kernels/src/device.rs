@@ -34,6 +34,9 @@ pub struct Gpu {
     /// The adapter's own limits, requested in full (not wgpu's conservative defaults).
     pub limits: wgpu::Limits,
     pub caps: Caps,
+    /// The tile shapes and types the adapter's cooperative matrices (tensor cores) support,
+    /// as it reports them; empty where it has none.
+    pub coop_matrix: Vec<wgpu::CooperativeMatrixProperties>,
     pub(crate) pipelines: PipelineTable,
 }
 
@@ -139,6 +142,7 @@ impl Gpu {
             - options.without;
         let features = adapter.features() & wanted;
         let limits = adapter.limits();
+        let coop_matrix = adapter.cooperative_matrix_properties();
         let desc = wgpu::DeviceDescriptor {
             label: Some("rullama"),
             required_features: features,
@@ -167,6 +171,7 @@ impl Gpu {
             info,
             limits,
             caps,
+            coop_matrix,
             pipelines: PipelineTable::default(),
         })
     }
