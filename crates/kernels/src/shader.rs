@@ -52,6 +52,10 @@ pub const WEIGHT_KERNEL_BINDINGS: &[BindingKind] = &[
     BindingKind::StorageRead,
 ];
 
+/// Environment variable naming a folder of shader files that replace the compiled-in ones
+/// (see [`Program::source`]).
+pub const SHADER_DIR_VAR: &str = "RULLAMA_SHADER_DIR";
+
 /// One compute program: files concatenated in order, one entry point, its bindings.
 #[derive(Debug, Clone)]
 pub struct Program {
@@ -64,12 +68,19 @@ pub struct Program {
 }
 
 impl Program {
-    /// The WGSL source handed to wgpu.
+    /// The WGSL source handed to wgpu: the compiled-in files, or where `RULLAMA_SHADER_DIR`
+    /// names a folder laid out like `shaders/`, its copy of each file it has (kernel tuning
+    /// on a remote GPU: variants tried in one run without rebuilding the binary).
     pub fn source(&self) -> String {
+        let dir = std::env::var_os(SHADER_DIR_VAR).map(std::path::PathBuf::from);
         let mut s = String::new();
         for f in &self.files {
-            s.push_str(f.source);
-            if !f.source.ends_with('\n') {
+            let text = dir
+                .as_ref()
+                .and_then(|d| std::fs::read_to_string(d.join(f.path)).ok());
+            let text = text.as_deref().unwrap_or(f.source);
+            s.push_str(text);
+            if !text.ends_with('\n') {
                 s.push('\n');
             }
         }
