@@ -50,25 +50,9 @@ fn load_u32(b: u32) -> u32 {
     return select((lo >> s) | (hi << ((32u - s) & 31u)), lo, s == 0u);
 }
 
-// The 4 bytes of `v` as floats, each minus `bias` (a small integer), with no integer-to-float
-// conversion: those run at a quarter of the float rate on NVIDIA GPUs and were what bounded the
-// matvec of the 4- to 6-bit formats. A byte b placed under the exponent of 2^23 (bits
-// 0x4B000000) is the float 2^23 + b exactly, so subtracting 2^23 + bias gives b - bias exactly:
-// one logic op and one add a byte.
-fn bytes_f32(v: u32, bias: f32) -> vec4<f32> {
-    let b = (vec4<u32>(v, v >> 8u, v >> 16u, v >> 24u) & vec4<u32>(0xffu)) | vec4<u32>(0x4b000000u);
-    return bitcast<vec4<f32>>(b) - (8388608.0 + bias);
-}
-
-// The 4 bytes of `v` as signed int8s, as floats (bytes_f32 on the bytes offset by 128).
-fn sbytes_f32(v: u32) -> vec4<f32> {
-    return bytes_f32(v ^ 0x80808080u, 128.0);
-}
-
-// The low nibbles (shift 0) or high nibbles (shift 4) of the 4 bytes of `q`, as floats, each
-// minus `bias`.
-fn nibbles4(q: u32, shift: u32, bias: f32) -> vec4<f32> {
-    return bytes_f32((q >> shift) & 0x0f0f0f0fu, bias);
+// The low nibbles (shift 0) or high nibbles (shift 4) of the 4 bytes of `q`, as floats.
+fn nibbles4(q: u32, shift: u32) -> vec4<f32> {
+    return vec4<f32>(unpack4xU8((q >> shift) & 0x0f0f0f0fu));
 }
 
 // f16 at an even byte offset, widened to f32 (no SHADER_F16 needed).

@@ -35,7 +35,7 @@ fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
     var r: array<vec4<f32>, 4>;
     for (var i = 0u; i < 4u; i++) {
         let q = (load_u32(qs + 4u * i) >> shift) & 0x03030303u;
-        r[i] = sm.x * bytes_f32(q, 0.0) - sm.y;
+        r[i] = sm.x * vec4<f32>(unpack4xU8(q)) - sm.y;
     }
     return r;
 }

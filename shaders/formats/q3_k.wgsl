@@ -40,7 +40,7 @@ fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
     for (var i = 0u; i < 4u; i++) {
         let q = (load_u32(qs + 4u * i) >> shift) & 0x03030303u;
         let hb = (load_u32(blk + 16u * h + 4u * i) >> unit) & 0x01010101u;
-        r[i] = dl * bytes_f32(q | (hb << 2u), 4.0);
+        r[i] = dl * (vec4<f32>(unpack4xU8(q | (hb << 2u))) - 4.0);
     }
     return r;
 }

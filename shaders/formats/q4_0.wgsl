@@ -9,8 +9,8 @@ fn decode_unit(blk: u32, unit: u32) {
     let d = plane_f16(1u, bi);
     let q = w[1u + bi];
     for (var k = 0u; k < 4u; k++) {
-        let lo = d * nibbles4(q[k], 0u, 8.0);
-        let hi = d * nibbles4(q[k], 4u, 8.0);
+        let lo = d * (nibbles4(q[k], 0u) - 8.0);
+        let hi = d * (nibbles4(q[k], 4u) - 8.0);
         for (var j = 0u; j < 4u; j++) {
             unit_w[4u * k + j] = lo[j];
             unit_w[16u + 4u * k + j] = hi[j];
@@ -26,7 +26,7 @@ fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
     let q = w[1u + bi];
     var r: array<vec4<f32>, 4>;
     for (var k = 0u; k < 4u; k++) {
-        r[k] = d * nibbles4(q[k], 4u * h, 8.0);
+        r[k] = d * (nibbles4(q[k], 4u * h) - 8.0);
     }
     return r;
 }

@@ -9,8 +9,8 @@ fn decode_unit(blk: u32, unit: u32) {
     let dm = unpack2x16float(plane_u32(1u, bi));
     let q = w[1u + bi];
     for (var k = 0u; k < 4u; k++) {
-        let lo = dm.x * nibbles4(q[k], 0u, 0.0) + dm.y;
-        let hi = dm.x * nibbles4(q[k], 4u, 0.0) + dm.y;
+        let lo = dm.x * nibbles4(q[k], 0u) + dm.y;
+        let hi = dm.x * nibbles4(q[k], 4u) + dm.y;
         for (var j = 0u; j < 4u; j++) {
             unit_w[4u * k + j] = lo[j];
             unit_w[16u + 4u * k + j] = hi[j];
@@ -26,7 +26,7 @@ fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
     let q = w[1u + bi];
     var r: array<vec4<f32>, 4>;
     for (var k = 0u; k < 4u; k++) {
-        r[k] = dm.x * nibbles4(q[k], 4u * h, 0.0) + dm.y;
+        r[k] = dm.x * nibbles4(q[k], 4u * h) + dm.y;
     }
     return r;
 }

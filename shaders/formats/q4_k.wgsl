@@ -33,7 +33,7 @@ fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
     let q = (w[(blk >> 4u) + 1u + 2u * (unit >> 1u) + h] >> vec4<u32>(4u * (unit & 1u))) & vec4<u32>(0x0f0f0f0fu);
     var r: array<vec4<f32>, 4>;
     for (var i = 0u; i < 4u; i++) {
-        r[i] = d1 * bytes_f32(q[i], 0.0) - m1;
+        r[i] = d1 * vec4<f32>(unpack4xU8(q[i])) - m1;
     }
     return r;
 }

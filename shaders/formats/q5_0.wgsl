@@ -13,8 +13,8 @@ fn decode_unit(blk: u32, unit: u32) {
     let q = w[1u + bi];
     for (var k = 0u; k < 4u; k++) {
         let c = q5_codes(q[k], qh, k);
-        let lo = d * bytes_f32(c.x, 16.0);
-        let hi = d * bytes_f32(c.y, 16.0);
+        let lo = d * (vec4<f32>(unpack4xU8(c.x)) - 16.0);
+        let hi = d * (vec4<f32>(unpack4xU8(c.y)) - 16.0);
         for (var j = 0u; j < 4u; j++) {
             unit_w[4u * k + j] = lo[j];
             unit_w[16u + 4u * k + j] = hi[j];
@@ -32,7 +32,7 @@ fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
     var r: array<vec4<f32>, 4>;
     for (var k = 0u; k < 4u; k++) {
         let c = q5_codes(q[k], qh, k);
-        r[k] = d * bytes_f32(select(c.x, c.y, h == 1u), 16.0);
+        r[k] = d * (vec4<f32>(unpack4xU8(select(c.x, c.y, h == 1u))) - 16.0);
     }
     return r;
 }

@@ -25,7 +25,7 @@ fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
     var r: array<vec4<f32>, 4>;
     for (var i = 0u; i < 4u; i++) {
         let c = q5_codes(load_u32(blk + 8u + 4u * i), qh, i);
-        r[i] = bytes_f32(select(c.x, c.y, h == 1u), 0.0) * d + m;
+        r[i] = vec4<f32>(unpack4xU8(select(c.x, c.y, h == 1u))) * d + m;
     }
     return r;
 }

@@ -37,7 +37,7 @@ fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
     let hb = (w[b + 1u + h] >> vec4<u32>(unit)) & vec4<u32>(0x01010101u);
     var r: array<vec4<f32>, 4>;
     for (var i = 0u; i < 4u; i++) {
-        r[i] = d1 * bytes_f32(q[i] | (hb[i] << 4u), 0.0) - m1;
+        r[i] = d1 * vec4<f32>(unpack4xU8(q[i] | (hb[i] << 4u))) - m1;
     }
     return r;
 }

@@ -27,7 +27,7 @@ fn decode_unit(blk: u32, unit: u32) {
     for (var i = 0u; i < 8u; i++) {
         let lo = (wd(ql + i) >> (4u * (k >> 1u))) & 0x0f0f0f0fu;
         let hi = ((wd(qh + i) >> (2u * k)) & 0x03030303u) << 4u;
-        let v = select(d1, d0, i < 4u) * bytes_f32(lo | hi, 32.0);
+        let v = select(d1, d0, i < 4u) * (vec4<f32>(unpack4xU8(lo | hi)) - 32.0);
         for (var b = 0u; b < 4u; b++) {
             unit_w[4u * i + b] = v[b];
         }
@@ -47,7 +47,7 @@ fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
     let hi = ((w[base + 8u + 2u * n + h] >> vec4<u32>(2u * k)) & vec4<u32>(0x03030303u)) << vec4<u32>(4u);
     var r: array<vec4<f32>, 4>;
     for (var i = 0u; i < 4u; i++) {
-        r[i] = dl * bytes_f32(lo[i] | hi[i], 32.0);
+        r[i] = dl * (vec4<f32>(unpack4xU8(lo[i] | hi[i])) - 32.0);
     }
     return r;
 }

@@ -10,7 +10,7 @@ fn decode_unit(blk: u32, unit: u32) {
     for (var h = 0u; h < 2u; h++) {
         let q = w[1u + 2u * bi + h];
         for (var k = 0u; k < 4u; k++) {
-            let v = d * sbytes_f32(q[k]);
+            let v = d * vec4<f32>(unpack4xI8(q[k]));
             for (var j = 0u; j < 4u; j++) {
                 unit_w[16u * h + 4u * k + j] = v[j];
             }
@@ -26,7 +26,7 @@ fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
     let q = w[1u + 2u * bi + h];
     var r: array<vec4<f32>, 4>;
     for (var k = 0u; k < 4u; k++) {
-        r[k] = d * sbytes_f32(q[k]);
+        r[k] = d * vec4<f32>(unpack4xI8(q[k]));
     }
     return r;
 }

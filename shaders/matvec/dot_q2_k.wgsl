@@ -19,8 +19,8 @@ fn part_dot(blk: u32, unit: u32, part: u32, xb: u32) -> f32 {
     let s = 8u * n + 2u * k + (l >> 4u);
     let a = q2_k_scale_min(blk, s);
     let b = q2_k_scale_min(blk, s + 2u);
-    let qa = bytes_f32(q & 0x03030303u, 0.0);
-    let qc = bytes_f32((q >> 2u) & 0x03030303u, 0.0);
+    let qa = vec4<f32>(unpack4xU8(q & 0x03030303u));
+    let qc = vec4<f32>(unpack4xU8((q >> 2u) & 0x03030303u));
     let one = vec4<f32>(1.0);
     return a.x * dot(qa, xa) + b.x * dot(qc, xc) - (a.y * dot(xa, one) + b.y * dot(xc, one));
 }

@@ -19,6 +19,6 @@ fn part_dot(blk: u32, unit: u32, part: u32, xb: u32) -> f32 {
     let xa = x4(xb + 128u * n + 32u * k + l);
     let xc = x4(xb + 128u * n + 32u * k + 32u + l);
     let s = 8u * n + 2u * k + (l >> 4u);
-    return q3_k_scale(blk, s) * dot(bytes_f32(ca, 4.0), xa)
-        + q3_k_scale(blk, s + 2u) * dot(bytes_f32(cc, 4.0), xc);
+    return q3_k_scale(blk, s) * dot(vec4<f32>(unpack4xU8(ca)) - 4.0, xa)
+        + q3_k_scale(blk, s + 2u) * dot(vec4<f32>(unpack4xU8(cc)) - 4.0, xc);
 }

@@ -15,10 +15,10 @@ fn rows_dot4(blk: vec4<u32>, unit: u32, part: u32, xb: u32) -> vec4<f32> {
         let xl = x4(xb + 4u * k);
         let xh = x4(xb + 16u + 4u * k);
         s += vec4<f32>(
-            dot(nibbles4(q0[k], 0u, 8.0), xl) + dot(nibbles4(q0[k], 4u, 8.0), xh),
-            dot(nibbles4(q1[k], 0u, 8.0), xl) + dot(nibbles4(q1[k], 4u, 8.0), xh),
-            dot(nibbles4(q2[k], 0u, 8.0), xl) + dot(nibbles4(q2[k], 4u, 8.0), xh),
-            dot(nibbles4(q3[k], 0u, 8.0), xl) + dot(nibbles4(q3[k], 4u, 8.0), xh),
+            dot(nibbles4(q0[k], 0u) - 8.0, xl) + dot(nibbles4(q0[k], 4u) - 8.0, xh),
+            dot(nibbles4(q1[k], 0u) - 8.0, xl) + dot(nibbles4(q1[k], 4u) - 8.0, xh),
+            dot(nibbles4(q2[k], 0u) - 8.0, xl) + dot(nibbles4(q2[k], 4u) - 8.0, xh),
+            dot(nibbles4(q3[k], 0u) - 8.0, xl) + dot(nibbles4(q3[k], 4u) - 8.0, xh),
         );
     }
     let d = vec4<f32>(plane_f16(1u, bi.x), plane_f16(1u, bi.y), plane_f16(1u, bi.z), plane_f16(1u, bi.w));

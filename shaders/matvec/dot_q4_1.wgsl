@@ -17,10 +17,10 @@ fn rows_dot4(blk: vec4<u32>, unit: u32, part: u32, xb: u32) -> vec4<f32> {
         let xh = x4(xb + 16u + 4u * k);
         sx += xl + xh;
         s += vec4<f32>(
-            dot(nibbles4(q0[k], 0u, 0.0), xl) + dot(nibbles4(q0[k], 4u, 0.0), xh),
-            dot(nibbles4(q1[k], 0u, 0.0), xl) + dot(nibbles4(q1[k], 4u, 0.0), xh),
-            dot(nibbles4(q2[k], 0u, 0.0), xl) + dot(nibbles4(q2[k], 4u, 0.0), xh),
-            dot(nibbles4(q3[k], 0u, 0.0), xl) + dot(nibbles4(q3[k], 4u, 0.0), xh),
+            dot(nibbles4(q0[k], 0u), xl) + dot(nibbles4(q0[k], 4u), xh),
+            dot(nibbles4(q1[k], 0u), xl) + dot(nibbles4(q1[k], 4u), xh),
+            dot(nibbles4(q2[k], 0u), xl) + dot(nibbles4(q2[k], 4u), xh),
+            dot(nibbles4(q3[k], 0u), xl) + dot(nibbles4(q3[k], 4u), xh),
         );
     }
     let m0 = unpack2x16float(plane_u32(1u, bi.x));

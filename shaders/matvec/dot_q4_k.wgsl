@@ -33,8 +33,8 @@ fn rows_dot4(blk: vec4<u32>, unit: u32, part: u32, xb: u32) -> vec4<f32> {
         let xc = x4(xo + 32u + 4u * c);
         sa += xa;
         sb += xc;
-        qa += vec4<f32>(dot(nibbles4(q0[c], 0u, 0.0), xa), dot(nibbles4(q1[c], 0u, 0.0), xa), dot(nibbles4(q2[c], 0u, 0.0), xa), dot(nibbles4(q3[c], 0u, 0.0), xa));
-        qb += vec4<f32>(dot(nibbles4(q0[c], 4u, 0.0), xc), dot(nibbles4(q1[c], 4u, 0.0), xc), dot(nibbles4(q2[c], 4u, 0.0), xc), dot(nibbles4(q3[c], 4u, 0.0), xc));
+        qa += vec4<f32>(dot(nibbles4(q0[c], 0u), xa), dot(nibbles4(q1[c], 0u), xa), dot(nibbles4(q2[c], 0u), xa), dot(nibbles4(q3[c], 0u), xa));
+        qb += vec4<f32>(dot(nibbles4(q0[c], 4u), xc), dot(nibbles4(q1[c], 4u), xc), dot(nibbles4(q2[c], 4u), xc), dot(nibbles4(q3[c], 4u), xc));
     }
     let one = vec4<f32>(1.0);
     let sxa = dot(sa, one);

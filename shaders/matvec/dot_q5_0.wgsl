@@ -7,7 +7,7 @@ const STEP_UNITS: u32 = 1u;
 // Row `q`'s codes k (word k of nibbles with its fifth bits) dotted with the inputs.
 fn q5_0_dot(q: vec4<u32>, qh: u32, k: u32, xl: vec4<f32>, xh: vec4<f32>) -> f32 {
     let c = q5_codes(q[k], qh, k);
-    return dot(bytes_f32(c.x, 16.0), xl) + dot(bytes_f32(c.y, 16.0), xh);
+    return dot(vec4<f32>(unpack4xU8(c.x)) - 16.0, xl) + dot(vec4<f32>(unpack4xU8(c.y)) - 16.0, xh);
 }
 
 fn rows_dot4(blk: vec4<u32>, unit: u32, part: u32, xb: u32) -> vec4<f32> {

@@ -8,6 +8,6 @@ fn part_dot(blk: u32, unit: u32, part: u32, xb: u32) -> f32 {
     let c = q5_codes(load_u32(blk + 8u + 4u * part), load_u32(blk + 4u), part);
     let xl = x4(xb + 4u * part);
     let xh = x4(xb + 16u + 4u * part);
-    let qx = dot(bytes_f32(c.x, 0.0), xl) + dot(bytes_f32(c.y, 0.0), xh);
+    let qx = dot(vec4<f32>(unpack4xU8(c.x)), xl) + dot(vec4<f32>(unpack4xU8(c.y)), xh);
     return load_f16(blk) * qx + load_f16(blk + 2u) * dot(xl + xh, vec4<f32>(1.0));
 }

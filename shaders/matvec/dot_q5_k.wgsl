@@ -21,6 +21,6 @@ fn part_dot(blk: u32, unit: u32, part: u32, xb: u32) -> f32 {
     let d = load_f16(blk);
     let dmin = load_f16(blk + 2u);
     let one = vec4<f32>(1.0);
-    return d * (a.x * dot(bytes_f32(ca, 0.0), xa) + b.x * dot(bytes_f32(cc, 0.0), xc))
+    return d * (a.x * dot(vec4<f32>(unpack4xU8(ca)), xa) + b.x * dot(vec4<f32>(unpack4xU8(cc)), xc))
         - dmin * (a.y * dot(xa, one) + b.y * dot(xc, one));
 }

@@ -15,10 +15,10 @@ fn q6_k_quarters(a: u32, b: u32, hb: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4
     let q2 = ((a >> 4u) & 0x0f0f0f0fu) | (((hb >> 4u) & 0x03030303u) << 4u);
     let q3 = ((b >> 4u) & 0x0f0f0f0fu) | (((hb >> 6u) & 0x03030303u) << 4u);
     return vec4<f32>(
-        dot(bytes_f32(q0, 32.0), x0),
-        dot(bytes_f32(q1, 32.0), x1),
-        dot(bytes_f32(q2, 32.0), x2),
-        dot(bytes_f32(q3, 32.0), x3),
+        dot(vec4<f32>(unpack4xU8(q0)) - 32.0, x0),
+        dot(vec4<f32>(unpack4xU8(q1)) - 32.0, x1),
+        dot(vec4<f32>(unpack4xU8(q2)) - 32.0, x2),
+        dot(vec4<f32>(unpack4xU8(q3)) - 32.0, x3),
     );
 }
 

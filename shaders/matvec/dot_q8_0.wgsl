@@ -15,10 +15,10 @@ fn rows_dot4(blk: vec4<u32>, unit: u32, part: u32, xb: u32) -> vec4<f32> {
     for (var c = 0u; c < 4u; c++) {
         let xc = x4(xo + 4u * c);
         s += vec4<f32>(
-            dot(sbytes_f32(q0[c]), xc),
-            dot(sbytes_f32(q1[c]), xc),
-            dot(sbytes_f32(q2[c]), xc),
-            dot(sbytes_f32(q3[c]), xc),
+            dot(vec4<f32>(unpack4xI8(q0[c])), xc),
+            dot(vec4<f32>(unpack4xI8(q1[c])), xc),
+            dot(vec4<f32>(unpack4xI8(q2[c])), xc),
+            dot(vec4<f32>(unpack4xI8(q3[c])), xc),
         );
     }
     let d = vec4<f32>(plane_f16(1u, bi.x), plane_f16(1u, bi.y), plane_f16(1u, bi.z), plane_f16(1u, bi.w));
