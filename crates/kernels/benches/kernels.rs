@@ -428,13 +428,13 @@ fn parity(gpu: &Gpu) {
 
 /// The fused norms against the dispatches they replace, at gemma-3-270m's shapes: the
 /// post-attention block (`h += norm(a) * w_post; y = norm(h) * w_ffn`: rms_norm, add, rms_norm)
-/// for decode (1 row) and a 512-token prompt block, and q/k norm + RoPE (4 q heads, 1 kv head,
+/// for decode (1 row, 640 and 2560 wide) and a 512-token prompt block, and q/k norm + RoPE (4 q heads, 1 kv head,
 /// head_dim 256: two in-place norms and two ropes) for one token.
 fn bench_norms(ctx: &Ctx, c: &mut Criterion) {
     let gpu = &ctx.gpu;
-    let d = 640;
-    let w = GpuTensor::from_f32(gpu, &[d], &random_f32(d, 3));
-    for rows in [1, 512] {
+    // gemma-3-270m's width, and gemma3-4b's (one row: the decode step).
+    for (d, rows) in [(640, 1), (640, 512), (2560, 1)] {
+        let w = GpuTensor::from_f32(gpu, &[d], &random_f32(d, 3));
         let len = d * rows;
         let a = GpuTensor::from_f32(gpu, &[len], &random_f32(len, 1));
         let h = GpuTensor::from_f32(gpu, &[len], &random_f32(len, 2));
