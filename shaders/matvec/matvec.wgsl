@@ -5,8 +5,11 @@
 // 8; a whole super-block for Q4_K and Q6_K, PARTS 32) and lane `part` of the group reads
 // word(s) `part` of it, so neighbouring lanes read neighbouring words of the same block and a
 // subgroup's loads cover a few contiguous cache lines (llama.cpp's Vulkan layout) instead of
-// 32 blocks 34-210 bytes apart. Group g takes steps g, g + WG / PARTS, .. of all 4 rows, two
-// steps per loop trip so their loads are in flight together. The format's `rows_dot4`
+// 32 blocks 34-210 bytes apart. Group g takes steps g, g + WG / PARTS, .. of all 4 rows, one
+// step per loop trip: two steps a trip (both steps' loads in flight together) measured slower
+// on the H100 (2026-11-23, 4096x14336: Q8_0 87.1% -> 92.4% of 2.18 TB/s with one, Q4_K
+// 50.0% -> 54.7%, Q5_0 62.4% -> 64.1%; 4 a trip slower still): the kernel is bound by how
+// many invocations fit in registers, not by loads in flight. The format's `rows_dot4`
 // (matvec/dot_<type>.wgsl, or rows_each.wgsl over its one-row `part_dot`) decodes one part of
 // the 4 rows in straight-line code. The per-row partial sums
 // are then reduced across the workgroup by the entry point (reduce_plain.wgsl:
@@ -62,10 +65,7 @@ fn accumulate(row0: u32, tid: u32) -> vec4<f32> {
     let part = tid % PARTS;
     let step = WG / PARTS;
     var s = tid / PARTS;
-    for (; s + step < steps; s += 2u * step) {
-        acc += rows_dot(r0, r1, r2, r3, s, part) + rows_dot(r0, r1, r2, r3, s + step, part);
-    }
-    if s < steps {
+    for (; s < steps; s += step) {
         acc += rows_dot(r0, r1, r2, r3, s, part);
     }
     return acc;
