@@ -15,6 +15,8 @@
 //   (b < 4), interleaved so that neighbouring invocations read neighbouring rows. Per 4
 //   inputs it loads 8 + 4 vec4s and does 128 FMAs; each output sums its products in input
 //   order with one FMA each.
+// - Y[t, r] goes through `y_out(r, sum)` of the output file (common/out_store.wgsl: the sum;
+//   common/out_bias.wgsl: plus the bias of row r).
 
 struct Params {
     n_in: u32,
@@ -25,6 +27,11 @@ struct Params {
     x_stride: u32,
     y_offset: u32,
     y_stride: u32,
+    // The bias of this chunk's row 0 (common/out_bias.wgsl). Unused by out_store.wgsl.
+    bias_offset: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -114,7 +121,7 @@ fn main(
         for (var b = 0u; b < 4u; b++) {
             let t = tok0 + tt + 16u * b;
             if row < p.n_rows && t < p.n_tokens {
-                y[p.y_offset + t * p.y_stride + row] = acc[a][b];
+                y[p.y_offset + t * p.y_stride + row] = y_out(row, acc[a][b]);
             }
         }
     }

@@ -16,7 +16,9 @@
 // workgroup-memory tree; reduce_subgroup.wgsl: subgroupAdd, then one value per subgroup),
 // which also writes y. The input comes through `x4(i)` (inputs i .. i + 4, i counted from
 // the buffer's start, so x_offset included), defined by the input file: matvec/x_plain.wgsl
-// (a vector) or matvec/x_glu.wgsl (act(gate) * up, computed as it is read).
+// (a vector) or matvec/x_glu.wgsl (act(gate) * up, computed as it is read). The stored value
+// goes through `y_out(row, sum)`, defined by the output file: common/out_store.wgsl (the sum)
+// or common/out_bias.wgsl (sum + bias).
 
 struct Params {
     n_in: u32,
@@ -26,8 +28,9 @@ struct Params {
     y_offset: u32,
     // Where `up` starts (x_glu.wgsl; x_offset is then the gate's). Unused by x_plain.wgsl.
     up_offset: u32,
-    _pad1: u32,
-    _pad2: u32,
+    // The bias of this chunk's row 0 (common/out_bias.wgsl). Unused by out_store.wgsl.
+    bias_offset: u32,
+    _pad: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -82,6 +85,6 @@ fn rows_dot(r0: u32, r1: u32, r2: u32, r3: u32, s: u32, part: u32) -> vec4<f32> 
 
 fn store_rows(row0: u32, tid: u32, v: f32) {
     if tid < R && row0 + tid < p.n_rows {
-        y[p.y_offset + row0 + tid] = v;
+        y[p.y_offset + row0 + tid] = y_out(row0 + tid, v);
     }
 }

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::device::{Caps, Gpu};
 use crate::format::GpuFormat;
+use crate::ops::epilogue::Epilogue;
 use crate::ops::glu::Activation;
 use crate::ops::kv::KvDtype;
 use crate::ops::matvec::InputKind;
@@ -22,14 +23,14 @@ use crate::shader::{BindingKind, Program};
 /// Which kernel: the WGSL program and its variant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kernel {
-    /// `y = W x` with `W` in the given format.
-    Matvec(GpuFormat),
+    /// `y = W x [+ bias]` with `W` in the given format.
+    Matvec(GpuFormat, Epilogue),
     /// `y = W (act(gate) * up)`: the matvec with a GLU computed as its input is read.
     MatvecGlu(GpuFormat, Activation),
     /// Gather rows of an embedding table (token ids read from a GPU buffer).
     EmbedRows(GpuFormat),
-    /// `Y = X W^T` for a block of tokens, with `W` in the given format.
-    Matmul(GpuFormat),
+    /// `Y = X W^T [+ bias]` for a block of tokens, with `W` in the given format.
+    Matmul(GpuFormat, Epilogue),
     /// RMS norm over rows, with or without a gain vector, out of place or in place.
     RmsNorm { weighted: bool, in_place: bool },
     /// `dst += src` (src repeating with a period: bias rows).
@@ -65,11 +66,13 @@ impl Kernel {
     pub fn all() -> Vec<Kernel> {
         let mut all = Vec::new();
         for &f in crate::shader::weight_formats() {
-            all.push(Kernel::Matvec(f));
+            for out in Epilogue::ALL {
+                all.push(Kernel::Matvec(f, out));
+                all.push(Kernel::Matmul(f, out));
+            }
             all.push(Kernel::MatvecGlu(f, Activation::GeluTanh));
             all.push(Kernel::MatvecGlu(f, Activation::Silu));
             all.push(Kernel::EmbedRows(f));
-            all.push(Kernel::Matmul(f));
         }
         for weighted in [false, true] {
             for in_place in [false, true] {
@@ -111,8 +114,10 @@ impl Kernel {
     /// with a subgroup variant pick it when the device has `Features::SUBGROUP`).
     pub fn program_for(self, caps: &Caps) -> Program {
         match self {
-            Kernel::Matvec(f) => matvec::program(f, InputKind::Plain, caps.subgroup),
-            Kernel::MatvecGlu(f, _) => matvec::program(f, InputKind::Glu, caps.subgroup),
+            Kernel::Matvec(f, out) => matvec::program(f, InputKind::Plain, out, caps.subgroup),
+            Kernel::MatvecGlu(f, _) => {
+                matvec::program(f, InputKind::Glu, Epilogue::Store, caps.subgroup)
+            }
             _ => self.program(),
         }
     }
@@ -120,13 +125,13 @@ impl Kernel {
     /// Every program this kernel may use, one per device capability set.
     pub fn programs(self) -> Vec<Program> {
         match self {
-            Kernel::Matvec(f) => vec![
-                matvec::program(f, InputKind::Plain, false),
-                matvec::program(f, InputKind::Plain, true),
+            Kernel::Matvec(f, out) => vec![
+                matvec::program(f, InputKind::Plain, out, false),
+                matvec::program(f, InputKind::Plain, out, true),
             ],
             Kernel::MatvecGlu(f, _) => vec![
-                matvec::program(f, InputKind::Glu, false),
-                matvec::program(f, InputKind::Glu, true),
+                matvec::program(f, InputKind::Glu, Epilogue::Store, false),
+                matvec::program(f, InputKind::Glu, Epilogue::Store, true),
             ],
             _ => vec![self.program()],
         }
@@ -136,10 +141,10 @@ impl Kernel {
     /// optional feature).
     pub fn program(self) -> Program {
         match self {
-            Kernel::Matvec(f) => matvec::program(f, InputKind::Plain, false),
-            Kernel::MatvecGlu(f, _) => matvec::program(f, InputKind::Glu, false),
+            Kernel::Matvec(f, out) => matvec::program(f, InputKind::Plain, out, false),
+            Kernel::MatvecGlu(f, _) => matvec::program(f, InputKind::Glu, Epilogue::Store, false),
             Kernel::EmbedRows(f) => embed::program(f),
-            Kernel::Matmul(f) => matmul::program(f),
+            Kernel::Matmul(f, out) => matmul::program(f, out),
             Kernel::RmsNorm { weighted, in_place } => norm::program(weighted, in_place),
             Kernel::AddInPlace => elementwise::program(),
             Kernel::Copy => elementwise::copy_program(),

@@ -4,17 +4,19 @@
 //! `decode_half`). A workgroup of 128 computes 64 rows x 64 tokens: per unit of 32 inputs
 //! every invocation decodes 16 weights and loads 16 inputs into workgroup memory, then
 //! accumulates 8 rows x 4 tokens in registers, so a decoded weight serves 64 tokens and an
-//! input 64 rows. One dispatch per weight chunk.
+//! input 64 rows. One dispatch per weight chunk. Each output may take its row's bias as it
+//! is stored ([`matmul_bias`], the [`Epilogue`]).
 
 use crate::device::Gpu;
 use crate::error::GpuError;
 use crate::format::GpuFormat;
 use crate::op::Op;
-use crate::ops::matvec::matvec_ref;
+use crate::ops::epilogue::{Epilogue, bias_bound};
+use crate::ops::matvec::matvec_bias_ref;
 use crate::parity::data::{Rng, n_in_step, random_f32, random_weight};
 use crate::parity::{Check, Compare, U, run_read};
 use crate::pipeline::Kernel;
-use crate::shader::{BLOCKS, Program, ShaderFile, WEIGHT_KERNEL_BINDINGS, shader_file};
+use crate::shader::{BLOCKS, Program, ShaderFile, shader_file};
 use crate::tensor::{Dtype, GpuTensor, GpuWeight, View, WeightShape};
 
 #[repr(C)]
@@ -30,6 +32,9 @@ pub struct MatmulParams {
     /// Where this chunk's first row of token 0 lands in `y`.
     pub y_offset: u32,
     pub y_stride: u32,
+    /// The bias of this chunk's first row (bias epilogue only; 0 otherwise).
+    pub bias_offset: u32,
+    pub _pad: [u32; 3],
 }
 
 static SHADER: ShaderFile = shader_file!("matmul/matmul.wgsl");
@@ -39,15 +44,15 @@ pub const WORKGROUP: u32 = 128;
 const TILE_ROWS: usize = 64;
 const TILE_TOKENS: usize = 64;
 
-pub(crate) fn program(f: GpuFormat) -> Program {
+pub(crate) fn program(f: GpuFormat, out: Epilogue) -> Program {
     Program {
-        name: format!("matmul_{}", f.name()),
-        files: [&SHADER, &BLOCKS]
+        name: format!("matmul{}_{}", out.infix(), f.name()),
+        files: [&SHADER, out.file(), &BLOCKS]
             .into_iter()
             .chain(f.decoder().iter().copied())
             .collect(),
         entry: "main",
-        bindings: WEIGHT_KERNEL_BINDINGS,
+        bindings: out.bindings(),
         params_size: size_of::<MatmulParams>(),
     }
 }
@@ -68,12 +73,43 @@ pub fn matmul(
     n_tokens: usize,
     strides: Strides,
 ) -> Result<Vec<Op>, GpuError> {
+    ops(w, x, None, y, n_tokens, strides)
+}
+
+/// [`matmul`] plus `bias[bias.offset + r]` on every token's row r (a linear layer with a
+/// bias, one dispatch per weight chunk; each chunk adds its own rows' bias).
+pub fn matmul_bias(
+    w: &GpuWeight,
+    x: View<'_>,
+    bias: View<'_>,
+    y: View<'_>,
+    n_tokens: usize,
+    strides: Strides,
+) -> Result<Vec<Op>, GpuError> {
+    ops(w, x, Some(bias), y, n_tokens, strides)
+}
+
+fn ops(
+    w: &GpuWeight,
+    x: View<'_>,
+    bias: Option<View<'_>>,
+    y: View<'_>,
+    n_tokens: usize,
+    strides: Strides,
+) -> Result<Vec<Op>, GpuError> {
     let s = w.shape;
     let xs = strides.x.unwrap_or(s.n_in);
     let ys = strides.y.unwrap_or(s.n_out);
     let n = n_tokens.max(1);
     x.check("matmul x", (n - 1) * xs + s.n_in)?;
     y.check("matmul y", (n - 1) * ys + s.n_out)?;
+    if let Some(b) = bias {
+        b.check("matmul bias", s.n_out)?;
+    }
+    let out = match bias {
+        Some(_) => Epilogue::Bias,
+        None => Epilogue::Store,
+    };
     let ops = w.chunks.iter().map(|c| {
         let params = MatmulParams {
             n_in: s.n_in as u32,
@@ -84,17 +120,21 @@ pub fn matmul(
             x_stride: xs as u32,
             y_offset: (y.offset + c.first_row) as u32,
             y_stride: ys as u32,
+            bias_offset: bias.map_or(0, |b| (b.offset + c.first_row) as u32),
+            _pad: [0; 3],
         };
         let grid = [
             c.n_rows.div_ceil(TILE_ROWS) as u32,
             n_tokens.div_ceil(TILE_TOKENS) as u32,
             1,
         ];
+        let mut buffers = vec![&c.buf, &x.t.buf, &y.t.buf, &c.buf];
+        buffers.extend(bias.map(|b| &b.t.buf));
         Op::new(
-            Kernel::Matmul(s.format),
+            Kernel::Matmul(s.format, out),
             WORKGROUP,
             &params,
-            &[&c.buf, &x.t.buf, &y.t.buf, &c.buf],
+            &buffers,
             grid,
         )
     });
@@ -111,34 +151,65 @@ pub const CHECK: Check = Check {
 };
 
 fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
-    let format = rng.pick(&GpuFormat::ALL);
-    let n_out = rng.range(1, 150);
-    let n_blocks = rng.range(1, 4);
-    let n_tokens = rng.range(1, 70);
-    let chunk_rows = rng.range(1, 200);
+    compare(gpu, Case::random(rng))
+}
+
+/// Tolerance of [`matmul_bias`]: as matvec's, the bias one more term of each output's sum,
+/// `(n_in + 5) u (sum_i |w_i x_i| + |b|)` ([`bias_bound`]); weights split into chunks.
+pub const BIAS_CHECK: Check = Check {
+    name: "matmul_bias",
+    tolerance: "(n_in+5)*2^-24*(sum|w_i x_i| + |b|)",
+    case: bias_parity_case,
+};
+
+fn bias_parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
     compare(
         gpu,
-        format,
-        n_out,
-        n_blocks,
-        n_tokens,
-        chunk_rows,
-        rng.next_u64(),
+        Case {
+            bias: true,
+            ..Case::random(rng)
+        },
     )
 }
 
-fn compare(
-    gpu: &Gpu,
+/// One matmul parity case: `n_tokens` tokens through a random weight of `n_out` rows of
+/// `n_blocks` blocks, split into chunks of `chunk_rows` rows.
+#[derive(Debug, Clone, Copy)]
+struct Case {
     format: GpuFormat,
     n_out: usize,
     n_blocks: usize,
     n_tokens: usize,
     chunk_rows: usize,
     seed: u64,
-) -> Result<Compare, GpuError> {
-    let n_in = n_blocks * n_in_step(format);
+    bias: bool,
+}
+
+impl Case {
+    fn random(rng: &mut Rng) -> Case {
+        Case {
+            format: rng.pick(&GpuFormat::ALL),
+            n_out: rng.range(1, 150),
+            n_blocks: rng.range(1, 4),
+            n_tokens: rng.range(1, 70),
+            chunk_rows: rng.range(1, 200),
+            seed: rng.next_u64(),
+            bias: false,
+        }
+    }
+}
+
+fn compare(gpu: &Gpu, case: Case) -> Result<Compare, GpuError> {
+    let Case {
+        format,
+        n_out,
+        n_tokens,
+        seed,
+        ..
+    } = case;
+    let n_in = case.n_blocks * n_in_step(format);
     let (bytes, w) = random_weight(format, n_out, n_in, seed);
-    // X rows padded by 3, Y rows by 2: strided views.
+    // X rows padded by 3, Y rows by 2: strided views; the bias read from offset 1.
     let (xs, ys) = (n_in + 3, n_out + 2);
     let x = random_f32(n_tokens * xs, seed ^ 1);
     let shape = WeightShape {
@@ -146,22 +217,33 @@ fn compare(
         n_in,
         n_out,
     };
-    let wt = GpuWeight::upload_chunked(gpu, shape, &bytes, chunk_rows)?;
+    let wt = GpuWeight::upload_chunked(gpu, shape, &bytes, case.chunk_rows)?;
     let xt = GpuTensor::from_f32(gpu, &[x.len()], &x);
     let yt = GpuTensor::zeros(gpu, &[n_tokens * ys + 1], Dtype::F32);
+    let b = case.bias.then(|| random_f32(n_out + 1, seed ^ 2));
+    let bt = b.as_ref().map(|b| GpuTensor::from_f32(gpu, &[b.len()], b));
     let strides = Strides {
         x: Some(xs),
         y: Some(ys),
     };
-    let ops = matmul(&wt, View::at(&xt, 0), View::at(&yt, 1), n_tokens, strides)?;
+    let (xv, yv) = (View::at(&xt, 0), View::at(&yt, 1));
+    let ops = match &bt {
+        Some(bt) => matmul_bias(&wt, xv, View::at(bt, 1), yv, n_tokens, strides)?,
+        None => matmul(&wt, xv, yv, n_tokens, strides)?,
+    };
     let y: Vec<f32> = run_read(gpu, ops, &yt, 1, n_tokens * ys)?;
+    let b = b.as_ref().map(|b| &b[1..]);
     let mut c = Compare::default();
     for t in 0..n_tokens {
-        let (want, abs) = matvec_ref(&w, &x[t * xs..][..n_in]);
+        let (want, abs) = matvec_bias_ref(&w, &x[t * xs..][..n_in], b);
         for r in 0..n_out {
-            let bound = (n_in + 4) as f64 * U * f64::from(abs[r]);
+            let abs = f64::from(abs[r]);
+            let bound = match b {
+                Some(b) => bias_bound(n_in, abs, f64::from(b[r])),
+                None => (n_in + 4) as f64 * U * abs,
+            };
             c.add(f64::from(y[t * ys + r]), f64::from(want[r]), bound, || {
-                format!("{format:?} {n_tokens}x{n_in} -> {n_out}: token {t} row {r}")
+                format!("{case:?}: token {t} row {r}")
             });
         }
         if t + 1 < n_tokens {
@@ -184,13 +266,30 @@ mod tests {
         testutil::parity("matmul", 8, 101);
     }
 
-    /// Every format on an odd shape spanning several row and token tiles and 2 chunks.
+    #[test]
+    fn matmul_bias_matches_reference() {
+        testutil::parity("matmul_bias", 8, 121);
+    }
+
+    /// Every format on an odd shape spanning several row and token tiles and 2 chunks,
+    /// without and with a bias.
     #[test]
     fn every_format_odd_shape() {
         let Some(gpu) = testutil::gpu() else { return };
         for (i, f) in GpuFormat::ALL.into_iter().enumerate() {
-            let c = compare(gpu, f, 131, 2, 37, 100, 200 + i as u64).unwrap();
-            assert!(c.max_ratio <= 1.0, "{}", c.worst);
+            for bias in [false, true] {
+                let case = Case {
+                    format: f,
+                    n_out: 131,
+                    n_blocks: 2,
+                    n_tokens: 37,
+                    chunk_rows: 100,
+                    seed: 200 + i as u64,
+                    bias,
+                };
+                let c = compare(gpu, case).unwrap();
+                assert!(c.max_ratio <= 1.0, "{}", c.worst);
+            }
         }
     }
 }

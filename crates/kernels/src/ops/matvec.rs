@@ -10,19 +10,19 @@
 //! Q6_K super-block), neighbouring lanes reading neighbouring words of the same block, so a
 //! subgroup's loads are contiguous (llama.cpp's Vulkan layout). Weights keep GGUF's layout.
 //! The subgroup entry is chosen when the device has `Features::SUBGROUP`. One dispatch per
-//! weight chunk.
+//! weight chunk. With a vector input the stored row may take a bias ([`matvec_bias`], the
+//! [`Epilogue`]: `common/out_bias.wgsl` for `common/out_store.wgsl`).
 
 use crate::device::Gpu;
 use crate::error::GpuError;
 use crate::format::GpuFormat;
 use crate::op::{Op, grid_1d};
+use crate::ops::epilogue::{Epilogue, bias_bound};
 use crate::ops::glu::{self, Activation, glu_ref};
 use crate::parity::data::{Rng, n_in_step, random_f32, random_weight};
 use crate::parity::{Check, Compare, U, run_read};
 use crate::pipeline::Kernel;
-use crate::shader::{
-    BLOCKS, BindingKind, Program, ShaderFile, WEIGHT_KERNEL_BINDINGS, shader_file,
-};
+use crate::shader::{BLOCKS, BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::{GpuTensor, GpuWeight, View, WeightShape};
 
 /// Parameters of one matvec dispatch (WGSL `Params` in `matvec/matvec.wgsl`).
@@ -39,7 +39,9 @@ pub struct MatvecParams {
     pub y_offset: u32,
     /// Where `up` starts (GLU input only; 0 otherwise).
     pub up_offset: u32,
-    pub _pad: [u32; 2],
+    /// The bias of this chunk's first row (bias epilogue only; 0 otherwise).
+    pub bias_offset: u32,
+    pub _pad: u32,
 }
 
 /// What a matvec multiplies: a vector, or a gated linear unit of two vectors computed as the
@@ -149,24 +151,33 @@ fn lane_layout(f: GpuFormat) -> (usize, usize) {
     (constant("PARTS"), constant("STEP_UNITS"))
 }
 
-/// The matvec program for format `f`, input `input`, with the subgroup reduction or without.
-/// Only the input file differs between inputs: one skeleton, one dot file per format.
-pub(crate) fn program(f: GpuFormat, input: InputKind, subgroup: bool) -> Program {
+/// The matvec program for format `f`, input `input`, output `out`, with the subgroup
+/// reduction or without. Only the input and output files differ between variants: one
+/// skeleton, one dot file per format. A GLU input has no bias epilogue (its `up` takes
+/// binding 5, the bias's).
+pub(crate) fn program(f: GpuFormat, input: InputKind, out: Epilogue, subgroup: bool) -> Program {
     let (reduce, suffix) = if subgroup {
         (&REDUCE_SUBGROUP, "_sg")
     } else {
         (&REDUCE_PLAIN, "")
     };
     let (x_files, prefix, bindings): (&[&'static ShaderFile], _, _) = match input {
-        InputKind::Plain => (&[&X_PLAIN], "matvec", WEIGHT_KERNEL_BINDINGS),
-        InputKind::Glu => (&[&X_GLU, &glu::ACT], "matvec_glu", GLU_BINDINGS),
+        InputKind::Plain => (&[&X_PLAIN], "matvec", out.bindings()),
+        InputKind::Glu => {
+            assert_eq!(
+                out,
+                Epilogue::Store,
+                "a GLU-input matvec has no bias binding"
+            );
+            (&[&X_GLU, &glu::ACT], "matvec_glu", GLU_BINDINGS)
+        }
     };
     Program {
-        name: format!("{prefix}_{}{suffix}", f.name()),
+        name: format!("{prefix}{}_{}{suffix}", out.infix(), f.name()),
         files: [&SKELETON]
             .into_iter()
             .chain(x_files.iter().copied())
-            .chain([reduce, &BLOCKS])
+            .chain([out.file(), reduce, &BLOCKS])
             .chain(f.decoder().iter().copied())
             .chain(dot_files(f).iter().copied())
             .collect(),
@@ -179,6 +190,17 @@ pub(crate) fn program(f: GpuFormat, input: InputKind, subgroup: bool) -> Program
 /// `y[y.offset..][..n_out] = W x[x.offset..][..n_in]`: one op per weight chunk.
 pub fn matvec(w: &GpuWeight, x: View<'_>, y: View<'_>) -> Result<Vec<Op>, GpuError> {
     matvec_input(w, Input::Plain(x), y)
+}
+
+/// `y[y.offset + r] = (W x)[r] + bias[bias.offset + r]` for r < n_out (a linear layer with a
+/// bias, one dispatch per weight chunk; each chunk adds its own rows' bias).
+pub fn matvec_bias(
+    w: &GpuWeight,
+    x: View<'_>,
+    bias: View<'_>,
+    y: View<'_>,
+) -> Result<Vec<Op>, GpuError> {
+    ops(w, Input::Plain(x), Some(bias), y)
 }
 
 /// `y[y.offset..][..n_out] = W a` with `a[i] = act(gate[i]) * up[i]` for i < n_in, computed
@@ -197,12 +219,35 @@ pub fn matvec_glu(
 
 /// `y = W input`: one op per weight chunk.
 pub fn matvec_input(w: &GpuWeight, input: Input<'_>, y: View<'_>) -> Result<Vec<Op>, GpuError> {
+    ops(w, input, None, y)
+}
+
+/// `y = W input [+ bias]`: one op per weight chunk.
+fn ops(
+    w: &GpuWeight,
+    input: Input<'_>,
+    bias: Option<View<'_>>,
+    y: View<'_>,
+) -> Result<Vec<Op>, GpuError> {
     let s = w.shape;
     y.check("matvec y", s.n_out)?;
+    if let Some(b) = bias {
+        b.check("matvec bias", s.n_out)?;
+    }
+    let out = match bias {
+        Some(_) => Epilogue::Bias,
+        None => Epilogue::Store,
+    };
     let (kernel, x, up) = match input {
         Input::Plain(x) => {
             x.check("matvec x", s.n_in)?;
-            (Kernel::Matvec(s.format), x, None)
+            (Kernel::Matvec(s.format, out), x, None)
+        }
+        Input::Glu { .. } if bias.is_some() => {
+            return Err(GpuError::InvalidParams {
+                op: "matvec_glu",
+                detail: "a GLU input takes no bias (binding 5 is its up)".into(),
+            });
         }
         Input::Glu { act, gate, up } => {
             gate.check("matvec_glu gate", s.n_in)?;
@@ -218,10 +263,12 @@ pub fn matvec_input(w: &GpuWeight, input: Input<'_>, y: View<'_>) -> Result<Vec<
             x_offset: x.offset as u32,
             y_offset: (y.offset + c.first_row) as u32,
             up_offset: up.map_or(0, |u| u.offset as u32),
-            _pad: [0; 2],
+            bias_offset: bias.map_or(0, |b| (b.offset + c.first_row) as u32),
+            _pad: 0,
         };
         let mut buffers = vec![&c.buf, &x.t.buf, &y.t.buf, &c.buf];
-        buffers.extend(up.map(|u| &u.t.buf));
+        // Binding 5: up (GLU input) or the bias, never both.
+        buffers.extend(up.or(bias).map(|v| &v.t.buf));
         Op::new(
             kernel,
             workgroup_size(s.format, s.n_in),
@@ -236,13 +283,21 @@ pub fn matvec_input(w: &GpuWeight, input: Input<'_>, y: View<'_>) -> Result<Vec<
 /// CPU reference: `y = W x` in f64 over the dequantized rows (`w` is `n_out * n_in`, row-major).
 /// Also returns `sum_i |w_i x_i|` per row, the scale of the rounding error bound.
 pub fn matvec_ref(w: &[f32], x: &[f32]) -> (Vec<f32>, Vec<f32>) {
+    matvec_bias_ref(w, x, None)
+}
+
+/// CPU reference of [`matvec_bias`]: `y = W x + bias` in f64 (the bias added before the one
+/// rounding to f32); `sum_i |w_i x_i|` per row as [`matvec_ref`].
+pub fn matvec_bias_ref(w: &[f32], x: &[f32], bias: Option<&[f32]>) -> (Vec<f32>, Vec<f32>) {
     w.chunks_exact(x.len())
-        .map(|row| {
-            let dot: f64 = row
+        .enumerate()
+        .map(|(r, row)| {
+            let b = bias.map_or(0.0, |b| f64::from(b[r]));
+            let dot: f64 = b + row
                 .iter()
                 .zip(x)
                 .map(|(&a, &b)| f64::from(a) * f64::from(b))
-                .sum();
+                .sum::<f64>();
             let abs: f64 = row
                 .iter()
                 .zip(x)
@@ -267,6 +322,25 @@ fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
     compare(gpu, Case::random(rng))
 }
 
+/// Tolerance of [`matvec_bias`]: the bias is one more term of the sum,
+/// `(n_in + 5) u (sum_i |w_i x_i| + |b|)` ([`bias_bound`]). Cases split the weight into
+/// chunks, so each chunk must add the bias of its own rows.
+pub const BIAS_CHECK: Check = Check {
+    name: "matvec_bias",
+    tolerance: "(n_in+5)*2^-24*(sum|w_i x_i| + |b|)",
+    case: bias_parity_case,
+};
+
+fn bias_parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    compare(
+        gpu,
+        Case {
+            bias: true,
+            ..Case::random(rng)
+        },
+    )
+}
+
 /// One matvec parity case: a random weight of `n_out` rows of `n_blocks` blocks, split into
 /// chunks of `chunk_rows` rows (one op per chunk).
 #[derive(Debug, Clone, Copy)]
@@ -276,6 +350,8 @@ pub(crate) struct Case {
     pub n_blocks: usize,
     pub chunk_rows: usize,
     pub seed: u64,
+    /// With a bias epilogue ([`matvec_bias`]).
+    pub bias: bool,
 }
 
 impl Case {
@@ -289,6 +365,7 @@ impl Case {
             n_blocks: rng.range(1, (40 * 32 / n_in_step(format)).max(2)),
             chunk_rows: rng.range(1, 50),
             seed: rng.next_u64(),
+            bias: false,
         }
     }
 
@@ -311,23 +388,34 @@ impl Case {
     }
 
     fn name(&self) -> String {
-        format!("{:?} {}x{}", self.format, self.n_out, self.n_in())
+        let bias = if self.bias { " + bias" } else { "" };
+        format!("{:?} {}x{}{bias}", self.format, self.n_out, self.n_in())
     }
 }
 
-/// Runs one matvec case, `y` written from offset 3 of its tensor.
+/// Runs one matvec case, `y` written from offset 3 of its tensor (the bias, if any, read from
+/// offset 2 of its own).
 pub(crate) fn compare(gpu: &Gpu, case: Case) -> Result<Compare, GpuError> {
     let n_in = case.n_in();
     let (wt, w) = case.weight(gpu)?;
     let x = random_f32(n_in, case.seed ^ 1);
     let xt = GpuTensor::from_f32(gpu, &[n_in], &x);
     let yt = GpuTensor::zeros(gpu, &[case.n_out + 3], crate::Dtype::F32);
-    let ops = matvec(&wt, (&xt).into(), View::at(&yt, 3))?;
+    let b = case.bias.then(|| random_f32(case.n_out + 2, case.seed ^ 2));
+    let bt = b.as_ref().map(|b| GpuTensor::from_f32(gpu, &[b.len()], b));
+    let ops = match &bt {
+        Some(bt) => matvec_bias(&wt, (&xt).into(), View::at(bt, 2), View::at(&yt, 3))?,
+        None => matvec(&wt, (&xt).into(), View::at(&yt, 3))?,
+    };
     let y: Vec<f32> = run_read(gpu, ops, &yt, 3, case.n_out)?;
-    let (want, abs) = matvec_ref(&w, &x);
+    let b = b.as_ref().map(|b| &b[2..]);
+    let (want, abs) = matvec_bias_ref(&w, &x, b);
     let mut c = Compare::default();
     for r in 0..case.n_out {
-        let bound = (n_in + 4) as f64 * U * f64::from(abs[r]);
+        let bound = match b {
+            Some(b) => bias_bound(n_in, f64::from(abs[r]), f64::from(b[r])),
+            None => (n_in + 4) as f64 * U * f64::from(abs[r]),
+        };
         c.add(f64::from(y[r]), f64::from(want[r]), bound, || {
             format!("{} row {r}", case.name())
         });
@@ -440,21 +528,79 @@ mod tests {
         testutil::parity("matvec", 8, 1);
     }
 
-    /// Every format once, with rows split over several chunks.
+    /// Every format once, with rows split over several chunks, without and with a bias.
     #[test]
     fn every_format() {
         let Some(gpu) = testutil::gpu() else { return };
         for (i, f) in GpuFormat::ALL.into_iter().enumerate() {
-            let case = Case {
-                format: f,
-                n_out: 13,
-                n_blocks: 3,
-                chunk_rows: 5,
-                seed: 7 + i as u64,
-            };
-            let c = compare(gpu, case).unwrap();
-            assert!(c.max_ratio <= 1.0, "{}", c.worst);
+            for bias in [false, true] {
+                let case = Case {
+                    format: f,
+                    n_out: 13,
+                    n_blocks: 3,
+                    chunk_rows: 5,
+                    seed: 7 + i as u64,
+                    bias,
+                };
+                let c = compare(gpu, case).unwrap();
+                assert!(c.max_ratio <= 1.0, "{}", c.worst);
+            }
         }
+    }
+
+    #[test]
+    fn matvec_bias_matches_reference() {
+        testutil::parity("matvec_bias", 8, 21);
+    }
+
+    /// The bias epilogue gives what the separate add after the product gave, bit for bit
+    /// (the sum is finished, then the bias added), over a weight of 3 chunks.
+    #[test]
+    fn bias_equals_separate_add() {
+        let Some(gpu) = testutil::gpu() else { return };
+        let case = Case {
+            format: GpuFormat::Q8_0,
+            n_out: 37,
+            n_blocks: 5,
+            chunk_rows: 16,
+            seed: 9,
+            bias: true,
+        };
+        let (wt, _) = case.weight(gpu).unwrap();
+        let n_in = case.n_in();
+        let xt = GpuTensor::from_f32(gpu, &[n_in], &random_f32(n_in, 1));
+        let bt = GpuTensor::from_f32(gpu, &[case.n_out], &random_f32(case.n_out, 2));
+        let yt = GpuTensor::zeros(gpu, &[2 * case.n_out], crate::Dtype::F32);
+        let (fused, plain) = (View::at(&yt, 0), View::at(&yt, case.n_out));
+        let mut ops = matvec_bias(&wt, (&xt).into(), (&bt).into(), fused).unwrap();
+        ops.extend(matvec(&wt, (&xt).into(), plain).unwrap());
+        ops.push(crate::ops::elementwise::add_rows(plain, (&bt).into(), 1, case.n_out).unwrap());
+        let y: Vec<f32> = run_read(gpu, ops, &yt, 0, 2 * case.n_out).unwrap();
+        let (a, b) = y.split_at(case.n_out);
+        assert_eq!(a, b);
+    }
+
+    /// A GLU input has no bias binding: asking for both is an error, not a wrong kernel.
+    #[test]
+    fn glu_input_takes_no_bias() {
+        let Some(gpu) = testutil::gpu() else { return };
+        let case = Case {
+            format: GpuFormat::F32,
+            n_out: 4,
+            n_blocks: 1,
+            chunk_rows: 4,
+            seed: 1,
+            bias: true,
+        };
+        let (wt, _) = case.weight(gpu).unwrap();
+        let t = GpuTensor::zeros(gpu, &[64], crate::Dtype::F32);
+        let input = Input::Glu {
+            act: Activation::Silu,
+            gate: (&t).into(),
+            up: (&t).into(),
+        };
+        let r = ops(&wt, input, Some((&t).into()), View::at(&t, 32));
+        assert!(matches!(r, Err(GpuError::InvalidParams { .. })), "{r:?}");
     }
 
     /// The entry point without subgroup operations, on a device opened without SUBGROUP.
@@ -470,7 +616,7 @@ mod tests {
         let filter = std::env::var("RULLAMA_ADAPTER").ok();
         let gpu = crate::Gpu::open_with_options(filter.as_deref(), options).unwrap();
         assert!(!gpu.caps.subgroup);
-        for check in [CHECK, GLU_CHECK] {
+        for check in [CHECK, GLU_CHECK, BIAS_CHECK] {
             let r = check.run(&gpu, 6, 5);
             assert!(r.passed(), "{r}");
         }
@@ -493,6 +639,7 @@ mod tests {
                 n_blocks: 2,
                 chunk_rows: 4,
                 seed: 70 + i as u64,
+                bias: false,
             };
             let act = [Activation::GeluTanh, Activation::Silu][i % 2];
             let (gate_at, up_gap) = [(0, 0), (1, 2), (4, 3), (3, 4)][i % 4];
@@ -538,6 +685,7 @@ mod tests {
                 n_blocks: 37,
                 chunk_rows: 100,
                 seed: 3,
+                bias: false,
             };
             let c = compare(gpu, case).unwrap();
             assert!(c.max_ratio <= 1.0, "{}", c.worst);

@@ -7,6 +7,7 @@ pub mod argmax;
 pub mod attention;
 pub mod elementwise;
 pub mod embed;
+pub mod epilogue;
 pub mod glu;
 pub mod head_norm_rope;
 pub mod kv;

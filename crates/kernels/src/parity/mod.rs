@@ -158,7 +158,9 @@ pub fn checks() -> Vec<Check> {
     vec![
         matvec::CHECK,
         matvec::GLU_CHECK,
+        matvec::BIAS_CHECK,
         matmul::CHECK,
+        matmul::BIAS_CHECK,
         embed::CHECK,
         norm::CHECK,
         residual_norm::CHECK,

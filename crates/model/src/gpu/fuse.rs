@@ -1,7 +1,7 @@
 //! Which recorded nodes the lowering emits as one fused kernel.
 //!
 //! A decode step of a small model is bound by its number of dispatches (each costs a few
-//! microseconds on the H100 however little it does), so the lowering folds three patterns
+//! microseconds on the H100 however little it does), so the lowering folds four patterns
 //! of the graph's plain ops into one kernel each, without changing what they compute:
 //!
 //! - `[rms_norm(a)] -> add(h, .) -> [rms_norm(sum)]`: the residual add with the block's
@@ -9,7 +9,10 @@
 //! - `[per-head rms_norm] -> rope` of q, then of k: one `head_norm_rope` op for both;
 //! - `glu(gate, up) -> matmul` of one token: the down projection reads `act(gate) * up`
 //!   as its input (`matvec_glu`), for down projections of up to 4 MB (see
-//!   [`GLU_FUSE_MAX_BYTES`]).
+//!   [`GLU_FUSE_MAX_BYTES`]);
+//! - `matmul -> add_bias` (Qwen 2's q/k/v): the matvec or tiled matmul adds the bias as it
+//!   stores each row (the kernels' bias epilogue), bit for bit the separate add. A matmul
+//!   that reads the GLU keeps its separate bias add (that kernel has no bias binding).
 //!
 //! A node folds only when its value has no other reader and the shapes are whole rows, so
 //! every other graph lowers as before. [`Fusion::emit_at`] says where each node's work
@@ -41,6 +44,9 @@ pub(crate) enum Fuse {
     Rope { q: RopeUnit, k: Option<RopeUnit> },
     /// The matmul (one token) with the GLU node folded into its input.
     GluDown { glu: usize },
+    /// The matmul with the `add_bias` node `bias` folded into its output (which is then
+    /// `bias`'s value; the product alone is never stored).
+    Biased { bias: usize },
 }
 
 /// An optional per-head norm and the RoPE after it.
@@ -99,6 +105,7 @@ impl Fusion {
                 Node::Add { a, b } => f.residual(key, &uses, i, *a, *b, &whole),
                 Node::RmsNorm { .. } | Node::Rope { .. } => f.rope(key, &uses, i, &whole),
                 Node::Glu { .. } if uses[i] == 1 => f.glu_down(key, i, &whole),
+                Node::AddBias { x, .. } if uses[x.value] == 1 => f.bias(key, i, *x, &whole),
                 _ => {}
             }
         }
@@ -260,6 +267,18 @@ impl Fusion {
             self.folded[g] = true;
             self.emit_at[g] = d;
             self.fuse[d] = Fuse::GluDown { glu: g };
+        }
+    }
+
+    /// `add_bias` node `b` on the whole output of a matmul that nothing else reads (and whose
+    /// lowering is still free: a GLU down projection keeps its separate add).
+    fn bias(&mut self, key: &Key, b: usize, x: Src, whole: &impl Fn(&Src) -> bool) {
+        let m = x.value;
+        if matches!(key.nodes[m], Node::Matmul { .. }) && whole(&x) && self.free(m) {
+            self.fuse[m] = Fuse::Biased { bias: b };
+            self.folded[m] = true;
+            self.fuse[b] = Fuse::Done;
+            self.emit_at[b] = m;
         }
     }
 

@@ -29,7 +29,7 @@ use rullama_kernels::ops::glu::Activation as GpuActivation;
 use rullama_kernels::ops::rope::RopeMode;
 use rullama_kernels::ops::sample::{K_MAX, NO_TOKEN, Sampling};
 use rullama_kernels::ops::unary::UnaryOp;
-use rullama_kernels::{Dtype, Gpu, GpuError, GpuTensor, ReadRing};
+use rullama_kernels::{Dtype, Gpu, GpuError, GpuTensor, Kernel, ReadRing};
 
 use crate::backend::{
     Attention, AttentionInputs, Backend, DeviceToken, KvCacheSpec, PendingToken, RmsNorm, Rope,
@@ -152,6 +152,13 @@ impl GpuBackend {
 
     pub fn stats(&self) -> GpuStats {
         self.stats
+    }
+
+    /// The kernel of each dispatch of the last step (which fusions the lowering applied).
+    pub fn last_step_kernels(&self) -> Vec<Kernel> {
+        self.plans
+            .last()
+            .map_or_else(Vec::new, |(_, p)| p.kernels())
     }
 
     /// Device memory held now: weights, live KV caches, built steps.

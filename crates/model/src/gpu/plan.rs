@@ -15,16 +15,16 @@ use rullama_kernels::ops::embed::embed_rows;
 use rullama_kernels::ops::glu::glu;
 use rullama_kernels::ops::head_norm_rope::{HeadNormRope, Heads};
 use rullama_kernels::ops::kv::KvAppend;
-use rullama_kernels::ops::matmul::{Strides, matmul};
-use rullama_kernels::ops::matvec::{matvec, matvec_glu};
+use rullama_kernels::ops::matmul::{Strides, matmul, matmul_bias};
+use rullama_kernels::ops::matvec::{matvec, matvec_bias, matvec_glu};
 use rullama_kernels::ops::norm::RmsNorm;
 use rullama_kernels::ops::residual_norm::{NormOut, ResidualNorm};
 use rullama_kernels::ops::rope::{Rope, rope_freqs};
 use rullama_kernels::ops::sample::{Sample, SampleParams, Sampling};
 use rullama_kernels::ops::unary::unary;
 use rullama_kernels::{
-    Dtype, Gpu, GpuError, GpuTensor, GpuWeight, Op, OpId, Readback, Step, StepBuilder, StepProfile,
-    View,
+    Dtype, Gpu, GpuError, GpuTensor, GpuWeight, Kernel, Op, OpId, Readback, Step, StepBuilder,
+    StepProfile, View,
 };
 
 use super::fuse::{Fuse, Fusion, RopeUnit};
@@ -139,6 +139,7 @@ impl Plan {
                 Fuse::Residual { pre, out } => l.residual(key, i, *pre, *out)?,
                 Fuse::Rope { q, k } => l.head_norm_rope(key, *q, *k)?,
                 Fuse::GluDown { glu } => l.glu_down(key, i, *glu)?,
+                Fuse::Biased { bias } => l.biased(key, i, *bias)?,
             }
             for &v in &release_after[i] {
                 let buf = l.locs[v].expect("a released value was lowered").buf;
@@ -241,6 +242,11 @@ impl Plan {
 
     pub fn dispatches(&self) -> usize {
         self.step.len()
+    }
+
+    /// The kernel of each dispatch, in order.
+    pub fn kernels(&self) -> Vec<Kernel> {
+        self.step.kernels().collect()
     }
 
     pub fn buffers(&self) -> usize {
@@ -399,17 +405,7 @@ impl Lower<'_> {
                 self.extend(ops)?;
                 out
             }
-            Node::Matmul { w, x } => {
-                let w = matrix(w)?;
-                let out = self.alloc(len)?;
-                let ops = if x.rows == 1 {
-                    matvec(w, self.src(*x), self.view(out))
-                } else {
-                    matmul(w, self.src(*x), self.view(out), x.rows, Strides::default())
-                };
-                self.extend(ops)?;
-                out
-            }
+            Node::Matmul { w, x } => self.linear(w, *x, None, len)?,
             Node::AddBias { x, bias } => {
                 let out = self.inplace(i, *x, &[])?;
                 let bias = View::from(vector(bias)?);
@@ -597,6 +593,41 @@ impl Lower<'_> {
             .map(|(loc, x, w)| heads(bufs, (*loc, *x, w.as_ref()), spec.head_dim));
         let op = op.op(q_heads, k_heads, View::from(&ids[pos]), &freqs);
         self.push(op)
+    }
+
+    /// `x W^T [+ bias]` into a new buffer of `len` values: the matvec for one token, the
+    /// tiled matmul for a block.
+    fn linear(
+        &mut self,
+        w: &GpuWeightRef,
+        x: Src,
+        bias: Option<&GpuWeightRef>,
+        len: usize,
+    ) -> Result<Loc, GpuError> {
+        let w = matrix(w)?;
+        let bias = bias.map(vector).transpose()?.map(View::from);
+        let out = self.alloc(len)?;
+        let (xv, yv) = (self.src(x), self.view(out));
+        let ops = match bias {
+            None if x.rows == 1 => matvec(w, xv, yv),
+            Some(b) if x.rows == 1 => matvec_bias(w, xv, b, yv),
+            None => matmul(w, xv, yv, x.rows, Strides::default()),
+            Some(b) => matmul_bias(w, xv, b, yv, x.rows, Strides::default()),
+        };
+        self.extend(ops)?;
+        Ok(out)
+    }
+
+    /// Matmul node `m` with `add_bias` node `b` as its epilogue: its output is `b`'s value.
+    fn biased(&mut self, key: &Key, m: usize, b: usize) -> Result<(), GpuError> {
+        let (Node::Matmul { w, x }, Node::AddBias { bias, .. }) = (&key.nodes[m], &key.nodes[b])
+        else {
+            return Err(mismatch("a bias fusion on other nodes"));
+        };
+        let (rows, cols) = key.shapes[m];
+        let out = self.linear(w, *x, Some(bias), rows * cols)?;
+        self.locs[b] = Some(out);
+        Ok(())
     }
 
     /// The down projection of one token reading `act(gate) * up` as its input.

@@ -1,0 +1,169 @@
+//! The GPU lowering's fusions on a synthetic Qwen 2 (its real graph at tiny shapes, random
+//! weights and biases): the kernels its steps dispatch, and its logits against the CPU
+//! reference (the bars of `tests/gpu.rs`). Seconds on lavapipe, where the real models take
+//! minutes.
+//!
+//! No adapter: the tests fail, unless `RULLAMA_NO_GPU_TESTS=1`, which skips them.
+
+use rullama_gguf::{GgmlType, GgufFile, GgufWriter};
+use rullama_kernels::Kernel;
+use rullama_kernels::ops::epilogue::Epilogue;
+use rullama_model::gpu::{GpuOptions, KvDtype};
+use rullama_model::{CpuBackend, GpuBackend, Model, OutputRows};
+
+const LAYERS: usize = 2;
+const D: u64 = 256;
+const HEADS: u32 = 4;
+const KV_HEADS: u32 = 2;
+/// D / HEADS: a head dimension the attention kernel has (64, 128, 256).
+const KV_DIM: u64 = 128;
+const FFN: u64 = 512;
+const VOCAB: u64 = 64;
+
+/// Uniform values in [-scale, scale) from a seeded SplitMix64, as f32 bytes.
+fn random_bytes(n: u64, scale: f32, seed: u64) -> Vec<u8> {
+    let mut s = seed ^ 0x9e37_79b9_7f4a_7c15;
+    (0..n)
+        .flat_map(|_| {
+            s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = s;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            let u = ((z ^ (z >> 31)) >> 40) as f32 / (1u64 << 23) as f32 - 1.0;
+            (scale * u).to_le_bytes()
+        })
+        .collect()
+}
+
+/// A qwen2 file: `LAYERS` layers of the Llama block with q/k/v biases, untied output.
+fn qwen2_file() -> GgufFile<Vec<u8>> {
+    let mut w = GgufWriter::new();
+    w.set("general.architecture", "qwen2");
+    for (k, v) in [
+        ("block_count", LAYERS as u32),
+        ("embedding_length", D as u32),
+        ("feed_forward_length", FFN as u32),
+        ("attention.head_count", HEADS),
+        ("attention.head_count_kv", KV_HEADS),
+        ("context_length", 128),
+    ] {
+        w.set(format!("qwen2.{k}"), v);
+    }
+    w.set("qwen2.attention.layer_norm_rms_epsilon", 1e-6f32);
+    let mut tensors: Vec<(String, Vec<u64>)> = vec![
+        ("token_embd.weight".into(), vec![D, VOCAB]),
+        ("output_norm.weight".into(), vec![D]),
+        ("output.weight".into(), vec![D, VOCAB]),
+    ];
+    for il in 0..LAYERS {
+        for (name, dims) in [
+            ("attn_norm.weight", vec![D]),
+            ("attn_q.weight", vec![D, D]),
+            ("attn_q.bias", vec![D]),
+            ("attn_k.weight", vec![D, KV_DIM]),
+            ("attn_k.bias", vec![KV_DIM]),
+            ("attn_v.weight", vec![D, KV_DIM]),
+            ("attn_v.bias", vec![KV_DIM]),
+            ("attn_output.weight", vec![D, D]),
+            ("ffn_norm.weight", vec![D]),
+            ("ffn_gate.weight", vec![D, FFN]),
+            ("ffn_up.weight", vec![D, FFN]),
+            ("ffn_down.weight", vec![FFN, D]),
+        ] {
+            tensors.push((format!("blk.{il}.{name}"), dims));
+        }
+    }
+    for (seed, (name, dims)) in tensors.into_iter().enumerate() {
+        let n: u64 = dims.iter().product();
+        // Matrices at the scale that keeps activations near 1; norm gains near 1; biases
+        // of the size of the products they are added to.
+        let bytes = match dims.len() {
+            2 => random_bytes(n, (3.0 / dims[0] as f32).sqrt(), seed as u64),
+            _ if name.ends_with("norm.weight") => {
+                let g = random_bytes(n, 0.5, seed as u64);
+                g.chunks(4)
+                    .flat_map(|b| (1.0 + f32::from_le_bytes(b.try_into().unwrap())).to_le_bytes())
+                    .collect()
+            }
+            _ => random_bytes(n, 1.0, seed as u64),
+        };
+        w.add_tensor(name, &dims, GgmlType::F32, bytes).unwrap();
+    }
+    let mut bytes = Vec::new();
+    w.write_to(&mut bytes).unwrap();
+    GgufFile::from_bytes(bytes).unwrap()
+}
+
+fn count(kernels: &[Kernel], f: impl Fn(&Kernel) -> bool) -> usize {
+    kernels.iter().filter(|k| f(k)).count()
+}
+
+/// q, k and v add their biases as the matvec (decode) or matmul (prefill) stores them: no
+/// `add` dispatch is left (the residual adds are fused with their norms, the bias adds into
+/// the projections), and RoPE still runs fused on the biased q and k.
+/// The logits stay within `tests/gpu.rs`'s bar of the CPU reference at every position.
+#[test]
+fn qwen2_biases_are_projection_epilogues() {
+    if std::env::var_os("RULLAMA_NO_GPU_TESTS").is_some() {
+        eprintln!("RULLAMA_NO_GPU_TESTS is set: GPU backend tests skipped");
+        return;
+    }
+    let file = qwen2_file();
+    let prompt = [1u32, 5, 9, 13, 17];
+    let want = {
+        let mut cpu = Model::load(&file, CpuBackend::new()).unwrap();
+        let mut cache = cpu.new_cache(16).unwrap();
+        cpu.forward(&mut cache, &prompt, 0, OutputRows::All)
+            .unwrap()
+    };
+    let backend = GpuBackend::open()
+        .expect("a GPU adapter (lavapipe will do)")
+        .with_options(GpuOptions {
+            kv_dtype: KvDtype::F32,
+            ..GpuOptions::default()
+        });
+    let mut gpu = Model::load(&file, backend).unwrap();
+    let mut cache = gpu.new_cache(16).unwrap();
+    let mut rows = gpu
+        .forward(&mut cache, &prompt[..3], 0, OutputRows::All)
+        .unwrap()
+        .data;
+    let prefill = gpu.backend_mut().last_step_kernels();
+    let mut decode = Vec::new();
+    for (t, &id) in prompt.iter().enumerate().skip(3) {
+        let l = gpu.forward(&mut cache, &[id], t, OutputRows::Last).unwrap();
+        rows.extend_from_slice(&l.data);
+        decode = gpu.backend_mut().last_step_kernels();
+    }
+    eprintln!(
+        "prefill: {prefill:?}\ndecode ({} dispatches): {decode:?}",
+        decode.len()
+    );
+
+    let biased = |k: &Kernel| {
+        matches!(
+            k,
+            Kernel::Matvec(_, Epilogue::Bias) | Kernel::Matmul(_, Epilogue::Bias)
+        )
+    };
+    assert_eq!(count(&prefill, biased), 3 * LAYERS, "{prefill:?}");
+    assert_eq!(count(&decode, biased), 3 * LAYERS, "{decode:?}");
+    assert_eq!(
+        count(&decode, |k| *k == Kernel::AddInPlace),
+        0,
+        "{decode:?}"
+    );
+    let rope = |k: &Kernel| matches!(k, Kernel::HeadNormRope { .. });
+    assert_eq!(count(&decode, rope), LAYERS, "{decode:?}");
+
+    let n_vocab = VOCAB as usize;
+    for (t, g) in rows.chunks(n_vocab).enumerate() {
+        let c = want.row(t);
+        let scale = c.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let diff = g.iter().zip(c).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        assert!(
+            diff <= 1e-4 * scale,
+            "position {t}: max |Δlogit| {diff:e} against max |logit| {scale:e}"
+        );
+    }
+}

@@ -1,0 +1,10 @@
+// Output epilogue of the weight kernels (matvec, matmul) with a bias (Qwen 2's q/k/v):
+// y = sum + bias[p.bias_offset + row], where `row` counts within the weight chunk and
+// `bias_offset` is the bias view's offset plus the chunk's first row, so every chunk of a
+// split weight adds its own rows' bias. The sum is finished first and rounded once more by the
+// add: the same value as the matrix product followed by a separate add.
+@group(0) @binding(5) var<storage, read> bias: array<f32>;
+
+fn y_out(row: u32, v: f32) -> f32 {
+    return v + bias[p.bias_offset + row];
+}
