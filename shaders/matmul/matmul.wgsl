@@ -15,8 +15,11 @@
 //   (b < 4), interleaved so that neighbouring invocations read neighbouring rows. Per 4
 //   inputs it loads 8 + 4 vec4s and does 128 FMAs; each output sums its products in input
 //   order with one FMA each.
-// - Y[t, r] goes through `y_out(r, sum)` of the output file (common/out_store.wgsl: the sum;
-//   common/out_bias.wgsl: plus the bias of row r).
+// - Y[t, r] goes through `y_out(r, sum)` of the value file (common/out_store.wgsl: the sum;
+//   common/out_bias.wgsl: plus the bias of row r), and the place file says which chunk row
+//   dispatch row r reads (`w_row`) and where it lands (`y_index`): common/out_one.wgsl (row
+//   r, at the index above) or common/out_split.wgsl (a row range split over up to 3
+//   outputs, each with its own offset and token stride).
 
 struct Params {
     n_in: u32,
@@ -27,11 +30,18 @@ struct Params {
     x_stride: u32,
     y_offset: u32,
     y_stride: u32,
-    // The bias of this chunk's row 0 (common/out_bias.wgsl). Unused by out_store.wgsl.
+    // The bias of this dispatch's row 0 (common/out_bias.wgsl). Unused by out_store.wgsl.
     bias_offset: u32,
     _pad0: u32,
     _pad1: u32,
     _pad2: u32,
+    // Split outputs (common/out_split.wgsl; `SplitParams` in split.rs). Unused by out_one.wgsl.
+    row_base: u32,
+    split_end0: u32,
+    split_end1: u32,
+    _pad_split: u32,
+    y_offsets: vec4<u32>,
+    y_strides: vec4<u32>,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -64,7 +74,7 @@ fn main(
     let dr = tid / 2u;
     let dh = tid % 2u;
     let row_ok = row0 + dr < p.n_rows;
-    let wrow = min(row0 + dr, p.n_rows - 1u) * p.row_bytes;
+    let wrow = w_row(min(row0 + dr, p.n_rows - 1u)) * p.row_bytes;
     let xc = tid % BK;
     let xt = tid / BK;
 
@@ -121,7 +131,7 @@ fn main(
         for (var b = 0u; b < 4u; b++) {
             let t = tok0 + tt + 16u * b;
             if row < p.n_rows && t < p.n_tokens {
-                y[p.y_offset + t * p.y_stride + row] = y_out(row, acc[a][b]);
+                y[y_index(row, t, p.y_offset + t * p.y_stride + row)] = y_out(row, acc[a][b]);
             }
         }
     }

@@ -17,8 +17,11 @@
 // which also writes y. The input comes through `x4(i)` (inputs i .. i + 4, i counted from
 // the buffer's start, so x_offset included), defined by the input file: matvec/x_plain.wgsl
 // (a vector) or matvec/x_glu.wgsl (act(gate) * up, computed as it is read). The stored value
-// goes through `y_out(row, sum)`, defined by the output file: common/out_store.wgsl (the sum)
-// or common/out_bias.wgsl (sum + bias).
+// goes through `y_out(row, sum)`, defined by the value file: common/out_store.wgsl (the sum)
+// or common/out_bias.wgsl (sum + bias); the weight row a dispatch row reads and where it
+// lands go through `w_row` and `y_index`, defined by the place file: common/out_one.wgsl
+// (the chunk's rows, into y from y_offset) or common/out_split.wgsl (a row range, split over
+// up to 3 outputs).
 
 struct Params {
     n_in: u32,
@@ -28,9 +31,16 @@ struct Params {
     y_offset: u32,
     // Where `up` starts (x_glu.wgsl; x_offset is then the gate's). Unused by x_plain.wgsl.
     up_offset: u32,
-    // The bias of this chunk's row 0 (common/out_bias.wgsl). Unused by out_store.wgsl.
+    // The bias of this dispatch's row 0 (common/out_bias.wgsl). Unused by out_store.wgsl.
     bias_offset: u32,
     _pad: u32,
+    // Split outputs (common/out_split.wgsl; `SplitParams` in split.rs). Unused by out_one.wgsl.
+    row_base: u32,
+    split_end0: u32,
+    split_end1: u32,
+    _pad_split: u32,
+    y_offsets: vec4<u32>,
+    y_strides: vec4<u32>,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -58,10 +68,10 @@ fn first_row(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
 fn accumulate(row0: u32, tid: u32) -> vec4<f32> {
     x_begin();
     let last = p.n_rows - 1u;
-    let r0 = row0 * p.row_bytes;
-    let r1 = min(row0 + 1u, last) * p.row_bytes;
-    let r2 = min(row0 + 2u, last) * p.row_bytes;
-    let r3 = min(row0 + 3u, last) * p.row_bytes;
+    let r0 = w_row(row0) * p.row_bytes;
+    let r1 = w_row(min(row0 + 1u, last)) * p.row_bytes;
+    let r2 = w_row(min(row0 + 2u, last)) * p.row_bytes;
+    let r3 = w_row(min(row0 + 3u, last)) * p.row_bytes;
     var acc = vec4<f32>(0.0);
     // K formats: n_in is a multiple of 256, so steps cover the row exactly.
     let steps = (p.n_in + 31u) / 32u / STEP_UNITS;
@@ -84,7 +94,8 @@ fn rows_dot(r0: u32, r1: u32, r2: u32, r3: u32, s: u32, part: u32) -> vec4<f32> 
 }
 
 fn store_rows(row0: u32, tid: u32, v: f32) {
-    if tid < R && row0 + tid < p.n_rows {
-        y[p.y_offset + row0 + tid] = y_out(row0 + tid, v);
+    let r = row0 + tid;
+    if tid < R && r < p.n_rows {
+        y[y_index(r, 0u, p.y_offset + r)] = y_out(r, v);
     }
 }

@@ -33,5 +33,5 @@ pub use read_ring::{ReadRing, Ticket};
 pub use readback::Readback;
 pub use step::{OpId, Step, StepBuilder};
 pub use tensor::{
-    BufferId, Dtype, GpuBuffer, GpuTensor, GpuWeight, View, WeightChunk, WeightShape,
+    BufferId, Dtype, GpuBuffer, GpuTensor, GpuWeight, View, WeightChunk, WeightRows, WeightShape,
 };

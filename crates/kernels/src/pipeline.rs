@@ -23,13 +23,14 @@ use crate::shader::{BindingKind, Program};
 /// Which kernel: the WGSL program and its variant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kernel {
-    /// `y = W x [+ bias]` with `W` in the given format.
+    /// `y = W x [+ bias]` with `W` in the given format, into one output or split over several.
     Matvec(GpuFormat, Epilogue),
     /// `y = W (act(gate) * up)`: the matvec with a GLU computed as its input is read.
     MatvecGlu(GpuFormat, Activation),
     /// Gather rows of an embedding table (token ids read from a GPU buffer).
     EmbedRows(GpuFormat),
-    /// `Y = X W^T [+ bias]` for a block of tokens, with `W` in the given format.
+    /// `Y = X W^T [+ bias]` for a block of tokens, with `W` in the given format, into one
+    /// output or split over several.
     Matmul(GpuFormat, Epilogue),
     /// RMS norm over rows, with or without a gain vector, out of place or in place.
     RmsNorm { weighted: bool, in_place: bool },
@@ -116,7 +117,7 @@ impl Kernel {
         match self {
             Kernel::Matvec(f, out) => matvec::program(f, InputKind::Plain, out, caps.subgroup),
             Kernel::MatvecGlu(f, _) => {
-                matvec::program(f, InputKind::Glu, Epilogue::Store, caps.subgroup)
+                matvec::program(f, InputKind::Glu, Epilogue::STORE, caps.subgroup)
             }
             _ => self.program(),
         }
@@ -130,8 +131,8 @@ impl Kernel {
                 matvec::program(f, InputKind::Plain, out, true),
             ],
             Kernel::MatvecGlu(f, _) => vec![
-                matvec::program(f, InputKind::Glu, Epilogue::Store, false),
-                matvec::program(f, InputKind::Glu, Epilogue::Store, true),
+                matvec::program(f, InputKind::Glu, Epilogue::STORE, false),
+                matvec::program(f, InputKind::Glu, Epilogue::STORE, true),
             ],
             _ => vec![self.program()],
         }
@@ -142,7 +143,7 @@ impl Kernel {
     pub fn program(self) -> Program {
         match self {
             Kernel::Matvec(f, out) => matvec::program(f, InputKind::Plain, out, false),
-            Kernel::MatvecGlu(f, _) => matvec::program(f, InputKind::Glu, Epilogue::Store, false),
+            Kernel::MatvecGlu(f, _) => matvec::program(f, InputKind::Glu, Epilogue::STORE, false),
             Kernel::EmbedRows(f) => embed::program(f),
             Kernel::Matmul(f, out) => matmul::program(f, out),
             Kernel::RmsNorm { weighted, in_place } => norm::program(weighted, in_place),

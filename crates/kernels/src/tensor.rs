@@ -253,6 +253,54 @@ impl GpuWeight {
     }
 }
 
+/// Rows `first..first + n` of a weight: all of them ([`GpuWeight::all_rows`]), or one
+/// projection's range of a stacked weight (q, k and v uploaded as one matrix).
+#[derive(Debug, Clone, Copy)]
+pub struct WeightRows<'a> {
+    pub w: &'a GpuWeight,
+    pub first: usize,
+    pub n: usize,
+}
+
+impl GpuWeight {
+    /// Rows `range` of this weight.
+    pub fn rows(&self, range: std::ops::Range<usize>) -> WeightRows<'_> {
+        WeightRows {
+            w: self,
+            first: range.start,
+            n: range.len(),
+        }
+    }
+
+    /// Every row of this weight.
+    pub fn all_rows(&self) -> WeightRows<'_> {
+        self.rows(0..self.shape.n_out)
+    }
+}
+
+impl WeightRows<'_> {
+    /// Whether these are all the weight's rows.
+    pub fn is_whole(&self) -> bool {
+        self.first == 0 && self.n == self.w.shape.n_out
+    }
+
+    /// Checks that the rows exist, for op `op`.
+    pub fn check(&self, op: &'static str) -> Result<(), GpuError> {
+        if self.n == 0 || self.first + self.n > self.w.shape.n_out {
+            return Err(GpuError::Shape {
+                op,
+                detail: format!(
+                    "rows {}..{} of a weight of {}",
+                    self.first,
+                    self.first + self.n,
+                    self.w.shape.n_out
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
 /// A tensor and an element offset into it: where an op reads or writes.
 #[derive(Debug, Clone, Copy)]
 pub struct View<'a> {

@@ -1,11 +1,18 @@
-//! What the weight kernels (matvec, matmul) do with an output row's dot product: store it,
-//! or add a bias first (Qwen 2's q/k/v projections), so `linear(W, x) + b` is one dispatch.
+//! What the weight kernels (matvec, matmul) do with an output row's dot product, and where
+//! they put it: store it, or add a bias first (Qwen 2's q/k/v projections), so
+//! `linear(W, x) + b` is one dispatch; into one output, or split over several (the rows of a
+//! stacked weight, q|k|v or gate|up, each into its own place: [`crate::ops::split`]).
 //!
-//! WGSL: `common/out_store.wgsl` or `common/out_bias.wgsl`, each defining `y_out(row, sum)`;
-//! the kernel's skeleton calls it where y is stored. The bias is binding 5 and only its file
-//! declares it, so the variant without a bias binds and reads nothing more than before. Its
-//! parameter is `bias_offset` in the kernel's params: the bias view's offset plus the weight
-//! chunk's first row (a weight split into chunks indexes the bias by global row).
+//! WGSL: the value file `common/out_store.wgsl` or `common/out_bias.wgsl`, each defining
+//! `y_out(row, sum)`, and the place file `common/out_one.wgsl` or `common/out_split.wgsl`,
+//! each defining `w_row(r)` (the chunk row that dispatch row `r` reads) and
+//! `y_index(r, t, one)` (where row `r` of token `t` lands; `one` is the kernel's own index
+//! for one output). The kernel's skeleton calls them where it addresses a weight row and
+//! where y is stored. The one-output file returns `r` and `one`, so that variant does the
+//! arithmetic it did before the split existed. The bias is binding 5 and only its file
+//! declares it, so the variant without a bias binds and reads nothing more. Its parameter is
+//! `bias_offset` in the kernel's params: the bias view's offset plus the weight chunk's
+//! first row (a weight split into chunks indexes the bias by global row).
 //!
 //! The sum is finished in f32 and then the bias added (one more rounding): the value a
 //! separate `add_rows` after the product gave, bit for bit (`matvec::tests`). As a bound,
@@ -14,17 +21,21 @@
 use crate::parity::U;
 use crate::shader::{BindingKind, ShaderFile, WEIGHT_KERNEL_BINDINGS, shader_file};
 
-/// A weight kernel's output epilogue (part of its [`crate::Kernel`] key).
+/// A weight kernel's output epilogue (part of its [`crate::Kernel`] key): what is stored
+/// (the sum, or the sum plus a bias) and where (one output, or rows split over several).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Epilogue {
-    /// `y[r] = sum`.
-    Store,
-    /// `y[r] = sum + bias[r]`.
-    Bias,
+pub struct Epilogue {
+    /// `y[r] = sum + bias[r]` (else `y[r] = sum`).
+    pub bias: bool,
+    /// Rows split over up to [`crate::ops::split::MAX_OUTPUTS`] outputs, from a row range of
+    /// the weight ([`crate::ops::split`]); else every row of the chunk into one output.
+    pub split: bool,
 }
 
 static OUT_STORE: ShaderFile = shader_file!("common/out_store.wgsl");
 static OUT_BIAS: ShaderFile = shader_file!("common/out_bias.wgsl");
+static OUT_ONE: ShaderFile = shader_file!("common/out_one.wgsl");
+static OUT_SPLIT: ShaderFile = shader_file!("common/out_split.wgsl");
 
 /// [`WEIGHT_KERNEL_BINDINGS`] and the bias at 5.
 pub const BIAS_BINDINGS: &[BindingKind] = &[
@@ -37,29 +48,54 @@ pub const BIAS_BINDINGS: &[BindingKind] = &[
 ];
 
 impl Epilogue {
-    pub const ALL: [Epilogue; 2] = [Epilogue::Store, Epilogue::Bias];
+    /// `y[r] = sum`, one output.
+    pub const STORE: Epilogue = Epilogue {
+        bias: false,
+        split: false,
+    };
+    /// `y[r] = sum + bias[r]`, one output.
+    pub const BIAS: Epilogue = Epilogue {
+        bias: true,
+        split: false,
+    };
 
-    /// The file defining `y_out`.
-    pub(crate) fn file(self) -> &'static ShaderFile {
-        match self {
-            Epilogue::Store => &OUT_STORE,
-            Epilogue::Bias => &OUT_BIAS,
-        }
+    pub const ALL: [Epilogue; 4] = [
+        Epilogue::STORE,
+        Epilogue::BIAS,
+        Epilogue {
+            bias: false,
+            split: true,
+        },
+        Epilogue {
+            bias: true,
+            split: true,
+        },
+    ];
+
+    /// The files defining `y_out` (the value) and `w_row` / `y_index` (the place).
+    pub(crate) fn files(self) -> [&'static ShaderFile; 2] {
+        let value = if self.bias { &OUT_BIAS } else { &OUT_STORE };
+        let place = if self.split { &OUT_SPLIT } else { &OUT_ONE };
+        [value, place]
     }
 
-    /// The bindings of a weight kernel with a vector input (x at 2) and this epilogue.
+    /// The bindings of a weight kernel with a vector input (x at 2) and this epilogue (the
+    /// split outputs share y's binding: they are places in one tensor).
     pub(crate) fn bindings(self) -> &'static [BindingKind] {
-        match self {
-            Epilogue::Store => WEIGHT_KERNEL_BINDINGS,
-            Epilogue::Bias => BIAS_BINDINGS,
+        if self.bias {
+            BIAS_BINDINGS
+        } else {
+            WEIGHT_KERNEL_BINDINGS
         }
     }
 
-    /// What the program name says of it (`matvec_bias_q8_0`).
+    /// What the program name says of it (`matvec_bias_q8_0`, `matmul_bias_split_q4_k`).
     pub(crate) fn infix(self) -> &'static str {
-        match self {
-            Epilogue::Store => "",
-            Epilogue::Bias => "_bias",
+        match (self.bias, self.split) {
+            (false, false) => "",
+            (true, false) => "_bias",
+            (false, true) => "_split",
+            (true, true) => "_bias_split",
         }
     }
 }

@@ -5,7 +5,8 @@
 //! every invocation decodes 16 weights and loads 16 inputs into workgroup memory, then
 //! accumulates 8 rows x 4 tokens in registers, so a decoded weight serves 64 tokens and an
 //! input 64 rows. One dispatch per weight chunk. Each output may take its row's bias as it
-//! is stored ([`matmul_bias`], the [`Epilogue`]).
+//! is stored ([`matmul_bias`], the [`Epilogue`]), and the rows of a row range may go to
+//! several outputs, each with its own token stride ([`matmul_split`], [`crate::ops::split`]).
 
 use crate::device::Gpu;
 use crate::error::GpuError;
@@ -13,11 +14,12 @@ use crate::format::GpuFormat;
 use crate::op::Op;
 use crate::ops::epilogue::{Epilogue, bias_bound};
 use crate::ops::matvec::matvec_bias_ref;
+use crate::ops::split::{self, Out, SplitParams};
 use crate::parity::data::{Rng, n_in_step, random_f32, random_weight};
 use crate::parity::{Check, Compare, U, run_read};
 use crate::pipeline::Kernel;
 use crate::shader::{BLOCKS, Program, ShaderFile, shader_file};
-use crate::tensor::{Dtype, GpuTensor, GpuWeight, View, WeightShape};
+use crate::tensor::{Dtype, GpuTensor, GpuWeight, View, WeightRows, WeightShape};
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
@@ -32,9 +34,11 @@ pub struct MatmulParams {
     /// Where this chunk's first row of token 0 lands in `y`.
     pub y_offset: u32,
     pub y_stride: u32,
-    /// The bias of this chunk's first row (bias epilogue only; 0 otherwise).
+    /// The bias of this dispatch's first row (bias epilogue only; 0 otherwise).
     pub bias_offset: u32,
     pub _pad: [u32; 3],
+    /// Split outputs (the split epilogue only; zero otherwise).
+    pub split: SplitParams,
 }
 
 static SHADER: ShaderFile = shader_file!("matmul/matmul.wgsl");
@@ -47,8 +51,10 @@ const TILE_TOKENS: usize = 64;
 pub(crate) fn program(f: GpuFormat, out: Epilogue) -> Program {
     Program {
         name: format!("matmul{}_{}", out.infix(), f.name()),
-        files: [&SHADER, out.file(), &BLOCKS]
+        files: [&SHADER]
             .into_iter()
+            .chain(out.files())
+            .chain([&BLOCKS])
             .chain(f.decoder().iter().copied())
             .collect(),
         entry: "main",
@@ -106,9 +112,9 @@ fn ops(
     if let Some(b) = bias {
         b.check("matmul bias", s.n_out)?;
     }
-    let out = match bias {
-        Some(_) => Epilogue::Bias,
-        None => Epilogue::Store,
+    let out = Epilogue {
+        bias: bias.is_some(),
+        split: false,
     };
     let ops = w.chunks.iter().map(|c| {
         let params = MatmulParams {
@@ -122,6 +128,7 @@ fn ops(
             y_stride: ys as u32,
             bias_offset: bias.map_or(0, |b| (b.offset + c.first_row) as u32),
             _pad: [0; 3],
+            split: SplitParams::default(),
         };
         let grid = [
             c.n_rows.div_ceil(TILE_ROWS) as u32,
@@ -129,6 +136,60 @@ fn ops(
             1,
         ];
         let mut buffers = vec![&c.buf, &x.t.buf, &y.t.buf, &c.buf];
+        buffers.extend(bias.map(|b| &b.t.buf));
+        Op::new(
+            Kernel::Matmul(s.format, out),
+            WORKGROUP,
+            &params,
+            &buffers,
+            grid,
+        )
+    });
+    Ok(ops.collect())
+}
+
+/// The outputs of a split product for `n_tokens` tokens: rows `w` of a weight (a stacked
+/// q|k|v, say) times each token's input (rows `x_stride` apart, `None`: `n_in`), plus
+/// `bias[bias.offset + r - w.first]` if any, the next `outs[j].rows` rows into output j at
+/// `outs[j].y.offset + t * outs[j].stride` (regions of one tensor, see [`crate::ops::split`]).
+/// One op per weight chunk the rows touch; each output computed as [`matmul`] computes it.
+pub fn matmul_split(
+    w: WeightRows<'_>,
+    x: View<'_>,
+    bias: Option<View<'_>>,
+    outs: &[Out<'_>],
+    n_tokens: usize,
+    x_stride: Option<usize>,
+) -> Result<Vec<Op>, GpuError> {
+    let s = w.w.shape;
+    let xs = x_stride.unwrap_or(s.n_in);
+    x.check("matmul_split x", (n_tokens.max(1) - 1) * xs + s.n_in)?;
+    let parts = split::parts("matmul_split", w, bias, outs, n_tokens)?;
+    let out = Epilogue {
+        bias: bias.is_some(),
+        split: true,
+    };
+    let y = &outs[0].y.t.buf;
+    let ops = parts.into_iter().map(|part| {
+        let params = MatmulParams {
+            n_in: s.n_in as u32,
+            n_rows: part.n_rows as u32,
+            row_bytes: s.format.row_bytes(s.n_in) as u32,
+            n_tokens: n_tokens as u32,
+            x_offset: x.offset as u32,
+            x_stride: xs as u32,
+            y_offset: 0,
+            y_stride: 0,
+            bias_offset: part.bias_offset,
+            _pad: [0; 3],
+            split: part.split,
+        };
+        let grid = [
+            part.n_rows.div_ceil(TILE_ROWS) as u32,
+            n_tokens.div_ceil(TILE_TOKENS) as u32,
+            1,
+        ];
+        let mut buffers = vec![&part.chunk.buf, &x.t.buf, y, &part.chunk.buf];
         buffers.extend(bias.map(|b| &b.t.buf));
         Op::new(
             Kernel::Matmul(s.format, out),

@@ -11,7 +11,9 @@
 //! subgroup's loads are contiguous (llama.cpp's Vulkan layout). Weights keep GGUF's layout.
 //! The subgroup entry is chosen when the device has `Features::SUBGROUP`. One dispatch per
 //! weight chunk. With a vector input the stored row may take a bias ([`matvec_bias`], the
-//! [`Epilogue`]: `common/out_bias.wgsl` for `common/out_store.wgsl`).
+//! [`Epilogue`]: `common/out_bias.wgsl` for `common/out_store.wgsl`), and the rows of a row
+//! range may go to several outputs ([`matvec_split`]: `common/out_split.wgsl` for
+//! `common/out_one.wgsl`; q|k|v of a stacked weight in one dispatch, [`crate::ops::split`]).
 
 use crate::device::Gpu;
 use crate::error::GpuError;
@@ -19,11 +21,12 @@ use crate::format::GpuFormat;
 use crate::op::{Op, grid_1d};
 use crate::ops::epilogue::{Epilogue, bias_bound};
 use crate::ops::glu::{self, Activation, glu_ref};
+use crate::ops::split::{self, Out, SplitParams};
 use crate::parity::data::{Rng, n_in_step, random_f32, random_weight};
 use crate::parity::{Check, Compare, U, run_read};
 use crate::pipeline::Kernel;
 use crate::shader::{BLOCKS, BindingKind, Program, ShaderFile, shader_file};
-use crate::tensor::{GpuTensor, GpuWeight, View, WeightShape};
+use crate::tensor::{GpuTensor, GpuWeight, View, WeightRows, WeightShape};
 
 /// Parameters of one matvec dispatch (WGSL `Params` in `matvec/matvec.wgsl`).
 #[repr(C)]
@@ -39,9 +42,11 @@ pub struct MatvecParams {
     pub y_offset: u32,
     /// Where `up` starts (GLU input only; 0 otherwise).
     pub up_offset: u32,
-    /// The bias of this chunk's first row (bias epilogue only; 0 otherwise).
+    /// The bias of this dispatch's first row (bias epilogue only; 0 otherwise).
     pub bias_offset: u32,
     pub _pad: u32,
+    /// Split outputs (the split epilogue only; zero otherwise).
+    pub split: SplitParams,
 }
 
 /// What a matvec multiplies: a vector, or a gated linear unit of two vectors computed as the
@@ -153,8 +158,8 @@ fn lane_layout(f: GpuFormat) -> (usize, usize) {
 
 /// The matvec program for format `f`, input `input`, output `out`, with the subgroup
 /// reduction or without. Only the input and output files differ between variants: one
-/// skeleton, one dot file per format. A GLU input has no bias epilogue (its `up` takes
-/// binding 5, the bias's).
+/// skeleton, one dot file per format. A GLU input has no bias or split epilogue (its `up`
+/// takes binding 5, the bias's; no model stacks down projections).
 pub(crate) fn program(f: GpuFormat, input: InputKind, out: Epilogue, subgroup: bool) -> Program {
     let (reduce, suffix) = if subgroup {
         (&REDUCE_SUBGROUP, "_sg")
@@ -166,8 +171,8 @@ pub(crate) fn program(f: GpuFormat, input: InputKind, out: Epilogue, subgroup: b
         InputKind::Glu => {
             assert_eq!(
                 out,
-                Epilogue::Store,
-                "a GLU-input matvec has no bias binding"
+                Epilogue::STORE,
+                "a GLU-input matvec stores one output, with no bias"
             );
             (&[&X_GLU, &glu::ACT], "matvec_glu", GLU_BINDINGS)
         }
@@ -177,7 +182,8 @@ pub(crate) fn program(f: GpuFormat, input: InputKind, out: Epilogue, subgroup: b
         files: [&SKELETON]
             .into_iter()
             .chain(x_files.iter().copied())
-            .chain([out.file(), reduce, &BLOCKS])
+            .chain(out.files())
+            .chain([reduce, &BLOCKS])
             .chain(f.decoder().iter().copied())
             .chain(dot_files(f).iter().copied())
             .collect(),
@@ -217,6 +223,49 @@ pub fn matvec_glu(
     matvec_input(w, Input::Glu { act, gate, up }, y)
 }
 
+/// The outputs of a split product: rows `w` of a weight (a stacked q|k|v, say) times `x`,
+/// plus `bias[bias.offset + r - w.first]` if any, the next `outs[j].rows` rows into output j
+/// (regions of one tensor, see [`crate::ops::split`]). One op per weight chunk the rows
+/// touch; each row computed as [`matvec`] computes it.
+pub fn matvec_split(
+    w: WeightRows<'_>,
+    x: View<'_>,
+    bias: Option<View<'_>>,
+    outs: &[Out<'_>],
+) -> Result<Vec<Op>, GpuError> {
+    let s = w.w.shape;
+    x.check("matvec_split x", s.n_in)?;
+    let parts = split::parts("matvec_split", w, bias, outs, 1)?;
+    let out = Epilogue {
+        bias: bias.is_some(),
+        split: true,
+    };
+    let y = &outs[0].y.t.buf;
+    let ops = parts.into_iter().map(|part| {
+        let params = MatvecParams {
+            n_in: s.n_in as u32,
+            n_rows: part.n_rows as u32,
+            row_bytes: s.format.row_bytes(s.n_in) as u32,
+            x_offset: x.offset as u32,
+            y_offset: 0,
+            up_offset: 0,
+            bias_offset: part.bias_offset,
+            _pad: 0,
+            split: part.split,
+        };
+        let mut buffers = vec![&part.chunk.buf, &x.t.buf, y, &part.chunk.buf];
+        buffers.extend(bias.map(|b| &b.t.buf));
+        Op::new(
+            Kernel::Matvec(s.format, out),
+            workgroup_size(s.format, s.n_in),
+            &params,
+            &buffers,
+            grid_1d(part.n_rows.div_ceil(ROWS)),
+        )
+    });
+    Ok(ops.collect())
+}
+
 /// `y = W input`: one op per weight chunk.
 pub fn matvec_input(w: &GpuWeight, input: Input<'_>, y: View<'_>) -> Result<Vec<Op>, GpuError> {
     ops(w, input, None, y)
@@ -234,9 +283,9 @@ fn ops(
     if let Some(b) = bias {
         b.check("matvec bias", s.n_out)?;
     }
-    let out = match bias {
-        Some(_) => Epilogue::Bias,
-        None => Epilogue::Store,
+    let out = Epilogue {
+        bias: bias.is_some(),
+        split: false,
     };
     let (kernel, x, up) = match input {
         Input::Plain(x) => {
@@ -265,6 +314,7 @@ fn ops(
             up_offset: up.map_or(0, |u| u.offset as u32),
             bias_offset: bias.map_or(0, |b| (b.offset + c.first_row) as u32),
             _pad: 0,
+            split: SplitParams::default(),
         };
         let mut buffers = vec![&c.buf, &x.t.buf, &y.t.buf, &c.buf];
         // Binding 5: up (GLU input) or the bias, never both.
@@ -616,7 +666,7 @@ mod tests {
         let filter = std::env::var("RULLAMA_ADAPTER").ok();
         let gpu = crate::Gpu::open_with_options(filter.as_deref(), options).unwrap();
         assert!(!gpu.caps.subgroup);
-        for check in [CHECK, GLU_CHECK, BIAS_CHECK] {
+        for check in [CHECK, GLU_CHECK, BIAS_CHECK, split::MATVEC_CHECK] {
             let r = check.run(&gpu, 6, 5);
             assert!(r.passed(), "{r}");
         }

@@ -18,4 +18,5 @@ pub mod residual_norm;
 pub mod rope;
 pub mod sample;
 mod sample_ref;
+pub mod split;
 pub mod unary;

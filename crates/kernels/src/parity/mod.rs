@@ -153,7 +153,7 @@ impl Check {
 pub fn checks() -> Vec<Check> {
     use crate::ops::{
         argmax, attention, elementwise, embed, glu, head_norm_rope, kv, matmul, matvec, norm,
-        residual_norm, rope, sample, unary,
+        residual_norm, rope, sample, split, unary,
     };
     vec![
         matvec::CHECK,
@@ -161,6 +161,8 @@ pub fn checks() -> Vec<Check> {
         matvec::BIAS_CHECK,
         matmul::CHECK,
         matmul::BIAS_CHECK,
+        split::MATVEC_CHECK,
+        split::MATMUL_CHECK,
         embed::CHECK,
         norm::CHECK,
         residual_norm::CHECK,

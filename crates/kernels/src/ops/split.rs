@@ -1,0 +1,512 @@
+//! Split outputs of the weight kernels: one matvec (decode) or tiled matmul (prefill) over a
+//! row range of a weight, its rows going to up to [`MAX_OUTPUTS`] outputs in turn. The
+//! projections that read the same input (q, k and v; gate and up) are uploaded as one
+//! stacked matrix, and [`crate::ops::matvec::matvec_split`] /
+//! [`crate::ops::matmul::matmul_split`] compute them in one dispatch per weight chunk
+//! instead of one per projection (a decode step of a small model is bound by its number of
+//! dispatches); with one output they compute a single projection of a stacked weight.
+//!
+//! The outputs are regions of one tensor, each with its own offset and token stride: the
+//! rows of output j land at `y.offset + t * stride + (r - first row of j)`. They share the y
+//! binding, so the split variant binds exactly what the one-output variant binds (the bias,
+//! if any, at 5), and the caller (the model's lowering) places the outputs in one activation
+//! buffer. The bias, if any, is indexed by the row within the range
+//! (`bias[bias.offset + r - first]`): a stacked bias beside a stacked weight.
+//!
+//! A weight larger than one binding is split into row chunks; each chunk the range touches
+//! is one dispatch over its rows in the range (`row_base`: where they start in the chunk),
+//! and a chunk's rows may straddle the outputs' boundaries: the kernel places every row
+//! (`common/out_split.wgsl`). Each output row is computed exactly as the one-output kernel
+//! computes it (same workgroup, same order of sums), so a split product equals the
+//! separate products bit for bit (`tests::split_equals_separate_products`).
+
+use crate::device::Gpu;
+use crate::error::GpuError;
+use crate::format::GpuFormat;
+use crate::ops::epilogue::bias_bound;
+use crate::ops::matmul::matmul_split;
+use crate::ops::matvec::{matvec_bias_ref, matvec_split};
+use crate::parity::data::{Rng, n_in_step, random_f32, random_weight};
+use crate::parity::{Check, Compare, U, run_read};
+use crate::tensor::{GpuTensor, GpuWeight, View, WeightChunk, WeightRows, WeightShape};
+
+/// The most outputs one split product has (q, k and v).
+pub const MAX_OUTPUTS: usize = 3;
+
+/// The split part of the weight kernels' parameters (the trailing fields of `Params` in
+/// `matvec/matvec.wgsl` and `matmul/matmul.wgsl`; zero in the one-output variant): dispatch
+/// row r reads chunk row `row_base + r` and goes to output
+/// `j = (r >= split_end[0]) + (r >= split_end[1])`, element `y_offsets[j] + t * y_strides[j] + r`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct SplitParams {
+    pub row_base: u32,
+    /// The dispatch row where outputs 0 and 1 end (`n_rows` for outputs the range lacks).
+    pub split_end: [u32; 2],
+    pub _pad: u32,
+    /// Each output's offset minus the dispatch row its first row would be (mod 2^32).
+    pub y_offsets: [u32; 4],
+    pub y_strides: [u32; 4],
+}
+
+/// One output of a split product: the next `rows` rows of the range, token t's row at
+/// `y.offset + t * stride` (the matvec has one token; its stride is unused).
+#[derive(Debug, Clone, Copy)]
+pub struct Out<'a> {
+    pub y: View<'a>,
+    pub rows: usize,
+    pub stride: usize,
+}
+
+impl<'a> Out<'a> {
+    /// Token rows packed: stride `rows`.
+    pub fn new(y: View<'a>, rows: usize) -> Out<'a> {
+        Out {
+            y,
+            rows,
+            stride: rows,
+        }
+    }
+}
+
+/// One dispatch of a split product: the rows of `chunk` in the range.
+#[derive(Debug)]
+pub(crate) struct Part<'a> {
+    pub chunk: &'a WeightChunk,
+    pub n_rows: usize,
+    pub bias_offset: u32,
+    pub split: SplitParams,
+}
+
+fn invalid(op: &'static str, detail: String) -> GpuError {
+    GpuError::InvalidParams { op, detail }
+}
+
+/// The dispatches of a split product over rows `w` into `outs` for `n_tokens` tokens (1 for
+/// the matvec), after checking that the outputs take the range's rows exactly, lie in one
+/// tensor and fit it, and that the bias (if any) covers the range.
+pub(crate) fn parts<'a>(
+    op: &'static str,
+    w: WeightRows<'a>,
+    bias: Option<View<'_>>,
+    outs: &[Out<'_>],
+    n_tokens: usize,
+) -> Result<Vec<Part<'a>>, GpuError> {
+    w.check(op)?;
+    if outs.is_empty() || outs.len() > MAX_OUTPUTS {
+        return Err(invalid(
+            op,
+            format!("{} outputs (1 to {MAX_OUTPUTS})", outs.len()),
+        ));
+    }
+    let total: usize = outs.iter().map(|o| o.rows).sum();
+    if total != w.n || outs.iter().any(|o| o.rows == 0) {
+        let rows: Vec<usize> = outs.iter().map(|o| o.rows).collect();
+        return Err(invalid(
+            op,
+            format!("outputs of {rows:?} rows for {} rows", w.n),
+        ));
+    }
+    let buf = outs[0].y.t.buf.id();
+    if outs.iter().any(|o| o.y.t.buf.id() != buf) {
+        return Err(invalid(
+            op,
+            "the outputs must lie in one tensor (one binding)".into(),
+        ));
+    }
+    let n = n_tokens.max(1);
+    for o in outs {
+        if n > 1 && o.stride < o.rows {
+            return Err(invalid(
+                op,
+                format!("stride {} < {} rows", o.stride, o.rows),
+            ));
+        }
+        o.y.check(op, (n - 1) * o.stride + o.rows)?;
+    }
+    if let Some(b) = bias {
+        b.check(op, w.n)?;
+    }
+    // Each output's first row in the weight.
+    let mut starts = [w.first + w.n; MAX_OUTPUTS + 1];
+    let mut at = w.first;
+    for (j, o) in outs.iter().enumerate() {
+        starts[j] = at;
+        at += o.rows;
+    }
+    let end = w.first + w.n;
+    let parts = w.w.chunks.iter().filter_map(|c| {
+        let lo = w.first.max(c.first_row);
+        let hi = end.min(c.first_row + c.n_rows);
+        (lo < hi).then(|| {
+            let n_rows = hi - lo;
+            let mut split = SplitParams {
+                row_base: (lo - c.first_row) as u32,
+                ..SplitParams::default()
+            };
+            for k in 0..2 {
+                split.split_end[k] = (starts[k + 1].clamp(lo, hi) - lo) as u32;
+            }
+            for j in 0..4 {
+                // Outputs past the last repeat it (never selected).
+                let o = &outs[j.min(outs.len() - 1)];
+                let s = starts[j.min(outs.len() - 1)];
+                split.y_offsets[j] = (o.y.offset as u64 + lo as u64).wrapping_sub(s as u64) as u32;
+                split.y_strides[j] = o.stride as u32;
+            }
+            Part {
+                chunk: c,
+                n_rows,
+                bias_offset: bias.map_or(0, |b| (b.offset + lo - w.first) as u32),
+                split,
+            }
+        })
+    });
+    Ok(parts.collect())
+}
+
+/// Tolerance of [`matvec_split`]: the matvec's per row, `(n_in + 4) u sum_i |w_i x_i|`, or
+/// with a bias `(n_in + 5) u (sum_i |w_i x_i| + |b|)`; every element outside the outputs
+/// untouched. Cases: a row range of a weight of several chunks (split points inside and
+/// across chunks), 1-3 outputs at gapped offsets of one tensor, with and without a bias.
+pub const MATVEC_CHECK: Check = Check {
+    name: "matvec_split",
+    tolerance: "as matvec / matvec_bias per row; the rest of y untouched",
+    case: matvec_case,
+};
+
+/// Tolerance of [`matmul_split`]: as [`MATVEC_CHECK`], per output, over blocks of tokens with
+/// a token stride per output.
+pub const MATMUL_CHECK: Check = Check {
+    name: "matmul_split",
+    tolerance: "as matmul / matmul_bias per output; the rest of y untouched",
+    case: matmul_case,
+};
+
+fn matvec_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    compare(gpu, &Case::random(rng, None))
+}
+
+fn matmul_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    let n_tokens = rng.range(1, 70);
+    compare(gpu, &Case::random(rng, Some(n_tokens)))
+}
+
+/// One split case: rows `first..first + rows.sum()` of a random `n_out`-row weight (chunks
+/// of `chunk_rows`) into `rows.len()` outputs; `n_tokens` `None` runs the matvec.
+#[derive(Debug, Clone)]
+pub(crate) struct Case {
+    pub format: GpuFormat,
+    pub n_out: usize,
+    pub n_blocks: usize,
+    pub first: usize,
+    pub rows: Vec<usize>,
+    pub chunk_rows: usize,
+    pub n_tokens: Option<usize>,
+    pub bias: bool,
+    pub seed: u64,
+}
+
+impl Case {
+    fn random(rng: &mut Rng, n_tokens: Option<usize>) -> Case {
+        let format = rng.pick(&GpuFormat::ALL);
+        let n_out = rng.range(2, if n_tokens.is_some() { 150 } else { 60 });
+        // Half the cases take the whole weight (the model's stacked q|k|v), half a range.
+        let (first, n) = if rng.bool() {
+            (0, n_out)
+        } else {
+            let first = rng.range(0, n_out - 1);
+            (first, rng.range(1, n_out - first + 1))
+        };
+        let k = rng.range(1, MAX_OUTPUTS.min(n) + 1);
+        let mut cuts: Vec<usize> = Vec::new();
+        while cuts.len() + 1 < k {
+            let c = rng.range(1, n);
+            if !cuts.contains(&c) {
+                cuts.push(c);
+            }
+        }
+        cuts.sort_unstable();
+        cuts.push(n);
+        let rows = cuts
+            .iter()
+            .scan(0, |at, &c| {
+                let r = c - *at;
+                *at = c;
+                Some(r)
+            })
+            .collect();
+        Case {
+            format,
+            n_out,
+            n_blocks: rng.range(1, if n_tokens.is_some() { 4 } else { 8 }),
+            first,
+            rows,
+            chunk_rows: rng.range(1, n_out + 4),
+            n_tokens,
+            bias: rng.bool(),
+            seed: rng.next_u64(),
+        }
+    }
+
+    fn n_in(&self) -> usize {
+        self.n_blocks * n_in_step(self.format)
+    }
+
+    fn n(&self) -> usize {
+        self.rows.iter().sum()
+    }
+}
+
+/// Value of y's elements that no output covers: they must stay as they were.
+const UNTOUCHED: f32 = -7.25;
+
+/// Runs one split case. Output j sits in one tensor at a gap of 1-3 elements after the
+/// previous (in reverse order for odd seeds), token rows padded by `j` elements; x rows by 3.
+pub(crate) fn compare(gpu: &Gpu, case: &Case) -> Result<Compare, GpuError> {
+    let n_in = case.n_in();
+    let n = case.n();
+    let tokens = case.n_tokens.unwrap_or(1);
+    let (bytes, w) = random_weight(case.format, case.n_out, n_in, case.seed);
+    let shape = WeightShape {
+        format: case.format,
+        n_in,
+        n_out: case.n_out,
+    };
+    let wt = GpuWeight::upload_chunked(gpu, shape, &bytes, case.chunk_rows)?;
+    let xs = n_in + 3;
+    let x = random_f32(tokens * xs, case.seed ^ 1);
+    let xt = GpuTensor::from_f32(gpu, &[x.len()], &x);
+    // Places of the outputs: (offset, stride) each.
+    let strides: Vec<usize> = (0..case.rows.len()).map(|j| case.rows[j] + j).collect();
+    let mut order: Vec<usize> = (0..case.rows.len()).collect();
+    if case.seed % 2 == 1 {
+        order.reverse();
+    }
+    let mut offsets = vec![0; case.rows.len()];
+    let mut at = 0;
+    for &j in &order {
+        at += 1 + (case.seed as usize >> j) % 3;
+        offsets[j] = at;
+        at += (tokens - 1) * strides[j] + case.rows[j];
+    }
+    let len = at + 2;
+    let yt = GpuTensor::from_f32(gpu, &[len], &vec![UNTOUCHED; len]);
+    let outs: Vec<Out> = (0..case.rows.len())
+        .map(|j| Out {
+            y: View::at(&yt, offsets[j]),
+            rows: case.rows[j],
+            stride: strides[j],
+        })
+        .collect();
+    let b = case.bias.then(|| random_f32(n + 1, case.seed ^ 2));
+    let bt = b.as_ref().map(|b| GpuTensor::from_f32(gpu, &[b.len()], b));
+    let bv = bt.as_ref().map(|t| View::at(t, 1));
+    let rows = wt.rows(case.first..case.first + n);
+    let ops = match case.n_tokens {
+        None => matvec_split(rows, View::at(&xt, 0), bv, &outs)?,
+        Some(t) => matmul_split(rows, View::at(&xt, 0), bv, &outs, t, Some(xs))?,
+    };
+    let y: Vec<f32> = run_read(gpu, ops, &yt, 0, len)?;
+    let b = b.as_ref().map(|b| &b[1..]);
+    let w_range = &w[case.first * n_in..(case.first + n) * n_in];
+    let mut covered = vec![false; len];
+    let mut c = Compare::default();
+    for t in 0..tokens {
+        let (want, abs) = matvec_bias_ref(w_range, &x[t * xs..][..n_in], b);
+        let mut r = 0;
+        for (j, &rows_j) in case.rows.iter().enumerate() {
+            for i in 0..rows_j {
+                let at = offsets[j] + t * strides[j] + i;
+                covered[at] = true;
+                let abs = f64::from(abs[r]);
+                let bound = match b {
+                    Some(b) => bias_bound(n_in, abs, f64::from(b[r])),
+                    None => (n_in + 4) as f64 * U * abs,
+                };
+                c.add(f64::from(y[at]), f64::from(want[r]), bound, || {
+                    format!("{case:?}: token {t} output {j} row {i}")
+                });
+                r += 1;
+            }
+        }
+    }
+    for (i, _) in covered.iter().enumerate().filter(|(_, c)| !**c) {
+        c.exact(f64::from(y[i]), f64::from(UNTOUCHED), || {
+            format!("{case:?}: element {i} outside the outputs")
+        });
+    }
+    Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::matmul::{Strides, matmul, matmul_bias};
+    use crate::ops::matvec::{matvec, matvec_bias};
+    use crate::tensor::Dtype;
+    use crate::testutil;
+
+    #[test]
+    fn matvec_split_matches_reference() {
+        testutil::parity("matvec_split", 16, 31);
+    }
+
+    #[test]
+    fn matmul_split_matches_reference() {
+        testutil::parity("matmul_split", 12, 131);
+    }
+
+    /// Every format, both kernels, with and without a bias: rows 2..21 of a 23-row weight in
+    /// chunks of 6 into outputs of 7, 5 and 7 rows, so every output straddles a chunk
+    /// boundary and three chunks hold two outputs each.
+    #[test]
+    fn split_every_format() {
+        let Some(gpu) = testutil::gpu() else { return };
+        for (i, format) in GpuFormat::ALL.into_iter().enumerate() {
+            for n_tokens in [None, Some(37)] {
+                for bias in [false, true] {
+                    let case = Case {
+                        format,
+                        n_out: 23,
+                        n_blocks: 2,
+                        first: 2,
+                        rows: vec![7, 5, 7],
+                        chunk_rows: 6,
+                        n_tokens,
+                        bias,
+                        seed: 300 + i as u64,
+                    };
+                    let c = compare(gpu, &case).unwrap();
+                    assert!(c.max_ratio <= 1.0, "{}", c.worst);
+                }
+            }
+        }
+    }
+
+    /// q, k and v stacked into one weight (chunks straddling their boundaries) give, through
+    /// one split product, what three products over separately uploaded weights give, bit for
+    /// bit: decode (matvec) and prefill (matmul), with and without the biases.
+    #[test]
+    fn split_equals_separate_products() {
+        let Some(gpu) = testutil::gpu() else { return };
+        let rows = [40usize, 12, 12];
+        let n_out: usize = rows.iter().sum();
+        for (i, format) in [
+            GpuFormat::Q8_0,
+            GpuFormat::Q4K,
+            GpuFormat::Q5_0,
+            GpuFormat::F32,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let n_in = 256;
+            let (bytes, _) = random_weight(format, n_out, n_in, 40 + i as u64);
+            let shape = |n_out| WeightShape {
+                format,
+                n_in,
+                n_out,
+            };
+            let stacked = GpuWeight::upload_chunked(gpu, shape(n_out), &bytes, 25).unwrap();
+            let row_bytes = format.row_bytes(n_in);
+            let mut first = 0;
+            let parts: Vec<GpuWeight> = rows
+                .iter()
+                .map(|&r| {
+                    let b = &bytes[first * row_bytes..(first + r) * row_bytes];
+                    first += r;
+                    GpuWeight::upload(gpu, shape(r), b).unwrap()
+                })
+                .collect();
+            let tokens = 5;
+            let x = GpuTensor::from_f32(gpu, &[tokens * n_in], &random_f32(tokens * n_in, 3));
+            let bias = GpuTensor::from_f32(gpu, &[n_out], &random_f32(n_out, 4));
+            for n_tok in [1, tokens] {
+                for with_bias in [false, true] {
+                    let len = n_tok * n_out;
+                    let y = GpuTensor::zeros(gpu, &[2 * len], Dtype::F32);
+                    // Split: outputs packed one after another in [0, len).
+                    let mut at = 0;
+                    let outs: Vec<Out> = rows
+                        .iter()
+                        .map(|&r| {
+                            let o = Out::new(View::at(&y, at), r);
+                            at += n_tok * r;
+                            o
+                        })
+                        .collect();
+                    let bv = with_bias.then(|| View::from(&bias));
+                    let xv = View::from(&x);
+                    let mut ops = if n_tok == 1 {
+                        matvec_split(stacked.all_rows(), xv, bv, &outs).unwrap()
+                    } else {
+                        matmul_split(stacked.all_rows(), xv, bv, &outs, n_tok, None).unwrap()
+                    };
+                    // Separate: the same places, from len on.
+                    let (mut at, mut brow) = (len, 0);
+                    for (w, &r) in parts.iter().zip(&rows) {
+                        let yv = View::at(&y, at);
+                        let b = View::at(&bias, brow);
+                        let s = Strides::default();
+                        ops.extend(
+                            match (n_tok, with_bias) {
+                                (1, false) => matvec(w, xv, yv),
+                                (1, true) => matvec_bias(w, xv, b, yv),
+                                (_, false) => matmul(w, xv, yv, n_tok, s),
+                                (_, true) => matmul_bias(w, xv, b, yv, n_tok, s),
+                            }
+                            .unwrap(),
+                        );
+                        at += n_tok * r;
+                        brow += r;
+                    }
+                    let got: Vec<f32> = run_read(gpu, ops, &y, 0, 2 * len).unwrap();
+                    let (split, separate) = got.split_at(len);
+                    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(
+                        bits(split),
+                        bits(separate),
+                        "{format:?} tokens {n_tok} bias {with_bias}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Outputs that do not take the range's rows exactly, or lie in two tensors, or are too
+    /// many, are errors, not wrong kernels.
+    #[test]
+    fn split_checks_its_outputs() {
+        let Some(gpu) = testutil::gpu() else { return };
+        let shape = WeightShape {
+            format: GpuFormat::F32,
+            n_in: 4,
+            n_out: 8,
+        };
+        let w = GpuWeight::upload(gpu, shape, &[0u8; 4 * 4 * 8]).unwrap();
+        let (a, b) = (
+            GpuTensor::zeros(gpu, &[32], Dtype::F32),
+            GpuTensor::zeros(gpu, &[32], Dtype::F32),
+        );
+        let x = View::from(&a);
+        let out = |t, at, rows| Out::new(View::at(t, at), rows);
+        let bad: [Vec<Out>; 4] = [
+            vec![out(&a, 8, 3), out(&a, 12, 4)],
+            vec![out(&a, 8, 4), out(&b, 12, 4)],
+            vec![
+                out(&a, 8, 2),
+                out(&a, 10, 2),
+                out(&a, 12, 2),
+                out(&a, 14, 2),
+            ],
+            vec![out(&a, 30, 8)],
+        ];
+        for outs in &bad {
+            let r = matvec_split(w.all_rows(), x, None, outs);
+            assert!(r.is_err(), "{outs:?}");
+        }
+        assert!(matvec_split(w.rows(6..10), x, None, &[out(&a, 8, 4)]).is_err());
+        assert!(matvec_split(w.rows(2..6), x, None, &[out(&a, 8, 4)]).is_ok());
+    }
+}
