@@ -83,6 +83,16 @@ pub struct KvLayerSpec {
     pub head_dim_v: usize,
 }
 
+/// A linear layer's tensors as the file has them: its matrix and its bias, if any.
+#[derive(Debug, Clone, Copy)]
+pub struct LinearView<'a> {
+    pub weight: TensorView<'a>,
+    pub bias: Option<TensorView<'a>>,
+}
+
+/// A loaded linear layer: its matrix and its bias, if any.
+pub type LinearWeights<W> = (W, Option<W>);
+
 /// An executor of the model graph.
 pub trait Backend: Debug {
     /// A weight uploaded (or kept) once at load; cheap to clone (tied embeddings share one).
@@ -96,6 +106,24 @@ pub trait Backend: Debug {
 
     /// Take a weight from the file (quantized or f32, GGML dims). Called once per tensor.
     fn load_weight(&mut self, view: TensorView<'_>) -> Result<Self::Weight>;
+    /// Take the linears that the graph multiplies with one input (q, k and v; gate and up),
+    /// in the graph's order, instead of one [`Backend::load_weight`] per tensor. A backend
+    /// may keep the matrices of one format and width stacked (one matrix, their rows in
+    /// turn, and their biases likewise) so that one product computes them all; each handle
+    /// still names one tensor. The default loads each tensor alone.
+    fn load_linears(
+        &mut self,
+        linears: &[LinearView<'_>],
+    ) -> Result<Vec<LinearWeights<Self::Weight>>> {
+        linears
+            .iter()
+            .map(|l| {
+                let weight = self.load_weight(l.weight)?;
+                let bias = l.bias.map(|b| self.load_weight(b)).transpose()?;
+                Ok((weight, bias))
+            })
+            .collect()
+    }
     fn new_kv_cache(&mut self, spec: &KvCacheSpec) -> Result<Self::KvCache>;
     /// Ids the host supplies for a step: the tokens, their positions.
     fn ids(&mut self, ids: &[u32]) -> Self::Ids;

@@ -6,8 +6,8 @@
 //! No adapter: the tests fail, unless `RULLAMA_NO_GPU_TESTS=1`, which skips them.
 
 use rullama_gguf::{GgmlType, GgufFile, GgufWriter};
-use rullama_kernels::Kernel;
 use rullama_kernels::ops::epilogue::Epilogue;
+use rullama_kernels::{GpuFormat, Kernel};
 use rullama_model::gpu::{GpuOptions, KvDtype};
 use rullama_model::{CpuBackend, GpuBackend, Model, OutputRows};
 
@@ -98,48 +98,92 @@ fn count(kernels: &[Kernel], f: impl Fn(&Kernel) -> bool) -> usize {
     kernels.iter().filter(|k| f(k)).count()
 }
 
-/// q, k and v add their biases as the matvec (decode) or matmul (prefill) stores them: no
-/// `add` dispatch is left (the residual adds are fused with their norms, the bias adds into
-/// the projections), and RoPE still runs fused on the biased q and k.
-/// The logits stay within `tests/gpu.rs`'s bar of the CPU reference at every position.
-#[test]
-fn qwen2_biases_are_projection_epilogues() {
-    if std::env::var_os("RULLAMA_NO_GPU_TESTS").is_some() {
-        eprintln!("RULLAMA_NO_GPU_TESTS is set: GPU backend tests skipped");
-        return;
-    }
-    let file = qwen2_file();
-    let prompt = [1u32, 5, 9, 13, 17];
-    let want = {
-        let mut cpu = Model::load(&file, CpuBackend::new()).unwrap();
-        let mut cache = cpu.new_cache(16).unwrap();
-        cpu.forward(&mut cache, &prompt, 0, OutputRows::All)
-            .unwrap()
-    };
+/// The kernels of a prefill of 3 tokens and of the last of 2 decode steps after it, and the
+/// logits at every position of `PROMPT`.
+struct Run {
+    prefill: Vec<Kernel>,
+    decode: Vec<Kernel>,
+    logits: Vec<f32>,
+}
+
+const PROMPT: [u32; 5] = [1, 5, 9, 13, 17];
+
+fn run_gpu(file: &GgufFile<Vec<u8>>, stack_projections: bool) -> Run {
     let backend = GpuBackend::open()
         .expect("a GPU adapter (lavapipe will do)")
         .with_options(GpuOptions {
             kv_dtype: KvDtype::F32,
+            stack_projections,
             ..GpuOptions::default()
         });
-    let mut gpu = Model::load(&file, backend).unwrap();
+    let mut gpu = Model::load(file, backend).unwrap();
     let mut cache = gpu.new_cache(16).unwrap();
-    let mut rows = gpu
-        .forward(&mut cache, &prompt[..3], 0, OutputRows::All)
+    let mut logits = gpu
+        .forward(&mut cache, &PROMPT[..3], 0, OutputRows::All)
         .unwrap()
         .data;
     let prefill = gpu.backend_mut().last_step_kernels();
     let mut decode = Vec::new();
-    for (t, &id) in prompt.iter().enumerate().skip(3) {
+    for (t, &id) in PROMPT.iter().enumerate().skip(3) {
         let l = gpu.forward(&mut cache, &[id], t, OutputRows::Last).unwrap();
-        rows.extend_from_slice(&l.data);
+        logits.extend_from_slice(&l.data);
         decode = gpu.backend_mut().last_step_kernels();
     }
     eprintln!(
-        "prefill: {prefill:?}\ndecode ({} dispatches): {decode:?}",
+        "stack {stack_projections}: prefill: {prefill:?}\ndecode ({} dispatches): {decode:?}",
         decode.len()
     );
+    Run {
+        prefill,
+        decode,
+        logits,
+    }
+}
 
+fn skip() -> bool {
+    let skip = std::env::var_os("RULLAMA_NO_GPU_TESTS").is_some();
+    if skip {
+        eprintln!("RULLAMA_NO_GPU_TESTS is set: GPU backend tests skipped");
+    }
+    skip
+}
+
+/// The logits within `tests/gpu.rs`'s bar of the CPU reference at every position.
+fn assert_matches_cpu(file: &GgufFile<Vec<u8>>, logits: &[f32]) {
+    let want = {
+        let mut cpu = Model::load(file, CpuBackend::new()).unwrap();
+        let mut cache = cpu.new_cache(16).unwrap();
+        cpu.forward(&mut cache, &PROMPT, 0, OutputRows::All)
+            .unwrap()
+    };
+    let n_vocab = VOCAB as usize;
+    for (t, g) in logits.chunks(n_vocab).enumerate() {
+        let c = want.row(t);
+        let scale = c.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let diff = g.iter().zip(c).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        assert!(
+            diff <= 1e-4 * scale,
+            "position {t}: max |Δlogit| {diff:e} against max |logit| {scale:e}"
+        );
+    }
+}
+
+/// q, k and v add their biases as the matvec (decode) or matmul (prefill) stores them: no
+/// `add` dispatch is left (the residual adds are fused with their norms, the bias adds into
+/// the projections), and RoPE still runs fused on the biased q and k. Projections uploaded
+/// one by one (`stack_projections: false`), so each has its own biased product.
+/// The logits stay within `tests/gpu.rs`'s bar of the CPU reference at every position.
+#[test]
+fn qwen2_biases_are_projection_epilogues() {
+    if skip() {
+        return;
+    }
+    let file = qwen2_file();
+    let Run {
+        prefill,
+        decode,
+        logits,
+    } = run_gpu(&file, false);
     let biased = |k: &Kernel| {
         matches!(
             k,
@@ -155,15 +199,47 @@ fn qwen2_biases_are_projection_epilogues() {
     );
     let rope = |k: &Kernel| matches!(k, Kernel::HeadNormRope { .. });
     assert_eq!(count(&decode, rope), LAYERS, "{decode:?}");
+    assert_matches_cpu(&file, &logits);
+}
 
-    let n_vocab = VOCAB as usize;
-    for (t, g) in rows.chunks(n_vocab).enumerate() {
-        let c = want.row(t);
-        let scale = c.iter().fold(0f32, |m, v| m.max(v.abs()));
-        let diff = g.iter().zip(c).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
-        assert!(
-            diff <= 1e-4 * scale,
-            "position {t}: max |Δlogit| {diff:e} against max |logit| {scale:e}"
-        );
+/// With the projections stacked (the default; every matrix of the file is F32, so q|k|v and
+/// gate|up each stack): one biased product for q, k and v and one product for gate and up
+/// per layer, split over their outputs in prefill, one output in decode (their places are
+/// contiguous); RoPE still fused on the biased q and k, the GLU still folded into the down
+/// projection; the logits equal those of the unstacked projections bit for bit.
+#[test]
+fn qwen2_projections_are_stacked() {
+    if skip() {
+        return;
     }
+    let file = qwen2_file();
+    let stacked = run_gpu(&file, true);
+    let (prefill, decode) = (&stacked.prefill, &stacked.decode);
+    let split = |bias| move |k: &Kernel| matches!(k, Kernel::Matmul(_, e) if *e == Epilogue { bias, split: true });
+    assert_eq!(count(prefill, split(true)), LAYERS, "{prefill:?}");
+    assert_eq!(count(prefill, split(false)), LAYERS, "{prefill:?}");
+    let matmuls = |k: &Kernel| matches!(k, Kernel::Matmul(..));
+    // q|k|v, o, gate|up, down per layer, and the LM head.
+    assert_eq!(count(prefill, matmuls), 4 * LAYERS + 1, "{prefill:?}");
+    let one = |e| move |k: &Kernel| *k == Kernel::Matvec(GpuFormat::F32, e);
+    assert_eq!(count(decode, one(Epilogue::BIAS)), LAYERS, "{decode:?}");
+    // gate|up, o per layer, and the LM head.
+    assert_eq!(
+        count(decode, one(Epilogue::STORE)),
+        2 * LAYERS + 1,
+        "{decode:?}"
+    );
+    let glu = |k: &Kernel| matches!(k, Kernel::MatvecGlu(..));
+    assert_eq!(count(decode, glu), LAYERS, "{decode:?}");
+    let rope = |k: &Kernel| matches!(k, Kernel::HeadNormRope { .. });
+    assert_eq!(count(decode, rope), LAYERS, "{decode:?}");
+    assert_eq!(count(decode, |k| *k == Kernel::AddInPlace), 0);
+
+    let alone = run_gpu(&file, false);
+    // 2 products fewer per layer for q|k|v and 1 for gate|up.
+    assert_eq!(alone.decode.len() - decode.len(), 3 * LAYERS);
+    assert_eq!(alone.prefill.len() - prefill.len(), 3 * LAYERS);
+    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+    assert!(bits(&stacked.logits) == bits(&alone.logits));
+    assert_matches_cpu(&file, &stacked.logits);
 }

@@ -1,7 +1,7 @@
 //! Which recorded nodes the lowering emits as one fused kernel.
 //!
 //! A decode step of a small model is bound by its number of dispatches (each costs a few
-//! microseconds on the H100 however little it does), so the lowering folds four patterns
+//! microseconds on the H100 however little it does), so the lowering folds five patterns
 //! of the graph's plain ops into one kernel each, without changing what they compute:
 //!
 //! - `[rms_norm(a)] -> add(h, .) -> [rms_norm(sum)]`: the residual add with the block's
@@ -12,13 +12,21 @@
 //!   [`GLU_FUSE_MAX_BYTES`]);
 //! - `matmul -> add_bias` (Qwen 2's q/k/v): the matvec or tiled matmul adds the bias as it
 //!   stores each row (the kernels' bias epilogue), bit for bit the separate add. A matmul
-//!   that reads the GLU keeps its separate bias add (that kernel has no bias binding).
+//!   that reads the GLU keeps its separate bias add (that kernel has no bias binding);
+//! - `matmul`s of one input whose weights are consecutive rows of one stacked upload (q|k|v
+//!   or gate|up, `weight.rs`), each with or without its folded bias (all alike, the biases
+//!   rows of one stacked bias): one product over their rows, each projection's rows into its
+//!   own place ([`Fuse::Stack`]; the kernels' split outputs, or one output in decode, where
+//!   the places are contiguous). It is found after the patterns above, so a stacked q and k
+//!   still feed `head_norm_rope`, and a stacked gate and up the `matvec_glu` of their down
+//!   projection.
 //!
 //! A node folds only when its value has no other reader and the shapes are whole rows, so
 //! every other graph lowers as before. [`Fusion::emit_at`] says where each node's work
 //! happens, which the lowering's liveness follows.
 
 use super::ir::{Key, Node, Src};
+use super::weight::GpuWeightRef;
 
 /// The largest down projection that reads the GLU as its input. Each of its workgroups (4
 /// rows) recomputes `act(gate) * up` for the whole input, so the GLU's reads grow with the
@@ -47,6 +55,25 @@ pub(crate) enum Fuse {
     /// The matmul with the `add_bias` node `bias` folded into its output (which is then
     /// `bias`'s value; the product alone is never stored).
     Biased { bias: usize },
+    /// One product for the matmuls `parts` (this node first, then later ones reading the
+    /// same input, their weights consecutive rows of one stacked upload); each part's value
+    /// lands in its own place. The later parts are `Done`.
+    Stack { parts: Vec<StackPart> },
+}
+
+/// One projection of a stacked product: its matmul node and the `add_bias` node folded into
+/// it, if any (whose value is then the part's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StackPart {
+    pub matmul: usize,
+    pub bias: Option<usize>,
+}
+
+impl StackPart {
+    /// The node whose value the part's output is.
+    pub fn value(&self) -> usize {
+        self.bias.unwrap_or(self.matmul)
+    }
 }
 
 /// An optional per-head norm and the RoPE after it.
@@ -108,6 +135,9 @@ impl Fusion {
                 Node::AddBias { x, .. } if uses[x.value] == 1 => f.bias(key, i, *x, &whole),
                 _ => {}
             }
+        }
+        for i in 0..n {
+            f.stack(key, i);
         }
         f
     }
@@ -257,7 +287,8 @@ impl Fusion {
             .skip(g + 1)
             .find(|(_, node)| node.inputs().iter().any(|s| s.value == g));
         if let Some((d, Node::Matmul { x, w })) = down
-            && w.matrix().is_some_and(|m| m.bytes() <= GLU_FUSE_MAX_BYTES)
+            && w.is_whole()
+            && w.matrix_bytes().is_some_and(|b| b <= GLU_FUSE_MAX_BYTES)
             && x.value == g
             && x.rows == 1
             && whole(x)
@@ -280,6 +311,74 @@ impl Fusion {
             self.fuse[b] = Fuse::Done;
             self.emit_at[b] = m;
         }
+    }
+
+    /// Node `i` as the part of a stacked product: a matmul lowered as itself or with its
+    /// bias folded, its weight some rows of a stacked upload; with its input, weight and
+    /// bias weight.
+    fn stack_part<'k>(
+        &self,
+        key: &'k Key,
+        i: usize,
+    ) -> Option<(StackPart, Src, &'k GpuWeightRef, Option<&'k GpuWeightRef>)> {
+        let Node::Matmul { w, x } = &key.nodes[i] else {
+            return None;
+        };
+        let bias = match &self.fuse[i] {
+            Fuse::Plain => None,
+            Fuse::Biased { bias } => Some(*bias),
+            _ => return None,
+        };
+        if w.is_whole() {
+            return None;
+        }
+        let bias_w = match bias.map(|b| &key.nodes[b]) {
+            Some(Node::AddBias { bias, .. }) => Some(bias),
+            Some(_) => return None,
+            None => None,
+        };
+        Some((StackPart { matmul: i, bias }, *x, w, bias_w))
+    }
+
+    /// A stacked product starting at matmul `i`: the later matmuls of the same input whose
+    /// weights continue its rows in the same upload, with a bias where it has one (rows of
+    /// the same stacked bias, aligned with the weight's).
+    fn stack(&mut self, key: &Key, i: usize) {
+        let Some((first, x, w, bias)) = self.stack_part(key, i) else {
+            return;
+        };
+        let bias_fits = |w: &GpuWeightRef, b: Option<&GpuWeightRef>| match (bias, b) {
+            (None, None) => true,
+            (Some(b0), Some(b)) => b.shares(b0) && b.rows == w.rows,
+            _ => false,
+        };
+        if !bias_fits(w, bias) {
+            return;
+        }
+        let mut parts = vec![first];
+        let mut end = w.rows.end;
+        for j in i + 1..key.nodes.len() {
+            if let Some((part, xj, wj, bj)) = self.stack_part(key, j)
+                && xj == x
+                && wj.shares(w)
+                && wj.rows.start == end
+                && bias_fits(wj, bj)
+            {
+                parts.push(part);
+                end = wj.rows.end;
+            }
+        }
+        if parts.len() < 2 {
+            return;
+        }
+        for p in &parts[1..] {
+            self.fuse[p.matmul] = Fuse::Done;
+            self.emit_at[p.matmul] = i;
+            if let Some(b) = p.bias {
+                self.emit_at[b] = i;
+            }
+        }
+        self.fuse[i] = Fuse::Stack { parts };
     }
 
     /// The last node whose lowering reads each value (`usize::MAX`: the step's output),

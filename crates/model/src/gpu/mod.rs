@@ -12,6 +12,8 @@
 //! sampling op (`rullama_kernels::ops::sample`) draws from the last row of logits.
 //!
 //! Matrices: one token runs the matvec kernel, a block of tokens (prefill) the tiled matmul.
+//! Projections that read one input and share a format and width (q/k/v, gate/up) are
+//! uploaded stacked and computed by one product ([`GpuOptions::stack_projections`]).
 //! The KV cache is f16 by default, as llama.cpp's ([`GpuOptions::kv_dtype`]: f32 keeps the
 //! CPU reference's exact arithmetic).
 
@@ -32,7 +34,8 @@ use rullama_kernels::ops::unary::UnaryOp;
 use rullama_kernels::{Dtype, Gpu, GpuError, GpuTensor, Kernel, ReadRing};
 
 use crate::backend::{
-    Attention, AttentionInputs, Backend, DeviceToken, KvCacheSpec, PendingToken, RmsNorm, Rope,
+    Attention, AttentionInputs, Backend, DeviceToken, KvCacheSpec, LinearView, LinearWeights,
+    PendingToken, RmsNorm, Rope,
 };
 use crate::config::{Activation, RopeStyle};
 use crate::error::{ModelError, Result};
@@ -63,6 +66,12 @@ pub struct GpuOptions {
     /// Built steps kept for replay (prefill shapes, decode, per cache); the least recently
     /// used goes first.
     pub max_plans: usize,
+    /// Upload the projections that read one input (q, k, v; gate, up) as one stacked
+    /// matrix where they share a format and width, so one matvec or matmul computes them
+    /// (a decode step of a small model is bound by its number of dispatches). `false`
+    /// uploads each alone (for comparisons: the logits are the same bit for bit). Applies
+    /// to models loaded after it is set.
+    pub stack_projections: bool,
 }
 
 impl Default for GpuOptions {
@@ -70,6 +79,7 @@ impl Default for GpuOptions {
         GpuOptions {
             kv_dtype: KvDtype::F16,
             max_plans: 8,
+            stack_projections: true,
         }
     }
 }
@@ -258,6 +268,48 @@ impl Backend for GpuBackend {
         Ok(w)
     }
 
+    /// Runs of consecutive linears whose matrices share a format and width go up as one
+    /// stacked matrix (and stacked biases); the others one tensor at a time.
+    fn load_linears(
+        &mut self,
+        linears: &[LinearView<'_>],
+    ) -> Result<Vec<LinearWeights<GpuWeightRef>>> {
+        let mut out = Vec::with_capacity(linears.len());
+        let mut i = 0;
+        while i < linears.len() {
+            let mut n = 1;
+            while self.options.stack_projections
+                && i + n < linears.len()
+                && GpuWeightRef::stackable(linears[i].weight, linears[i + n].weight)
+            {
+                n += 1;
+            }
+            let run = &linears[i..i + n];
+            let loaded = if n == 1 {
+                let l = run[0];
+                let weight = GpuWeightRef::load(&self.gpu, l.weight)?;
+                let bias = l
+                    .bias
+                    .map(|b| GpuWeightRef::load(&self.gpu, b))
+                    .transpose()?;
+                vec![(weight, bias)]
+            } else {
+                GpuWeightRef::load_stack(&self.gpu, run)?
+            };
+            // A stack's matrix (and bias) is counted once, at its first handle.
+            let mut seen: Vec<&GpuWeightRef> = Vec::new();
+            for w in loaded.iter().flat_map(|(w, b)| std::iter::once(w).chain(b)) {
+                if !seen.iter().any(|s| s.shares(w)) {
+                    self.weight_bytes += w.bytes();
+                    seen.push(w);
+                }
+            }
+            out.extend(loaded);
+            i += n;
+        }
+        Ok(out)
+    }
+
     fn new_kv_cache(&mut self, spec: &KvCacheSpec) -> Result<GpuKvCache> {
         GpuKvCache::new(&self.gpu, spec, self.options.kv_dtype, &self.kv_bytes)
     }
@@ -281,7 +333,7 @@ impl Backend for GpuBackend {
     fn matmul(&mut self, w: &GpuWeightRef, x: &GpuAct) -> GpuAct {
         let x = self.rec.src(x);
         let shape = w.matrix().map(|m| m.shape);
-        let n_out = shape.map_or(0, |s| s.n_out);
+        let n_out = w.matrix_rows().map_or(0, |r| r.n);
         self.check(shape.is_some_and(|s| s.n_in == x.cols), || {
             format!("matmul: weight {shape:?} with input of {} columns", x.cols)
         });
@@ -291,7 +343,7 @@ impl Backend for GpuBackend {
 
     fn add_bias(&mut self, x: &GpuAct, bias: &GpuWeightRef) -> GpuAct {
         let x = self.rec.src(x);
-        let n = bias.vector().map(|v| v.len());
+        let n = bias.vector().map(|_| bias.len());
         self.check(n == Some(x.cols), || {
             format!("add_bias: bias of {n:?} on {} columns", x.cols)
         });
@@ -307,7 +359,7 @@ impl Backend for GpuBackend {
         let ok = p.group > 0 && x.cols.is_multiple_of(p.group);
         let w_ok = p
             .weight
-            .is_none_or(|w| w.vector().map(|v| v.len()) == Some(p.group));
+            .is_none_or(|w| w.vector().map(|_| w.len()) == Some(p.group));
         self.check(ok && w_ok, || {
             format!("rms_norm: group {} over {} columns", p.group, x.cols)
         });

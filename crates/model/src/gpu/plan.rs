@@ -5,7 +5,9 @@
 //! then the buffer goes back to the pool (best fit by size), so a 30-layer step needs a few
 //! buffers, not hundreds. Ops that the kernels do in place (RoPE, bias, scale, soft-cap,
 //! residual add) write into their input's buffer when that input is read for the last time,
-//! and into a copy otherwise, so the graph's functional ops keep their meaning.
+//! and into a copy otherwise, so the graph's functional ops keep their meaning. A stacked
+//! product's outputs share one buffer (one region per projection, each a value with its
+//! own reference), which is what the kernels' split outputs write.
 
 use std::collections::HashMap;
 
@@ -15,19 +17,20 @@ use rullama_kernels::ops::embed::embed_rows;
 use rullama_kernels::ops::glu::glu;
 use rullama_kernels::ops::head_norm_rope::{HeadNormRope, Heads};
 use rullama_kernels::ops::kv::KvAppend;
-use rullama_kernels::ops::matmul::{Strides, matmul, matmul_bias};
-use rullama_kernels::ops::matvec::{matvec, matvec_bias, matvec_glu};
+use rullama_kernels::ops::matmul::{Strides, matmul, matmul_bias, matmul_split};
+use rullama_kernels::ops::matvec::{matvec, matvec_bias, matvec_glu, matvec_split};
 use rullama_kernels::ops::norm::RmsNorm;
 use rullama_kernels::ops::residual_norm::{NormOut, ResidualNorm};
 use rullama_kernels::ops::rope::{Rope, rope_freqs};
 use rullama_kernels::ops::sample::{Sample, SampleParams, Sampling};
+use rullama_kernels::ops::split::Out;
 use rullama_kernels::ops::unary::unary;
 use rullama_kernels::{
     Dtype, Gpu, GpuError, GpuTensor, GpuWeight, Kernel, Op, OpId, Readback, Step, StepBuilder,
-    StepProfile, View,
+    StepProfile, View, WeightRows,
 };
 
-use super::fuse::{Fuse, Fusion, RopeUnit};
+use super::fuse::{Fuse, Fusion, RopeUnit, StackPart};
 use super::ir::{AttnNode, IdsInput, IdsKey, Key, Node, RopeSpec, Src};
 use super::weight::GpuWeightRef;
 
@@ -140,6 +143,7 @@ impl Plan {
                 Fuse::Rope { q, k } => l.head_norm_rope(key, *q, *k)?,
                 Fuse::GluDown { glu } => l.glu_down(key, i, *glu)?,
                 Fuse::Biased { bias } => l.biased(key, i, *bias)?,
+                Fuse::Stack { parts } => l.stack(key, parts)?,
             }
             for &v in &release_after[i] {
                 let buf = l.locs[v].expect("a released value was lowered").buf;
@@ -337,13 +341,33 @@ fn mismatch(detail: &str) -> GpuError {
     }
 }
 
+/// A whole matrix (an embedding table, a down projection read through its GLU).
 fn matrix(w: &GpuWeightRef) -> Result<&GpuWeight, GpuError> {
-    w.matrix()
+    match w.matrix() {
+        Some(m) if w.is_whole() => Ok(m),
+        Some(_) => Err(mismatch("one projection of a stacked matrix used whole")),
+        None => Err(mismatch("a vector weight used as a matrix")),
+    }
+}
+
+/// A matrix's rows: all of it, or one projection's of a stack.
+fn rows(w: &GpuWeightRef) -> Result<WeightRows<'_>, GpuError> {
+    w.matrix_rows()
         .ok_or_else(|| mismatch("a vector weight used as a matrix"))
 }
 
+/// A whole vector (a norm's gain).
 fn vector(w: &GpuWeightRef) -> Result<&GpuTensor, GpuError> {
-    w.vector()
+    match w.vector() {
+        Some(v) if w.is_whole() => Ok(v),
+        Some(_) => Err(mismatch("one bias of a stacked vector used whole")),
+        None => Err(mismatch("a matrix weight used as a vector")),
+    }
+}
+
+/// A vector's values: all of it, or one projection's bias of a stack.
+fn values(w: &GpuWeightRef) -> Result<View<'_>, GpuError> {
+    w.vector_view()
         .ok_or_else(|| mismatch("a matrix weight used as a vector"))
 }
 
@@ -408,7 +432,7 @@ impl Lower<'_> {
             Node::Matmul { w, x } => self.linear(w, *x, None, len)?,
             Node::AddBias { x, bias } => {
                 let out = self.inplace(i, *x, &[])?;
-                let bias = View::from(vector(bias)?);
+                let bias = values(bias)?;
                 let op = add_rows(self.view(out), bias, x.rows, x.cols);
                 self.push(op)?;
                 out
@@ -604,18 +628,79 @@ impl Lower<'_> {
         bias: Option<&GpuWeightRef>,
         len: usize,
     ) -> Result<Loc, GpuError> {
-        let w = matrix(w)?;
-        let bias = bias.map(vector).transpose()?.map(View::from);
         let out = self.alloc(len)?;
-        let (xv, yv) = (self.src(x), self.view(out));
-        let ops = match bias {
-            None if x.rows == 1 => matvec(w, xv, yv),
-            Some(b) if x.rows == 1 => matvec_bias(w, xv, b, yv),
-            None => matmul(w, xv, yv, x.rows, Strides::default()),
-            Some(b) => matmul_bias(w, xv, b, yv, x.rows, Strides::default()),
-        };
+        let rows = rows(w)?;
+        let ops = self.product(rows, x, bias, &[Out::new(self.view(out), rows.n)]);
         self.extend(ops)?;
         Ok(out)
+    }
+
+    /// `x W^T [+ bias]` over `rows` (all of a weight, or rows of a stacked one), the rows
+    /// into `outs` in turn (regions of one buffer; one output whose rows are contiguous
+    /// when `x` is one token): a weight taken whole into one output runs the one-output
+    /// kernel, anything else its split outputs.
+    fn product(
+        &self,
+        rows: WeightRows<'_>,
+        x: Src,
+        bias: Option<&GpuWeightRef>,
+        outs: &[Out<'_>],
+    ) -> Result<Vec<Op>, GpuError> {
+        let bias = bias.map(values).transpose()?;
+        let xv = self.src(x);
+        let (n, s) = (x.rows, Strides::default());
+        match (outs, bias) {
+            ([one], None) if rows.is_whole() && n == 1 => matvec(rows.w, xv, one.y),
+            ([one], Some(b)) if rows.is_whole() && n == 1 => matvec_bias(rows.w, xv, b, one.y),
+            ([one], None) if rows.is_whole() => matmul(rows.w, xv, one.y, n, s),
+            ([one], Some(b)) if rows.is_whole() => matmul_bias(rows.w, xv, b, one.y, n, s),
+            _ if n == 1 => matvec_split(rows, xv, bias, outs),
+            _ => matmul_split(rows, xv, bias, outs, n, None),
+        }
+    }
+
+    /// One product for the matmuls of a stacked weight (`fuse.rs`, [`Fuse::Stack`]): their
+    /// values share one buffer, each in its own region (contiguous for one token: one
+    /// output of the concatenated rows; for a block, one output per part with its own
+    /// token rows).
+    fn stack(&mut self, key: &Key, parts: &[StackPart]) -> Result<(), GpuError> {
+        let nodes = &key.nodes;
+        let Node::Matmul { w, x } = &nodes[parts[0].matmul] else {
+            return Err(mismatch("a stacked product on a node other than a matmul"));
+        };
+        let bias = match parts[0].bias.map(|b| &nodes[b]) {
+            Some(Node::AddBias { bias, .. }) => Some(bias),
+            _ => None,
+        };
+        let n_rows: Vec<usize> = parts.iter().map(|p| key.shapes[p.matmul].1).collect();
+        let total: usize = n_rows.iter().sum();
+        let buf = self.alloc(x.rows * total)?.buf;
+        let mut at = 0;
+        for (i, (p, &n)) in parts.iter().zip(&n_rows).enumerate() {
+            if i > 0 {
+                self.pool.retain(buf);
+            }
+            self.locs[p.value()] = Some(Loc { buf, offset: at });
+            at += x.rows * n;
+        }
+        let first = rows(w)?;
+        let rows = first.w.rows(first.first..first.first + total);
+        let t = &self.pool.bufs[buf];
+        let outs: Vec<Out<'_>> = if x.rows == 1 {
+            vec![Out::new(View::from(t), total)]
+        } else {
+            let mut at = 0;
+            n_rows
+                .iter()
+                .map(|&n| {
+                    let o = Out::new(View::at(t, at), n);
+                    at += x.rows * n;
+                    o
+                })
+                .collect()
+        };
+        let ops = self.product(rows, *x, bias, &outs);
+        self.extend(ops)
     }
 
     /// Matmul node `m` with `add_bias` node `b` as its epilogue: its output is `b`'s value.

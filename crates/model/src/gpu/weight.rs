@@ -1,17 +1,24 @@
 //! What the GPU backend keeps from the file and across steps: weights (uploaded once, in
 //! GGUF block layout) and the KV cache (one K and one V buffer per layer, `n_ctx` positions).
+//!
+//! Projections that read one input (q, k, v; gate, up) are stacked where their matrices
+//! have one format and width ([`GpuWeightRef::load_stack`]): one matrix with their rows in
+//! turn, and their biases likewise, so one product computes them all (`fuse.rs`); each
+//! projection's handle names the shared matrix and its own rows. Only the stacked copy is
+//! uploaded.
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rullama_gguf::TensorView;
 use rullama_kernels::ops::kv::{KvCache as LayerCache, KvDtype, KvLayout};
-use rullama_kernels::{Gpu, GpuFormat, GpuTensor, GpuWeight, WeightShape};
+use rullama_kernels::{Gpu, GpuFormat, GpuTensor, GpuWeight, View, WeightRows, WeightShape};
 use rullama_quant::{Format, FormatOps};
 
 use super::gpu_err;
 use super::memory::LiveBytes;
-use crate::backend::KvCacheSpec;
+use crate::backend::{KvCacheSpec, LinearView, LinearWeights};
 use crate::error::{ModelError, Result};
 
 /// A process-wide serial: identities of weights and caches in a step's signature.
@@ -25,6 +32,9 @@ pub(crate) fn next_id() -> u64 {
 pub struct GpuWeightRef {
     pub(crate) id: u64,
     pub(crate) data: Arc<WeightData>,
+    /// The rows of `data` this weight is (elements, of a vector): all of them, or one
+    /// projection's share of a stacked matrix (or of its stacked bias).
+    pub(crate) rows: Range<usize>,
 }
 
 #[derive(Debug)]
@@ -41,45 +51,144 @@ impl PartialEq for GpuWeightRef {
     }
 }
 
+/// A 1-D tensor's values in f32.
+fn dequantized(view: TensorView<'_>) -> Result<Vec<f32>> {
+    let name = &view.info.name;
+    let format = Format::Ggml(view.info.ggml_type);
+    let err = |source| ModelError::Weight {
+        name: name.clone(),
+        source,
+    };
+    let ops = FormatOps::of(format).map_err(err)?;
+    let mut v = vec![0.0; view.info.n_elements as usize];
+    ops.dequantize(view.data, &mut v).map_err(err)?;
+    Ok(v)
+}
+
+fn is_vector(view: TensorView<'_>) -> bool {
+    view.info.dims.iter().skip(1).all(|&d| d == 1)
+}
+
+/// The shape of a 2-D tensor as a GPU weight, or `None` for other tensors.
+fn matrix_shape(view: TensorView<'_>) -> Result<Option<WeightShape>> {
+    let dims = &view.info.dims;
+    if dims.len() != 2 || is_vector(view) {
+        return Ok(None);
+    }
+    let format = Format::Ggml(view.info.ggml_type);
+    let name = &view.info.name;
+    Ok(Some(WeightShape {
+        format: GpuFormat::try_from(format).map_err(gpu_err(format!("tensor `{name}`")))?,
+        n_in: dims[0] as usize,
+        n_out: dims[1] as usize,
+    }))
+}
+
 impl GpuWeightRef {
+    /// A handle on rows `rows` of `data`.
+    fn part(data: &Arc<WeightData>, rows: Range<usize>) -> GpuWeightRef {
+        GpuWeightRef {
+            id: next_id(),
+            data: Arc::clone(data),
+            rows,
+        }
+    }
+
     /// Uploads a tensor of the file: 1-D ones as f32, matrices as their blocks.
     pub(crate) fn load(gpu: &Gpu, view: TensorView<'_>) -> Result<GpuWeightRef> {
         let name = &view.info.name;
-        let format = Format::Ggml(view.info.ggml_type);
-        let dims = &view.info.dims;
-        let data = if dims.iter().skip(1).all(|&d| d == 1) {
-            let ops = FormatOps::of(format).map_err(|source| ModelError::Weight {
-                name: name.clone(),
-                source,
-            })?;
-            let mut v = vec![0.0; view.info.n_elements as usize];
-            ops.dequantize(view.data, &mut v)
-                .map_err(|source| ModelError::Weight {
-                    name: name.clone(),
-                    source,
-                })?;
-            WeightData::Vector(GpuTensor::from_f32(gpu, &[v.len()], &v))
-        } else if dims.len() == 2 {
-            let shape = WeightShape {
-                format: GpuFormat::try_from(format).map_err(gpu_err(format!("tensor `{name}`")))?,
-                n_in: dims[0] as usize,
-                n_out: dims[1] as usize,
-            };
+        let (data, n) = if is_vector(view) {
+            let v = dequantized(view)?;
+            (
+                WeightData::Vector(GpuTensor::from_f32(gpu, &[v.len()], &v)),
+                v.len(),
+            )
+        } else if let Some(shape) = matrix_shape(view)? {
             let w = GpuWeight::upload(gpu, shape, view.data)
                 .map_err(gpu_err(format!("uploading tensor `{name}`")))?;
-            WeightData::Matrix(w)
+            (WeightData::Matrix(w), shape.n_out)
         } else {
             return Err(ModelError::Unsupported(format!(
-                "tensor `{name}` with dims {dims:?} on the GPU backend"
+                "tensor `{name}` with dims {:?} on the GPU backend",
+                view.info.dims
             )));
         };
-        Ok(GpuWeightRef {
-            id: next_id(),
-            data: Arc::new(data),
-        })
+        Ok(GpuWeightRef::part(&Arc::new(data), 0..n))
     }
 
-    /// Bytes of its device buffers.
+    /// Whether `a` and `b` are matrices that one stacked upload can hold: 2-D, one format,
+    /// one width.
+    pub(crate) fn stackable(a: TensorView<'_>, b: TensorView<'_>) -> bool {
+        let (Ok(Some(sa)), Ok(Some(sb))) = (matrix_shape(a), matrix_shape(b)) else {
+            return false;
+        };
+        sa.format == sb.format && sa.n_in == sb.n_in
+    }
+
+    /// Uploads the matrices of `linears` (which [`GpuWeightRef::stackable`] accepts two by
+    /// two) as one stacked matrix, their rows in turn, and their biases as one stacked
+    /// vector when each has one (else each bias alone). Each handle names its own rows.
+    pub(crate) fn load_stack(
+        gpu: &Gpu,
+        linears: &[LinearView<'_>],
+    ) -> Result<Vec<LinearWeights<GpuWeightRef>>> {
+        let first = linears
+            .first()
+            .ok_or_else(|| ModelError::Backend("an empty stack of projections".into()))?;
+        let shapes = linears
+            .iter()
+            .map(|l| matrix_shape(l.weight)?.ok_or_else(|| not_a_matrix(l.weight)))
+            .collect::<Result<Vec<_>>>()?;
+        let n_out = shapes.iter().map(|s| s.n_out).sum();
+        let shape = WeightShape { n_out, ..shapes[0] };
+        let bytes: Vec<u8> = linears
+            .iter()
+            .flat_map(|l| l.weight.data)
+            .copied()
+            .collect();
+        let name = &first.weight.info.name;
+        let w = GpuWeight::upload(gpu, shape, &bytes).map_err(gpu_err(format!(
+            "uploading `{name}` stacked with the next projections"
+        )))?;
+        let matrix = Arc::new(WeightData::Matrix(w));
+        let mut ranges = Vec::new();
+        let mut at = 0;
+        for s in &shapes {
+            ranges.push(at..at + s.n_out);
+            at += s.n_out;
+        }
+        let biases: Option<Vec<TensorView<'_>>> = linears.iter().map(|l| l.bias).collect();
+        let biases: Vec<Option<GpuWeightRef>> = match biases {
+            Some(views) => {
+                let mut all = Vec::with_capacity(n_out);
+                for v in views {
+                    all.extend(dequantized(v)?);
+                }
+                if all.len() != n_out {
+                    return Err(ModelError::Backend(format!(
+                        "the biases of `{name}` and the next projections: {} values for {n_out} rows",
+                        all.len()
+                    )));
+                }
+                let t = Arc::new(WeightData::Vector(GpuTensor::from_f32(gpu, &[n_out], &all)));
+                ranges
+                    .iter()
+                    .map(|r| Some(GpuWeightRef::part(&t, r.clone())))
+                    .collect()
+            }
+            None => linears
+                .iter()
+                .map(|l| l.bias.map(|b| GpuWeightRef::load(gpu, b)).transpose())
+                .collect::<Result<_>>()?,
+        };
+        Ok(ranges
+            .into_iter()
+            .zip(biases)
+            .map(|(r, b)| (GpuWeightRef::part(&matrix, r), b))
+            .collect())
+    }
+
+    /// Bytes of its device buffers (shared by every projection of a stack).
     pub(crate) fn bytes(&self) -> u64 {
         match &*self.data {
             WeightData::Matrix(w) => w.bytes(),
@@ -87,6 +196,21 @@ impl GpuWeightRef {
         }
     }
 
+    /// Whether `self` and `other` are rows of one stacked upload.
+    pub(crate) fn shares(&self, other: &GpuWeightRef) -> bool {
+        Arc::ptr_eq(&self.data, &other.data)
+    }
+
+    /// Whether this is all of its data (not one projection of a stack).
+    pub(crate) fn is_whole(&self) -> bool {
+        let n = match &*self.data {
+            WeightData::Matrix(w) => w.shape.n_out,
+            WeightData::Vector(v) => v.len(),
+        };
+        self.rows == (0..n)
+    }
+
+    /// The whole matrix it is (or is rows of).
     pub(crate) fn matrix(&self) -> Option<&GpuWeight> {
         match &*self.data {
             WeightData::Matrix(w) => Some(w),
@@ -94,12 +218,41 @@ impl GpuWeightRef {
         }
     }
 
+    /// Its rows of its matrix.
+    pub(crate) fn matrix_rows(&self) -> Option<WeightRows<'_>> {
+        self.matrix().map(|w| w.rows(self.rows.clone()))
+    }
+
+    /// Bytes of its rows in the file's format (a stacked projection's share).
+    pub(crate) fn matrix_bytes(&self) -> Option<u64> {
+        self.matrix()
+            .map(|w| (w.shape.format.row_bytes(w.shape.n_in) * self.rows.len()) as u64)
+    }
+
+    /// The whole vector it is (or is a range of).
     pub(crate) fn vector(&self) -> Option<&GpuTensor> {
         match &*self.data {
             WeightData::Vector(v) => Some(v),
             WeightData::Matrix(_) => None,
         }
     }
+
+    /// Its values: a view of its vector at its first element.
+    pub(crate) fn vector_view(&self) -> Option<View<'_>> {
+        self.vector().map(|v| View::at(v, self.rows.start))
+    }
+
+    /// Rows (of a matrix) or values (of a vector) it has.
+    pub(crate) fn len(&self) -> usize {
+        self.rows.len()
+    }
+}
+
+fn not_a_matrix(view: TensorView<'_>) -> ModelError {
+    ModelError::Unsupported(format!(
+        "stacking `{}` with dims {:?}: not a matrix",
+        view.info.name, view.info.dims
+    ))
 }
 
 /// Every layer's K and V on the GPU, `n_ctx` positions each.

@@ -7,7 +7,7 @@
 
 use rullama_gguf::GgufFile;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, LinearView};
 use crate::error::{ModelError, Result};
 
 /// A source of weights by name, with the shape each must have (GGML order).
@@ -17,6 +17,26 @@ pub(crate) trait Load {
     fn required(&mut self, name: &str, dims: &[usize]) -> Result<Self::W>;
     /// A tensor that may be absent (a bias, an untied output).
     fn optional(&mut self, name: &str, dims: &[usize]) -> Result<Option<Self::W>>;
+    /// Linears that the graph multiplies with one input (q, k, v; gate, up), in its order:
+    /// the backend may stack them ([`Backend::load_linears`]). The default loads each alone.
+    fn linears(&mut self, specs: &[LinearSpec<'_>]) -> Result<Vec<Linear<Self::W>>>
+    where
+        Self: Sized,
+    {
+        specs
+            .iter()
+            .map(|s| Linear::load(self, s.prefix, s.n_in, s.n_out, s.bias))
+            .collect()
+    }
+}
+
+/// What [`Linear::load`] takes, for [`Load::linears`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LinearSpec<'a> {
+    pub prefix: &'a str,
+    pub n_in: usize,
+    pub n_out: usize,
+    pub bias: Bias,
 }
 
 /// `blk.{il}.{name}`.
@@ -86,11 +106,27 @@ pub(crate) struct AttnShape {
 }
 
 impl<W: Clone> AttnWeights<W> {
+    /// q, k and v read the same input: loaded together (a backend may stack them).
     pub fn load<L: Load<W = W>>(l: &mut L, il: usize, s: AttnShape) -> Result<Self> {
+        let names = [blk(il, "attn_q"), blk(il, "attn_k"), blk(il, "attn_v")];
+        let specs: Vec<LinearSpec<'_>> = names
+            .iter()
+            .zip([s.q_out, s.k_out, s.v_out])
+            .map(|(prefix, n_out)| LinearSpec {
+                prefix,
+                n_in: s.d_model,
+                n_out,
+                bias: s.qkv_bias,
+            })
+            .collect();
+        let [q, k, v]: [Linear<W>; 3] = l
+            .linears(&specs)?
+            .try_into()
+            .map_err(|_| ModelError::Backend("q/k/v: not three linears".into()))?;
         Ok(AttnWeights {
-            q: Linear::load(l, &blk(il, "attn_q"), s.d_model, s.q_out, s.qkv_bias)?,
-            k: Linear::load(l, &blk(il, "attn_k"), s.d_model, s.k_out, s.qkv_bias)?,
-            v: Linear::load(l, &blk(il, "attn_v"), s.d_model, s.v_out, s.qkv_bias)?,
+            q,
+            k,
+            v,
             o: Linear::load(l, &blk(il, "attn_output"), s.q_out, s.d_model, s.o_bias)?,
         })
     }
@@ -111,9 +147,21 @@ impl<W: Clone> FfnWeights<W> {
         (d_model, n_ff): (usize, usize),
         bias: Bias,
     ) -> Result<Self> {
+        // gate and up read the same input: loaded together (a backend may stack them).
+        let names = [blk(il, "ffn_gate"), blk(il, "ffn_up")];
+        let specs = names.each_ref().map(|prefix| LinearSpec {
+            prefix,
+            n_in: d_model,
+            n_out: n_ff,
+            bias,
+        });
+        let [gate, up]: [Linear<W>; 2] = l
+            .linears(&specs)?
+            .try_into()
+            .map_err(|_| ModelError::Backend("gate/up: not two linears".into()))?;
         Ok(FfnWeights {
-            gate: Linear::load(l, &blk(il, "ffn_gate"), d_model, n_ff, bias)?,
-            up: Linear::load(l, &blk(il, "ffn_up"), d_model, n_ff, bias)?,
+            gate,
+            up,
             down: Linear::load(l, &blk(il, "ffn_down"), n_ff, d_model, bias)?,
         })
     }
@@ -215,5 +263,32 @@ impl<F: AsRef<[u8]>, B: Backend> Load for BackendLoader<'_, F, B> {
             Some(view) => self.backend.load_weight(view).map(Some),
             None => Ok(None),
         }
+    }
+
+    /// The views of every tensor of `specs`, handed to the backend at once.
+    fn linears(&mut self, specs: &[LinearSpec<'_>]) -> Result<Vec<Linear<B::Weight>>> {
+        let view = |name: String| {
+            self.file
+                .tensor(&name)
+                .ok_or(ModelError::MissingTensors { names: vec![name] })
+        };
+        let views = specs
+            .iter()
+            .map(|s| {
+                let weight = view(format!("{}.weight", s.prefix))?;
+                let name = format!("{}.bias", s.prefix);
+                let bias = match s.bias {
+                    Bias::None => None,
+                    Bias::Optional => self.file.tensor(&name),
+                    Bias::Required => Some(view(name)?),
+                };
+                Ok(LinearView { weight, bias })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let loaded = self.backend.load_linears(&views)?;
+        Ok(loaded
+            .into_iter()
+            .map(|(weight, bias)| Linear { weight, bias })
+            .collect())
     }
 }

@@ -1,0 +1,257 @@
+//! Stacked projections on the real models (lavapipe in CI): the projections that read one
+//! input and share a format and width (q/k/v, gate/up) are one matvec in a decode step and
+//! one matmul in a prefill step, so each layer's matrix dispatches drop by what the file's
+//! tensor types allow (gemma-3-270m's Q4_K_M mix: q|k|v where v is Q5_0 like q and k, q|k and
+//! v apart where v is Q8_0; gate|up everywhere); the logits equal those of the projections
+//! uploaded one by one, bit for bit. And one projection of a stacked upload computed alone
+//! (a row range of it) gives what the CPU reference gives.
+//!
+//! No adapter: the tests fail, unless `RULLAMA_NO_GPU_TESTS=1`, which skips them.
+
+use std::sync::Arc;
+
+use rullama_gguf::{GgmlType, GgufFile, GgufWriter};
+use rullama_kernels::{Gpu, Kernel};
+use rullama_model::backend::LinearView;
+use rullama_model::gpu::{GpuOptions, KvDtype};
+use rullama_model::{Backend, CpuBackend, GpuBackend, Model, OutputRows};
+
+fn skip() -> bool {
+    let skip = std::env::var_os("RULLAMA_NO_GPU_TESTS").is_some();
+    if skip {
+        eprintln!("RULLAMA_NO_GPU_TESTS is set: GPU backend tests skipped");
+    }
+    skip
+}
+
+/// Runs of consecutive tensors with one (type, width): how many products they need stacked.
+fn runs<F: AsRef<[u8]>>(file: &GgufFile<F>, names: &[String]) -> usize {
+    let key = |n: &String| {
+        let t = file.tensor(n).unwrap_or_else(|| panic!("{n}"));
+        (t.info.ggml_type, t.info.dims[0])
+    };
+    1 + names
+        .windows(2)
+        .filter(|w| key(&w[0]) != key(&w[1]))
+        .count()
+}
+
+/// Matrix products of each layer with the projections stacked: q, k, v in as many as they
+/// have runs, o, gate and up in as many as theirs, down (7 unstacked).
+fn stacked_products<F: AsRef<[u8]>>(file: &GgufFile<F>, n_layer: usize) -> Vec<usize> {
+    (0..n_layer)
+        .map(|il| {
+            let names = |ns: &[&str]| -> Vec<String> {
+                ns.iter().map(|n| format!("blk.{il}.{n}.weight")).collect()
+            };
+            runs(file, &names(&["attn_q", "attn_k", "attn_v"]))
+                + 1
+                + runs(file, &names(&["ffn_gate", "ffn_up"]))
+                + 1
+        })
+        .collect()
+}
+
+/// The kernels of a prefill of 3 tokens and of one decode step after it, and their logits.
+struct Run {
+    n_layer: usize,
+    prefill: Vec<Kernel>,
+    decode: Vec<Kernel>,
+    logits: Vec<f32>,
+}
+
+fn run(gpu: &Arc<Gpu>, file: &GgufFile, stack_projections: bool) -> Run {
+    let backend = GpuBackend::shared(Arc::clone(gpu)).with_options(GpuOptions {
+        kv_dtype: KvDtype::F32,
+        stack_projections,
+        ..GpuOptions::default()
+    });
+    let mut model = Model::load(file, backend).unwrap();
+    // 600 positions: decode attention in splits, as `tests/gpu.rs` runs it.
+    let mut cache = model.new_cache(600).unwrap();
+    let mut logits = model
+        .forward(&mut cache, &[2, 1000, 3000], 0, OutputRows::All)
+        .unwrap()
+        .data;
+    let prefill = model.backend_mut().last_step_kernels();
+    let l = model
+        .forward(&mut cache, &[4000], 3, OutputRows::Last)
+        .unwrap();
+    logits.extend_from_slice(&l.data);
+    let decode = model.backend_mut().last_step_kernels();
+    Run {
+        n_layer: model.config().n_layer,
+        prefill,
+        decode,
+        logits,
+    }
+}
+
+fn matrix_products(kernels: &[Kernel]) -> usize {
+    let matrix = |k: &&Kernel| {
+        matches!(
+            k,
+            Kernel::Matvec(..) | Kernel::MatvecGlu(..) | Kernel::Matmul(..)
+        )
+    };
+    kernels.iter().filter(matrix).count()
+}
+
+fn stacks_as_the_file_allows(name: &str) {
+    if skip() {
+        return;
+    }
+    let path = rullama_gguf::store::cached_test_model(name)
+        .unwrap_or_else(|| panic!("test model {name} is not cached: run `cargo xtask models`"));
+    let file = GgufFile::open(&path).unwrap();
+    let gpu = Arc::new(Gpu::open().expect("a GPU adapter (lavapipe will do)"));
+    let stacked = run(&gpu, &file, true);
+    let alone = run(&gpu, &file, false);
+    let n_layer = stacked.n_layer;
+    let layers = stacked_products(&file, n_layer);
+    // The LM head: a dispatch per chunk of the output matrix (2 on lavapipe for 150k+
+    // vocabularies of Q8_0, whose 128 MiB binding limit splits them).
+    let lm_head = matrix_products(&alone.decode) - 7 * n_layer;
+    assert!((1..=3).contains(&lm_head), "{lm_head} LM head dispatches");
+    let stacked_layers: usize = layers.iter().sum();
+    let saving = 7 * n_layer - stacked_layers;
+    eprintln!(
+        "{name}: decode {} -> {} dispatches, {} -> {} matrix products ({} a layer -> {:.2} a \
+         layer on average, {}..={}), prefill {} -> {}",
+        alone.decode.len(),
+        stacked.decode.len(),
+        matrix_products(&alone.decode),
+        matrix_products(&stacked.decode),
+        7,
+        stacked_layers as f64 / n_layer as f64,
+        layers.iter().min().unwrap(),
+        layers.iter().max().unwrap(),
+        alone.prefill.len(),
+        stacked.prefill.len(),
+    );
+    assert_eq!(matrix_products(&stacked.decode), stacked_layers + lm_head);
+    assert_eq!(alone.decode.len() - stacked.decode.len(), saving);
+    assert_eq!(
+        matrix_products(&alone.prefill) - matrix_products(&stacked.prefill),
+        saving
+    );
+    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+    assert!(
+        bits(&stacked.logits) == bits(&alone.logits),
+        "{name}: stacked logits differ from the separate products'"
+    );
+}
+
+/// gemma-3-270m (Q4_K_M): q|k|v in the 9 layers whose v is Q5_0, q|k and v in the 9 where
+/// v is Q8_0, gate|up in all 18: 45 matrix products fewer per decode step.
+#[test]
+fn gemma3_stacks_as_the_file_allows() {
+    stacks_as_the_file_allows("gemma3-270m");
+}
+
+/// qwen2.5-0.5b: as gemma (v Q8_0 in half the layers), with the q/k/v biases stacked too:
+/// 60 fewer.
+#[test]
+fn qwen2_stacks_as_the_file_allows() {
+    stacks_as_the_file_allows("qwen2.5-0.5b");
+}
+
+/// Uniform values in [-1, 1) from a seeded SplitMix64, as f32 bytes.
+fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
+    let mut s = seed ^ 0x9e37_79b9_7f4a_7c15;
+    (0..n)
+        .flat_map(|_| {
+            s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = s;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            let u = ((z ^ (z >> 31)) >> 40) as f32 / (1u64 << 23) as f32 - 1.0;
+            u.to_le_bytes()
+        })
+        .collect()
+}
+
+/// Three stacked projections with biases; the graph computes only k (rows in the middle of
+/// the stack, alone), then v and k again (two parts, not starting at the stack's first row),
+/// for one token and for a block: each as the CPU reference computes it.
+#[test]
+fn one_projection_of_a_stack_alone() {
+    if skip() {
+        return;
+    }
+    const D: u64 = 64;
+    let outs = [96u64, 32, 48];
+    let mut w = GgufWriter::new();
+    w.set("general.architecture", "llama");
+    let names = ["q", "k", "v"];
+    for (i, (n, o)) in names.iter().zip(outs).enumerate() {
+        let bytes = random_bytes((D * o) as usize, i as u64);
+        w.add_tensor(format!("{n}.weight"), &[D, o], GgmlType::F32, bytes)
+            .unwrap();
+        let bias = random_bytes(o as usize, 10 + i as u64);
+        w.add_tensor(format!("{n}.bias"), &[o], GgmlType::F32, bias)
+            .unwrap();
+    }
+    let table = random_bytes((D * 8) as usize, 20);
+    w.add_tensor("table", &[D, 8], GgmlType::F32, table)
+        .unwrap();
+    let mut bytes = Vec::new();
+    w.write_to(&mut bytes).unwrap();
+    let file = GgufFile::from_bytes(bytes).unwrap();
+    let views: Vec<LinearView<'_>> = names
+        .iter()
+        .map(|n| LinearView {
+            weight: file.tensor(&format!("{n}.weight")).unwrap(),
+            bias: file.tensor(&format!("{n}.bias")),
+        })
+        .collect();
+
+    /// k alone, then v and k, for `tokens`: the three results, concatenated.
+    fn compute<B: Backend>(
+        b: &mut B,
+        file: &GgufFile<Vec<u8>>,
+        views: &[LinearView<'_>],
+        tokens: &[u32],
+    ) -> Vec<f32> {
+        let lin = b.load_linears(views).unwrap();
+        let table = b.load_weight(file.tensor("table").unwrap()).unwrap();
+        let linear = |b: &mut B, x: &B::Tensor, i: usize| {
+            let (w, bias) = &lin[i];
+            let y = b.matmul(w, x);
+            b.add_bias(&y, bias.as_ref().unwrap())
+        };
+        let mut out = Vec::new();
+        let ids = b.ids(tokens);
+        let x = b.embed(&table, &ids);
+        let k = linear(b, &x, 1);
+        out.extend(b.read(&k).unwrap());
+        let ids = b.ids(tokens);
+        let x = b.embed(&table, &ids);
+        // v, then k: not consecutive rows in this order, so each is computed alone.
+        let v = linear(b, &x, 2);
+        let _k = linear(b, &x, 1);
+        out.extend(b.read(&v).unwrap());
+        let ids = b.ids(tokens);
+        let x = b.embed(&table, &ids);
+        // k, then v: consecutive rows, one product (rows 96..176 of the stack, 2 outputs).
+        let k = linear(b, &x, 1);
+        let _v = linear(b, &x, 2);
+        out.extend(b.read(&k).unwrap());
+        out
+    }
+
+    for tokens in [&[3u32][..], &[1, 7, 2, 5]] {
+        let want = compute(&mut CpuBackend::new(), &file, &views, tokens);
+        let mut gpu = GpuBackend::open().expect("a GPU adapter (lavapipe will do)");
+        let got = compute(&mut gpu, &file, &views, tokens);
+        let kernels = gpu.last_step_kernels();
+        assert_eq!(want.len(), got.len());
+        for (i, (g, c)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (g - c).abs() <= 1e-5 * (1.0 + c.abs()),
+                "{tokens:?} element {i}: gpu {g} cpu {c}"
+            );
+        }
+        eprintln!("{tokens:?}: last step {kernels:?}");
+    }
+}
