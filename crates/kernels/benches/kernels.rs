@@ -1,5 +1,7 @@
 //! Kernel speed: matvec per weight format at real model shapes, the matvec with a GLU input
-//! beside the glu + matvec it replaces, the prompt matmul, decode and prompt attention.
+//! beside the glu + matvec it replaces, stacked projections (q|k|v, gate|up: one matvec or
+//! split matmul beside the separate products), the prompt matmul, decode and prompt
+//! attention.
 //! Each measurement is one compute pass of `reps` identical dispatches,
 //! timed by GPU timestamps at the pass's start and end when the adapter has TIMESTAMP_QUERY
 //! (wall time of submit-to-idle otherwise), divided by `reps`. Criterion reports time and
@@ -18,12 +20,13 @@ use rullama_kernels::ops::elementwise::add_inplace;
 use rullama_kernels::ops::glu::{Activation, glu};
 use rullama_kernels::ops::head_norm_rope::{HeadNormRope, Heads};
 use rullama_kernels::ops::kv::{KvAppend, KvCache, KvDtype, KvLayout};
-use rullama_kernels::ops::matmul::{Strides, matmul};
+use rullama_kernels::ops::matmul::{Strides, matmul, matmul_split};
 use rullama_kernels::ops::matvec::{matvec, matvec_glu};
 use rullama_kernels::ops::norm::RmsNorm;
 use rullama_kernels::ops::residual_norm::{NormOut, ResidualNorm};
 use rullama_kernels::ops::rope::{Rope, RopeMode, rope_freqs};
 use rullama_kernels::ops::sample::{Sample, Sampling};
+use rullama_kernels::ops::split::Out;
 use rullama_kernels::parity::data::{random_f32, random_weight_bytes};
 use rullama_kernels::{
     Dtype, Gpu, GpuFormat, GpuTensor, GpuWeight, Op, OpenOptions, Step, StepBuilder, View,
@@ -264,6 +267,76 @@ fn bench_matvec_glu(ctx: &Ctx, c: &mut Criterion) {
         let mut two = vec![glu(act, gate, up, (&a).into(), n_in).unwrap()];
         two.extend(matvec(&w, (&a).into(), (&y).into()).unwrap());
         ctx.bench(c, &format!("{name}/unfused"), two, work, reps_for(bytes));
+    }
+}
+
+/// Projections of one input stacked into one weight: one matvec (decode; the outputs are
+/// contiguous) or one split matmul (a prompt block) beside the separate products
+/// (`/separate`). gemma-3-270m's q|k|v and gate|up (Q5_0 in the file).
+fn bench_stacked(ctx: &Ctx, c: &mut Criterion) {
+    let gpu = &ctx.gpu;
+    let cpu = gpu.info.device_type == wgpu::DeviceType::Cpu;
+    let n_tokens = if cpu { 64 } else { 512 };
+    let f = GpuFormat::Q5_0;
+    let n_in = 640;
+    for (what, parts) in [("qkv", vec![1024, 256, 256]), ("gate_up", vec![2048, 2048])] {
+        let n_out: usize = parts.iter().sum();
+        let shape = format!(
+            "{}/{n_in}x{}",
+            f.name(),
+            parts
+                .iter()
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .join("+")
+        );
+        let w = weight(gpu, f, n_in, n_out);
+        let separate: Vec<GpuWeight> = parts.iter().map(|&n| weight(gpu, f, n_in, n)).collect();
+        let x = GpuTensor::from_f32(gpu, &[n_tokens * n_in], &random_f32(n_tokens * n_in, 3));
+        let y = GpuTensor::zeros(gpu, &[n_tokens * n_out], Dtype::F32);
+        let bytes = f.row_bytes(n_in) * n_out;
+        for tokens in [1, n_tokens] {
+            let work = Work {
+                bytes: bytes as u64,
+                flops: 2.0 * (tokens * n_in * n_out) as f64,
+            };
+            let (kind, reps) = if tokens == 1 {
+                ("matvec", reps_for(bytes))
+            } else {
+                ("matmul", 4)
+            };
+            let name = format!("stacked/{what}/{kind}/{tokens}/{shape}");
+            let mut at = 0;
+            let places: Vec<usize> = parts
+                .iter()
+                .map(|&n| {
+                    let a = at;
+                    at += tokens * n;
+                    a
+                })
+                .collect();
+            let stacked = if tokens == 1 {
+                matvec(&w, (&x).into(), (&y).into()).unwrap()
+            } else {
+                let outs: Vec<Out> = parts
+                    .iter()
+                    .zip(&places)
+                    .map(|(&n, &a)| Out::new(View::at(&y, a), n))
+                    .collect();
+                matmul_split(w.all_rows(), (&x).into(), None, &outs, tokens, None).unwrap()
+            };
+            ctx.bench(c, &name, stacked, work, reps);
+            let mut ops = Vec::new();
+            for (w, &a) in separate.iter().zip(&places) {
+                let yv = View::at(&y, a);
+                ops.extend(if tokens == 1 {
+                    matvec(w, (&x).into(), yv).unwrap()
+                } else {
+                    matmul(w, (&x).into(), yv, tokens, Strides::default()).unwrap()
+                });
+            }
+            ctx.bench(c, &format!("{name}/separate"), ops, work, reps);
+        }
     }
 }
 
@@ -612,6 +685,7 @@ fn main() {
     println!("PERF|name|bytes|time_us|GB/s|% of 2.18 TB/s|GFLOP/s|TFLOP/s");
     bench_matvec(&ctx, &mut c);
     bench_matvec_glu(&ctx, &mut c);
+    bench_stacked(&ctx, &mut c);
     bench_matmul(&ctx, &mut c);
     bench_attention(&ctx, &mut c);
     bench_sample(&ctx, &mut c);
