@@ -157,7 +157,9 @@ fn real_presets_have_their_models_size() {
 #[test]
 fn smollm2_preset_has_the_real_files_parameters() {
     let s = synth(Preset::Smollm2_135m, Mix::Q4KM);
-    let (plan, _) = s.tensor_infos(Preset::Smollm2_135m.shape().n_vocab).unwrap();
+    let (plan, _) = s
+        .tensor_infos(Preset::Smollm2_135m.shape().n_vocab)
+        .unwrap();
     let n_params = plan.n_params() as f64 / 1e6;
     assert!((n_params / 134.52 - 1.0).abs() < 0.001, "{n_params} M");
 }
