@@ -168,8 +168,8 @@ impl Check {
 /// Every kernel's parity check.
 pub fn checks() -> Vec<Check> {
     use crate::ops::{
-        argmax, attention, elementwise, embed, glu, head_norm_rope, kv, matmul, matvec, norm,
-        residual_norm, rope, sample, unary,
+        argmax, attention, elementwise, embed, glu, head_norm_rope, kv, matmul, matmul_coop,
+        matvec, norm, residual_norm, rope, sample, unary,
     };
     vec![
         matvec::CHECK,
@@ -177,6 +177,8 @@ pub fn checks() -> Vec<Check> {
         matvec::BIAS_CHECK,
         matmul::CHECK,
         matmul::BIAS_CHECK,
+        matmul_coop::CHECK,
+        matmul_coop::EXACT_CHECK,
         embed::CHECK,
         norm::CHECK,
         residual_norm::CHECK,
