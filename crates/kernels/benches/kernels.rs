@@ -273,9 +273,10 @@ fn bench_matmul(ctx: &Ctx, c: &mut Criterion) {
     let gpu = &ctx.gpu;
     let cpu = gpu.info.device_type == wgpu::DeviceType::Cpu;
     let n_tokens = if cpu { 64 } else { 512 };
-    // gemma-3-270m's FFN (Q4_K and Q5_0 in the file), qwen2.5-0.5b's FFN, a 7B-sized square.
+    // (format, n_in, n_out): gemma-3-270m's FFN (down in Q4_K: 2048 inputs are whole
+    // super-blocks, 640 are not, so up/gate are Q5_0), qwen2.5-0.5b's FFN, a 7B-sized square.
     let mut cases = vec![
-        (GpuFormat::Q4K, 640, 2048),
+        (GpuFormat::Q4K, 2048, 640),
         (GpuFormat::Q5_0, 640, 2048),
         (GpuFormat::Q8_0, 896, 4864),
         (GpuFormat::Q4K, 4096, 4096),
