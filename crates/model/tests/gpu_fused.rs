@@ -143,7 +143,9 @@ fn qwen2_biases_are_projection_epilogues() {
     let biased = |k: &Kernel| {
         matches!(
             k,
-            Kernel::Matvec(_, Epilogue::Bias) | Kernel::Matmul(_, Epilogue::Bias)
+            Kernel::Matvec(_, Epilogue::Bias)
+                | Kernel::Matmul(_, Epilogue::Bias)
+                | Kernel::MatmulCoop(_, Epilogue::Bias)
         )
     };
     assert_eq!(count(&prefill, biased), 3 * LAYERS, "{prefill:?}");

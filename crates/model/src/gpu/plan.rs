@@ -15,7 +15,7 @@ use rullama_kernels::ops::embed::embed_rows;
 use rullama_kernels::ops::glu::glu;
 use rullama_kernels::ops::head_norm_rope::{HeadNormRope, Heads};
 use rullama_kernels::ops::kv::KvAppend;
-use rullama_kernels::ops::matmul::{Strides, matmul, matmul_bias};
+use rullama_kernels::ops::matmul::{Matmul, Strides};
 use rullama_kernels::ops::matvec::{matvec, matvec_bias, matvec_glu};
 use rullama_kernels::ops::norm::RmsNorm;
 use rullama_kernels::ops::residual_norm::{NormOut, ResidualNorm};
@@ -91,12 +91,16 @@ struct Draw {
 
 impl Plan {
     /// Lowers `key`. `token`: the backend's one-u32 buffer that sampling ops write and
-    /// `IdsKey::Drawn` slots read (the token drawn by the previous step stays there).
+    /// `IdsKey::Drawn` slots read (the token drawn by the previous step stays there);
+    /// `tensor_cores`: prompt matmuls may run on the tensor cores ([`GpuOptions`]).
+    ///
+    /// [`GpuOptions`]: super::GpuOptions
     pub fn build(
         gpu: &Gpu,
         key: &Key,
         freqs: &mut Freqs,
         token: &GpuTensor,
+        tensor_cores: bool,
     ) -> Result<Plan, GpuError> {
         let ids: Vec<GpuTensor> = key
             .ids
@@ -127,6 +131,7 @@ impl Plan {
             ids: &ids,
             freqs,
             step: StepBuilder::new(),
+            tensor_cores,
         };
         for (i, node) in key.nodes.iter().enumerate() {
             let shape = key.shapes[i];
@@ -328,6 +333,8 @@ struct Lower<'a> {
     ids: &'a [GpuTensor],
     freqs: &'a mut Freqs,
     step: StepBuilder,
+    /// Prompt matmuls on the tensor cores where the device has them.
+    tensor_cores: bool,
 }
 
 fn mismatch(detail: &str) -> GpuError {
@@ -596,7 +603,8 @@ impl Lower<'_> {
     }
 
     /// `x W^T [+ bias]` into a new buffer of `len` values: the matvec for one token, the
-    /// tiled matmul for a block.
+    /// tiled matmul for a block (on the tensor cores where the device has them and the
+    /// backend allows).
     fn linear(
         &mut self,
         w: &GpuWeightRef,
@@ -608,11 +616,15 @@ impl Lower<'_> {
         let bias = bias.map(vector).transpose()?.map(View::from);
         let out = self.alloc(len)?;
         let (xv, yv) = (self.src(x), self.view(out));
+        let block = Matmul {
+            n_tokens: x.rows,
+            strides: Strides::default(),
+            tensor_cores: self.tensor_cores,
+        };
         let ops = match bias {
             None if x.rows == 1 => matvec(w, xv, yv),
             Some(b) if x.rows == 1 => matvec_bias(w, xv, b, yv),
-            None => matmul(w, xv, yv, x.rows, Strides::default()),
-            Some(b) => matmul_bias(w, xv, b, yv, x.rows, Strides::default()),
+            _ => block.ops(&self.gpu.caps, w, xv, bias, yv),
         };
         self.extend(ops)?;
         Ok(out)
