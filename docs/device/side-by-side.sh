@@ -3,7 +3,8 @@
 # repository root. Needs in .dev/ (carried, git-ignored): release `rullama` and `xtask`
 # (stripped), llama-vk.tar.xz (llama.cpp's Vulkan build, ../shared/device.md section 4), and
 # the vocab-only files `cargo xtask synth --vocab-only` makes here from the cached models:
-#   gemma3-vocab.gguf (from gemma-3-270m), qwen-vocab.gguf (from qwen2.5-0.5b).
+#   gemma3-vocab.gguf (from gemma-3-270m), qwen-vocab.gguf (from qwen2.5-0.5b),
+#   smollm2-vocab.gguf (from SmolLM2-135M).
 # Carry [".gl", ".dev"] (.gl: the Vulkan loader debs, ../shared/device.md section 1).
 # Synthetic twins of the models are generated on the device, so nothing big crosses; llama.cpp
 # runs before and after ours on each file (its figures move 10-25% between runs).
@@ -14,13 +15,17 @@ nvidia-smi --query-gpu=name,temperature.gpu,clocks.sm,clocks.mem --format=csv,no
 X=.dev/xtask; R=.dev/rullama
 $X synth --arch gemma3-270m --tokenizer .dev/gemma3-vocab.gguf --out /tmp/rl/m/gemma3-270m.gguf >/dev/null
 $X synth --arch qwen2.5-0.5b --tokenizer .dev/qwen-vocab.gguf --out /tmp/rl/m/qwen2.5-0.5b.gguf >/dev/null
+$X synth --arch smollm2-135m --tokenizer .dev/smollm2-vocab.gguf --out /tmp/rl/m/smollm2-135m.gguf >/dev/null
 $X synth --arch gemma3-4b --tokenizer .dev/gemma3-vocab.gguf --out /tmp/rl/m/gemma3-4b.gguf >/dev/null
-for m in gemma3-270m qwen2.5-0.5b gemma3-4b; do
+# The real SmolLM2-135M Q4_1 file too, where an earlier call joined it into /tmp/rl/m (two
+# 49 MB parts, ../shared/device.md section 3): 98 MB is too big for one call.
+real=""; [ -f /tmp/rl/m/SmolLM2-135M-Instruct.Q4_1.gguf ] && real=SmolLM2-135M-Instruct.Q4_1
+for m in gemma3-270m smollm2-135m $real qwen2.5-0.5b gemma3-4b; do
   echo "=== $m"
   bash docs/device/llbench.sh /tmp/rl/m/$m.gguf 2>&1 | tail -1
   $R bench /tmp/rl/m/$m.gguf -p 922 -n 128 -r 3 --profile 2>/dev/null > "$OUT/$m-ours.md"
   grep -E "pp922|tg128|KV cache|host time" "$OUT/$m-ours.md"
-  $R bench /tmp/rl/m/$m.gguf -p 922 -n 128 -r 3 --cache-type f32 2>/dev/null | grep -E "pp922|tg128" | sed 's/^/f32 KV: /'
+  $R bench /tmp/rl/m/$m.gguf -p 922 -n 128 -r 3 --cache-type f32 --no-tensor-cores 2>/dev/null | grep -E "pp922|tg128" | sed 's/^/exact f32 (f32 KV, no tensor cores): /'
   bash docs/device/llbench.sh /tmp/rl/m/$m.gguf 2>&1 | tail -1
 done
 sed -n '/decode step/,/^$/p' "$OUT/gemma3-270m-ours.md" | head -16

@@ -14,10 +14,22 @@ fn wd(i: u32) -> u32 {
 }
 
 // Planar chunks begin with a header vec4 whose x, y, z are the vec4 indices where planes 1, 2
-// and 3 start; plane 0 starts right after the header, at index 1.
+// and 3 start; plane 0 starts right after the header, at index 1. A kernel that reads many
+// blocks calls `planes_begin` once, so later block reads do not wait on the header first.
+var<private> plane_starts: vec3<u32>;
+var<private> planes_cached: bool;
+
+fn planes_begin() {
+    plane_starts = vec3<u32>(w_words[0], w_words[1], w_words[2]);
+    planes_cached = true;
+}
+
 fn plane_start(k: u32) -> u32 {
     if k == 0u {
         return 1u;
+    }
+    if planes_cached {
+        return plane_starts[k - 1u];
     }
     return w_words[k - 1u];
 }

@@ -9,7 +9,19 @@ fn w_row(r: u32) -> u32 {
     return p.row_base + r;
 }
 
+fn y_output(r: u32) -> u32 {
+    return u32(r >= p.split_end0) + u32(r >= p.split_end1);
+}
+
 fn y_index(r: u32, t: u32, one: u32) -> u32 {
-    let j = u32(r >= p.split_end0) + u32(r >= p.split_end1);
+    let j = y_output(r);
     return p.y_offsets[j] + t * p.y_strides[j] + r;
+}
+
+// Where rows r0 ..= r1 land for a whole-tile store (the tensor-core matmul): the (offset,
+// token stride) of r0's output and whether r1 goes to the same one (else 0: the caller stores
+// row by row through y_index).
+fn y_tile(r0: u32, r1: u32, one: vec2<u32>) -> vec3<u32> {
+    let j = y_output(r0);
+    return vec3<u32>(p.y_offsets[j], p.y_strides[j], u32(j == y_output(r1)));
 }

@@ -2,9 +2,10 @@
 // is the low nibble of byte j with bit j of qh; code j + 16 the high nibble with bit j + 16.
 // One copy, included before either format's decoder.
 
-// Bits 0..3 of `v` moved to bit 0 of bytes 0..3.
+// Bits 0..3 of `v` moved to bit 0 of bytes 0..3: one multiply puts bit i of v at bits
+// i + 7j (j < 4), all distinct so nothing carries, and bit i + 7i = 8i is byte i's bit 0.
 fn spread4(v: u32) -> u32 {
-    return (v & 1u) | ((v & 2u) << 7u) | ((v & 4u) << 14u) | ((v & 8u) << 21u);
+    return ((v & 0xfu) * 0x00204081u) & 0x01010101u;
 }
 
 // Codes 4i..4i+3 (x) and 16+4i..16+4i+3 (y), one per byte, from word i of the nibbles (`q`).

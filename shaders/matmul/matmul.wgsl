@@ -21,36 +21,7 @@
 //   r, at the index above) or common/out_split.wgsl (a row range split over up to 3
 //   outputs, each with its own offset and token stride).
 
-struct Params {
-    n_in: u32,
-    n_rows: u32,
-    row_bytes: u32,
-    n_tokens: u32,
-    x_offset: u32,
-    x_stride: u32,
-    y_offset: u32,
-    y_stride: u32,
-    // The bias of this dispatch's row 0 (common/out_bias.wgsl). Unused by out_store.wgsl.
-    bias_offset: u32,
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
-    // Split outputs (common/out_split.wgsl; `SplitParams` in split.rs). Unused by out_one.wgsl.
-    row_base: u32,
-    split_end0: u32,
-    split_end1: u32,
-    _pad_split: u32,
-    y_offsets: vec4<u32>,
-    y_strides: vec4<u32>,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> w: array<vec4<u32>>;
-@group(0) @binding(2) var<storage, read> x: array<f32>;
-@group(0) @binding(3) var<storage, read_write> y: array<f32>;
-// The weight chunk once more, as words, for the scalar reads of common/blocks.wgsl (a vec4
-// load there would fetch 16 bytes to use 4).
-@group(0) @binding(4) var<storage, read> w_words: array<u32>;
+// Params and bindings: matmul/params.wgsl.
 
 // Must be 128 (8 x 16 invocations over 64 rows x 64 tokens).
 override WG: u32 = 128u;

@@ -22,16 +22,15 @@ fn q6_k_quarters(a: u32, b: u32, hb: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4
     );
 }
 
-// Row `bi`'s part from its quarter sums s (sum (q - 32) x).
-fn q6_k_row(bi: u32, n: u32, h: u32, s: vec4<f32>) -> f32 {
-    let sc = w[plane_start(1u) + bi];
+// Row part from its quarter sums s (sum (q - 32) x), its 16 scales `sc` and its d.
+fn q6_k_row(sc: vec4<u32>, d: f32, n: u32, h: u32, s: vec4<f32>) -> f32 {
     let scales = vec4<f32>(
         q6_k_scale(sc, 8u * n + h),
         q6_k_scale(sc, 8u * n + 2u + h),
         q6_k_scale(sc, 8u * n + 4u + h),
         q6_k_scale(sc, 8u * n + 6u + h),
     );
-    return plane_f16(2u, bi) * dot(scales, s);
+    return d * dot(scales, s);
 }
 
 // The 4 rows' parts; each input vec4 is loaded once for the 4 rows.
@@ -40,6 +39,15 @@ fn rows_dot4(blk: vec4<u32>, unit: u32, part: u32, xb: u32) -> vec4<f32> {
     let n = part >> 1u;
     let h = part & 1u;
     let o = vec4<u32>(1u) + 12u * bi;
+    // The scales and d first: their loads then overlap the quants' instead of following the
+    // sums (H100, 4096x14336: 53.2% -> 59.5% of 2.18 TB/s, with the plane starts cached).
+    // Q4_K's heads moved the same way measured slower (54% -> 46%: registers).
+    let ps = plane_start(1u);
+    let sc0 = w[ps + bi.x];
+    let sc1 = w[ps + bi.y];
+    let sc2 = w[ps + bi.z];
+    let sc3 = w[ps + bi.w];
+    let d = vec4<f32>(plane_f16(2u, bi.x), plane_f16(2u, bi.y), plane_f16(2u, bi.z), plane_f16(2u, bi.w));
     let a0 = w[o.x + 4u * n + h];
     let a1 = w[o.y + 4u * n + h];
     let a2 = w[o.z + 4u * n + h];
@@ -68,9 +76,9 @@ fn rows_dot4(blk: vec4<u32>, unit: u32, part: u32, xb: u32) -> vec4<f32> {
         s3 += q6_k_quarters(a3[c], b3[c], h3[c], x0, x1, x2, x3);
     }
     return vec4<f32>(
-        q6_k_row(bi.x, n, h, s0),
-        q6_k_row(bi.y, n, h, s1),
-        q6_k_row(bi.z, n, h, s2),
-        q6_k_row(bi.w, n, h, s3),
+        q6_k_row(sc0, d.x, n, h, s0),
+        q6_k_row(sc1, d.y, n, h, s1),
+        q6_k_row(sc2, d.z, n, h, s2),
+        q6_k_row(sc3, d.w, n, h, s3),
     );
 }

@@ -67,6 +67,7 @@ fn first_row(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
 // repeat its last row; their sums are never stored).
 fn accumulate(row0: u32, tid: u32) -> vec4<f32> {
     x_begin();
+    planes_begin();
     let last = p.n_rows - 1u;
     let r0 = w_row(row0) * p.row_bytes;
     let r1 = w_row(min(row0 + 1u, last)) * p.row_bytes;

@@ -2,6 +2,7 @@
 
 mod models;
 mod parity;
+mod spirv;
 mod synth;
 mod test;
 mod wgsl;

@@ -6,7 +6,8 @@
 //! `shaders/<file>:<line>:<column>`), and then:
 //! - the globals its entry point uses must be exactly the bindings the Rust side binds
 //!   (group 0, binding i, uniform / storage read / storage read-write);
-//! - the uniform parameter struct must have the size of the Rust `#[repr(C)]` struct.
+//! - the uniform parameter struct must have the size of the Rust `#[repr(C)]` struct;
+//! - naga's SPIR-V backend must write it as wgpu's Vulkan backend would (`spirv.rs`).
 //!
 //! Every `.wgsl` file under `shaders/` must belong to some program, so none goes unchecked.
 
@@ -16,14 +17,19 @@ use std::path::{Path, PathBuf};
 use naga::valid::{Capabilities, SubgroupOperationSet, ValidationFlags, Validator};
 use rullama_kernels::shader::{BindingKind, Program, all_programs};
 
-/// Capabilities a device may give the kernels: the crate requests SHADER_F16 and SUBGROUP;
-/// `pack/unpack2x16float` (f16 in f32) is there on every Vulkan, Metal and DX12 device.
+use crate::spirv;
+
+/// Capabilities a device may give the kernels: the crate requests SHADER_F16, SUBGROUP and
+/// (for the tensor-core matmul) EXPERIMENTAL_COOPERATIVE_MATRIX; `pack/unpack2x16float` (f16
+/// in f32) is there on every Vulkan, Metal and DX12 device. A program that needs one a
+/// device lacks is never built there (`Kernel::program_for`, `Matmul::kernel`).
 fn capabilities() -> Capabilities {
     Capabilities::default()
         | Capabilities::SHADER_FLOAT16
         | Capabilities::SHADER_FLOAT16_IN_FLOAT32
         | Capabilities::SUBGROUP
         | Capabilities::SUBGROUP_BARRIER
+        | Capabilities::COOPERATIVE_MATRIX
 }
 
 pub fn run(repo_root: &Path) -> Result<(), String> {
@@ -56,7 +62,7 @@ pub fn run(repo_root: &Path) -> Result<(), String> {
         }
     }
     println!(
-        "wgsl: {} programs from {} files checked",
+        "wgsl: {} programs from {} files checked (naga validation, bindings, SPIR-V)",
         programs.len(),
         on_disk.len()
     );
@@ -197,6 +203,8 @@ fn check_program(shaders: &Path, program: &Program) -> Result<(), String> {
             program.params_size
         ));
     }
+    spirv::write(&module, &info, program.entry)
+        .map_err(|e| format!("program {name}: SPIR-V: {e}"))?;
     Ok(())
 }
 

@@ -15,10 +15,15 @@ pub struct Caps {
     pub subgroup_max_size: u32,
     /// `Features::TIMESTAMP_QUERY` is on (asked for wherever the adapter has it: benches, profiles).
     pub timestamps: bool,
+    /// Cooperative matrices (tensor cores) of 16x16x16 f16 x f16 -> f32 work in WGSL
+    /// (`enable wgpu_cooperative_matrix;`): the tensor-core prompt matmul may run. See
+    /// [`coop_f16_usable`] for every condition.
+    pub coop_f16: bool,
 }
 
-/// Features to ask for beyond SHADER_F16 and SUBGROUP, and features to leave off (tests of
-/// the paths without them).
+/// Features to ask for beyond SHADER_F16, SUBGROUP and (where usable) the cooperative matrices,
+/// and features to leave off (tests of the paths without them; `without:
+/// EXPERIMENTAL_COOPERATIVE_MATRIX` turns the tensor cores off).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OpenOptions {
     pub extra: wgpu::Features,
@@ -46,6 +51,27 @@ impl Gpu {
     pub fn is_software(&self) -> bool {
         self.info.device_type == wgpu::DeviceType::Cpu
     }
+}
+
+/// Whether the tensor-core matmul can run with these cooperative-matrix configurations on
+/// this adapter:
+/// - a 16x16x16 configuration with f16 A and B and an f32 accumulator (the kernel's only
+///   shape), without mandatory saturating accumulation (naga never emits that operand);
+/// - a subgroup of exactly 32 invocations (NVIDIA): the kernel hands each 32 invocations of
+///   its workgroup its own quarter of the output tile, so a wider subgroup (AMD's wave64) would
+///   put two quarters' different coop operands in one subgroup, which is undefined.
+pub fn coop_f16_usable(
+    configs: &[wgpu::CooperativeMatrixProperties],
+    info: &wgpu::AdapterInfo,
+) -> bool {
+    use wgpu::CooperativeScalarType as T;
+    let shape = configs.iter().any(|c| {
+        (c.m_size, c.n_size, c.k_size) == (16, 16, 16)
+            && c.ab_type == T::F16
+            && c.cr_type == T::F32
+            && !c.saturating_accumulation
+    });
+    shape && info.subgroup_min_size == 32 && info.subgroup_max_size == 32
 }
 
 /// Preference order: discrete, integrated, virtual/other, then CPU (lavapipe).
@@ -140,14 +166,33 @@ impl Gpu {
             | crate::profile::PROFILE_FEATURES
             | options.extra)
             - options.without;
-        let features = adapter.features() & wanted;
+        let mut features = adapter.features() & wanted;
         let limits = adapter.limits();
         let coop_matrix = adapter.cooperative_matrix_properties();
+        let coop = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+        let coop_f16 = !options.without.contains(coop)
+            && adapter.features().contains(coop)
+            && features.contains(wgpu::Features::SHADER_F16)
+            && coop_f16_usable(&coop_matrix, &info);
+        features.set(coop, coop_f16);
+        let experimental_features = if coop_f16 {
+            // SAFETY: wgpu asks us to acknowledge that its experimental features may hold
+            // bugs with undefined behaviour. We use one, cooperative matrices, in one kernel
+            // (`matmul/matmul_coop.wgsl`), and only in the way wgpu documents and naga
+            // validates: a configuration the adapter reports (checked by `coop_f16_usable`),
+            // every coop op in uniform control flow (naga's uniformity analysis checks it),
+            // loads and stores inside their arrays with 16-byte-aligned pointers and strides
+            // (the kernel's staging layout and its whole-tile test). A device opened without
+            // it (`OpenOptions::without`) never sees a coop shader.
+            unsafe { wgpu::ExperimentalFeatures::enabled() }
+        } else {
+            wgpu::ExperimentalFeatures::disabled()
+        };
         let desc = wgpu::DeviceDescriptor {
             label: Some("rullama"),
             required_features: features,
             required_limits: limits.clone(),
-            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            experimental_features,
             memory_hints: wgpu::MemoryHints::Performance,
             trace: wgpu::Trace::Off,
         };
@@ -164,6 +209,7 @@ impl Gpu {
             subgroup_min_size: info.subgroup_min_size,
             subgroup_max_size: info.subgroup_max_size,
             timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
+            coop_f16,
         };
         Ok(Gpu {
             device,
@@ -190,5 +236,49 @@ impl Gpu {
             timeout: None,
         })?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::coop_f16_usable;
+    use wgpu::{CooperativeMatrixProperties as Props, CooperativeScalarType as T};
+
+    fn config(m: u32, ab: T, cr: T, saturating: bool) -> Props {
+        Props {
+            m_size: m,
+            n_size: 16,
+            k_size: 16,
+            ab_type: ab,
+            cr_type: cr,
+            saturating_accumulation: saturating,
+        }
+    }
+
+    fn adapter(subgroup: (u32, u32)) -> wgpu::AdapterInfo {
+        let mut info = wgpu::AdapterInfo::new(wgpu::DeviceType::DiscreteGpu, wgpu::Backend::Vulkan);
+        (info.subgroup_min_size, info.subgroup_max_size) = subgroup;
+        info
+    }
+
+    /// The tensor-core matmul needs 16x16x16 f16 -> f32 and a subgroup of exactly 32.
+    #[test]
+    fn coop_needs_the_kernels_shape_and_subgroup() {
+        let nvidia = [
+            config(16, T::F16, T::F16, false),
+            config(16, T::F16, T::F32, false),
+        ];
+        assert!(coop_f16_usable(&nvidia, &adapter((32, 32))));
+        // AMD RDNA: the subgroup may be 64 wide.
+        assert!(!coop_f16_usable(&nvidia, &adapter((32, 64))));
+        // Nothing reported (lavapipe), or only other shapes and types.
+        assert!(!coop_f16_usable(&[], &adapter((32, 32))));
+        let other = [
+            config(8, T::F16, T::F32, false),
+            config(16, T::F16, T::F16, false),
+            config(16, T::F32, T::F32, false),
+            config(16, T::F16, T::F32, true),
+        ];
+        assert!(!coop_f16_usable(&other, &adapter((32, 32))));
     }
 }

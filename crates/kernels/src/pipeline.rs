@@ -15,8 +15,8 @@ use crate::ops::matvec::InputKind;
 use crate::ops::rope::RopeMode;
 use crate::ops::unary::UnaryOp;
 use crate::ops::{
-    argmax, attention, elementwise, embed, glu, head_norm_rope, kv, matmul, matvec, norm,
-    residual_norm, rope, sample, unary,
+    argmax, attention, elementwise, embed, glu, head_norm_rope, kv, matmul, matmul_coop, matvec,
+    norm, residual_norm, rope, sample, unary,
 };
 use crate::shader::{BindingKind, Program};
 
@@ -29,9 +29,12 @@ pub enum Kernel {
     MatvecGlu(GpuFormat, Activation),
     /// Gather rows of an embedding table (token ids read from a GPU buffer).
     EmbedRows(GpuFormat),
-    /// `Y = X W^T [+ bias]` for a block of tokens, with `W` in the given format, into one
-    /// output or split over several.
+    /// `Y = X W^T [+ bias]` for a block of tokens, with `W` in the given format (f32 FMAs),
+    /// into one output or split over several.
     Matmul(GpuFormat, Epilogue),
+    /// The same on the tensor cores (cooperative matrices: f16 tiles, f32 accumulation);
+    /// only on a device with `Caps::coop_f16` (`Matmul::kernel` picks it).
+    MatmulCoop(GpuFormat, Epilogue),
     /// RMS norm over rows, with or without a gain vector, out of place or in place.
     RmsNorm { weighted: bool, in_place: bool },
     /// `dst += src` (src repeating with a period: bias rows).
@@ -70,6 +73,7 @@ impl Kernel {
             for out in Epilogue::ALL {
                 all.push(Kernel::Matvec(f, out));
                 all.push(Kernel::Matmul(f, out));
+                all.push(Kernel::MatmulCoop(f, out));
             }
             all.push(Kernel::MatvecGlu(f, Activation::GeluTanh));
             all.push(Kernel::MatvecGlu(f, Activation::Silu));
@@ -112,13 +116,18 @@ impl Kernel {
     }
 
     /// The files, entry point and bindings of this kernel on a device with `caps` (kernels
-    /// with a subgroup variant pick it when the device has `Features::SUBGROUP`).
+    /// with a subgroup variant pick it when the device has `Features::SUBGROUP`; the
+    /// tensor-core matmul builds its emulated ops where the device has no cooperative
+    /// matrices, which only tests ask for).
     pub fn program_for(self, caps: &Caps) -> Program {
         match self {
             Kernel::Matvec(f, out) => matvec::program(f, InputKind::Plain, out, caps.subgroup),
             Kernel::MatvecGlu(f, _) => {
                 matvec::program(f, InputKind::Glu, Epilogue::STORE, caps.subgroup)
             }
+            // `Matmul::kernel` picks MatmulCoop only with coop_f16; tests build it elsewhere
+            // to run its body over emulated coop ops.
+            Kernel::MatmulCoop(f, out) => matmul_coop::program(f, out, !caps.coop_f16),
             _ => self.program(),
         }
     }
@@ -134,18 +143,24 @@ impl Kernel {
                 matvec::program(f, InputKind::Glu, Epilogue::STORE, false),
                 matvec::program(f, InputKind::Glu, Epilogue::STORE, true),
             ],
+            Kernel::MatmulCoop(f, out) => vec![
+                matmul_coop::program(f, out, false),
+                matmul_coop::program(f, out, true),
+            ],
             _ => vec![self.program()],
         }
     }
 
     /// The files, entry point and bindings of this kernel (the variant that needs no
-    /// optional feature).
+    /// optional feature; for `MatmulCoop`, whose every program needs one, the tensor-core
+    /// program, which names it).
     pub fn program(self) -> Program {
         match self {
             Kernel::Matvec(f, out) => matvec::program(f, InputKind::Plain, out, false),
             Kernel::MatvecGlu(f, _) => matvec::program(f, InputKind::Glu, Epilogue::STORE, false),
             Kernel::EmbedRows(f) => embed::program(f),
             Kernel::Matmul(f, out) => matmul::program(f, out),
+            Kernel::MatmulCoop(f, out) => matmul_coop::program(f, out, false),
             Kernel::RmsNorm { weighted, in_place } => norm::program(weighted, in_place),
             Kernel::AddInPlace => elementwise::program(),
             Kernel::Copy => elementwise::copy_program(),

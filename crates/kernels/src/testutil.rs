@@ -36,5 +36,15 @@ pub fn parity(name: &str, cases: usize, seed: u64) {
         .find(|c| c.name == name)
         .unwrap_or_else(|| panic!("no parity check {name:?}"));
     let r = check.run(gpu, cases, seed);
+    if r.skipped.is_some() {
+        note(&r.to_string());
+    }
     assert!(r.passed(), "{r}");
+}
+
+/// A line on stderr that shows even for a passing test (the harness captures `eprintln!`):
+/// what a test could not check on this adapter.
+pub fn note(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "note: {line}");
 }

@@ -187,7 +187,9 @@ fn qwen2_biases_are_projection_epilogues() {
     let biased = |k: &Kernel| {
         matches!(
             k,
-            Kernel::Matvec(_, Epilogue::BIAS) | Kernel::Matmul(_, Epilogue::BIAS)
+            Kernel::Matvec(_, Epilogue::BIAS)
+                | Kernel::Matmul(_, Epilogue::BIAS)
+                | Kernel::MatmulCoop(_, Epilogue::BIAS)
         )
     };
     assert_eq!(count(&prefill, biased), 3 * LAYERS, "{prefill:?}");
@@ -215,10 +217,16 @@ fn qwen2_projections_are_stacked() {
     let file = qwen2_file();
     let stacked = run_gpu(&file, true);
     let (prefill, decode) = (&stacked.prefill, &stacked.decode);
-    let split = |bias| move |k: &Kernel| matches!(k, Kernel::Matmul(_, e) if *e == Epilogue { bias, split: true });
+    // The f32 kernel, or the tensor cores where the device has them.
+    let split = |bias| {
+        move |k: &Kernel| {
+            let want = Epilogue { bias, split: true };
+            matches!(k, Kernel::Matmul(_, e) | Kernel::MatmulCoop(_, e) if *e == want)
+        }
+    };
     assert_eq!(count(prefill, split(true)), LAYERS, "{prefill:?}");
     assert_eq!(count(prefill, split(false)), LAYERS, "{prefill:?}");
-    let matmuls = |k: &Kernel| matches!(k, Kernel::Matmul(..));
+    let matmuls = |k: &Kernel| matches!(k, Kernel::Matmul(..) | Kernel::MatmulCoop(..));
     // q|k|v, o, gate|up, down per layer, and the LM head.
     assert_eq!(count(prefill, matmuls), 4 * LAYERS + 1, "{prefill:?}");
     let one = |e| move |k: &Kernel| *k == Kernel::Matvec(GpuFormat::F32, e);

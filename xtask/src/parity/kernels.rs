@@ -40,11 +40,17 @@ pub fn run() -> Result<usize, String> {
             r.errors.max_abs,
             r.errors.max_ratio,
             r.tolerance,
-            if pass { "pass" } else { "FAIL" },
+            match (pass, r.skipped) {
+                (_, Some(_)) => "skip",
+                (true, None) => "pass",
+                (false, None) => "FAIL",
+            },
             t.elapsed().as_secs_f64()
         );
         if !pass {
             failures += 1;
+        }
+        if !pass || r.skipped.is_some() {
             println!("    {r}");
         }
     }

@@ -31,8 +31,9 @@ pub struct Args {
     /// With --models: the executor that runs the models.
     #[arg(long, value_enum, default_value_t, requires = "models")]
     backend: models::BackendChoice,
-    /// With --models: the GPU executor's KV cache type (f32: the exact bars; f16, the
-    /// default of `rullama run`: the default mode's bars, 0.05 nats and 0.5%).
+    /// With --models: the GPU executor's mode. f32: f32 KV cache, no tensor cores, the exact
+    /// bars; f16, the default of `rullama run` (f16 KV cache, tensor-core prompt matmuls where
+    /// the GPU has them): the default mode's bars, 0.05 nats and 0.5%.
     #[arg(long, value_enum, default_value_t, requires = "models")]
     cache_type: models::CacheType,
     /// With --models: chunks of the perplexity text to score (the oracle's figure is for 40).

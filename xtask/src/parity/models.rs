@@ -4,7 +4,8 @@
 //! Per model, three checks: every greedy prompt token for token up to the oracle's `tie_at`;
 //! every log-prob prompt's top 10 within [`LOGPROB_BAR`] nats; the perplexity of the oracle's
 //! text over `--chunks` chunks within [`PPL_BAR`] of `ppl_f32` (with `--cache-type f16`, the
-//! default mode's bars [`LOGPROB_BAR_F16`] and [`PPL_BAR_F16`]; compared only when the chunk
+//! default mode, f16 KV cache and prompt matmuls on the tensor cores where the GPU has them,
+//! against its bars [`LOGPROB_BAR_F16`] and [`PPL_BAR_F16`]; compared only when the chunk
 //! count is the oracle's: another count is another figure). Minutes per model on 2 cores, so
 //! it is not part of the default `cargo xtask parity`.
 
@@ -27,7 +28,8 @@ use super::oracle::Oracle;
 const LOGPROB_BAR: f64 = 0.01;
 const PPL_BAR: f64 = 0.001;
 /// The text-generation issue's fidelity bars for the default mode, whose f16 KV cache rounds
-/// every cached key and value (`--cache-type f16`, what `rullama run` uses).
+/// every cached key and value and whose tensor-core prompt matmuls round weights and
+/// activations to f16 (`--cache-type f16`, what `rullama run` uses).
 const LOGPROB_BAR_F16: f64 = 0.05;
 const PPL_BAR_F16: f64 = 0.005;
 
@@ -126,8 +128,11 @@ pub fn run(root: &Path, opts: &Options) -> Result<usize, String> {
                     CacheType::F16 => KvDtype::F16,
                     CacheType::F32 => KvDtype::F32,
                 };
+                // The f16 mode is `rullama run`'s default: f16 cache and tensor cores (where
+                // the GPU has them); the f32 mode is exact f32 everywhere.
                 let options = GpuOptions {
                     kv_dtype,
+                    tensor_cores: opts.cache == CacheType::F16,
                     ..GpuOptions::default()
                 };
                 let backend = GpuBackend::new(gpu).with_options(options);

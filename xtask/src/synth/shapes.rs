@@ -70,6 +70,8 @@ pub enum Preset {
     Gemma3_270m,
     #[value(name = "qwen2.5-0.5b")]
     Qwen25_0_5b,
+    #[value(name = "smollm2-135m")]
+    Smollm2_135m,
     #[value(name = "gemma3-1b")]
     Gemma3_1b,
     #[value(name = "gemma3-4b")]
@@ -130,6 +132,25 @@ impl Preset {
                 rope_base: 1_000_000.0,
                 rope_linear: None,
                 rms_eps: 1e-6,
+                sliding_window: None,
+                tied: true,
+            },
+            // HuggingFaceTB/SmolLM2-135M-Instruct config.json (the same figures as the cached
+            // real file's GGUF keys). Rows of 576 are not whole k-quant blocks, so a Q4_K_M
+            // twin takes llama.cpp's fallback types (the real file is Q4_1 throughout).
+            Preset::Smollm2_135m => Shape {
+                family: Family::Llama,
+                n_layer: 30,
+                d_model: 576,
+                n_head: 9,
+                n_head_kv: 3,
+                head_dim: 64,
+                n_ff: 1536,
+                n_vocab: 49_152,
+                n_ctx_train: 8192,
+                rope_base: 100_000.0,
+                rope_linear: None,
+                rms_eps: 1e-5,
                 sliding_window: None,
                 tied: true,
             },

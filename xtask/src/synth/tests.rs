@@ -152,6 +152,18 @@ fn real_presets_have_their_models_size() {
     }
 }
 
+/// SmolLM2-135M has no Q4_K_M file to weigh here (the cached real file is Q4_1): its
+/// parameter count is the real file's (134.52 M, `rullama inspect`).
+#[test]
+fn smollm2_preset_has_the_real_files_parameters() {
+    let s = synth(Preset::Smollm2_135m, Mix::Q4KM);
+    let (plan, _) = s
+        .tensor_infos(Preset::Smollm2_135m.shape().n_vocab)
+        .unwrap();
+    let n_params = plan.n_params() as f64 / 1e6;
+    assert!((n_params / 134.52 - 1.0).abs() < 0.001, "{n_params} M");
+}
+
 /// The vocab-only file of each cached real model tokenizes as the model does, and a model
 /// synthesized from it takes its vocabulary. Skipped (with a note) for models not fetched.
 #[test]

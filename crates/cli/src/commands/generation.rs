@@ -57,10 +57,8 @@ pub struct GenerationArgs {
     /// CPU threads for the reference executor (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Element type of the GPU executor's KV cache: f16 halves its memory and the attention's
-    /// reads (llama.cpp's default); f32 keeps the exact arithmetic of the CPU reference.
-    #[arg(long, value_enum, default_value_t = CacheType::F16)]
-    pub cache_type: CacheType,
+    #[command(flatten)]
+    pub gpu: GpuFlags,
     /// Print load time, prompt and generation speed to stderr, like `ollama run --verbose`.
     #[arg(long)]
     pub verbose: bool,
@@ -81,6 +79,31 @@ impl GenerationArgs {
             },
             ..SamplerParams::default()
         })
+    }
+}
+
+/// The GPU executor's arithmetic, shared by run, chat, perplexity and bench.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct GpuFlags {
+    /// Element type of the GPU executor's KV cache: f16 halves its memory and the attention's
+    /// reads (llama.cpp's default); f32 (with --no-tensor-cores) keeps the exact arithmetic of
+    /// the CPU reference.
+    #[arg(long, value_enum, default_value_t = CacheType::F16)]
+    pub cache_type: CacheType,
+    /// Multiply prompt blocks with f32 FMAs instead of the tensor cores. Where the GPU has
+    /// them (cooperative matrices: NVIDIA), prompt matmuls round weights and activations to
+    /// f16 and sum in f32, as llama.cpp's Vulkan backend does; this keeps f32 throughout.
+    #[arg(long)]
+    pub no_tensor_cores: bool,
+}
+
+impl GpuFlags {
+    pub fn options(self) -> GpuOptions {
+        GpuOptions {
+            kv_dtype: self.cache_type.dtype(),
+            tensor_cores: !self.no_tensor_cores,
+            ..GpuOptions::default()
+        }
     }
 }
 
@@ -118,13 +141,6 @@ pub enum Engine {
     Gpu(Box<Model<GpuBackend>>),
 }
 
-fn gpu_backend(gpu: Gpu, cache: CacheType) -> GpuBackend {
-    GpuBackend::new(gpu).with_options(GpuOptions {
-        kv_dtype: cache.dtype(),
-        ..GpuOptions::default()
-    })
-}
-
 /// Work that runs on a model whatever its executor: `Loaded::run` calls it with the right one.
 pub trait ModelTask {
     type Output;
@@ -154,16 +170,16 @@ impl Loaded {
 }
 
 pub fn load(model: &str, args: &GenerationArgs) -> Result<Loaded, CliError> {
-    load_on(model, args.backend, args.threads, args.cache_type)
+    load_on(model, args.backend, args.threads, args.gpu)
 }
 
-/// Loads `model` on the executor `backend` names (`threads`: the CPU executor's; `cache`:
-/// the GPU executor's KV cache type).
+/// Loads `model` on the executor `backend` names (`threads`: the CPU executor's; `gpu`: the
+/// GPU executor's arithmetic).
 pub fn load_on(
     model: &str,
     backend: BackendChoice,
     threads: Option<usize>,
-    cache: CacheType,
+    gpu_flags: GpuFlags,
 ) -> Result<Loaded, CliError> {
     let start = Instant::now();
     let path = store::resolve(model)?.path;
@@ -178,7 +194,10 @@ pub fn load_on(
         Some(gpu) => {
             let name = gpu.info.name.clone();
             (
-                Engine::Gpu(Box::new(Model::open(&path, gpu_backend(gpu, cache))?)),
+                Engine::Gpu(Box::new(Model::open(
+                    &path,
+                    GpuBackend::new(gpu).with_options(gpu_flags.options()),
+                )?)),
                 name,
             )
         }

@@ -1,14 +1,20 @@
 //! `Y = X W^T` for a block of tokens (prefill), `W` a GGUF weight in any [`GpuFormat`].
 //!
-//! WGSL: `matmul/matmul.wgsl` + `common/blocks.wgsl` + `formats/<type>.wgsl` (the format's
-//! `decode_half`). A workgroup of 128 computes 64 rows x 64 tokens: per unit of 32 inputs
-//! every invocation decodes 16 weights and loads 16 inputs into workgroup memory, then
-//! accumulates 8 rows x 4 tokens in registers, so a decoded weight serves 64 tokens and an
-//! input 64 rows. One dispatch per weight chunk. Each output may take its row's bias as it
-//! is stored ([`matmul_bias`], the [`Epilogue`]), and the rows of a row range may go to
-//! several outputs, each with its own token stride ([`matmul_split`], [`crate::ops::split`]).
+//! Two kernels with one contract (`matmul/params.wgsl`), picked by [`Matmul::kernel`]:
+//! - `matmul/matmul.wgsl` (every device): a workgroup of 128 computes 64 rows x 64 tokens in
+//!   f32: per unit of 32 inputs every invocation decodes 16 weights (the format's
+//!   `decode_half`) and loads 16 inputs into workgroup memory, then accumulates 8 rows x 4
+//!   tokens in registers, so a decoded weight serves 64 tokens and an input 64 rows.
+//! - `matmul/matmul_coop.wgsl` (devices with [`Caps::coop_f16`], see [`super::matmul_coop`]):
+//!   the same tiles and staging, rounded to f16, multiplied on the tensor cores with f32
+//!   accumulation.
+//!
+//! Same grid and workgroup size for both; one dispatch per weight chunk. Each output may take
+//! its row's bias as it is stored (the [`Epilogue`]), and the rows of a row range may go to
+//! several outputs, each with its own token stride ([`Matmul::split_ops`],
+//! [`crate::ops::split`]).
 
-use crate::device::Gpu;
+use crate::device::{Caps, Gpu};
 use crate::error::GpuError;
 use crate::format::GpuFormat;
 use crate::op::Op;
@@ -42,17 +48,30 @@ pub struct MatmulParams {
 }
 
 static SHADER: ShaderFile = shader_file!("matmul/matmul.wgsl");
+/// `Params` and the bindings, shared by both kernels.
+pub(crate) static PARAMS: ShaderFile = shader_file!("matmul/params.wgsl");
 
-/// Fixed by the kernel: 8 x 16 invocations of 8 rows x 4 tokens each.
+/// Fixed by both kernels: 8 x 16 invocations of 8 rows x 4 tokens each (f32), or 4 subgroups
+/// of 32 with a 32 x 32 quarter each (tensor cores).
 pub const WORKGROUP: u32 = 128;
 const TILE_ROWS: usize = 64;
 const TILE_TOKENS: usize = 64;
 
-pub(crate) fn program(f: GpuFormat, out: Epilogue) -> Program {
+/// The program of a matmul kernel: its own files (the first may open with `enable`
+/// directives), then the shared parameters, the output epilogue (value and place files), the
+/// byte helpers and the format's decoder.
+pub(crate) fn program_with(
+    name: &str,
+    own: &[&'static ShaderFile],
+    f: GpuFormat,
+    out: Epilogue,
+) -> Program {
     Program {
-        name: format!("matmul{}_{}", out.infix(), f.name()),
-        files: [&SHADER]
-            .into_iter()
+        name: format!("{name}{}_{}", out.infix(), f.name()),
+        files: own
+            .iter()
+            .copied()
+            .chain([&PARAMS])
             .chain(out.files())
             .chain([&BLOCKS])
             .chain(f.decoder().iter().copied())
@@ -63,6 +82,10 @@ pub(crate) fn program(f: GpuFormat, out: Epilogue) -> Program {
     }
 }
 
+pub(crate) fn program(f: GpuFormat, out: Epilogue) -> Program {
+    program_with("matmul", &[&SHADER], f, out)
+}
+
 /// Strides of the token rows of X and Y (elements); `None`: packed (`n_in`, `n_out`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Strides {
@@ -70,136 +93,169 @@ pub struct Strides {
     pub y: Option<usize>,
 }
 
-/// `y[y.offset + t * y_stride + r] = sum_i W[r, i] x[x.offset + t * x_stride + i]` for
-/// `n_tokens` tokens; one op per weight chunk.
-pub fn matmul(
-    w: &GpuWeight,
-    x: View<'_>,
-    y: View<'_>,
-    n_tokens: usize,
-    strides: Strides,
-) -> Result<Vec<Op>, GpuError> {
-    ops(w, x, None, y, n_tokens, strides)
+/// `y[y.offset + t * y_stride + r] = sum_i W[r, i] x[x.offset + t * x_stride + i]
+/// [+ bias[bias.offset + r]]` for `n_tokens` tokens.
+#[derive(Debug, Clone, Copy)]
+pub struct Matmul {
+    pub n_tokens: usize,
+    pub strides: Strides,
+    /// Run on the tensor cores where the device has them ([`Caps::coop_f16`]): inputs rounded
+    /// to f16, f32 accumulation. `false` keeps the f32 kernel everywhere.
+    pub tensor_cores: bool,
 }
 
-/// [`matmul`] plus `bias[bias.offset + r]` on every token's row r (a linear layer with a
-/// bias, one dispatch per weight chunk; each chunk adds its own rows' bias).
-pub fn matmul_bias(
-    w: &GpuWeight,
-    x: View<'_>,
-    bias: View<'_>,
-    y: View<'_>,
-    n_tokens: usize,
-    strides: Strides,
-) -> Result<Vec<Op>, GpuError> {
-    ops(w, x, Some(bias), y, n_tokens, strides)
-}
-
-fn ops(
-    w: &GpuWeight,
-    x: View<'_>,
-    bias: Option<View<'_>>,
-    y: View<'_>,
-    n_tokens: usize,
-    strides: Strides,
-) -> Result<Vec<Op>, GpuError> {
-    let s = w.shape;
-    let xs = strides.x.unwrap_or(s.n_in);
-    let ys = strides.y.unwrap_or(s.n_out);
-    let n = n_tokens.max(1);
-    x.check("matmul x", (n - 1) * xs + s.n_in)?;
-    y.check("matmul y", (n - 1) * ys + s.n_out)?;
-    if let Some(b) = bias {
-        b.check("matmul bias", s.n_out)?;
+impl Matmul {
+    /// The kernel that runs a weight of format `f` on a device with `caps`. The tensor cores
+    /// take every shape: the f32 kernel pads to the same 64 x 64 tiles, so no shape is
+    /// cheaper there.
+    pub fn kernel(&self, caps: &Caps, f: GpuFormat, out: Epilogue) -> Kernel {
+        if self.tensor_cores && caps.coop_f16 {
+            Kernel::MatmulCoop(f, out)
+        } else {
+            Kernel::Matmul(f, out)
+        }
     }
-    let out = Epilogue {
-        bias: bias.is_some(),
-        split: false,
-    };
-    let ops = w.chunks.iter().map(|c| {
-        let params = MatmulParams {
-            n_in: s.n_in as u32,
-            n_rows: c.n_rows as u32,
-            row_bytes: s.format.row_bytes(s.n_in) as u32,
-            n_tokens: n_tokens as u32,
-            x_offset: x.offset as u32,
-            x_stride: xs as u32,
-            y_offset: (y.offset + c.first_row) as u32,
-            y_stride: ys as u32,
-            bias_offset: bias.map_or(0, |b| (b.offset + c.first_row) as u32),
-            _pad: [0; 3],
-            split: SplitParams::default(),
-        };
-        let grid = [
-            c.n_rows.div_ceil(TILE_ROWS) as u32,
-            n_tokens.div_ceil(TILE_TOKENS) as u32,
-            1,
-        ];
-        let mut buffers = vec![&c.buf, &x.t.buf, &y.t.buf, &c.buf];
-        buffers.extend(bias.map(|b| &b.t.buf));
-        Op::new(
-            Kernel::Matmul(s.format, out),
-            WORKGROUP,
-            &params,
-            &buffers,
-            grid,
-        )
-    });
-    Ok(ops.collect())
-}
 
-/// The outputs of a split product for `n_tokens` tokens: rows `w` of a weight (a stacked
-/// q|k|v, say) times each token's input (rows `x_stride` apart, `None`: `n_in`), plus
-/// `bias[bias.offset + r - w.first]` if any, the next `outs[j].rows` rows into output j at
-/// `outs[j].y.offset + t * outs[j].stride` (regions of one tensor, see [`crate::ops::split`]).
-/// One op per weight chunk the rows touch; each output computed as [`matmul`] computes it.
-pub fn matmul_split(
-    w: WeightRows<'_>,
-    x: View<'_>,
-    bias: Option<View<'_>>,
-    outs: &[Out<'_>],
-    n_tokens: usize,
-    x_stride: Option<usize>,
-) -> Result<Vec<Op>, GpuError> {
-    let s = w.w.shape;
-    let xs = x_stride.unwrap_or(s.n_in);
-    x.check("matmul_split x", (n_tokens.max(1) - 1) * xs + s.n_in)?;
-    let parts = split::parts("matmul_split", w, bias, outs, n_tokens)?;
-    let out = Epilogue {
-        bias: bias.is_some(),
-        split: true,
-    };
-    let y = &outs[0].y.t.buf;
-    let ops = parts.into_iter().map(|part| {
-        let params = MatmulParams {
-            n_in: s.n_in as u32,
-            n_rows: part.n_rows as u32,
-            row_bytes: s.format.row_bytes(s.n_in) as u32,
-            n_tokens: n_tokens as u32,
-            x_offset: x.offset as u32,
-            x_stride: xs as u32,
-            y_offset: 0,
-            y_stride: 0,
-            bias_offset: part.bias_offset,
-            _pad: [0; 3],
-            split: part.split,
-        };
-        let grid = [
-            part.n_rows.div_ceil(TILE_ROWS) as u32,
-            n_tokens.div_ceil(TILE_TOKENS) as u32,
-            1,
-        ];
-        let mut buffers = vec![&part.chunk.buf, &x.t.buf, y, &part.chunk.buf];
-        buffers.extend(bias.map(|b| &b.t.buf));
-        Op::new(
-            Kernel::Matmul(s.format, out),
-            WORKGROUP,
-            &params,
-            &buffers,
-            grid,
+    /// One op per weight chunk; with `bias`, `bias[bias.offset + r]` is added to every
+    /// token's row r (a linear layer with a bias; each chunk adds its own rows' bias).
+    pub fn ops(
+        self,
+        caps: &Caps,
+        w: &GpuWeight,
+        x: View<'_>,
+        bias: Option<View<'_>>,
+        y: View<'_>,
+    ) -> Result<Vec<Op>, GpuError> {
+        let f = w.shape.format;
+        self.ops_with(self.coop(caps, f), w, x, bias, y)
+    }
+
+    /// Whether the tensor-core kernel runs a weight of format `f` on a device with `caps`.
+    fn coop(&self, caps: &Caps, f: GpuFormat) -> bool {
+        matches!(
+            self.kernel(caps, f, Epilogue::STORE),
+            Kernel::MatmulCoop(..)
         )
-    });
-    Ok(ops.collect())
+    }
+
+    /// The outputs of a split product: rows `w` of a weight (a stacked q|k|v, say) times each
+    /// token's input (rows `strides.x` apart), plus `bias[bias.offset + r - w.first]` if any,
+    /// the next `outs[j].rows` rows into output j at `outs[j].y.offset + t * outs[j].stride`
+    /// (regions of one tensor, see [`crate::ops::split`]; `strides.y` is not used). One op per
+    /// weight chunk the rows touch; each output computed as [`Matmul::ops`] computes it.
+    pub fn split_ops(
+        self,
+        caps: &Caps,
+        w: WeightRows<'_>,
+        x: View<'_>,
+        bias: Option<View<'_>>,
+        outs: &[Out<'_>],
+    ) -> Result<Vec<Op>, GpuError> {
+        self.split_ops_with(self.coop(caps, w.w.shape.format), w, x, bias, outs)
+    }
+
+    /// As [`Matmul::split_ops`] with the kernel named (see [`Matmul::ops_with`]).
+    pub(crate) fn split_ops_with(
+        self,
+        coop: bool,
+        w: WeightRows<'_>,
+        x: View<'_>,
+        bias: Option<View<'_>>,
+        outs: &[Out<'_>],
+    ) -> Result<Vec<Op>, GpuError> {
+        let s = w.w.shape;
+        let xs = self.strides.x.unwrap_or(s.n_in);
+        x.check("matmul_split x", (self.n_tokens.max(1) - 1) * xs + s.n_in)?;
+        let parts = split::parts("matmul_split", w, bias, outs, self.n_tokens)?;
+        let out = Epilogue {
+            bias: bias.is_some(),
+            split: true,
+        };
+        let kernel = if coop {
+            Kernel::MatmulCoop(s.format, out)
+        } else {
+            Kernel::Matmul(s.format, out)
+        };
+        let y = &outs[0].y.t.buf;
+        let ops = parts.into_iter().map(|part| {
+            let params = MatmulParams {
+                n_in: s.n_in as u32,
+                n_rows: part.n_rows as u32,
+                row_bytes: s.format.row_bytes(s.n_in) as u32,
+                n_tokens: self.n_tokens as u32,
+                x_offset: x.offset as u32,
+                x_stride: xs as u32,
+                y_offset: 0,
+                y_stride: 0,
+                bias_offset: part.bias_offset,
+                _pad: [0; 3],
+                split: part.split,
+            };
+            let grid = [
+                part.n_rows.div_ceil(TILE_ROWS) as u32,
+                self.n_tokens.div_ceil(TILE_TOKENS) as u32,
+                1,
+            ];
+            let mut buffers = vec![&part.chunk.buf, &x.t.buf, y, &part.chunk.buf];
+            buffers.extend(bias.map(|b| &b.t.buf));
+            Op::new(kernel, WORKGROUP, &params, &buffers, grid)
+        });
+        Ok(ops.collect())
+    }
+
+    /// As [`Matmul::ops`] with the kernel named: `coop` runs `Kernel::MatmulCoop` on any
+    /// device (on one without cooperative matrices, its emulated program: tests only).
+    pub(crate) fn ops_with(
+        self,
+        coop: bool,
+        w: &GpuWeight,
+        x: View<'_>,
+        bias: Option<View<'_>>,
+        y: View<'_>,
+    ) -> Result<Vec<Op>, GpuError> {
+        let s = w.shape;
+        let xs = self.strides.x.unwrap_or(s.n_in);
+        let ys = self.strides.y.unwrap_or(s.n_out);
+        let n = self.n_tokens.max(1);
+        x.check("matmul x", (n - 1) * xs + s.n_in)?;
+        y.check("matmul y", (n - 1) * ys + s.n_out)?;
+        if let Some(b) = bias {
+            b.check("matmul bias", s.n_out)?;
+        }
+        let out = Epilogue {
+            bias: bias.is_some(),
+            split: false,
+        };
+        let kernel = if coop {
+            Kernel::MatmulCoop(s.format, out)
+        } else {
+            Kernel::Matmul(s.format, out)
+        };
+        let ops = w.chunks.iter().map(|c| {
+            let params = MatmulParams {
+                n_in: s.n_in as u32,
+                n_rows: c.n_rows as u32,
+                row_bytes: s.format.row_bytes(s.n_in) as u32,
+                n_tokens: self.n_tokens as u32,
+                x_offset: x.offset as u32,
+                x_stride: xs as u32,
+                y_offset: (y.offset + c.first_row) as u32,
+                y_stride: ys as u32,
+                bias_offset: bias.map_or(0, |b| (b.offset + c.first_row) as u32),
+                _pad: [0; 3],
+                split: SplitParams::default(),
+            };
+            let grid = [
+                c.n_rows.div_ceil(TILE_ROWS) as u32,
+                self.n_tokens.div_ceil(TILE_TOKENS) as u32,
+                1,
+            ];
+            let mut buffers = vec![&c.buf, &x.t.buf, &y.t.buf, &c.buf];
+            buffers.extend(bias.map(|b| &b.t.buf));
+            Op::new(kernel, WORKGROUP, &params, &buffers, grid)
+        });
+        Ok(ops.collect())
+    }
 }
 
 /// Tolerance: as matvec, per output: (n_in + 4) * 2^-24 * sum_i |w_i x_i| (the GPU sums the
@@ -212,10 +268,10 @@ pub const CHECK: Check = Check {
 };
 
 fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
-    compare(gpu, Case::random(rng))
+    Case::random(rng).run(gpu, false, &Inputs::AS_DRAWN)
 }
 
-/// Tolerance of [`matmul_bias`]: as matvec's, the bias one more term of each output's sum,
+/// Tolerance of the bias epilogue: as matvec's, the bias one more term of each output's sum,
 /// `(n_in + 5) u (sum_i |w_i x_i| + |b|)` ([`bias_bound`]); weights split into chunks.
 pub const BIAS_CHECK: Check = Check {
     name: "matmul_bias",
@@ -224,97 +280,165 @@ pub const BIAS_CHECK: Check = Check {
 };
 
 fn bias_parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
-    compare(
-        gpu,
-        Case {
-            bias: true,
-            ..Case::random(rng)
-        },
-    )
+    let case = Case {
+        bias: true,
+        ..Case::random(rng)
+    };
+    case.run(gpu, false, &Inputs::AS_DRAWN)
 }
 
-/// One matmul parity case: `n_tokens` tokens through a random weight of `n_out` rows of
-/// `n_blocks` blocks, split into chunks of `chunk_rows` rows.
+/// The f32 kernel's bound for one output from its weight row, input row and bias.
+fn f32_bound(w: &[f32], x: &[f32], b: Option<f32>) -> f64 {
+    let abs = abs_dot(w, x);
+    match b {
+        Some(b) => bias_bound(w.len(), abs, f64::from(b)),
+        None => (w.len() + 4) as f64 * U * abs,
+    }
+}
+
+/// `sum_i |w_i x_i|` in f64.
+pub(crate) fn abs_dot(w: &[f32], x: &[f32]) -> f64 {
+    w.iter()
+        .zip(x)
+        .map(|(&a, &b)| (f64::from(a) * f64::from(b)).abs())
+        .sum()
+}
+
+/// How a case's inputs are drawn and what each output may err by.
+pub(crate) struct Inputs {
+    /// Applied to every drawn input (identity, or rounding to f16 for exact-input tests).
+    pub x_map: fn(f32) -> f32,
+    /// The bound of one output, from its weight row, input row and bias (reference values).
+    pub bound: fn(&[f32], &[f32], Option<f32>) -> f64,
+}
+
+impl Inputs {
+    pub(crate) const AS_DRAWN: Inputs = Inputs {
+        x_map: |v| v,
+        bound: f32_bound,
+    };
+}
+
+/// One matmul case: the weight (format, shape, chunking, seed of its bytes), the layout of X
+/// and Y (padding after each row; Y's first element) and whether a bias is added.
 #[derive(Debug, Clone, Copy)]
-struct Case {
-    format: GpuFormat,
-    n_out: usize,
-    n_blocks: usize,
-    n_tokens: usize,
-    chunk_rows: usize,
-    seed: u64,
-    bias: bool,
+pub(crate) struct Case {
+    pub format: GpuFormat,
+    pub n_out: usize,
+    pub n_in: usize,
+    pub n_tokens: usize,
+    pub chunk_rows: usize,
+    pub x_pad: usize,
+    pub y_pad: usize,
+    pub y_offset: usize,
+    pub bias: bool,
+    pub seed: u64,
 }
 
 impl Case {
-    fn random(rng: &mut Rng) -> Case {
+    /// Random shapes over partial tiles and chunks, strided unaligned X and Y.
+    pub(crate) fn random(rng: &mut Rng) -> Case {
+        let format = rng.pick(&GpuFormat::ALL);
+        let n_out = rng.range(1, 150);
+        let n_blocks = rng.range(1, 4);
+        let n_tokens = rng.range(1, 70);
+        let chunk_rows = rng.range(1, 200);
         Case {
-            format: rng.pick(&GpuFormat::ALL),
-            n_out: rng.range(1, 150),
-            n_blocks: rng.range(1, 4),
-            n_tokens: rng.range(1, 70),
-            chunk_rows: rng.range(1, 200),
-            seed: rng.next_u64(),
+            format,
+            n_out,
+            n_in: n_blocks * n_in_step(format),
+            n_tokens,
+            chunk_rows,
+            x_pad: 3,
+            y_pad: 2,
+            y_offset: 1,
             bias: false,
+            seed: rng.next_u64(),
         }
     }
-}
 
-fn compare(gpu: &Gpu, case: Case) -> Result<Compare, GpuError> {
-    let Case {
-        format,
-        n_out,
-        n_tokens,
-        seed,
-        ..
-    } = case;
-    let n_in = case.n_blocks * n_in_step(format);
-    let (bytes, w) = random_weight(format, n_out, n_in, seed);
-    // X rows padded by 3, Y rows by 2: strided views; the bias read from offset 1.
-    let (xs, ys) = (n_in + 3, n_out + 2);
-    let x = random_f32(n_tokens * xs, seed ^ 1);
-    let shape = WeightShape {
-        format,
-        n_in,
-        n_out,
-    };
-    let wt = GpuWeight::upload_chunked(gpu, shape, &bytes, case.chunk_rows)?;
-    let xt = GpuTensor::from_f32(gpu, &[x.len()], &x);
-    let yt = GpuTensor::zeros(gpu, &[n_tokens * ys + 1], Dtype::F32);
-    let b = case.bias.then(|| random_f32(n_out + 1, seed ^ 2));
-    let bt = b.as_ref().map(|b| GpuTensor::from_f32(gpu, &[b.len()], b));
-    let strides = Strides {
-        x: Some(xs),
-        y: Some(ys),
-    };
-    let (xv, yv) = (View::at(&xt, 0), View::at(&yt, 1));
-    let ops = match &bt {
-        Some(bt) => matmul_bias(&wt, xv, View::at(bt, 1), yv, n_tokens, strides)?,
-        None => matmul(&wt, xv, yv, n_tokens, strides)?,
-    };
-    let y: Vec<f32> = run_read(gpu, ops, &yt, 1, n_tokens * ys)?;
-    let b = b.as_ref().map(|b| &b[1..]);
-    let mut c = Compare::default();
-    for t in 0..n_tokens {
-        let (want, abs) = matvec_bias_ref(&w, &x[t * xs..][..n_in], b);
-        for r in 0..n_out {
-            let abs = f64::from(abs[r]);
-            let bound = match b {
-                Some(b) => bias_bound(n_in, abs, f64::from(b[r])),
-                None => (n_in + 4) as f64 * U * abs,
-            };
-            c.add(f64::from(y[t * ys + r]), f64::from(want[r]), bound, || {
-                format!("{case:?}: token {t} row {r}")
-            });
-        }
-        if t + 1 < n_tokens {
-            // The padding between Y rows stays untouched.
-            c.exact(f64::from(y[t * ys + n_out]), 0.0, || {
-                format!("pad after token {t}")
-            });
+    /// 131 rows (2 chunks of 100 and 31) x 2 steps of the format x 37 tokens, strided X and Y.
+    #[cfg(test)]
+    pub(crate) fn odd_shape(format: GpuFormat, seed: u64) -> Case {
+        Case {
+            format,
+            n_out: 131,
+            n_in: 2 * n_in_step(format),
+            n_tokens: 37,
+            chunk_rows: 100,
+            x_pad: 3,
+            y_pad: 2,
+            y_offset: 1,
+            bias: false,
+            seed,
         }
     }
-    Ok(c)
+
+    /// Runs the case on the f32 kernel, or with `coop` on the tensor-core kernel (emulated
+    /// where the device has no cooperative matrices), and compares every output with the f64
+    /// reference; Y's padding and what precedes it must stay untouched.
+    pub(crate) fn run(&self, gpu: &Gpu, coop: bool, inputs: &Inputs) -> Result<Compare, GpuError> {
+        let Case {
+            format,
+            n_out,
+            n_in,
+            n_tokens,
+            ..
+        } = *self;
+        let (bytes, w) = random_weight(format, n_out, n_in, self.seed);
+        let (xs, ys) = (n_in + self.x_pad, n_out + self.y_pad);
+        let x: Vec<f32> = random_f32(n_tokens * xs, self.seed ^ 1)
+            .into_iter()
+            .map(inputs.x_map)
+            .collect();
+        let shape = WeightShape {
+            format,
+            n_in,
+            n_out,
+        };
+        let wt = GpuWeight::upload_chunked(gpu, shape, &bytes, self.chunk_rows)?;
+        let xt = GpuTensor::from_f32(gpu, &[x.len()], &x);
+        let y_len = self.y_offset + n_tokens * ys;
+        let yt = GpuTensor::zeros(gpu, &[y_len], Dtype::F32);
+        // The bias read from offset 1.
+        let b = self.bias.then(|| random_f32(n_out + 1, self.seed ^ 2));
+        let bt = b.as_ref().map(|b| GpuTensor::from_f32(gpu, &[b.len()], b));
+        let m = Matmul {
+            n_tokens,
+            strides: Strides {
+                x: Some(xs),
+                y: Some(ys),
+            },
+            tensor_cores: coop,
+        };
+        let (xv, yv) = (View::at(&xt, 0), View::at(&yt, self.y_offset));
+        let bv = bt.as_ref().map(|t| View::at(t, 1));
+        let ops = m.ops_with(coop, &wt, xv, bv, yv)?;
+        let y: Vec<f32> = run_read(gpu, ops, &yt, 0, y_len)?;
+        let mut c = Compare::default();
+        for (i, &v) in y[..self.y_offset].iter().enumerate() {
+            c.exact(f64::from(v), 0.0, || format!("y[{i}] before the output"));
+        }
+        let y = &y[self.y_offset..];
+        let b = b.as_ref().map(|b| &b[1..]);
+        let at = |t, r| format!("{self:?}: token {t} row {r}");
+        for t in 0..n_tokens {
+            let xr = &x[t * xs..][..n_in];
+            let (want, _) = matvec_bias_ref(&w, xr, b);
+            for (r, wr) in w.chunks_exact(n_in).enumerate() {
+                let bound = (inputs.bound)(wr, xr, b.map(|b| b[r]));
+                c.add(f64::from(y[t * ys + r]), f64::from(want[r]), bound, || {
+                    at(t, r)
+                });
+            }
+            if t + 1 < n_tokens {
+                for (i, &v) in y[t * ys + n_out..][..self.y_pad].iter().enumerate() {
+                    c.exact(f64::from(v), 0.0, || format!("pad {i} after token {t}"));
+                }
+            }
+        }
+        Ok(c)
+    }
 }
 
 #[cfg(test)]
@@ -340,16 +464,11 @@ mod tests {
         for (i, f) in GpuFormat::ALL.into_iter().enumerate() {
             for bias in [false, true] {
                 let case = Case {
-                    format: f,
-                    n_out: 131,
-                    n_blocks: 2,
-                    n_tokens: 37,
-                    chunk_rows: 100,
-                    seed: 200 + i as u64,
                     bias,
+                    ..Case::odd_shape(f, 200 + i as u64)
                 };
-                let c = compare(gpu, case).unwrap();
-                assert!(c.max_ratio <= 1.0, "{}", c.worst);
+                let c = case.run(gpu, false, &Inputs::AS_DRAWN).unwrap();
+                assert!(c.max_ratio <= 1.0, "{case:?}: {}", c.worst);
             }
         }
     }

@@ -12,6 +12,7 @@ pub mod glu;
 pub mod head_norm_rope;
 pub mod kv;
 pub mod matmul;
+pub mod matmul_coop;
 pub mod matvec;
 pub mod norm;
 pub mod residual_norm;

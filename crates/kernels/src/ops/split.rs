@@ -2,7 +2,7 @@
 //! row range of a weight, its rows going to up to [`MAX_OUTPUTS`] outputs in turn. The
 //! projections that read the same input (q, k and v; gate and up) are uploaded as one
 //! stacked matrix, and [`crate::ops::matvec::matvec_split`] /
-//! [`crate::ops::matmul::matmul_split`] compute them in one dispatch per weight chunk
+//! [`crate::ops::matmul::Matmul::split_ops`] compute them in one dispatch per weight chunk
 //! instead of one per projection (a decode step of a small model is bound by its number of
 //! dispatches); with one output they compute a single projection of a stacked weight.
 //!
@@ -18,16 +18,18 @@
 //! and a chunk's rows may straddle the outputs' boundaries: the kernel places every row
 //! (`common/out_split.wgsl`). Each output row is computed exactly as the one-output kernel
 //! computes it (same workgroup, same order of sums), so a split product equals the
-//! separate products bit for bit (`tests::split_equals_separate_products`).
+//! separate products bit for bit (`tests::split_equals_separate_products`). The tensor-core
+//! matmul stores a 64 x 64 tile straight from its accumulators when the tile's rows lie in
+//! one output (aligned), else element by element (`y_tile` of the place file).
 
 use crate::device::Gpu;
 use crate::error::GpuError;
 use crate::format::GpuFormat;
-use crate::ops::epilogue::bias_bound;
-use crate::ops::matmul::matmul_split;
+use crate::ops::matmul::{Inputs, Matmul, Strides};
+use crate::ops::matmul_coop::{self, ROUNDED};
 use crate::ops::matvec::{matvec_bias_ref, matvec_split};
 use crate::parity::data::{Rng, n_in_step, random_f32, random_weight};
-use crate::parity::{Check, Compare, U, run_read};
+use crate::parity::{Check, Compare, run_read};
 use crate::tensor::{GpuTensor, GpuWeight, View, WeightChunk, WeightRows, WeightShape};
 
 /// The most outputs one split product has (q, k and v).
@@ -175,25 +177,87 @@ pub const MATVEC_CHECK: Check = Check {
     case: matvec_case,
 };
 
-/// Tolerance of [`matmul_split`]: as [`MATVEC_CHECK`], per output, over blocks of tokens with
-/// a token stride per output.
+/// Tolerance of [`Matmul::split_ops`] on the f32 kernel: as [`MATVEC_CHECK`], per output,
+/// over blocks of tokens with a token stride per output.
 pub const MATMUL_CHECK: Check = Check {
     name: "matmul_split",
     tolerance: "as matmul / matmul_bias per output; the rest of y untouched",
     case: matmul_case,
 };
 
+/// Tolerance of [`Matmul::split_ops`] on the tensor cores: `matmul_coop`'s per output (inputs
+/// rounded to f16); half the cases aligned so that whole tiles inside one output take the
+/// direct store. Needs cooperative matrices (skipped elsewhere).
+pub const MATMUL_COOP_CHECK: Check = Check {
+    name: "matmul_coop_split",
+    tolerance: "as matmul_coop per output; the rest of y untouched",
+    case: coop_case,
+};
+
 fn matvec_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
-    compare(gpu, &Case::random(rng, None))
+    compare(gpu, &Case::random(rng, Kind::Matvec), &Inputs::AS_DRAWN)
 }
 
 fn matmul_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
     let n_tokens = rng.range(1, 70);
-    compare(gpu, &Case::random(rng, Some(n_tokens)))
+    let case = Case::random(rng, Kind::Matmul { n_tokens });
+    compare(gpu, &case, &Inputs::AS_DRAWN)
+}
+
+fn coop_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    matmul_coop::coop_device(gpu)?;
+    compare(gpu, &coop_random(rng), &ROUNDED)
+}
+
+/// A tensor-core case: random (partial tiles, unaligned outputs), or aligned: outputs of
+/// whole 64-row tiles at 16-byte aligned places, some tokens past the last whole tile.
+fn coop_random(rng: &mut Rng) -> Case {
+    let n_tokens = rng.range(1, 140);
+    if rng.bool() {
+        return Case::random(rng, Kind::Coop { n_tokens });
+    }
+    let rows: Vec<usize> = (0..rng.range(1, MAX_OUTPUTS + 1))
+        .map(|_| 64 * rng.range(1, 3))
+        .collect();
+    let n: usize = rows.iter().sum();
+    let format = rng.pick(&GpuFormat::ALL);
+    Case {
+        format,
+        n_out: n + 64,
+        n_blocks: rng.range(1, 4),
+        first: 64 * rng.range(0, 2),
+        rows,
+        chunk_rows: 64 * rng.range(1, 6),
+        kind: Kind::Coop {
+            n_tokens: 64 * rng.range(1, 3) + rng.range(0, 2) * rng.range(1, 20),
+        },
+        aligned: true,
+        bias: rng.bool(),
+        seed: rng.next_u64(),
+    }
+}
+
+/// Which kernel a case runs: the matvec (one token), or the matmul for a block of tokens on
+/// the f32 kernel or the tensor cores (emulated where the device has none: tests only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Matvec,
+    Matmul { n_tokens: usize },
+    Coop { n_tokens: usize },
+}
+
+impl Kind {
+    fn tokens(self) -> usize {
+        match self {
+            Kind::Matvec => 1,
+            Kind::Matmul { n_tokens } | Kind::Coop { n_tokens } => n_tokens,
+        }
+    }
 }
 
 /// One split case: rows `first..first + rows.sum()` of a random `n_out`-row weight (chunks
-/// of `chunk_rows`) into `rows.len()` outputs; `n_tokens` `None` runs the matvec.
+/// of `chunk_rows`) into `rows.len()` outputs of one tensor. `aligned`: the outputs' offsets
+/// and token strides are multiples of 4 (else gaps of 1-3 and odd strides).
 #[derive(Debug, Clone)]
 pub(crate) struct Case {
     pub format: GpuFormat,
@@ -202,15 +266,17 @@ pub(crate) struct Case {
     pub first: usize,
     pub rows: Vec<usize>,
     pub chunk_rows: usize,
-    pub n_tokens: Option<usize>,
+    pub kind: Kind,
+    pub aligned: bool,
     pub bias: bool,
     pub seed: u64,
 }
 
 impl Case {
-    fn random(rng: &mut Rng, n_tokens: Option<usize>) -> Case {
+    fn random(rng: &mut Rng, kind: Kind) -> Case {
         let format = rng.pick(&GpuFormat::ALL);
-        let n_out = rng.range(2, if n_tokens.is_some() { 150 } else { 60 });
+        let block = kind != Kind::Matvec;
+        let n_out = rng.range(2, if block { 150 } else { 60 });
         // Half the cases take the whole weight (the model's stacked q|k|v), half a range.
         let (first, n) = if rng.bool() {
             (0, n_out)
@@ -239,11 +305,12 @@ impl Case {
         Case {
             format,
             n_out,
-            n_blocks: rng.range(1, if n_tokens.is_some() { 4 } else { 8 }),
+            n_blocks: rng.range(1, if block { 4 } else { 8 }),
             first,
             rows,
             chunk_rows: rng.range(1, n_out + 4),
-            n_tokens,
+            kind,
+            aligned: false,
             bias: rng.bool(),
             seed: rng.next_u64(),
         }
@@ -256,17 +323,42 @@ impl Case {
     fn n(&self) -> usize {
         self.rows.iter().sum()
     }
+
+    /// Where the outputs go in y: (offset, token stride) each, and y's length. Output j
+    /// follows the previous at a gap (in reverse order for odd seeds), its token rows
+    /// padded by `j` elements (aligned: gaps of 4, padding of 4 j).
+    fn places(&self) -> (Vec<(usize, usize)>, usize) {
+        let tokens = self.kind.tokens();
+        let k = self.rows.len();
+        let mut order: Vec<usize> = (0..k).collect();
+        if self.seed % 2 == 1 {
+            order.reverse();
+        }
+        let mut places = vec![(0, 0); k];
+        let mut at = 0;
+        for &j in &order {
+            let (gap, stride) = if self.aligned {
+                (4, self.rows[j].next_multiple_of(4) + 4 * j)
+            } else {
+                (1 + (self.seed as usize >> j) % 3, self.rows[j] + j)
+            };
+            at += gap;
+            places[j] = (at, stride);
+            at += (tokens - 1) * stride + self.rows[j];
+        }
+        (places, at + 2)
+    }
 }
 
 /// Value of y's elements that no output covers: they must stay as they were.
 const UNTOUCHED: f32 = -7.25;
 
-/// Runs one split case. Output j sits in one tensor at a gap of 1-3 elements after the
-/// previous (in reverse order for odd seeds), token rows padded by `j` elements; x rows by 3.
-pub(crate) fn compare(gpu: &Gpu, case: &Case) -> Result<Compare, GpuError> {
+/// Runs one split case with inputs drawn and bounded as `inputs` says; x's token rows padded
+/// by 3.
+pub(crate) fn compare(gpu: &Gpu, case: &Case, inputs: &Inputs) -> Result<Compare, GpuError> {
     let n_in = case.n_in();
     let n = case.n();
-    let tokens = case.n_tokens.unwrap_or(1);
+    let tokens = case.kind.tokens();
     let (bytes, w) = random_weight(case.format, case.n_out, n_in, case.seed);
     let shape = WeightShape {
         format: case.format,
@@ -275,37 +367,39 @@ pub(crate) fn compare(gpu: &Gpu, case: &Case) -> Result<Compare, GpuError> {
     };
     let wt = GpuWeight::upload_chunked(gpu, shape, &bytes, case.chunk_rows)?;
     let xs = n_in + 3;
-    let x = random_f32(tokens * xs, case.seed ^ 1);
+    let x: Vec<f32> = random_f32(tokens * xs, case.seed ^ 1)
+        .into_iter()
+        .map(inputs.x_map)
+        .collect();
     let xt = GpuTensor::from_f32(gpu, &[x.len()], &x);
-    // Places of the outputs: (offset, stride) each.
-    let strides: Vec<usize> = (0..case.rows.len()).map(|j| case.rows[j] + j).collect();
-    let mut order: Vec<usize> = (0..case.rows.len()).collect();
-    if case.seed % 2 == 1 {
-        order.reverse();
-    }
-    let mut offsets = vec![0; case.rows.len()];
-    let mut at = 0;
-    for &j in &order {
-        at += 1 + (case.seed as usize >> j) % 3;
-        offsets[j] = at;
-        at += (tokens - 1) * strides[j] + case.rows[j];
-    }
-    let len = at + 2;
+    let (places, len) = case.places();
     let yt = GpuTensor::from_f32(gpu, &[len], &vec![UNTOUCHED; len]);
-    let outs: Vec<Out> = (0..case.rows.len())
-        .map(|j| Out {
-            y: View::at(&yt, offsets[j]),
-            rows: case.rows[j],
-            stride: strides[j],
+    let outs: Vec<Out> = places
+        .iter()
+        .zip(&case.rows)
+        .map(|(&(offset, stride), &rows)| Out {
+            y: View::at(&yt, offset),
+            rows,
+            stride,
         })
         .collect();
     let b = case.bias.then(|| random_f32(n + 1, case.seed ^ 2));
     let bt = b.as_ref().map(|b| GpuTensor::from_f32(gpu, &[b.len()], b));
     let bv = bt.as_ref().map(|t| View::at(t, 1));
     let rows = wt.rows(case.first..case.first + n);
-    let ops = match case.n_tokens {
-        None => matvec_split(rows, View::at(&xt, 0), bv, &outs)?,
-        Some(t) => matmul_split(rows, View::at(&xt, 0), bv, &outs, t, Some(xs))?,
+    let xv = View::at(&xt, 0);
+    let block = |tensor_cores| Matmul {
+        n_tokens: tokens,
+        strides: Strides {
+            x: Some(xs),
+            y: None,
+        },
+        tensor_cores,
+    };
+    let ops = match case.kind {
+        Kind::Matvec => matvec_split(rows, xv, bv, &outs)?,
+        Kind::Matmul { .. } => block(false).split_ops_with(false, rows, xv, bv, &outs)?,
+        Kind::Coop { .. } => block(true).split_ops_with(true, rows, xv, bv, &outs)?,
     };
     let y: Vec<f32> = run_read(gpu, ops, &yt, 0, len)?;
     let b = b.as_ref().map(|b| &b[1..]);
@@ -313,17 +407,16 @@ pub(crate) fn compare(gpu: &Gpu, case: &Case) -> Result<Compare, GpuError> {
     let mut covered = vec![false; len];
     let mut c = Compare::default();
     for t in 0..tokens {
-        let (want, abs) = matvec_bias_ref(w_range, &x[t * xs..][..n_in], b);
+        let xr = &x[t * xs..][..n_in];
+        let (want, _) = matvec_bias_ref(w_range, xr, b);
         let mut r = 0;
         for (j, &rows_j) in case.rows.iter().enumerate() {
+            let (offset, stride) = places[j];
             for i in 0..rows_j {
-                let at = offsets[j] + t * strides[j] + i;
+                let at = offset + t * stride + i;
                 covered[at] = true;
-                let abs = f64::from(abs[r]);
-                let bound = match b {
-                    Some(b) => bias_bound(n_in, abs, f64::from(b[r])),
-                    None => (n_in + 4) as f64 * U * abs,
-                };
+                let wr = &w_range[r * n_in..][..n_in];
+                let bound = (inputs.bound)(wr, xr, b.map(|b| b[r]));
                 c.add(f64::from(y[at]), f64::from(want[r]), bound, || {
                     format!("{case:?}: token {t} output {j} row {i}")
                 });
@@ -342,7 +435,6 @@ pub(crate) fn compare(gpu: &Gpu, case: &Case) -> Result<Compare, GpuError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::matmul::{Strides, matmul, matmul_bias};
     use crate::ops::matvec::{matvec, matvec_bias};
     use crate::tensor::Dtype;
     use crate::testutil;
@@ -357,6 +449,52 @@ mod tests {
         testutil::parity("matmul_split", 12, 131);
     }
 
+    #[test]
+    fn matmul_coop_split_matches_reference() {
+        testutil::parity("matmul_coop_split", 8, 231);
+    }
+
+    /// The tensor-core kernel's body with split outputs: on lavapipe over the emulated coop
+    /// ops (the direct tile store where a tile's rows lie in one aligned output, the scratch
+    /// store elsewhere), on a device with cooperative matrices the tensor cores.
+    #[test]
+    fn coop_body_split() {
+        let Some(gpu) = testutil::gpu() else { return };
+        if !gpu.caps.coop_f16 && !gpu.caps.shader_f16 {
+            testutil::note("coop_body_split skipped: no SHADER_F16 for the emulated coop ops");
+            return;
+        }
+        for seed in 0..8 {
+            let case = coop_random(&mut Rng::new(900 + seed));
+            let c = compare(gpu, &case, &ROUNDED).unwrap();
+            assert!(c.max_ratio <= 1.0, "{}", c.worst);
+        }
+        // Whole tiles in one output each, chunks of 96 rows (tiles past a chunk's end take
+        // the scratch store), with and without a bias; then outputs of 96, 32 and 64 rows in
+        // one chunk, so the tile of rows 64..128 straddles two outputs (scratch store) and
+        // the others do not (direct).
+        for (rows, chunk_rows, bias) in [
+            (vec![128, 64, 64], 96, false),
+            (vec![128, 64, 64], 96, true),
+            (vec![96, 32, 64], 256, false),
+        ] {
+            let case = Case {
+                format: GpuFormat::Q8_0,
+                n_out: 256,
+                n_blocks: 2,
+                first: 0,
+                rows,
+                chunk_rows,
+                kind: Kind::Coop { n_tokens: 70 },
+                aligned: true,
+                bias,
+                seed: 42,
+            };
+            let c = compare(gpu, &case, &ROUNDED).unwrap();
+            assert!(c.max_ratio <= 1.0, "{}", c.worst);
+        }
+    }
+
     /// Every format, both kernels, with and without a bias: rows 2..21 of a 23-row weight in
     /// chunks of 6 into outputs of 7, 5 and 7 rows, so every output straddles a chunk
     /// boundary and three chunks hold two outputs each.
@@ -364,7 +502,7 @@ mod tests {
     fn split_every_format() {
         let Some(gpu) = testutil::gpu() else { return };
         for (i, format) in GpuFormat::ALL.into_iter().enumerate() {
-            for n_tokens in [None, Some(37)] {
+            for kind in [Kind::Matvec, Kind::Matmul { n_tokens: 37 }] {
                 for bias in [false, true] {
                     let case = Case {
                         format,
@@ -373,11 +511,12 @@ mod tests {
                         first: 2,
                         rows: vec![7, 5, 7],
                         chunk_rows: 6,
-                        n_tokens,
+                        kind,
+                        aligned: false,
                         bias,
                         seed: 300 + i as u64,
                     };
-                    let c = compare(gpu, &case).unwrap();
+                    let c = compare(gpu, &case, &Inputs::AS_DRAWN).unwrap();
                     assert!(c.max_ratio <= 1.0, "{}", c.worst);
                 }
             }
@@ -438,23 +577,27 @@ mod tests {
                         .collect();
                     let bv = with_bias.then(|| View::from(&bias));
                     let xv = View::from(&x);
+                    let block = Matmul {
+                        n_tokens: n_tok,
+                        strides: Strides::default(),
+                        tensor_cores: false,
+                    };
+                    let all = stacked.all_rows();
                     let mut ops = if n_tok == 1 {
-                        matvec_split(stacked.all_rows(), xv, bv, &outs).unwrap()
+                        matvec_split(all, xv, bv, &outs).unwrap()
                     } else {
-                        matmul_split(stacked.all_rows(), xv, bv, &outs, n_tok, None).unwrap()
+                        block.split_ops_with(false, all, xv, bv, &outs).unwrap()
                     };
                     // Separate: the same places, from len on.
                     let (mut at, mut brow) = (len, 0);
                     for (w, &r) in parts.iter().zip(&rows) {
                         let yv = View::at(&y, at);
                         let b = View::at(&bias, brow);
-                        let s = Strides::default();
                         ops.extend(
                             match (n_tok, with_bias) {
                                 (1, false) => matvec(w, xv, yv),
                                 (1, true) => matvec_bias(w, xv, b, yv),
-                                (_, false) => matmul(w, xv, yv, n_tok, s),
-                                (_, true) => matmul_bias(w, xv, b, yv, n_tok, s),
+                                _ => block.ops_with(false, w, xv, with_bias.then_some(b), yv),
                             }
                             .unwrap(),
                         );

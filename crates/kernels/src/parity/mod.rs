@@ -65,7 +65,9 @@ impl Compare {
     }
 }
 
-/// One random case of a check: draws its shape from `rng`, runs, compares.
+/// One random case of a check: draws its shape from `rng`, runs, compares. A case that needs
+/// a device feature the adapter lacks returns [`GpuError::MissingFeature`]: the check is then
+/// skipped on that adapter (and says so), not failed.
 pub type CaseFn = fn(&Gpu, &mut Rng) -> Result<Compare, GpuError>;
 
 /// A kernel's parity check.
@@ -88,9 +90,12 @@ pub struct CheckResult {
     pub errors: Compare,
     /// The first error raised by the GPU layer, if any.
     pub error: Option<String>,
+    /// Why the check did not run on this adapter (a feature it lacks), if it did not.
+    pub skipped: Option<&'static str>,
 }
 
 impl CheckResult {
+    /// No case failed (true for a skipped check: see [`CheckResult::skipped`]).
     pub fn passed(&self) -> bool {
         self.failures == 0
     }
@@ -98,6 +103,9 @@ impl CheckResult {
 
 impl fmt::Display for CheckResult {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(what) = self.skipped {
+            return write!(f, "{}: skipped, this adapter lacks {what}", self.name);
+        }
         write!(
             f,
             "{}: {}/{} cases failed, max abs {:.3e}, max err/bound {:.3} (tolerance {}); worst {}",
@@ -123,6 +131,8 @@ impl Check {
         let mut errors = Compare::default();
         let mut failures = 0;
         let mut error = None;
+        let mut skipped = None;
+        let mut ran = cases;
         for i in 0..cases {
             let mut rng = Rng::new(seed.wrapping_add(i as u64));
             match (self.case)(gpu, &mut rng) {
@@ -131,6 +141,11 @@ impl Check {
                         failures += 1;
                     }
                     errors.merge(c, i);
+                }
+                Err(GpuError::MissingFeature(what)) => {
+                    skipped = Some(what);
+                    ran = i;
+                    break;
                 }
                 Err(e) => {
                     failures += 1;
@@ -141,10 +156,11 @@ impl Check {
         CheckResult {
             name: self.name,
             tolerance: self.tolerance,
-            cases,
+            cases: ran,
             failures,
             errors,
             error,
+            skipped,
         }
     }
 }
@@ -152,8 +168,8 @@ impl Check {
 /// Every kernel's parity check.
 pub fn checks() -> Vec<Check> {
     use crate::ops::{
-        argmax, attention, elementwise, embed, glu, head_norm_rope, kv, matmul, matvec, norm,
-        residual_norm, rope, sample, split, unary,
+        argmax, attention, elementwise, embed, glu, head_norm_rope, kv, matmul, matmul_coop,
+        matvec, norm, residual_norm, rope, sample, split, unary,
     };
     vec![
         matvec::CHECK,
@@ -161,8 +177,11 @@ pub fn checks() -> Vec<Check> {
         matvec::BIAS_CHECK,
         matmul::CHECK,
         matmul::BIAS_CHECK,
+        matmul_coop::CHECK,
+        matmul_coop::EXACT_CHECK,
         split::MATVEC_CHECK,
         split::MATMUL_CHECK,
+        split::MATMUL_COOP_CHECK,
         embed::CHECK,
         norm::CHECK,
         residual_norm::CHECK,

@@ -11,7 +11,8 @@
 //! the requested tensor, or, for [`Backend::sample`], only the 4-byte token id that the
 //! sampling op (`rullama_kernels::ops::sample`) draws from the last row of logits.
 //!
-//! Matrices: one token runs the matvec kernel, a block of tokens (prefill) the tiled matmul.
+//! Matrices: one token runs the matvec kernel, a block of tokens (prefill) the tiled matmul,
+//! on the tensor cores where the device has them ([`GpuOptions::tensor_cores`]).
 //! Projections that read one input and share a format and width (q/k/v, gate/up) are
 //! uploaded stacked and computed by one product ([`GpuOptions::stack_projections`]).
 //! The KV cache is f16 by default, as llama.cpp's ([`GpuOptions::kv_dtype`]: f32 keeps the
@@ -66,6 +67,10 @@ pub struct GpuOptions {
     /// Built steps kept for replay (prefill shapes, decode, per cache); the least recently
     /// used goes first.
     pub max_plans: usize,
+    /// Prompt blocks' matmuls on the tensor cores where the device has them
+    /// (`Caps::coop_f16`): weights and activations are rounded to f16 there, products summed
+    /// in f32, as llama.cpp's Vulkan backend does. `false` keeps f32 arithmetic throughout.
+    pub tensor_cores: bool,
     /// Upload the projections that read one input (q, k, v; gate, up) as one stacked
     /// matrix where they share a format and width, so one matvec or matmul computes them
     /// (a decode step of a small model is bound by its number of dispatches). `false`
@@ -79,6 +84,7 @@ impl Default for GpuOptions {
         GpuOptions {
             kv_dtype: KvDtype::F16,
             max_plans: 8,
+            tensor_cores: true,
             stack_projections: true,
         }
     }
@@ -230,7 +236,13 @@ impl GpuBackend {
                 self.plans.push(entry);
             }
             None => {
-                let plan = Plan::build(&self.gpu, &key, &mut self.freqs, &self.token)?;
+                let plan = Plan::build(
+                    &self.gpu,
+                    &key,
+                    &mut self.freqs,
+                    &self.token,
+                    self.options.tensor_cores,
+                )?;
                 self.stats.plans_built += 1;
                 if self.plans.len() >= self.options.max_plans.max(1) {
                     self.plans.remove(0);

@@ -17,7 +17,7 @@ use rullama_kernels::ops::embed::embed_rows;
 use rullama_kernels::ops::glu::glu;
 use rullama_kernels::ops::head_norm_rope::{HeadNormRope, Heads};
 use rullama_kernels::ops::kv::KvAppend;
-use rullama_kernels::ops::matmul::{Strides, matmul, matmul_bias, matmul_split};
+use rullama_kernels::ops::matmul::{Matmul, Strides};
 use rullama_kernels::ops::matvec::{matvec, matvec_bias, matvec_glu, matvec_split};
 use rullama_kernels::ops::norm::RmsNorm;
 use rullama_kernels::ops::residual_norm::{NormOut, ResidualNorm};
@@ -94,12 +94,16 @@ struct Draw {
 
 impl Plan {
     /// Lowers `key`. `token`: the backend's one-u32 buffer that sampling ops write and
-    /// `IdsKey::Drawn` slots read (the token drawn by the previous step stays there).
+    /// `IdsKey::Drawn` slots read (the token drawn by the previous step stays there);
+    /// `tensor_cores`: prompt matmuls may run on the tensor cores ([`GpuOptions`]).
+    ///
+    /// [`GpuOptions`]: super::GpuOptions
     pub fn build(
         gpu: &Gpu,
         key: &Key,
         freqs: &mut Freqs,
         token: &GpuTensor,
+        tensor_cores: bool,
     ) -> Result<Plan, GpuError> {
         let ids: Vec<GpuTensor> = key
             .ids
@@ -130,6 +134,7 @@ impl Plan {
             ids: &ids,
             freqs,
             step: StepBuilder::new(),
+            tensor_cores,
         };
         for (i, node) in key.nodes.iter().enumerate() {
             let shape = key.shapes[i];
@@ -332,6 +337,8 @@ struct Lower<'a> {
     ids: &'a [GpuTensor],
     freqs: &'a mut Freqs,
     step: StepBuilder,
+    /// Prompt matmuls on the tensor cores where the device has them.
+    tensor_cores: bool,
 }
 
 fn mismatch(detail: &str) -> GpuError {
@@ -620,7 +627,8 @@ impl Lower<'_> {
     }
 
     /// `x W^T [+ bias]` into a new buffer of `len` values: the matvec for one token, the
-    /// tiled matmul for a block.
+    /// tiled matmul for a block (on the tensor cores where the device has them and the
+    /// backend allows).
     fn linear(
         &mut self,
         w: &GpuWeightRef,
@@ -638,7 +646,8 @@ impl Lower<'_> {
     /// `x W^T [+ bias]` over `rows` (all of a weight, or rows of a stacked one), the rows
     /// into `outs` in turn (regions of one buffer; one output whose rows are contiguous
     /// when `x` is one token): a weight taken whole into one output runs the one-output
-    /// kernel, anything else its split outputs.
+    /// kernel, anything else its split outputs; a block of tokens on the tensor cores where
+    /// the device has them and the backend allows.
     fn product(
         &self,
         rows: WeightRows<'_>,
@@ -648,14 +657,19 @@ impl Lower<'_> {
     ) -> Result<Vec<Op>, GpuError> {
         let bias = bias.map(values).transpose()?;
         let xv = self.src(x);
-        let (n, s) = (x.rows, Strides::default());
+        let n = x.rows;
+        let block = Matmul {
+            n_tokens: n,
+            strides: Strides::default(),
+            tensor_cores: self.tensor_cores,
+        };
+        let caps = &self.gpu.caps;
         match (outs, bias) {
             ([one], None) if rows.is_whole() && n == 1 => matvec(rows.w, xv, one.y),
             ([one], Some(b)) if rows.is_whole() && n == 1 => matvec_bias(rows.w, xv, b, one.y),
-            ([one], None) if rows.is_whole() => matmul(rows.w, xv, one.y, n, s),
-            ([one], Some(b)) if rows.is_whole() => matmul_bias(rows.w, xv, b, one.y, n, s),
+            ([one], _) if rows.is_whole() => block.ops(caps, rows.w, xv, bias, one.y),
             _ if n == 1 => matvec_split(rows, xv, bias, outs),
-            _ => matmul_split(rows, xv, bias, outs, n, None),
+            _ => block.split_ops(caps, rows, xv, bias, outs),
         }
     }
 

@@ -12,7 +12,7 @@ use std::io::Write;
 use rullama_gguf::{GgufFile, store};
 
 use super::CliError;
-use super::generation::{self, BackendChoice, CacheType};
+use super::generation::{self, BackendChoice, GpuFlags};
 use measure::Tests;
 use report::{ModelInfo, Report, TestResult};
 
@@ -42,10 +42,10 @@ pub struct Args {
     /// CPU threads for the reference executor (default: all cores).
     #[arg(long)]
     threads: Option<usize>,
-    /// Element type of the GPU executor's KV cache (f16: llama.cpp's default, as llama-bench
-    /// runs it).
-    #[arg(long, value_enum, default_value_t = CacheType::F16)]
-    cache_type: CacheType,
+    /// The GPU executor's KV cache type and tensor cores (f16 cache and tensor cores by
+    /// default: llama.cpp's defaults, as llama-bench runs it).
+    #[command(flatten)]
+    gpu: GpuFlags,
     /// Print the results as one JSON object (for scripts).
     #[arg(long)]
     json: bool,
@@ -59,7 +59,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     let tests = check(args)?;
     let path = store::resolve(&args.model)?.path;
     let model = ModelInfo::of(&GgufFile::open(&path)?);
-    let mut loaded = generation::load_on(&args.model, args.backend, args.threads, args.cache_type)?;
+    let mut loaded = generation::load_on(&args.model, args.backend, args.threads, args.gpu)?;
     let measured = loaded.run(tests)?;
     let mut results = Vec::new();
     if tests.n_prompt > 0 {

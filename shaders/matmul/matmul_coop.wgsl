@@ -1,0 +1,152 @@
+// The prompt matmul on the tensor cores: Y[t, r] = sum_i X[t, i] * W[r, i], with the contract of
+// matmul.wgsl (params.wgsl: Params, bindings, Y layout; any format through `decode_half`).
+// The cooperative-matrix types and ops (MatA, MatB, MatC, coop_lane, load_a, load_b, mma,
+// store_y, store_scratch) come from coop_ops.wgsl, or from coop_emul.wgsl in the tests'
+// emulation.
+//
+// Workgroup (row tile, token tile) of 128 invocations = 4 subgroups of 32 computes 64 rows x
+// 64 tokens, walking the inputs one unit (BK = 32) at a time:
+// - Staging, as in matmul.wgsl: invocation i decodes half i % 2 of row i / 2's unit with
+//   `decode_half` (f32, the quant crate's arithmetic) and reads 4 x 4 consecutive inputs (quad
+//   i % 8 of tokens i / 8 + 16m); both are rounded to f16 and stored as vec4<f16>.
+// - Tiles `[row][BK]` of vec4<f16> with a row stride of RS = 10 vec4s (32 values + 8 of
+//   padding, 80 bytes): a coop load reads 8 rows of 16 bytes at a time, and rows 80 bytes apart
+//   start in 8 distinct groups of 4 banks. Every row and every 16-input half starts 16-byte
+//   aligned, as Vulkan requires of a cooperative-matrix load's pointer and stride.
+// - Subgroup s owns the 32 x 32 quarter (rows 32 (s % 2), tokens 32 (s / 2)) as 2 x 2
+//   accumulators of 16 x 16 in f32. Per unit: 2 halves of 16 inputs, each 2 A loads (W rows,
+//   row-major), 2 B loads (X^T: a token's inputs are a column, so column-major) and 4
+//   multiply-adds. C is rows x tokens, so Y = C^T is C stored column-major with stride y_stride.
+// - The subgroup index is local_invocation_index / 32: Caps::coop_f16 holds only where the
+//   subgroup is exactly 32 wide, so each quarter's coop ops have one subgroup to themselves.
+// - Every invocation reaches every coop op in uniform control flow: loops have uniform bounds
+//   and the only branch around coop ops (`whole`) depends on the workgroup id and parameters.
+// - Output: a workgroup whose 64 x 64 tile lies inside Y, in one output (`y_tile` of the place
+//   file: always with one output; with split outputs when the tile's rows do not straddle a
+//   boundary), with that output's offset and stride multiples of 4 (16-byte aligned column
+//   starts), stores its accumulators straight into y when the value epilogue is the identity
+//   (Y_OUT_IDENTITY: no bias). Others store each accumulator into a 16 x 16 f32 scratch of the
+//   subgroup and write the elements inside Y one by one through `y_out(row, sum)`
+//   (common/out_store.wgsl or common/out_bias.wgsl) at `y_index` (common/out_one.wgsl or
+//   common/out_split.wgsl); the weight row a dispatch row reads is `w_row`'s.
+// Precision: inputs rounded to f16 (one f16 ulp each: WGSL leaves the rounding direction to the
+// implementation), products exact in f32 and summed in f32 by the tensor cores (docs/KERNELS.md
+// has the bound). Values beyond f16's range (|v| > 65504) become infinite.
+
+// Params and bindings: matmul/params.wgsl.
+
+// Must be 128 (4 subgroups of 32).
+override WG: u32 = 128u;
+const TM: u32 = 64u;
+const TN: u32 = 64u;
+const BK: u32 = 32u;
+const RS: u32 = 10u;
+
+var<workgroup> ws: array<vec4<f16>, 640>; // TM * RS
+var<workgroup> xs: array<vec4<f16>, 640>; // TN * RS
+// One 16 x 16 accumulator per subgroup, column-major (64-byte columns), for partial tiles.
+var<workgroup> cs: array<f32, 1024>;
+
+// Writes accumulator `c` (rows row0.., tokens tok0..) through the subgroup's scratch at
+// cs[scratch..], keeping only elements inside Y. Called by every invocation in uniform control
+// flow (it holds barriers).
+fn store_partial(c: MatC, scratch: u32, lane: u32, row0: u32, tok0: u32) {
+    store_scratch(c, scratch);
+    workgroupBarrier();
+    for (var e = 0u; e < 8u; e++) {
+        let i = lane + 32u * e;
+        let row = row0 + i % 16u;
+        let t = tok0 + i / 16u;
+        if row < p.n_rows && t < p.n_tokens {
+            y[y_index(row, t, p.y_offset + t * p.y_stride + row)] = y_out(row, cs[scratch + i]);
+        }
+    }
+    workgroupBarrier();
+}
+
+@compute @workgroup_size(WG)
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    let row0 = wid.x * TM;
+    let tok0 = wid.y * TN;
+
+    // Staging roles. Rows past the chunk read its last row (in bounds) and store zeros.
+    let dr = tid / 2u;
+    let dh = tid % 2u;
+    let row_ok = row0 + dr < p.n_rows;
+    let wrow = w_row(min(row0 + dr, p.n_rows - 1u)) * p.row_bytes;
+    let xq = tid % 8u;
+    let xt = tid / 8u;
+
+    // Compute role: subgroup sg's quarter.
+    let sg = tid / 32u;
+    let lane = tid % 32u;
+    coop_lane(lane);
+    let a_base = 32u * (sg % 2u) * RS;
+    let b_base = 32u * (sg / 2u) * RS;
+    var c00 = MatC();
+    var c01 = MatC();
+    var c10 = MatC();
+    var c11 = MatC();
+
+    let units = (p.n_in + BK - 1u) / BK;
+    for (var u = 0u; u < units; u++) {
+        let k0 = BK * u;
+        let q = decode_half(wrow + (u / BLOCK_UNITS) * BLOCK_BYTES, u % BLOCK_UNITS, dh);
+        for (var c = 0u; c < 4u; c++) {
+            // Inputs past n_in (a partial last unit of F32/F16/BF16) weigh 0.
+            let k = vec4<u32>(k0 + 16u * dh + 4u * c) + vec4<u32>(0u, 1u, 2u, 3u);
+            let keep = (k < vec4<u32>(p.n_in)) & vec4<bool>(row_ok);
+            ws[dr * RS + 4u * dh + c] = vec4<f16>(select(vec4<f32>(0.0), q[c], keep));
+        }
+        let kx = k0 + 4u * xq;
+        for (var m = 0u; m < TN / 16u; m++) {
+            let t = xt + 16u * m;
+            var v = vec4<f32>(0.0);
+            if tok0 + t < p.n_tokens {
+                let base = p.x_offset + (tok0 + t) * p.x_stride + kx;
+                for (var j = 0u; j < 4u; j++) {
+                    if kx + j < p.n_in {
+                        v[j] = x[base + j];
+                    }
+                }
+            }
+            xs[t * RS + xq] = vec4<f16>(v);
+        }
+        workgroupBarrier();
+        for (var h = 0u; h < 2u; h++) {
+            let a0 = load_a(a_base + 4u * h);
+            let a1 = load_a(a_base + 16u * RS + 4u * h);
+            let b0 = load_b(b_base + 4u * h);
+            let b1 = load_b(b_base + 16u * RS + 4u * h);
+            c00 = mma(a0, b0, c00);
+            c01 = mma(a0, b1, c01);
+            c10 = mma(a1, b0, c10);
+            c11 = mma(a1, b1, c11);
+        }
+        workgroupBarrier();
+    }
+
+    let r0 = row0 + 32u * (sg % 2u);
+    let t0 = tok0 + 32u * (sg / 2u);
+    // The tile's place: uniform (the workgroup id and parameters), as the coop stores need.
+    let tile = y_tile(row0, row0 + TM - 1u, vec2<u32>(p.y_offset, p.y_stride));
+    let whole = Y_OUT_IDENTITY && tile.z == 1u && row0 + TM <= p.n_rows
+        && tok0 + TN <= p.n_tokens && tile.x % 4u == 0u && tile.y % 4u == 0u;
+    if whole {
+        let ys = tile.y;
+        let at = tile.x + t0 * ys + r0;
+        store_y(c00, at, ys);
+        store_y(c01, at + 16u * ys, ys);
+        store_y(c10, at + 16u, ys);
+        store_y(c11, at + 16u * ys + 16u, ys);
+    } else {
+        let scratch = 256u * sg;
+        store_partial(c00, scratch, lane, r0, t0);
+        store_partial(c01, scratch, lane, r0, t0 + 16u);
+        store_partial(c10, scratch, lane, r0 + 16u, t0);
+        store_partial(c11, scratch, lane, r0 + 16u, t0 + 16u);
+    }
+}
