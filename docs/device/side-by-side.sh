@@ -13,14 +13,15 @@ export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 OUT=${OUT:-/tmp/rl/out}; mkdir -p /tmp/rl/m "$OUT"; tar xJf .dev/llama-vk.tar.xz -C /tmp/rl
 nvidia-smi --query-gpu=name,temperature.gpu,clocks.sm,clocks.mem --format=csv,noheader
 X=.dev/xtask; R=.dev/rullama
-$X synth --arch gemma3-270m --tokenizer .dev/gemma3-vocab.gguf --out /tmp/rl/m/gemma3-270m.gguf >/dev/null
-$X synth --arch qwen2.5-0.5b --tokenizer .dev/qwen-vocab.gguf --out /tmp/rl/m/qwen2.5-0.5b.gguf >/dev/null
-$X synth --arch smollm2-135m --tokenizer .dev/smollm2-vocab.gguf --out /tmp/rl/m/smollm2-135m.gguf >/dev/null
-$X synth --arch gemma3-4b --tokenizer .dev/gemma3-vocab.gguf --out /tmp/rl/m/gemma3-4b.gguf >/dev/null
+[ -f /tmp/rl/m/gemma3-270m.gguf ] || $X synth --arch gemma3-270m --tokenizer .dev/gemma3-vocab.gguf --out /tmp/rl/m/gemma3-270m.gguf >/dev/null
+[ -f /tmp/rl/m/qwen2.5-0.5b.gguf ] || $X synth --arch qwen2.5-0.5b --tokenizer .dev/qwen-vocab.gguf --out /tmp/rl/m/qwen2.5-0.5b.gguf >/dev/null
+[ -f /tmp/rl/m/smollm2-135m.gguf ] || $X synth --arch smollm2-135m --tokenizer .dev/smollm2-vocab.gguf --out /tmp/rl/m/smollm2-135m.gguf >/dev/null
+[ -f /tmp/rl/m/gemma3-4b.gguf ] || $X synth --arch gemma3-4b --tokenizer .dev/gemma3-vocab.gguf --out /tmp/rl/m/gemma3-4b.gguf >/dev/null
 # The real SmolLM2-135M Q4_1 file too, where an earlier call joined it into /tmp/rl/m (two
 # 49 MB parts, ../shared/device.md section 3): 98 MB is too big for one call.
 real=""; [ -f /tmp/rl/m/SmolLM2-135M-Instruct.Q4_1.gguf ] && real=SmolLM2-135M-Instruct.Q4_1
-for m in gemma3-270m smollm2-135m $real qwen2.5-0.5b gemma3-4b; do
+# MODELS picks a subset (a call is limited to 10 minutes; the whole list takes about 8).
+for m in ${MODELS:-gemma3-270m smollm2-135m $real qwen2.5-0.5b gemma3-4b}; do
   echo "=== $m"
   bash docs/device/llbench.sh /tmp/rl/m/$m.gguf 2>&1 | tail -1
   $R bench /tmp/rl/m/$m.gguf -p 922 -n 128 -r 3 --profile 2>/dev/null > "$OUT/$m-ours.md"
@@ -28,5 +29,5 @@ for m in gemma3-270m smollm2-135m $real qwen2.5-0.5b gemma3-4b; do
   $R bench /tmp/rl/m/$m.gguf -p 922 -n 128 -r 3 --cache-type f32 --no-tensor-cores 2>/dev/null | grep -E "pp922|tg128" | sed 's/^/exact f32 (f32 KV, no tensor cores): /'
   bash docs/device/llbench.sh /tmp/rl/m/$m.gguf 2>&1 | tail -1
 done
-sed -n '/decode step/,/^$/p' "$OUT/gemma3-270m-ours.md" | head -16
+[ -f "$OUT/gemma3-270m-ours.md" ] && sed -n '/decode step/,/^$/p' "$OUT/gemma3-270m-ours.md" | head -16
 nvidia-smi --query-gpu=name,temperature.gpu,clocks.sm,clocks.mem --format=csv,noheader
