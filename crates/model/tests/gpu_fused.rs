@@ -5,6 +5,8 @@
 //!
 //! No adapter: the tests fail, unless `RULLAMA_NO_GPU_TESTS=1`, which skips them.
 
+mod common;
+
 use rullama_gguf::{GgmlType, GgufFile, GgufWriter};
 use rullama_kernels::ops::epilogue::Epilogue;
 use rullama_kernels::{GpuFormat, Kernel};
@@ -19,21 +21,6 @@ const KV_HEADS: u32 = 2;
 const KV_DIM: u64 = 128;
 const FFN: u64 = 512;
 const VOCAB: u64 = 64;
-
-/// Uniform values in [-scale, scale) from a seeded SplitMix64, as f32 bytes.
-fn random_bytes(n: u64, scale: f32, seed: u64) -> Vec<u8> {
-    let mut s = seed ^ 0x9e37_79b9_7f4a_7c15;
-    (0..n)
-        .flat_map(|_| {
-            s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = s;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            let u = ((z ^ (z >> 31)) >> 40) as f32 / (1u64 << 23) as f32 - 1.0;
-            (scale * u).to_le_bytes()
-        })
-        .collect()
-}
 
 /// A qwen2 file: `LAYERS` layers of the Llama block with q/k/v biases, untied output.
 fn qwen2_file() -> GgufFile<Vec<u8>> {
@@ -78,14 +65,14 @@ fn qwen2_file() -> GgufFile<Vec<u8>> {
         // Matrices at the scale that keeps activations near 1; norm gains near 1; biases
         // of the size of the products they are added to.
         let bytes = match dims.len() {
-            2 => random_bytes(n, (3.0 / dims[0] as f32).sqrt(), seed as u64),
+            2 => common::random_f32_bytes(n as usize, (3.0 / dims[0] as f32).sqrt(), seed as u64),
             _ if name.ends_with("norm.weight") => {
-                let g = random_bytes(n, 0.5, seed as u64);
+                let g = common::random_f32_bytes(n as usize, 0.5, seed as u64);
                 g.chunks(4)
                     .flat_map(|b| (1.0 + f32::from_le_bytes(b.try_into().unwrap())).to_le_bytes())
                     .collect()
             }
-            _ => random_bytes(n, 1.0, seed as u64),
+            _ => common::random_f32_bytes(n as usize, 1.0, seed as u64),
         };
         w.add_tensor(name, &dims, GgmlType::F32, bytes).unwrap();
     }

@@ -8,6 +8,8 @@
 //!
 //! No adapter: the tests fail, unless `RULLAMA_NO_GPU_TESTS=1`, which skips them.
 
+mod common;
+
 use std::sync::Arc;
 
 use rullama_gguf::{GgmlType, GgufFile, GgufWriter};
@@ -156,21 +158,6 @@ fn qwen2_stacks_as_the_file_allows() {
     stacks_as_the_file_allows("qwen2.5-0.5b");
 }
 
-/// Uniform values in [-1, 1) from a seeded SplitMix64, as f32 bytes.
-fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
-    let mut s = seed ^ 0x9e37_79b9_7f4a_7c15;
-    (0..n)
-        .flat_map(|_| {
-            s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = s;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            let u = ((z ^ (z >> 31)) >> 40) as f32 / (1u64 << 23) as f32 - 1.0;
-            u.to_le_bytes()
-        })
-        .collect()
-}
-
 /// Three stacked projections with biases; the graph computes only k (rows in the middle of
 /// the stack, alone), then v and k again (two parts, not starting at the stack's first row),
 /// for one token and for a block: each as the CPU reference computes it.
@@ -185,14 +172,14 @@ fn one_projection_of_a_stack_alone() {
     w.set("general.architecture", "llama");
     let names = ["q", "k", "v"];
     for (i, (n, o)) in names.iter().zip(outs).enumerate() {
-        let bytes = random_bytes((D * o) as usize, i as u64);
+        let bytes = common::random_f32_bytes((D * o) as usize, 1.0, i as u64);
         w.add_tensor(format!("{n}.weight"), &[D, o], GgmlType::F32, bytes)
             .unwrap();
-        let bias = random_bytes(o as usize, 10 + i as u64);
+        let bias = common::random_f32_bytes(o as usize, 1.0, 10 + i as u64);
         w.add_tensor(format!("{n}.bias"), &[o], GgmlType::F32, bias)
             .unwrap();
     }
-    let table = random_bytes((D * 8) as usize, 20);
+    let table = common::random_f32_bytes((D * 8) as usize, 1.0, 20);
     w.add_tensor("table", &[D, 8], GgmlType::F32, table)
         .unwrap();
     let mut bytes = Vec::new();

@@ -58,3 +58,19 @@ pub fn logprob_cases(model: &str) -> Vec<LogprobCase> {
 pub fn greedy_cases(model: &str) -> Vec<GreedyCase> {
     oracle(model).greedy
 }
+
+/// Uniform values in [-scale, scale) from a seeded SplitMix64, as f32 bytes: weights of the
+/// synthetic files the fused-lowering tests write.
+pub fn random_f32_bytes(n: usize, scale: f32, seed: u64) -> Vec<u8> {
+    let mut s = seed ^ 0x9e37_79b9_7f4a_7c15;
+    (0..n)
+        .flat_map(|_| {
+            s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = s;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            let u = ((z ^ (z >> 31)) >> 40) as f32 / (1u64 << 23) as f32 - 1.0;
+            (scale * u).to_le_bytes()
+        })
+        .collect()
+}
