@@ -109,11 +109,7 @@ impl Matmul {
     /// take every shape: the f32 kernel pads to the same 64 x 64 tiles, so no shape is
     /// cheaper there.
     pub fn kernel(&self, caps: &Caps, f: GpuFormat, out: Epilogue) -> Kernel {
-        if self.tensor_cores && caps.coop_f16 {
-            Kernel::MatmulCoop(f, out)
-        } else {
-            Kernel::Matmul(f, out)
-        }
+        kernel_for(self.coop(caps), f, out)
     }
 
     /// One op per weight chunk; with `bias`, `bias[bias.offset + r]` is added to every
@@ -126,16 +122,12 @@ impl Matmul {
         bias: Option<View<'_>>,
         y: View<'_>,
     ) -> Result<Vec<Op>, GpuError> {
-        let f = w.shape.format;
-        self.ops_with(self.coop(caps, f), w, x, bias, y)
+        self.ops_with(self.coop(caps), w, x, bias, y)
     }
 
-    /// Whether the tensor-core kernel runs a weight of format `f` on a device with `caps`.
-    fn coop(&self, caps: &Caps, f: GpuFormat) -> bool {
-        matches!(
-            self.kernel(caps, f, Epilogue::STORE),
-            Kernel::MatmulCoop(..)
-        )
+    /// Whether the tensor-core kernel runs on a device with `caps` (any format and shape).
+    fn coop(&self, caps: &Caps) -> bool {
+        self.tensor_cores && caps.coop_f16
     }
 
     /// The outputs of a split product: rows `w` of a weight (a stacked q|k|v, say) times each
@@ -151,7 +143,7 @@ impl Matmul {
         bias: Option<View<'_>>,
         outs: &[Out<'_>],
     ) -> Result<Vec<Op>, GpuError> {
-        self.split_ops_with(self.coop(caps, w.w.shape.format), w, x, bias, outs)
+        self.split_ops_with(self.coop(caps), w, x, bias, outs)
     }
 
     /// As [`Matmul::split_ops`] with the kernel named (see [`Matmul::ops_with`]).
@@ -171,11 +163,7 @@ impl Matmul {
             bias: bias.is_some(),
             split: true,
         };
-        let kernel = if coop {
-            Kernel::MatmulCoop(s.format, out)
-        } else {
-            Kernel::Matmul(s.format, out)
-        };
+        let kernel = kernel_for(coop, s.format, out);
         let y = &outs[0].y.t.buf;
         let ops = parts.into_iter().map(|part| {
             let params = MatmulParams {
@@ -226,11 +214,7 @@ impl Matmul {
             bias: bias.is_some(),
             split: false,
         };
-        let kernel = if coop {
-            Kernel::MatmulCoop(s.format, out)
-        } else {
-            Kernel::Matmul(s.format, out)
-        };
+        let kernel = kernel_for(coop, s.format, out);
         let ops = w.chunks.iter().map(|c| {
             let params = MatmulParams {
                 n_in: s.n_in as u32,
@@ -255,6 +239,15 @@ impl Matmul {
             Op::new(kernel, WORKGROUP, &params, &buffers, grid)
         });
         Ok(ops.collect())
+    }
+}
+
+/// The prompt-matmul kernel for weights of format `f`: on the tensor cores or in f32 FMAs.
+fn kernel_for(coop: bool, f: GpuFormat, out: Epilogue) -> Kernel {
+    if coop {
+        Kernel::MatmulCoop(f, out)
+    } else {
+        Kernel::Matmul(f, out)
     }
 }
 
