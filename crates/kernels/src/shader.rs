@@ -5,6 +5,9 @@
 //! WGSL has no `#include`; a program is the concatenation of its files, in order (module-scope
 //! declarations may come in any order in WGSL, so a format file can use the skeleton's bindings).
 
+use std::borrow::Cow;
+use std::path::Path;
+
 use crate::format::GpuFormat;
 
 /// How a kernel sees one binding. Binding `i` of group 0 is `bindings[i]`.
@@ -38,6 +41,18 @@ macro_rules! shader_file {
 }
 pub(crate) use shader_file;
 
+impl ShaderFile {
+    /// The file's text: the compiled-in copy, or where `RULLAMA_SHADER_DIR` names a folder
+    /// laid out like `shaders/` that has this file, that folder's copy (kernel tuning on a
+    /// remote GPU: variants tried in one run without rebuilding the binary). Everything that
+    /// reads a shader's text goes through here, so a replaced file is seen whole.
+    pub fn text(&self) -> Cow<'static, str> {
+        std::env::var_os(SHADER_DIR_VAR)
+            .and_then(|dir| std::fs::read_to_string(Path::new(&dir).join(self.path)).ok())
+            .map_or(Cow::Borrowed(self.source), Cow::Owned)
+    }
+}
+
 /// Byte helpers and the decoded-unit buffer shared by every kernel that reads quantized weights.
 pub static BLOCKS: ShaderFile = shader_file!("common/blocks.wgsl");
 
@@ -53,7 +68,7 @@ pub const WEIGHT_KERNEL_BINDINGS: &[BindingKind] = &[
 ];
 
 /// Environment variable naming a folder of shader files that replace the compiled-in ones
-/// (see [`Program::source`]).
+/// (see [`ShaderFile::text`]).
 pub const SHADER_DIR_VAR: &str = "RULLAMA_SHADER_DIR";
 
 /// One compute program: files concatenated in order, one entry point, its bindings.
@@ -68,18 +83,12 @@ pub struct Program {
 }
 
 impl Program {
-    /// The WGSL source handed to wgpu: the compiled-in files, or where `RULLAMA_SHADER_DIR`
-    /// names a folder laid out like `shaders/`, its copy of each file it has (kernel tuning
-    /// on a remote GPU: variants tried in one run without rebuilding the binary).
+    /// The WGSL source handed to wgpu: its files' texts ([`ShaderFile::text`]) in order.
     pub fn source(&self) -> String {
-        let dir = std::env::var_os(SHADER_DIR_VAR).map(std::path::PathBuf::from);
         let mut s = String::new();
         for f in &self.files {
-            let text = dir
-                .as_ref()
-                .and_then(|d| std::fs::read_to_string(d.join(f.path)).ok());
-            let text = text.as_deref().unwrap_or(f.source);
-            s.push_str(text);
+            let text = f.text();
+            s.push_str(&text);
             if !text.ends_with('\n') {
                 s.push('\n');
             }
@@ -91,7 +100,7 @@ impl Program {
     pub fn locate(&self, line: usize) -> (&'static str, usize) {
         let mut first = 1;
         for f in &self.files {
-            let n = f.source.lines().count().max(1);
+            let n = f.text().lines().count().max(1);
             if line < first + n {
                 return (f.path, line - first + 1);
             }

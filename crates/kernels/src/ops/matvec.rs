@@ -140,7 +140,8 @@ pub fn workgroup_size(f: GpuFormat, n_in: usize) -> u32 {
 
 /// (`PARTS`, `STEP_UNITS`) of the format's dot file, read from its WGSL (the one source).
 fn lane_layout(f: GpuFormat) -> (usize, usize) {
-    let source = dot_files(f).last().expect("a dot file").source;
+    // The text the program is built from (a replaced dot file may change its lane layout).
+    let source = dot_files(f).last().expect("a dot file").text();
     let constant = |name: &str| -> usize {
         let line = source
             .lines()
