@@ -3,8 +3,8 @@
 use bytemuck::{Pod, Zeroable};
 use rullama_gguf::GgmlType;
 
-use super::scales::{Qkx2Search, get_scale_min_k4, quantize_k4};
-use super::{QK_K, dequantize_sub_blocks, dot_sub_blocks, f16_to_f32};
+use super::scales::{Qkx2Search, decode_k4, quantize_k4, scale_min_k4};
+use super::{QK_K, dequantize_sub_blocks, dot_sub_blocks};
 use crate::{BlockFormat, Format};
 
 /// One Q4_K super-block (`block_q4_K`): weight `i` is `d * sc * q - dmin * m`, with `q` its
@@ -33,19 +33,12 @@ impl BlockQ4K {
 
     /// Scale and min of sub-block `s`, formed as GGML forms them (`d * sc`, `dmin * m`).
     pub(super) fn scale_min(&self, s: usize) -> (f32, f32) {
-        let (sc, m) = get_scale_min_k4(s, &self.scales);
-        (
-            f16_to_f32(self.d) * sc as f32,
-            f16_to_f32(self.dmin) * m as f32,
-        )
+        scale_min_k4(self.d, self.dmin, &self.scales, s)
     }
 
     /// The 32 weights of sub-block `s`: `dl * q - ml`, in GGML's operation order.
     fn decode(&self, s: usize, out: &mut [f32]) {
-        let (dl, ml) = self.scale_min(s);
-        for (k, y) in out.iter_mut().enumerate() {
-            *y = dl * self.level(32 * s + k) as f32 - ml;
-        }
+        decode_k4(self.scale_min(s), |i| self.level(i), s, out);
     }
 }
 

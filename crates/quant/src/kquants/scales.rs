@@ -226,6 +226,26 @@ pub(super) fn get_scale_min_k4(j: usize, q: &[u8; 12]) -> (u8, u8) {
     }
 }
 
+/// Scale and min of sub-block `j` of a Q4_K or Q5_K super-block (the fields they share), formed
+/// as GGML forms them: `d * sc` and `dmin * m`.
+pub(super) fn scale_min_k4(d: [u8; 2], dmin: [u8; 2], scales: &[u8; 12], j: usize) -> (f32, f32) {
+    let (sc, m) = get_scale_min_k4(j, scales);
+    (f16_to_f32(d) * sc as f32, f16_to_f32(dmin) * m as f32)
+}
+
+/// The 32 weights of sub-block `s` of a Q4_K or Q5_K super-block, `dl * q - ml` in GGML's
+/// operation order, from its scale and min (`scale_min_k4`) and the level of weight `i`.
+pub(super) fn decode_k4(
+    (dl, ml): (f32, f32),
+    level: impl Fn(usize) -> u8,
+    s: usize,
+    out: &mut [f32],
+) {
+    for (k, y) in out.iter_mut().enumerate() {
+        *y = dl * level(32 * s + k) as f32 - ml;
+    }
+}
+
 /// The inverse of [`get_scale_min_k4`]: packs eight 6-bit scales and mins.
 pub(super) fn pack_scale_min_k4(scales: &[u8; 8], mins: &[u8; 8]) -> [u8; 12] {
     let mut q = [0u8; 12];
@@ -303,12 +323,10 @@ pub(super) fn quantize_k4(x: &[f32], nmax: i32, search: Qkx2Search) -> K4Quant {
         .zip(levels.chunks_exact_mut(32))
         .enumerate()
     {
-        let (sc, m) = get_scale_min_k4(j, &packed);
-        let dl = f16_to_f32(d) * sc as f32;
+        let (dl, ml) = scale_min_k4(d, dmin, &packed, j);
         if dl == 0.0 {
             continue;
         }
-        let ml = f16_to_f32(dmin) * m as f32;
         for (q, &v) in levels.iter_mut().zip(x) {
             *q = nearest_int((v + ml) / dl).clamp(0, nmax) as u8;
         }
