@@ -2,29 +2,14 @@
 //! model, few tokens, one repetition), the markdown table on the CPU executor, and flag
 //! errors before anything is loaded.
 
-use std::process::Command;
-
 use serde_json::Value;
 
-fn rullama(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_rullama"))
-        .args(args)
-        .output()
-        .expect("run rullama");
-    let text = |b: Vec<u8>| String::from_utf8(b).expect("utf-8 output");
-    (out.status.success(), text(out.stdout), text(out.stderr))
-}
-
-fn require(model: &str) {
-    assert!(
-        rullama_gguf::store::cached_test_model(model).is_some(),
-        "{model} is not cached: run `cargo xtask models`"
-    );
-}
+mod common;
+use common::{cached, rullama};
 
 #[test]
 fn json_report_on_the_gpu_executor() {
-    require("smollm2-135m");
+    cached("smollm2-135m");
     let (ok, stdout, stderr) = rullama(&[
         "bench",
         "smollm2-135m",
@@ -89,7 +74,7 @@ fn json_report_on_the_gpu_executor() {
 
 #[test]
 fn markdown_table_on_the_cpu_executor() {
-    require("smollm2-135m");
+    cached("smollm2-135m");
     let (ok, stdout, stderr) = rullama(&[
         "bench",
         "smollm2-135m",

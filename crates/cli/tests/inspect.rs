@@ -1,24 +1,18 @@
 //! `rullama inspect` on the real test models, by cache name, by path and through an Ollama store.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
 use serde_json::Value;
+use std::path::Path;
 
+mod common;
+use common::cached;
+
+/// `rullama ARGS`, with `OLLAMA_MODELS` set to `ollama_models` if given.
 fn rullama(args: &[&str], ollama_models: Option<&Path>) -> (bool, String, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rullama"));
-    cmd.args(args);
+    let mut cmd = common::command(args);
     if let Some(dir) = ollama_models {
         cmd.env("OLLAMA_MODELS", dir);
     }
-    let out = cmd.output().expect("run rullama");
-    let text = |b: Vec<u8>| String::from_utf8(b).expect("utf-8 output");
-    (out.status.success(), text(out.stdout), text(out.stderr))
-}
-
-fn cached(name: &str) -> PathBuf {
-    rullama_gguf::store::cached_test_model(name)
-        .unwrap_or_else(|| panic!("test model {name} is not cached: run `cargo xtask models`"))
+    common::output(cmd)
 }
 
 fn inspect_json(model: &str, ollama_models: Option<&Path>) -> Value {

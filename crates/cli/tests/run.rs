@@ -1,25 +1,10 @@
 //! `rullama run` end to end on the CPU reference executor: the streamed greedy text is the
 //! exact-f32 oracle's, and bad prompts are errors, not panics.
 
-use std::process::Command;
-
 use serde_json::Value;
 
-fn rullama(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_rullama"))
-        .args(args)
-        .output()
-        .expect("run rullama");
-    let text = |b: Vec<u8>| String::from_utf8(b).expect("utf-8 output");
-    (out.status.success(), text(out.stdout), text(out.stderr))
-}
-
-fn require(model: &str) {
-    assert!(
-        rullama_gguf::store::cached_test_model(model).is_some(),
-        "{model} is not cached: run `cargo xtask models`"
-    );
-}
+mod common;
+use common::{cached, rullama};
 
 fn oracle_case(model: &str, prompt: &str) -> Value {
     let path = concat!(
@@ -36,7 +21,7 @@ fn oracle_case(model: &str, prompt: &str) -> Value {
 
 #[test]
 fn greedy_text_is_the_oracles() {
-    require("gemma3-270m");
+    cached("gemma3-270m");
     let case = oracle_case("gemma3-270m", "The capital of France is");
     // 8 tokens, before this prompt's first near tie (tie_at 11): the text is determined.
     assert!(case["tie_at"].as_u64().unwrap() >= 8);
@@ -67,7 +52,7 @@ fn greedy_text_is_the_oracles() {
 /// The same through the GPU executor (lavapipe in CI: slow, so few tokens of a small model).
 #[test]
 fn greedy_text_on_the_gpu_executor() {
-    require("smollm2-135m");
+    cached("smollm2-135m");
     let case = oracle_case("smollm2-135m", "The capital of France is");
     assert!(case["tie_at"].as_u64().unwrap() >= 3);
     let (ok, stdout, stderr) = rullama(&[
@@ -97,7 +82,7 @@ fn greedy_text_on_the_gpu_executor() {
 
 #[test]
 fn bad_prompts_are_errors() {
-    require("smollm2-135m");
+    cached("smollm2-135m");
     let (ok, _, stderr) = rullama(&["run", "smollm2-135m", "", "-n", "1", "--backend", "cpu"]);
     assert!(!ok);
     assert!(
@@ -127,7 +112,7 @@ fn bad_prompts_are_errors() {
 
 #[test]
 fn perplexity_scores_the_second_half_of_each_chunk() {
-    require("smollm2-135m");
+    cached("smollm2-135m");
     let text = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/oracle/GPL-3.txt");
     let (ok, stdout, stderr) = rullama(&[
         "perplexity",

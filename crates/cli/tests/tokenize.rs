@@ -2,9 +2,9 @@
 //! tokenizer crate checks every oracle line; this checks that the command's flags map onto
 //! llama-server's `add_special` / `parse_special` for a few lines of each model.
 
-use std::process::Command;
-
 use serde_json::Value;
+
+mod common;
 
 #[test]
 fn ids_match_llama_cpp_through_the_command_line() {
@@ -29,8 +29,8 @@ fn ids_match_llama_cpp_through_the_command_line() {
             .enumerate()
             .filter(|(i, l)| *i < 4 || l["parse_special"] == true);
         for (_, line) in picked {
-            let mut cmd = Command::new(env!("CARGO_BIN_EXE_rullama"));
-            cmd.args(["tokenize", "--json", model, line["text"].as_str().unwrap()]);
+            let mut cmd =
+                common::command(&["tokenize", "--json", model, line["text"].as_str().unwrap()]);
             if line["add_special"] == false {
                 cmd.arg("--no-special");
             }
