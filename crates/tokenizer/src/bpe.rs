@@ -6,14 +6,15 @@
 //! final symbol is emitted as its token, or, if the vocabulary lacks it, as the tokens of
 //! its single ASCII bytes (llama.cpp's fallback; bytes without a token are dropped).
 //!
-//! As for SPM, a heap with lazy deletion keeps a long word O(n log n).
+//! The loop itself is `merge.rs`'s, shared with SentencePiece BPE.
 
-use std::cmp::{Ordering, Reverse};
-use std::collections::{BinaryHeap, HashMap};
+use std::cmp::Reverse;
+use std::collections::HashMap;
 
 use rullama_gguf::Metadata;
 
 use crate::error::Result;
+use crate::merge::{Candidate, Symbol, merge};
 use crate::vocab::Vocab;
 
 pub const KEY_MERGES: &str = "tokenizer.ggml.merges";
@@ -80,44 +81,6 @@ impl Merges {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Symbol {
-    start: usize,
-    len: usize,
-    id: Option<u32>,
-    prev: Option<usize>,
-    next: Option<usize>,
-}
-
-impl Symbol {
-    fn text<'a>(&self, word: &'a str) -> &'a str {
-        &word[self.start..self.start + self.len]
-    }
-}
-
-#[derive(Debug, PartialEq, Eq)]
-struct Bigram {
-    rank: u32,
-    left: usize,
-    right: usize,
-    size: usize,
-    /// The merged token, when the merge table knew it (`None`: look it up).
-    merged: Option<Option<u32>>,
-}
-
-impl Ord for Bigram {
-    /// `BinaryHeap` pops the greatest: make that the lowest rank, then the leftmost.
-    fn cmp(&self, other: &Self) -> Ordering {
-        (Reverse(self.rank), Reverse(self.left)).cmp(&(Reverse(other.rank), Reverse(other.left)))
-    }
-}
-
-impl PartialOrd for Bigram {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
 /// Tokenize one byte-encoded `word`, appending ids to `out`.
 pub fn tokenize_word(
     vocab: &Vocab,
@@ -131,74 +94,21 @@ pub fn tokenize_word(
         out.push(id);
         return;
     }
-    let mut symbols: Vec<Symbol> = Vec::with_capacity(word.len());
-    for (i, (start, c)) in word.char_indices().enumerate() {
-        let len = c.len_utf8();
-        symbols.push(Symbol {
-            start,
-            len,
-            id: vocab.id(&word[start..start + len]),
-            prev: i.checked_sub(1),
-            next: Some(i + 1),
-        });
-    }
-    let Some(last) = symbols.last_mut() else {
-        return;
+    // A pair is a candidate when the merge table ranks it; the lowest rank merges first.
+    let candidate = |l: &Symbol, r: &Symbol| {
+        let (rank, merged) = merges.find(word, l, r)?;
+        Some(Candidate {
+            priority: Reverse(rank),
+            merged,
+        })
     };
-    last.next = None;
-
-    let mut heap = BinaryHeap::with_capacity(symbols.len());
-    let try_add = |heap: &mut BinaryHeap<Bigram>, symbols: &[Symbol], left: usize, right: usize| {
-        let (l, r) = (&symbols[left], &symbols[right]);
-        if let Some((rank, merged)) = merges.find(word, l, r) {
-            heap.push(Bigram {
-                rank,
-                left,
-                right,
-                size: l.len + r.len,
-                merged,
-            });
-        }
-    };
-    for i in 1..symbols.len() {
-        try_add(&mut heap, &symbols, i - 1, i);
-    }
-
-    while let Some(b) = heap.pop() {
-        let (l, r) = (symbols[b.left], symbols[b.right]);
-        // Starts never move, so equal lengths mean equal texts: llama.cpp compares texts.
-        if l.len == 0 || r.len == 0 || l.len + r.len != b.size {
-            continue;
-        }
-        let merged = &mut symbols[b.left];
-        merged.len = b.size;
-        merged.next = r.next;
-        merged.id = b
-            .merged
-            .unwrap_or_else(|| vocab.id(&word[l.start..l.start + b.size]));
-        symbols[b.right].len = 0;
-        if let Some(n) = r.next {
-            symbols[n].prev = Some(b.left);
-        }
-        if let Some(p) = l.prev {
-            try_add(&mut heap, &symbols, p, b.left);
-        }
-        if let Some(n) = r.next {
-            try_add(&mut heap, &symbols, b.left, n);
-        }
-    }
-
-    let mut i = Some(0);
-    while let Some(s) = i {
-        let sym = symbols[s];
+    for sym in merge(word, |piece| vocab.id(piece), candidate) {
         match sym.id {
             Some(id) => out.push(id),
             None => {
-                let piece = sym.text(word);
-                let ascii = piece.bytes().filter(u8::is_ascii);
+                let ascii = sym.text(word).bytes().filter(u8::is_ascii);
                 out.extend(ascii.filter_map(|b| vocab.id(char::from(b).encode_utf8(&mut [0; 4]))));
             }
         }
-        i = sym.next;
     }
 }

@@ -25,6 +25,7 @@ pub mod chat;
 mod config;
 mod decode;
 mod error;
+mod merge;
 mod partition;
 mod pretokenize;
 mod special;
