@@ -57,12 +57,9 @@ fn main(
     let units = (p.n_in + BK - 1u) / BK;
     for (var u = 0u; u < units; u++) {
         let k0 = BK * u;
-        let q = decode_half(wrow + (u / BLOCK_UNITS) * BLOCK_BYTES, u % BLOCK_UNITS, dh);
+        let q = stage_w_half(wrow, u, dh, row_ok);
         for (var c = 0u; c < 4u; c++) {
-            // Inputs past n_in (a partial last unit of F32/F16/BF16) weigh 0.
-            let k = vec4<u32>(k0 + 16u * dh + 4u * c) + vec4<u32>(0u, 1u, 2u, 3u);
-            let keep = (k < vec4<u32>(p.n_in)) & vec4<bool>(row_ok);
-            ws[dr * RS + 4u * dh + c] = select(vec4<f32>(0.0), q[c], keep);
+            ws[dr * RS + 4u * dh + c] = q[c];
         }
         let in_k = k0 + xc < p.n_in;
         for (var m = 0u; m < TN / 4u; m++) {

@@ -3,7 +3,8 @@
 // X row t starts at x_offset + t * x_stride; Y[t, r] is y[y_offset + t * y_stride + r], as
 // `y_out(r, sum)` of the value file gives it (common/out_store.wgsl, common/out_bias.wgsl),
 // or, with split outputs, rows row_base.. of the chunk go where common/out_split.wgsl says
-// (the place file: `w_row`, `y_index`, `y_tile`; common/out_one.wgsl otherwise).
+// (the place file: `w_row`, `y_index`, `y_tile`; common/out_one.wgsl otherwise). Both
+// kernels stage the weight tile through `stage_w_half` below.
 
 struct Params {
     n_in: u32,
@@ -35,3 +36,17 @@ struct Params {
 // The weight chunk once more, as words, for the scalar reads of common/blocks.wgsl (a vec4
 // load there would fetch 16 bytes to use 4).
 @group(0) @binding(4) var<storage, read> w_words: array<u32>;
+
+// The weight tile's staging, the same in both kernels: half `dh` (16 weights) of unit `u` of
+// the row at byte `wrow`, decoded by the format file's `decode_half`, with zeros for inputs
+// past n_in (a partial last unit of F32/F16/BF16) and for a row past the chunk (`row_ok`
+// false: the caller passes the chunk's last row so the reads stay in bounds).
+fn stage_w_half(wrow: u32, u: u32, dh: u32, row_ok: bool) -> array<vec4<f32>, 4> {
+    var q = decode_half(wrow + (u / BLOCK_UNITS) * BLOCK_BYTES, u % BLOCK_UNITS, dh);
+    for (var c = 0u; c < 4u; c++) {
+        let k = vec4<u32>(32u * u + 16u * dh + 4u * c) + vec4<u32>(0u, 1u, 2u, 3u);
+        let keep = (k < vec4<u32>(p.n_in)) & vec4<bool>(row_ok);
+        q[c] = select(vec4<f32>(0.0), q[c], keep);
+    }
+    return q;
+}
