@@ -16,7 +16,7 @@ use crate::ops::rope::RopeMode;
 use crate::ops::unary::UnaryOp;
 use crate::ops::{
     argmax, attention, elementwise, embed, glu, head_norm_rope, kv, matmul, matmul_coop, matvec,
-    norm, residual_norm, rope, sample, unary,
+    norm, quantize, residual_norm, rope, sample, unary,
 };
 use crate::shader::{BindingKind, Program};
 
@@ -27,6 +27,10 @@ pub enum Kernel {
     Matvec(GpuFormat, Epilogue),
     /// `y = W (act(gate) * up)`: the matvec with a GLU computed as its input is read.
     MatvecGlu(GpuFormat, Activation),
+    /// A vector rounded to the q8 layout (the matvec's q8 input).
+    QuantizeQ8,
+    /// `act(gate) * up` computed as it is read, rounded to the q8 layout.
+    QuantizeQ8Glu(Activation),
     /// Gather rows of an embedding table (token ids read from a GPU buffer).
     EmbedRows(GpuFormat),
     /// `Y = X W^T [+ bias]` for a block of tokens, with `W` in the given format (f32 FMAs),
@@ -106,6 +110,9 @@ impl Kernel {
             Kernel::Unary(UnaryOp::SoftCap),
             Kernel::Glu(Activation::GeluTanh),
             Kernel::Glu(Activation::Silu),
+            Kernel::QuantizeQ8,
+            Kernel::QuantizeQ8Glu(Activation::GeluTanh),
+            Kernel::QuantizeQ8Glu(Activation::Silu),
             Kernel::Argmax,
             Kernel::SampleTopK,
             Kernel::SampleDraw,
@@ -158,6 +165,8 @@ impl Kernel {
         match self {
             Kernel::Matvec(f, out) => matvec::program(f, InputKind::Plain, out, false),
             Kernel::MatvecGlu(f, _) => matvec::program(f, InputKind::Glu, Epilogue::STORE, false),
+            Kernel::QuantizeQ8 => quantize::program(false),
+            Kernel::QuantizeQ8Glu(_) => quantize::program(true),
             Kernel::EmbedRows(f) => embed::program(f),
             Kernel::Matmul(f, out) => matmul::program(f, out),
             Kernel::MatmulCoop(f, out) => matmul_coop::program(f, out, false),
@@ -188,7 +197,9 @@ impl Kernel {
     /// WGSL `override` constants this variant sets (besides the workgroup size).
     fn constants(self) -> Vec<(&'static str, f64)> {
         match self {
-            Kernel::Glu(a) | Kernel::MatvecGlu(_, a) => vec![("ACT", a.code())],
+            Kernel::Glu(a) | Kernel::MatvecGlu(_, a) | Kernel::QuantizeQ8Glu(a) => {
+                vec![("ACT", a.code())]
+            }
             Kernel::Rope(m) => vec![("NEOX", m.code())],
             Kernel::ResidualNorm { pre_norm, .. } => vec![("PRE", f64::from(u8::from(pre_norm)))],
             Kernel::HeadNormRope { mode, norm } => {

@@ -15,6 +15,7 @@ pub mod matmul;
 pub mod matmul_coop;
 pub mod matvec;
 pub mod norm;
+pub mod quantize;
 pub mod residual_norm;
 pub mod rope;
 pub mod sample;

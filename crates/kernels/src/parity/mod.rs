@@ -169,12 +169,14 @@ impl Check {
 pub fn checks() -> Vec<Check> {
     use crate::ops::{
         argmax, attention, elementwise, embed, glu, head_norm_rope, kv, matmul, matmul_coop,
-        matvec, norm, residual_norm, rope, sample, split, unary,
+        matvec, norm, quantize, residual_norm, rope, sample, split, unary,
     };
     vec![
         matvec::CHECK,
         matvec::GLU_CHECK,
         matvec::BIAS_CHECK,
+        quantize::CHECK,
+        quantize::GLU_CHECK,
         matmul::CHECK,
         matmul::BIAS_CHECK,
         matmul_coop::CHECK,
