@@ -14,6 +14,7 @@ pub mod kv;
 pub mod matmul;
 pub mod matmul_coop;
 pub mod matvec;
+pub mod matvec_q8;
 pub mod norm;
 pub mod quantize;
 pub mod residual_norm;

@@ -430,6 +430,23 @@ fn glu_parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
     Ok(c)
 }
 
+/// Quantizes `x` on the GPU into a new q8 vector at word `at` of its tensor and reads back
+/// the values it stands for: (the tensor, `dequantize_q8_ref` of the GPU's words). The q8
+/// matvec's checks multiply by exactly what the matvec reads.
+pub(crate) fn quantized_on_gpu(
+    gpu: &Gpu,
+    x: &[f32],
+    at: usize,
+) -> Result<(GpuTensor, Vec<f32>), GpuError> {
+    let n = x.len();
+    let xt = GpuTensor::from_f32(gpu, &[n], x);
+    let qt = q_tensor(gpu, at, n);
+    let op = quantize_q8((&xt).into(), View::at(&qt, at), n)?;
+    let words: Vec<u32> = run_read(gpu, vec![op], &qt, at, q8_words(n))?;
+    let values = dequantize_q8_ref(&words, n)?;
+    Ok((qt, values))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
