@@ -7,10 +7,11 @@
 //! `matvec/x_glu.wgsl` + `elementwise/act.wgsl`, or `matvec/x_q8.wgsl`),
 //! `matvec/reduce_{plain,subgroup}.wgsl` (entry point), `common/blocks.wgsl`,
 //! `formats/<type>.wgsl` (block constants) and `matvec/dot_<type>.wgsl` (the per-format
-//! `rows_dot4` or one-row `part_dot`; `matvec/dot8_<type>.wgsl` for the q8 input). A workgroup takes 4 rows; lanes work in groups of
-//! `PARTS` on one step of the row (4 or 8 lanes per unit of 32 weights; 32 lanes per Q4_K /
-//! Q6_K super-block), neighbouring lanes reading neighbouring words of the same block, so a
-//! subgroup's loads are contiguous (llama.cpp's Vulkan layout). Weights keep GGUF's layout.
+//! `rows_dot4` or one-row `part_dot`; `matvec/dot8_<type>.wgsl` for the q8 input). A
+//! workgroup takes 4 rows; lanes work in groups of `PARTS` on one step of the row (4 or 8
+//! lanes per unit of 32 weights; 32 lanes per Q4_K / Q6_K super-block), neighbouring lanes
+//! reading neighbouring words of the same block, so a subgroup's loads are contiguous
+//! (llama.cpp's Vulkan layout). Weights keep GGUF's layout.
 //! The subgroup entry is chosen when the device has `Features::SUBGROUP`. One dispatch per
 //! weight chunk. With a vector input the stored row may take a bias ([`matvec_bias`], the
 //! [`Epilogue`]: `common/out_bias.wgsl` for `common/out_store.wgsl`), and the rows of a row
