@@ -4,6 +4,16 @@
 const BLOCK_BYTES: u32 = 144u;
 const BLOCK_UNITS: u32 = 8u;
 
+// A matvec row's part of units 2g and 2g + 1 from its sums over their inputs: qa, qb =
+// sum q x, sa, sb = sum x; `head` is the super-block's first vec4 (d, dmin, packed scales).
+// Shared by the f32 and the int8-input dot files (matvec/dot_q4_k.wgsl, dot8_q4_k.wgsl).
+fn q4_k_row(head: vec4<u32>, g: u32, qa: f32, qb: f32, sa: f32, sb: f32) -> f32 {
+    let a = scale_min_k4_words(head.yzw, 2u * g);
+    let b = scale_min_k4_words(head.yzw, 2u * g + 1u);
+    let dm = unpack2x16float(head.x);
+    return dm.x * (a.x * qa + b.x * qb) - dm.y * (a.y * sa + b.y * sb);
+}
+
 fn decode_unit(blk: u32, unit: u32) {
     let sm = scale_min_k4(blk + 4u, unit);
     // Formed as the quant crate forms them (d * sc, dmin * m), so the weights match exactly.

@@ -12,6 +12,19 @@ fn q6_k_scale(sc: vec4<u32>, s: u32) -> f32 {
     return f32(sbyte(sc[s >> 2u], s & 3u));
 }
 
+// A matvec lane's part of a row (positions 16h .. 16h + 15 of the four quarters of half n)
+// from its quarter sums s (sum (q - 32) x), the block's 16 scales `sc` and its d. Shared by
+// the f32 and the int8-input dot files (matvec/dot_q6_k.wgsl, dot8_q6_k.wgsl).
+fn q6_k_row(sc: vec4<u32>, d: f32, n: u32, h: u32, s: vec4<f32>) -> f32 {
+    let scales = vec4<f32>(
+        q6_k_scale(sc, 8u * n + h),
+        q6_k_scale(sc, 8u * n + 2u + h),
+        q6_k_scale(sc, 8u * n + 4u + h),
+        q6_k_scale(sc, 8u * n + 6u + h),
+    );
+    return d * dot(scales, s);
+}
+
 fn decode_unit(blk: u32, unit: u32) {
     let bi = blk / BLOCK_BYTES;
     let n = unit >> 2u;

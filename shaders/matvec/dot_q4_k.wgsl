@@ -3,17 +3,10 @@
 // neighbouring lanes. Lane j (g = j / 2, h = j % 2) loads one vec4, bytes 32g + 16h .. + 16
 // of the 128 bytes of nibbles: positions 16h .. 16h + 15 of unit 2g (low
 // nibbles) and of unit 2g + 1 (high nibbles). The first vec4 holds f16 d, f16 dmin and the 12
-// bytes of packed 6-bit (scale, min) (formats/scale_min_k4.wgsl). w = d * sc * q - dmin * m.
+// bytes of packed 6-bit (scale, min) (formats/scale_min_k4.wgsl); `q4_k_row` (formats/q4_k.wgsl)
+// applies them. w = d * sc * q - dmin * m.
 const PARTS: u32 = 8u;
 const STEP_UNITS: u32 = 8u;
-
-// One row's part from its nibble sums: qa, qb = sum q x of units 2g and 2g + 1, sa, sb = sum x.
-fn q4_k_row(head: vec4<u32>, g: u32, qa: f32, qb: f32, sa: f32, sb: f32) -> f32 {
-    let a = scale_min_k4_words(head.yzw, 2u * g);
-    let b = scale_min_k4_words(head.yzw, 2u * g + 1u);
-    let dm = unpack2x16float(head.x);
-    return dm.x * (a.x * qa + b.x * qb) - dm.y * (a.y * sa + b.y * sb);
-}
 
 // The 4 rows' parts; each input vec4 is loaded once for the 4 rows.
 fn rows_dot4(blk: vec4<u32>, unit: u32, part: u32, xb: u32) -> vec4<f32> {

@@ -22,17 +22,6 @@ fn q6_k_quarters(a: u32, b: u32, hb: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4
     );
 }
 
-// Row part from its quarter sums s (sum (q - 32) x), its 16 scales `sc` and its d.
-fn q6_k_row(sc: vec4<u32>, d: f32, n: u32, h: u32, s: vec4<f32>) -> f32 {
-    let scales = vec4<f32>(
-        q6_k_scale(sc, 8u * n + h),
-        q6_k_scale(sc, 8u * n + 2u + h),
-        q6_k_scale(sc, 8u * n + 4u + h),
-        q6_k_scale(sc, 8u * n + 6u + h),
-    );
-    return d * dot(scales, s);
-}
-
 // The 4 rows' parts; each input vec4 is loaded once for the 4 rows.
 fn rows_dot4(blk: vec4<u32>, unit: u32, part: u32, xb: u32) -> vec4<f32> {
     let bi = blk / BLOCK_BYTES;

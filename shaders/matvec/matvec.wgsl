@@ -16,7 +16,9 @@
 // workgroup-memory tree; reduce_subgroup.wgsl: subgroupAdd, then one value per subgroup),
 // which also writes y. The input comes through `x4(i)` (inputs i .. i + 4, i counted from
 // the buffer's start, so x_offset included), defined by the input file: matvec/x_plain.wgsl
-// (a vector) or matvec/x_glu.wgsl (act(gate) * up, computed as it is read). The stored value
+// (a vector) or matvec/x_glu.wgsl (act(gate) * up, computed as it is read); or, for a vector
+// quantized to int8 blocks (matvec/x_q8.wgsl, read by the dot8_<type>.wgsl files), through
+// `xq16(i)` / `xq4(i)` (packed int8 inputs) and `xd(i)` (their block's scale). The stored value
 // goes through `y_out(row, sum)`, defined by the value file: common/out_store.wgsl (the sum)
 // or common/out_bias.wgsl (sum + bias); the weight row a dispatch row reads and where it
 // lands go through `w_row` and `y_index`, defined by the place file: common/out_one.wgsl
@@ -33,7 +35,8 @@ struct Params {
     up_offset: u32,
     // The bias of this dispatch's row 0 (common/out_bias.wgsl). Unused by out_store.wgsl.
     bias_offset: u32,
-    _pad: u32,
+    // Word index of the q8 input's scales (x_q8.wgsl). Unused by the other inputs.
+    x_scales: u32,
     // Split outputs (common/out_split.wgsl; `SplitParams` in split.rs). Unused by out_one.wgsl.
     row_base: u32,
     split_end0: u32,

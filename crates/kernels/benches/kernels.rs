@@ -1,4 +1,6 @@
-//! Kernel speed: matvec per weight format at real model shapes, the matvec with a GLU input
+//! Kernel speed: matvec per weight format at real model shapes (`matvec/...`; beside it
+//! `matvec_q8/...`, the same product from a q8 input, for the formats that take one, and
+//! `quantize_q8/<n>`, the dispatch that rounds x to it), the matvec with a GLU input
 //! beside the glu + matvec it replaces, stacked projections (q|k|v, gate|up: one matvec or
 //! split matmul beside the separate products), the prompt matmul (`matmul/...`: f32; beside
 //! it `matmul_coop/...`, the tensor-core kernel, where the device has cooperative matrices),
@@ -22,8 +24,9 @@ use rullama_kernels::ops::glu::{Activation, glu};
 use rullama_kernels::ops::head_norm_rope::{HeadNormRope, Heads};
 use rullama_kernels::ops::kv::{KvAppend, KvCache, KvDtype, KvLayout};
 use rullama_kernels::ops::matmul::{Matmul, Strides};
-use rullama_kernels::ops::matvec::{matvec, matvec_glu};
+use rullama_kernels::ops::matvec::{Input, matvec, matvec_glu, matvec_input, q8_supported};
 use rullama_kernels::ops::norm::RmsNorm;
+use rullama_kernels::ops::quantize::{q8_words, quantize_q8, quantize_q8_ref};
 use rullama_kernels::ops::residual_norm::{NormOut, ResidualNorm};
 use rullama_kernels::ops::rope::{Rope, RopeMode, rope_freqs};
 use rullama_kernels::ops::sample::{Sample, Sampling};
@@ -203,32 +206,71 @@ fn bench_matvec(ctx: &Ctx, c: &mut Criterion) {
                 continue;
             }
             let name = format!("matvec/{}/{shape}", f.name());
-            if ctx
-                .filter
-                .as_ref()
-                .is_some_and(|s| !name.contains(s.as_str()))
-            {
+            let q8_name = format!("matvec_q8/{}/{shape}", f.name());
+            let wanted = |n: &str| ctx.filter.as_ref().is_none_or(|s| n.contains(s.as_str()));
+            let q8 = q8_supported(f) && wanted(&q8_name);
+            if !wanted(&name) && !q8 {
                 continue;
             }
             let w = weight(gpu, f, n_in, n_out);
-            let x = GpuTensor::from_f32(gpu, &[n_in], &random_f32(n_in, 1));
+            let xs = random_f32(n_in, 1);
+            let x = GpuTensor::from_f32(gpu, &[n_in], &xs);
             let y = GpuTensor::zeros(gpu, &[n_out], Dtype::F32);
             let bytes = f.row_bytes(n_in) * n_out;
-            let ops = matvec(&w, (&x).into(), (&y).into()).unwrap();
             let work = Work {
                 bytes: bytes as u64,
                 flops: 2.0 * (n_in * n_out) as f64,
             };
-            ctx.bench(c, &name, ops.clone(), work, reps_for(bytes));
-            // Workgroup-size sweep on the big shapes (what the default should be).
-            if n_in * n_out > 4096 * 4096 && std::env::var("RULLAMA_BENCH_SWEEP").is_ok() {
-                for wg in [32, 64, 128, 256] {
-                    let mut v = ops.clone();
-                    v.iter_mut().for_each(|o| o.key.workgroup_size = wg);
-                    ctx.bench(c, &format!("{name}/wg{wg}"), v, work, reps_for(bytes));
+            if wanted(&name) {
+                let ops = matvec(&w, (&x).into(), (&y).into()).unwrap();
+                ctx.bench(c, &name, ops.clone(), work, reps_for(bytes));
+                // Workgroup-size sweep on the big shapes (what the default should be).
+                if n_in * n_out > 4096 * 4096 && std::env::var("RULLAMA_BENCH_SWEEP").is_ok() {
+                    for wg in [32, 64, 128, 256] {
+                        let mut v = ops.clone();
+                        v.iter_mut().for_each(|o| o.key.workgroup_size = wg);
+                        ctx.bench(c, &format!("{name}/wg{wg}"), v, work, reps_for(bytes));
+                    }
                 }
             }
+            if q8 {
+                // The same x rounded (on the CPU, once): the pass times the matvec alone, and
+                // its bytes are the weight's, so the % of 2.18 TB/s compares with matvec/.
+                let words = quantize_q8_ref(&xs).unwrap();
+                let q = GpuTensor::from_u32(gpu, &[words.len()], &words);
+                let ops = matvec_input(&w, Input::Q8((&q).into()), (&y).into()).unwrap();
+                ctx.bench(c, &q8_name, ops, work, reps_for(bytes));
+            }
         }
+    }
+}
+
+/// The q8 input's rounding of a vector of n (the matvec shapes' n_in), one dispatch; bytes =
+/// x read plus the q8 vector written.
+fn bench_quantize(ctx: &Ctx, c: &mut Criterion) {
+    let gpu = &ctx.gpu;
+    let mut sizes = vec![640, 2048, 896, 4096, 14336];
+    if gpu.info.device_type == wgpu::DeviceType::Cpu {
+        sizes.truncate(3);
+    }
+    for n in sizes {
+        let name = format!("quantize_q8/{n}");
+        if ctx
+            .filter
+            .as_ref()
+            .is_some_and(|s| !name.contains(s.as_str()))
+        {
+            continue;
+        }
+        let x = GpuTensor::from_f32(gpu, &[n], &random_f32(n, 4));
+        let q = GpuTensor::zeros(gpu, &[q8_words(n)], Dtype::U32);
+        let op = quantize_q8((&x).into(), (&q).into(), n).unwrap();
+        let bytes = 4 * (n + q8_words(n));
+        let work = Work {
+            bytes: bytes as u64,
+            flops: 0.0,
+        };
+        ctx.bench(c, &name, vec![op], work, reps_for(bytes));
     }
 }
 
@@ -715,6 +757,7 @@ fn main() {
         .configure_from_args();
     println!("PERF|name|bytes|time_us|GB/s|% of 2.18 TB/s|GFLOP/s|TFLOP/s");
     bench_matvec(&ctx, &mut c);
+    bench_quantize(&ctx, &mut c);
     bench_matvec_glu(&ctx, &mut c);
     bench_stacked(&ctx, &mut c);
     bench_matmul(&ctx, &mut c);

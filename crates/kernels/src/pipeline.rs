@@ -16,7 +16,7 @@ use crate::ops::rope::RopeMode;
 use crate::ops::unary::UnaryOp;
 use crate::ops::{
     argmax, attention, elementwise, embed, glu, head_norm_rope, kv, matmul, matmul_coop, matvec,
-    norm, residual_norm, rope, sample, unary,
+    norm, quantize, residual_norm, rope, sample, unary,
 };
 use crate::shader::{BindingKind, Program};
 
@@ -27,6 +27,13 @@ pub enum Kernel {
     Matvec(GpuFormat, Epilogue),
     /// `y = W (act(gate) * up)`: the matvec with a GLU computed as its input is read.
     MatvecGlu(GpuFormat, Activation),
+    /// `y = W x' [+ bias]` with x' a q8 vector (int8 blocks of 32 with f32 scales), integer
+    /// dot products; only for `matvec::q8_supported` formats.
+    MatvecQ8(GpuFormat, Epilogue),
+    /// A vector rounded to the q8 layout (the matvec's q8 input).
+    QuantizeQ8,
+    /// `act(gate) * up` computed as it is read, rounded to the q8 layout.
+    QuantizeQ8Glu(Activation),
     /// Gather rows of an embedding table (token ids read from a GPU buffer).
     EmbedRows(GpuFormat),
     /// `Y = X W^T [+ bias]` for a block of tokens, with `W` in the given format (f32 FMAs),
@@ -77,6 +84,9 @@ impl Kernel {
             }
             all.push(Kernel::MatvecGlu(f, Activation::GeluTanh));
             all.push(Kernel::MatvecGlu(f, Activation::Silu));
+            if matvec::q8_supported(f) {
+                all.extend(Epilogue::ALL.map(|out| Kernel::MatvecQ8(f, out)));
+            }
             all.push(Kernel::EmbedRows(f));
         }
         for weighted in [false, true] {
@@ -106,6 +116,9 @@ impl Kernel {
             Kernel::Unary(UnaryOp::SoftCap),
             Kernel::Glu(Activation::GeluTanh),
             Kernel::Glu(Activation::Silu),
+            Kernel::QuantizeQ8,
+            Kernel::QuantizeQ8Glu(Activation::GeluTanh),
+            Kernel::QuantizeQ8Glu(Activation::Silu),
             Kernel::Argmax,
             Kernel::SampleTopK,
             Kernel::SampleDraw,
@@ -125,6 +138,7 @@ impl Kernel {
             Kernel::MatvecGlu(f, _) => {
                 matvec::program(f, InputKind::Glu, Epilogue::STORE, caps.subgroup)
             }
+            Kernel::MatvecQ8(f, out) => matvec::program(f, InputKind::Q8, out, caps.subgroup),
             // `Matmul::kernel` picks MatmulCoop only with coop_f16; tests build it elsewhere
             // to run its body over emulated coop ops.
             Kernel::MatmulCoop(f, out) => matmul_coop::program(f, out, !caps.coop_f16),
@@ -143,6 +157,10 @@ impl Kernel {
                 matvec::program(f, InputKind::Glu, Epilogue::STORE, false),
                 matvec::program(f, InputKind::Glu, Epilogue::STORE, true),
             ],
+            Kernel::MatvecQ8(f, out) => vec![
+                matvec::program(f, InputKind::Q8, out, false),
+                matvec::program(f, InputKind::Q8, out, true),
+            ],
             Kernel::MatmulCoop(f, out) => vec![
                 matmul_coop::program(f, out, false),
                 matmul_coop::program(f, out, true),
@@ -158,6 +176,9 @@ impl Kernel {
         match self {
             Kernel::Matvec(f, out) => matvec::program(f, InputKind::Plain, out, false),
             Kernel::MatvecGlu(f, _) => matvec::program(f, InputKind::Glu, Epilogue::STORE, false),
+            Kernel::MatvecQ8(f, out) => matvec::program(f, InputKind::Q8, out, false),
+            Kernel::QuantizeQ8 => quantize::program(false),
+            Kernel::QuantizeQ8Glu(_) => quantize::program(true),
             Kernel::EmbedRows(f) => embed::program(f),
             Kernel::Matmul(f, out) => matmul::program(f, out),
             Kernel::MatmulCoop(f, out) => matmul_coop::program(f, out, false),
@@ -188,7 +209,9 @@ impl Kernel {
     /// WGSL `override` constants this variant sets (besides the workgroup size).
     fn constants(self) -> Vec<(&'static str, f64)> {
         match self {
-            Kernel::Glu(a) | Kernel::MatvecGlu(_, a) => vec![("ACT", a.code())],
+            Kernel::Glu(a) | Kernel::MatvecGlu(_, a) | Kernel::QuantizeQ8Glu(a) => {
+                vec![("ACT", a.code())]
+            }
             Kernel::Rope(m) => vec![("NEOX", m.code())],
             Kernel::ResidualNorm { pre_norm, .. } => vec![("PRE", f64::from(u8::from(pre_norm)))],
             Kernel::HeadNormRope { mode, norm } => {

@@ -1,19 +1,34 @@
 //! `y = W x` with `W` a GGUF weight (any [`GpuFormat`]) kept in its block layout, and
 //! `y = W (act(gate) * up)`, the down projection of a gated FFN with the GLU computed as the
-//! input is read ([`matvec_glu`]: one dispatch instead of two).
+//! input is read ([`matvec_glu`]: one dispatch instead of two), and `y = W x'` with x' a
+//! vector quantized to int8 blocks ([`Input::Q8`], the opt-in "q8 input" mode, see below).
 //!
 //! WGSL: `matvec/matvec.wgsl` (skeleton), the input (`matvec/x_plain.wgsl`, or
-//! `matvec/x_glu.wgsl` + `elementwise/act.wgsl`), `matvec/reduce_{plain,subgroup}.wgsl`
-//! (entry point), `common/blocks.wgsl`, `formats/<type>.wgsl` (block constants) and
-//! `matvec/dot_<type>.wgsl` (the per-format `part_dot`). A workgroup of 128 takes 4 rows; lanes work in groups of
-//! `PARTS` on one step of the row (4 or 8 lanes per unit of 32 weights; 32 lanes per Q4_K /
-//! Q6_K super-block), neighbouring lanes reading neighbouring words of the same block, so a
-//! subgroup's loads are contiguous (llama.cpp's Vulkan layout). Weights keep GGUF's layout.
+//! `matvec/x_glu.wgsl` + `elementwise/act.wgsl`, or `matvec/x_q8.wgsl`),
+//! `matvec/reduce_{plain,subgroup}.wgsl` (entry point), `common/blocks.wgsl`,
+//! `formats/<type>.wgsl` (block constants) and `matvec/dot_<type>.wgsl` (the per-format
+//! `rows_dot4` or one-row `part_dot`; `matvec/dot8_<type>.wgsl` for the q8 input). A
+//! workgroup takes 4 rows; lanes work in groups of `PARTS` on one step of the row (4 or 8
+//! lanes per unit of 32 weights; 32 lanes per Q4_K / Q6_K super-block), neighbouring lanes
+//! reading neighbouring words of the same block, so a subgroup's loads are contiguous
+//! (llama.cpp's Vulkan layout). Weights keep GGUF's layout.
 //! The subgroup entry is chosen when the device has `Features::SUBGROUP`. One dispatch per
 //! weight chunk. With a vector input the stored row may take a bias ([`matvec_bias`], the
 //! [`Epilogue`]: `common/out_bias.wgsl` for `common/out_store.wgsl`), and the rows of a row
 //! range may go to several outputs ([`matvec_split`]: `common/out_split.wgsl` for
 //! `common/out_one.wgsl`; q|k|v of a stacked weight in one dispatch, [`crate::ops::split`]).
+//!
+//! **The q8 input.** On the H100 the 4- to 6-bit formats are bound by the instructions per
+//! weight (docs/PERF.md): an integer-to-float decode, an FMA and a share of an f32 input load.
+//! llama.cpp's answer ("mmvq") is to round x once to int8 per block of 32
+//! ([`crate::ops::quantize`]: the layout, and the kernel that writes it) and dot packed
+//! integers: `dot4I8Packed` (SPIR-V `OpSDot` where the device has
+//! VK_KHR_shader_integer_dot_product, a polyfill elsewhere) multiplies 4 weight codes by 4
+//! inputs and adds them exactly. The dot8 files keep their format's lane layout and loads;
+//! the sums of q x and of x (for the mins and the `q - 8` / `q - 16` / `q - 32` offsets) are
+//! exact integers, and the f32 scales (the weight's, the input block's) are applied per
+//! block after. So the only new error is x's rounding, |x_i - q_i d| <= d / 2 per element
+//! (`ops::matvec_q8` states the bounds). Formats: [`q8_supported`].
 
 use crate::device::Gpu;
 use crate::error::GpuError;
@@ -21,12 +36,13 @@ use crate::format::GpuFormat;
 use crate::op::{Op, grid_1d};
 use crate::ops::epilogue::{Epilogue, bias_bound};
 use crate::ops::glu::{self, Activation, glu_ref};
+use crate::ops::quantize::q8_words;
 use crate::ops::split::{self, Out, SplitParams};
 use crate::parity::data::{Rng, n_in_step, random_f32, random_weight};
 use crate::parity::{Check, Compare, U, run_read};
 use crate::pipeline::Kernel;
 use crate::shader::{BLOCKS, BindingKind, Program, ShaderFile, shader_file};
-use crate::tensor::{GpuTensor, GpuWeight, View, WeightRows, WeightShape};
+use crate::tensor::{GpuBuffer, GpuTensor, GpuWeight, View, WeightRows, WeightShape};
 
 /// Parameters of one matvec dispatch (WGSL `Params` in `matvec/matvec.wgsl`).
 #[repr(C)]
@@ -36,7 +52,8 @@ pub struct MatvecParams {
     /// Rows in this chunk.
     pub n_rows: u32,
     pub row_bytes: u32,
-    /// Where the input starts (the gate, for a GLU input).
+    /// Where the input starts (the gate, for a GLU input; for a q8 input the byte index of
+    /// its first quant, 4 times the view's word offset).
     pub x_offset: u32,
     /// Where this chunk's first row lands in `y`.
     pub y_offset: u32,
@@ -44,13 +61,14 @@ pub struct MatvecParams {
     pub up_offset: u32,
     /// The bias of this dispatch's first row (bias epilogue only; 0 otherwise).
     pub bias_offset: u32,
-    pub _pad: u32,
+    /// The word index of a q8 input's scales (q8 input only; 0 otherwise).
+    pub x_scales: u32,
     /// Split outputs (the split epilogue only; zero otherwise).
     pub split: SplitParams,
 }
 
-/// What a matvec multiplies: a vector, or a gated linear unit of two vectors computed as the
-/// kernel reads it (`act(gate[i]) * up[i]`).
+/// What a matvec multiplies: a vector, a gated linear unit of two vectors computed as the
+/// kernel reads it (`act(gate[i]) * up[i]`), or a vector quantized to int8 blocks.
 #[derive(Debug, Clone, Copy)]
 pub enum Input<'a> {
     Plain(View<'a>),
@@ -59,19 +77,30 @@ pub enum Input<'a> {
         gate: View<'a>,
         up: View<'a>,
     },
+    /// A q8 vector of the weight's `n_in` inputs ([`crate::ops::quantize`] describes the
+    /// layout and writes it): the view's offset, counted in 4-byte words, is where its quants
+    /// begin, a multiple of 4 (16-byte aligned); it takes `q8_words(n_in)` words. Only for
+    /// the formats [`q8_supported`] names.
+    Q8(View<'a>),
 }
 
-/// The input file of a matvec program (the `x_begin` / `x1` / `x4` it reads through).
+/// The input file of a matvec program (what the dot files read inputs through).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum InputKind {
-    /// `matvec/x_plain.wgsl`: x at binding 2.
+    /// `matvec/x_plain.wgsl`: x at binding 2 (`x4`).
     Plain,
-    /// `matvec/x_glu.wgsl`: gate at binding 2, up at binding 5, act from the `ACT` override.
+    /// `matvec/x_glu.wgsl`: gate at binding 2, up at binding 5, act from the `ACT` override
+    /// (`x4`).
     Glu,
+    /// `matvec/x_q8.wgsl`: a q8 vector at binding 2 (`xq16`, `xq4`, `xd`), read by the
+    /// format's `matvec/dot8_<type>.wgsl`.
+    Q8,
 }
 
 /// The bindings of a matvec with a GLU input: [`WEIGHT_KERNEL_BINDINGS`] (input = gate) and
 /// `up` at 5.
+///
+/// [`WEIGHT_KERNEL_BINDINGS`]: crate::shader::WEIGHT_KERNEL_BINDINGS
 pub const GLU_BINDINGS: &[BindingKind] = &[
     BindingKind::Uniform,
     BindingKind::StorageRead,
@@ -84,6 +113,7 @@ pub const GLU_BINDINGS: &[BindingKind] = &[
 static SKELETON: ShaderFile = shader_file!("matvec/matvec.wgsl");
 static X_PLAIN: ShaderFile = shader_file!("matvec/x_plain.wgsl");
 static X_GLU: ShaderFile = shader_file!("matvec/x_glu.wgsl");
+static X_Q8: ShaderFile = shader_file!("matvec/x_q8.wgsl");
 static REDUCE_PLAIN: ShaderFile = shader_file!("matvec/reduce_plain.wgsl");
 static REDUCE_SUBGROUP: ShaderFile = shader_file!("matvec/reduce_subgroup.wgsl");
 // `const`, not `static`: `dot_files` returns promoted `&'static` slices of them.
@@ -101,6 +131,15 @@ const DOT_Q3K: ShaderFile = shader_file!("matvec/dot_q3_k.wgsl");
 const DOT_Q4K: ShaderFile = shader_file!("matvec/dot_q4_k.wgsl");
 const DOT_Q5K: ShaderFile = shader_file!("matvec/dot_q5_k.wgsl");
 const DOT_Q6K: ShaderFile = shader_file!("matvec/dot_q6_k.wgsl");
+// The int8-input dot files (q8 input): the same lane layouts, integer dot products.
+const DOT8_Q8_0: ShaderFile = shader_file!("matvec/dot8_q8_0.wgsl");
+const DOT8_Q4_0: ShaderFile = shader_file!("matvec/dot8_q4_0.wgsl");
+const DOT8_Q4_1: ShaderFile = shader_file!("matvec/dot8_q4_1.wgsl");
+const DOT8_Q5_0: ShaderFile = shader_file!("matvec/dot8_q5_0.wgsl");
+const DOT8_Q5_1: ShaderFile = shader_file!("matvec/dot8_q5_1.wgsl");
+const DOT8_Q4K: ShaderFile = shader_file!("matvec/dot8_q4_k.wgsl");
+const DOT8_Q5K: ShaderFile = shader_file!("matvec/dot8_q5_k.wgsl");
+const DOT8_Q6K: ShaderFile = shader_file!("matvec/dot8_q6_k.wgsl");
 
 /// The format's `rows_dot4` (one part of a step of 4 rows, dotted with x): its own, or
 /// `rows_each.wgsl` over its one-row `part_dot`.
@@ -122,26 +161,61 @@ fn dot_files(f: GpuFormat) -> &'static [&'static ShaderFile] {
     }
 }
 
+/// The format's `rows_dot4` over a q8 input, if it has one: the formats whose codes are
+/// valid int8 operands and that the models quantize their big matrices to. Q2_K and Q3_K
+/// (2-3 bit codes with 4-bit scales per 16) and the float formats have none.
+fn dot8_files(f: GpuFormat) -> Option<&'static [&'static ShaderFile]> {
+    match f {
+        GpuFormat::Q8_0 => Some(&[&DOT8_Q8_0]),
+        GpuFormat::Q4_0 => Some(&[&DOT8_Q4_0]),
+        GpuFormat::Q4_1 => Some(&[&DOT8_Q4_1]),
+        GpuFormat::Q5_0 => Some(&[&DOT8_Q5_0]),
+        GpuFormat::Q5_1 => Some(&[&ROWS_EACH, &DOT8_Q5_1]),
+        GpuFormat::Q4K => Some(&[&DOT8_Q4K]),
+        GpuFormat::Q5K => Some(&[&ROWS_EACH, &DOT8_Q5K]),
+        GpuFormat::Q6K => Some(&[&DOT8_Q6K]),
+        GpuFormat::F32 | GpuFormat::F16 | GpuFormat::Bf16 | GpuFormat::Q2K | GpuFormat::Q3K => None,
+    }
+}
+
+/// Whether a matvec over weights of format `f` takes a q8 input ([`Input::Q8`]): Q8_0, Q4_0,
+/// Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K.
+pub fn q8_supported(f: GpuFormat) -> bool {
+    dot8_files(f).is_some()
+}
+
+/// The dot files of a program with input `input`.
+fn dots(f: GpuFormat, input: InputKind) -> &'static [&'static ShaderFile] {
+    match input {
+        InputKind::Plain | InputKind::Glu => dot_files(f),
+        InputKind::Q8 => dot8_files(f).unwrap_or_else(|| {
+            panic!("no q8-input matvec for {f:?} (ops check q8_supported first)")
+        }),
+    }
+}
+
 /// The most invocations per workgroup. The H100 sweep (docs/PERF.md) put 128 ahead of 32, 64
 /// and 256 for rows long enough to give every lane a step.
 pub const MAX_WORKGROUP: u32 = 128;
 /// Rows per workgroup (`R` in the WGSL).
 pub const ROWS: usize = 4;
 
-/// Invocations per workgroup for rows of `n_in` weights: one lane per (step, part) of a row,
-/// rounded up to a power of two, between 32 (a subgroup) and [`MAX_WORKGROUP`]. Shorter rows
-/// would otherwise leave lanes idle (Q6_K at n_in 4096 has 16 steps of 4 parts). Only speed
-/// depends on it: the kernel loops over whatever steps its lanes do not cover.
-pub fn workgroup_size(f: GpuFormat, n_in: usize) -> u32 {
-    let (parts, step_units) = lane_layout(f);
+/// Invocations per workgroup for rows of `n_in` weights read with input `input`: one lane per
+/// (step, part) of a row, rounded up to a power of two, between 32 (a subgroup) and
+/// [`MAX_WORKGROUP`]. Shorter rows would otherwise leave lanes idle (Q6_K at n_in 4096 has
+/// 16 steps of 4 parts). Only speed depends on it: the kernel loops over whatever steps its
+/// lanes do not cover.
+pub fn workgroup_size(f: GpuFormat, input: InputKind, n_in: usize) -> u32 {
+    let (parts, step_units) = lane_layout(f, input);
     let lane_steps = n_in.div_ceil(32).div_ceil(step_units) * parts;
     (lane_steps.next_power_of_two() as u32).clamp(32, MAX_WORKGROUP)
 }
 
-/// (`PARTS`, `STEP_UNITS`) of the format's dot file, read from its WGSL (the one source).
-fn lane_layout(f: GpuFormat) -> (usize, usize) {
+/// (`PARTS`, `STEP_UNITS`) of the dot file the program with input `input` uses, read from its
+/// WGSL (the one source).
+fn lane_layout(f: GpuFormat, input: InputKind) -> (usize, usize) {
     // The text the program is built from (a replaced dot file may change its lane layout).
-    let source = dot_files(f).last().expect("a dot file").text();
+    let source = dots(f, input).last().expect("a dot file").text();
     let constant = |name: &str| -> usize {
         let line = source
             .lines()
@@ -158,9 +232,9 @@ fn lane_layout(f: GpuFormat) -> (usize, usize) {
 }
 
 /// The matvec program for format `f`, input `input`, output `out`, with the subgroup
-/// reduction or without. Only the input and output files differ between variants: one
-/// skeleton, one dot file per format. A GLU input has no bias or split epilogue (its `up`
-/// takes binding 5, the bias's; no model stacks down projections).
+/// reduction or without. Only the input, dot and output files differ between variants: one
+/// skeleton. A GLU input has no bias or split epilogue (its `up` takes binding 5, the
+/// bias's; no model stacks down projections).
 pub(crate) fn program(f: GpuFormat, input: InputKind, out: Epilogue, subgroup: bool) -> Program {
     let (reduce, suffix) = if subgroup {
         (&REDUCE_SUBGROUP, "_sg")
@@ -177,6 +251,7 @@ pub(crate) fn program(f: GpuFormat, input: InputKind, out: Epilogue, subgroup: b
             );
             (&[&X_GLU, &glu::ACT], "matvec_glu", GLU_BINDINGS)
         }
+        InputKind::Q8 => (&[&X_Q8], "matvec_q8", out.bindings()),
     };
     Program {
         name: format!("{prefix}{}_{}{suffix}", out.infix(), f.name()),
@@ -186,7 +261,7 @@ pub(crate) fn program(f: GpuFormat, input: InputKind, out: Epilogue, subgroup: b
             .chain(out.files())
             .chain([reduce, &BLOCKS])
             .chain(f.decoder().iter().copied())
-            .chain(dot_files(f).iter().copied())
+            .chain(dots(f, input).iter().copied())
             .collect(),
         entry: "main",
         bindings,
@@ -207,7 +282,18 @@ pub fn matvec_bias(
     bias: View<'_>,
     y: View<'_>,
 ) -> Result<Vec<Op>, GpuError> {
-    ops(w, Input::Plain(x), Some(bias), y)
+    matvec_bias_input(w, Input::Plain(x), bias, y)
+}
+
+/// [`matvec_bias`] with the input as a value: a vector or a q8 vector (a GLU input has no
+/// bias: [`GpuError::InvalidParams`]).
+pub fn matvec_bias_input(
+    w: &GpuWeight,
+    input: Input<'_>,
+    bias: View<'_>,
+    y: View<'_>,
+) -> Result<Vec<Op>, GpuError> {
+    ops(w, input, Some(bias), y)
 }
 
 /// `y[y.offset..][..n_out] = W a` with `a[i] = act(gate[i]) * up[i]` for i < n_in, computed
@@ -234,35 +320,36 @@ pub fn matvec_split(
     bias: Option<View<'_>>,
     outs: &[Out<'_>],
 ) -> Result<Vec<Op>, GpuError> {
+    matvec_split_input(w, Input::Plain(x), bias, outs)
+}
+
+/// [`matvec_split`] with the input as a value: a vector or a q8 vector (a GLU input has no
+/// split epilogue: [`GpuError::InvalidParams`]).
+pub fn matvec_split_input(
+    w: WeightRows<'_>,
+    input: Input<'_>,
+    bias: Option<View<'_>>,
+    outs: &[Out<'_>],
+) -> Result<Vec<Op>, GpuError> {
     let s = w.w.shape;
-    x.check("matvec_split x", s.n_in)?;
-    let parts = split::parts("matvec_split", w, bias, outs, 1)?;
     let out = Epilogue {
         bias: bias.is_some(),
         split: true,
     };
-    let y = &outs[0].y.t.buf;
+    let input = input.bind(s, out)?;
+    let parts = split::parts("matvec_split", w, bias, outs, 1)?;
+    let to = Outputs {
+        y: &outs[0].y.t.buf,
+        bias: bias.map(|b| &b.t.buf),
+    };
     let ops = parts.into_iter().map(|part| {
-        let params = MatvecParams {
-            n_in: s.n_in as u32,
-            n_rows: part.n_rows as u32,
-            row_bytes: s.format.row_bytes(s.n_in) as u32,
-            x_offset: x.offset as u32,
+        let place = Place {
+            n_rows: part.n_rows,
             y_offset: 0,
-            up_offset: 0,
             bias_offset: part.bias_offset,
-            _pad: 0,
             split: part.split,
         };
-        let mut buffers = vec![&part.chunk.buf, &x.t.buf, y, &part.chunk.buf];
-        buffers.extend(bias.map(|b| &b.t.buf));
-        Op::new(
-            Kernel::Matvec(s.format, out),
-            workgroup_size(s.format, s.n_in),
-            &params,
-            &buffers,
-            grid_1d(part.n_rows.div_ceil(ROWS)),
-        )
+        input.op(s, &part.chunk.buf, &to, place)
     });
     Ok(ops.collect())
 }
@@ -288,47 +375,140 @@ fn ops(
         bias: bias.is_some(),
         split: false,
     };
-    let (kernel, x, up) = match input {
-        Input::Plain(x) => {
-            x.check("matvec x", s.n_in)?;
-            (Kernel::Matvec(s.format, out), x, None)
-        }
-        Input::Glu { .. } if bias.is_some() => {
-            return Err(GpuError::InvalidParams {
-                op: "matvec_glu",
-                detail: "a GLU input takes no bias (binding 5 is its up)".into(),
-            });
-        }
-        Input::Glu { act, gate, up } => {
-            gate.check("matvec_glu gate", s.n_in)?;
-            up.check("matvec_glu up", s.n_in)?;
-            (Kernel::MatvecGlu(s.format, act), gate, Some(up))
-        }
+    let input = input.bind(s, out)?;
+    let to = Outputs {
+        y: &y.t.buf,
+        bias: bias.map(|b| &b.t.buf),
     };
     let ops = w.chunks.iter().map(|c| {
-        let params = MatvecParams {
-            n_in: s.n_in as u32,
-            n_rows: c.n_rows as u32,
-            row_bytes: s.format.row_bytes(s.n_in) as u32,
-            x_offset: x.offset as u32,
+        let place = Place {
+            n_rows: c.n_rows,
             y_offset: (y.offset + c.first_row) as u32,
-            up_offset: up.map_or(0, |u| u.offset as u32),
             bias_offset: bias.map_or(0, |b| (b.offset + c.first_row) as u32),
-            _pad: 0,
             split: SplitParams::default(),
         };
-        let mut buffers = vec![&c.buf, &x.t.buf, &y.t.buf, &c.buf];
-        // Binding 5: up (GLU input) or the bias, never both.
-        buffers.extend(up.or(bias).map(|v| &v.t.buf));
-        Op::new(
-            kernel,
-            workgroup_size(s.format, s.n_in),
-            &params,
-            &buffers,
-            grid_1d(c.n_rows.div_ceil(ROWS)),
-        )
+        input.op(s, &c.buf, &to, place)
     });
     Ok(ops.collect())
+}
+
+/// An input checked against a weight and an epilogue: the kernel it selects, the buffers it
+/// binds (2, and a GLU's up at 5) and its parameter fields.
+struct Bound<'a> {
+    kernel: Kernel,
+    kind: InputKind,
+    x: &'a GpuBuffer,
+    up: Option<&'a GpuBuffer>,
+    x_offset: u32,
+    up_offset: u32,
+    x_scales: u32,
+}
+
+/// Where a dispatch's outputs go: y, and the bias it adds (binding 5).
+struct Outputs<'a> {
+    y: &'a GpuBuffer,
+    bias: Option<&'a GpuBuffer>,
+}
+
+/// One dispatch's rows: how many, where they land (one output) or the split (several), and
+/// the bias of the first.
+struct Place {
+    n_rows: usize,
+    y_offset: u32,
+    bias_offset: u32,
+    split: SplitParams,
+}
+
+fn invalid(op: &'static str, detail: String) -> GpuError {
+    GpuError::InvalidParams { op, detail }
+}
+
+impl<'a> Input<'a> {
+    /// Checks this input against a weight of shape `s` and the epilogue `out`, and binds it.
+    fn bind(self, s: WeightShape, out: Epilogue) -> Result<Bound<'a>, GpuError> {
+        let f = s.format;
+        let bound = |kernel, kind, x: View<'a>| Bound {
+            kernel,
+            kind,
+            x: &x.t.buf,
+            up: None,
+            x_offset: x.offset as u32,
+            up_offset: 0,
+            x_scales: 0,
+        };
+        match self {
+            Input::Plain(x) => {
+                x.check("matvec x", s.n_in)?;
+                Ok(bound(Kernel::Matvec(f, out), InputKind::Plain, x))
+            }
+            Input::Glu { .. } if out != Epilogue::STORE => Err(invalid(
+                "matvec_glu",
+                "a GLU input takes no bias or split outputs (binding 5 is its up)".into(),
+            )),
+            Input::Glu { act, gate, up } => {
+                gate.check("matvec_glu gate", s.n_in)?;
+                up.check("matvec_glu up", s.n_in)?;
+                Ok(Bound {
+                    up: Some(&up.t.buf),
+                    up_offset: up.offset as u32,
+                    ..bound(Kernel::MatvecGlu(f, act), InputKind::Glu, gate)
+                })
+            }
+            Input::Q8(q) => {
+                if !q8_supported(f) {
+                    return Err(invalid(
+                        "matvec q8",
+                        format!("no q8-input matvec for {f:?} weights (see q8_supported)"),
+                    ));
+                }
+                if !s.n_in.is_multiple_of(32) {
+                    return Err(invalid(
+                        "matvec q8",
+                        format!("n_in {} is not a multiple of 32", s.n_in),
+                    ));
+                }
+                if !q.offset.is_multiple_of(4) {
+                    return Err(invalid(
+                        "matvec q8",
+                        format!("quants at word {}: not 16-byte aligned", q.offset),
+                    ));
+                }
+                q.check("matvec q8 x", q8_words(s.n_in))?;
+                Ok(Bound {
+                    x_offset: (4 * q.offset) as u32,
+                    x_scales: (q.offset + s.n_in / 4) as u32,
+                    ..bound(Kernel::MatvecQ8(f, out), InputKind::Q8, q)
+                })
+            }
+        }
+    }
+}
+
+impl Bound<'_> {
+    /// The dispatch of `place`'s rows of the weight chunk `chunk` (a weight of shape `s`).
+    fn op(&self, s: WeightShape, chunk: &GpuBuffer, to: &Outputs<'_>, place: Place) -> Op {
+        let params = MatvecParams {
+            n_in: s.n_in as u32,
+            n_rows: place.n_rows as u32,
+            row_bytes: s.format.row_bytes(s.n_in) as u32,
+            x_offset: self.x_offset,
+            y_offset: place.y_offset,
+            up_offset: self.up_offset,
+            bias_offset: place.bias_offset,
+            x_scales: self.x_scales,
+            split: place.split,
+        };
+        let mut buffers = vec![chunk, self.x, to.y, chunk];
+        // Binding 5: the bias, or a GLU's up (never both: `bind` refuses it).
+        buffers.extend(to.bias.or(self.up));
+        Op::new(
+            self.kernel,
+            workgroup_size(s.format, self.kind, s.n_in),
+            &params,
+            &buffers,
+            grid_1d(place.n_rows.div_ceil(ROWS)),
+        )
+    }
 }
 
 /// CPU reference: `y = W x` in f64 over the dequantized rows (`w` is `n_out * n_in`, row-major).
@@ -408,6 +588,11 @@ pub(crate) struct Case {
 impl Case {
     fn random(rng: &mut Rng) -> Case {
         let format = rng.pick(&GpuFormat::ALL);
+        Case::random_of(rng, format)
+    }
+
+    /// A random case over weights of format `format`.
+    pub(crate) fn random_of(rng: &mut Rng, format: GpuFormat) -> Case {
         Case {
             format,
             n_out: rng.range(1, 40),
@@ -420,12 +605,12 @@ impl Case {
         }
     }
 
-    fn n_in(&self) -> usize {
+    pub(crate) fn n_in(&self) -> usize {
         self.n_blocks * n_in_step(self.format)
     }
 
     /// The weight on the GPU and its values (row-major, from the quant crate).
-    fn weight(&self, gpu: &Gpu) -> Result<(GpuWeight, Vec<f32>), GpuError> {
+    pub(crate) fn weight(&self, gpu: &Gpu) -> Result<(GpuWeight, Vec<f32>), GpuError> {
         let (bytes, w) = random_weight(self.format, self.n_out, self.n_in(), self.seed);
         let shape = WeightShape {
             format: self.format,
@@ -438,25 +623,57 @@ impl Case {
         ))
     }
 
-    fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         let bias = if self.bias { " + bias" } else { "" };
         format!("{:?} {}x{}{bias}", self.format, self.n_out, self.n_in())
     }
 }
 
+/// How a parity case feeds x to the matvec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CaseInput {
+    /// The f32 vector.
+    Plain,
+    /// Its q8 rounding by the GPU, at word `at` of its tensor; blocks of magnitudes 2^-3 ..
+    /// 2^3 in turn (a scale applied to the wrong block shows). The reference multiplies by
+    /// the values the rounded vector stands for (`ops::matvec_q8`).
+    Q8 { at: usize },
+}
+
 /// Runs one matvec case, `y` written from offset 3 of its tensor (the bias, if any, read from
 /// offset 2 of its own).
 pub(crate) fn compare(gpu: &Gpu, case: Case) -> Result<Compare, GpuError> {
+    compare_input(gpu, case, CaseInput::Plain)
+}
+
+/// [`compare`] with x fed as `mode` says.
+pub(crate) fn compare_input(gpu: &Gpu, case: Case, mode: CaseInput) -> Result<Compare, GpuError> {
     let n_in = case.n_in();
     let (wt, w) = case.weight(gpu)?;
     let x = random_f32(n_in, case.seed ^ 1);
-    let xt = GpuTensor::from_f32(gpu, &[n_in], &x);
+    // The input tensor, the word its vector starts at, and the values the reference takes.
+    let (xt, at, x) = match mode {
+        CaseInput::Plain => (GpuTensor::from_f32(gpu, &[n_in], &x), 0, x),
+        CaseInput::Q8 { at } => {
+            let x: Vec<f32> = x
+                .iter()
+                .enumerate()
+                .map(|(i, v)| v * 2f32.powi((i / 32 % 7) as i32 - 3))
+                .collect();
+            let (qt, values) = crate::ops::quantize::quantized_on_gpu(gpu, &x, at)?;
+            (qt, at, values)
+        }
+    };
+    let input = match mode {
+        CaseInput::Plain => Input::Plain((&xt).into()),
+        CaseInput::Q8 { .. } => Input::Q8(View::at(&xt, at)),
+    };
     let yt = GpuTensor::zeros(gpu, &[case.n_out + 3], crate::Dtype::F32);
     let b = case.bias.then(|| random_f32(case.n_out + 2, case.seed ^ 2));
     let bt = b.as_ref().map(|b| GpuTensor::from_f32(gpu, &[b.len()], b));
     let ops = match &bt {
-        Some(bt) => matvec_bias(&wt, (&xt).into(), View::at(bt, 2), View::at(&yt, 3))?,
-        None => matvec(&wt, (&xt).into(), View::at(&yt, 3))?,
+        Some(bt) => matvec_bias_input(&wt, input, View::at(bt, 2), View::at(&yt, 3))?,
+        None => matvec_input(&wt, input, View::at(&yt, 3))?,
     };
     let y: Vec<f32> = run_read(gpu, ops, &yt, 3, case.n_out)?;
     let b = b.as_ref().map(|b| &b[2..]);
@@ -468,7 +685,7 @@ pub(crate) fn compare(gpu: &Gpu, case: Case) -> Result<Compare, GpuError> {
             None => (n_in + 4) as f64 * U * f64::from(abs[r]),
         };
         c.add(f64::from(y[r]), f64::from(want[r]), bound, || {
-            format!("{} row {r}", case.name())
+            format!("{} {mode:?} row {r}", case.name())
         });
     }
     Ok(c)
@@ -667,7 +884,15 @@ mod tests {
         let filter = std::env::var("RULLAMA_ADAPTER").ok();
         let gpu = crate::Gpu::open_with_options(filter.as_deref(), options).unwrap();
         assert!(!gpu.caps.subgroup);
-        for check in [CHECK, GLU_CHECK, BIAS_CHECK, split::MATVEC_CHECK] {
+        use crate::ops::matvec_q8;
+        for check in [
+            CHECK,
+            GLU_CHECK,
+            BIAS_CHECK,
+            split::MATVEC_CHECK,
+            matvec_q8::CHECK,
+            matvec_q8::SPLIT_CHECK,
+        ] {
             let r = check.run(&gpu, 6, 5);
             assert!(r.passed(), "{r}");
         }
@@ -707,17 +932,21 @@ mod tests {
         }
     }
 
-    /// Every dot file states its lane layout in the form `workgroup_size` reads.
+    /// Every dot file states its lane layout in the form `workgroup_size` reads, and each
+    /// dot8 file keeps its format's (the q8 input changes the arithmetic, not the lanes).
     #[test]
     fn lane_layouts_parse() {
         for f in GpuFormat::ALL {
-            let (parts, step_units) = lane_layout(f);
+            let (parts, step_units) = lane_layout(f, InputKind::Plain);
             assert!(parts.is_power_of_two() && parts <= 32, "{f:?}");
             assert!(step_units == 1 || step_units == 8, "{f:?}");
+            if q8_supported(f) {
+                assert_eq!(lane_layout(f, InputKind::Q8), (parts, step_units), "{f:?}");
+            }
         }
-        assert_eq!(workgroup_size(GpuFormat::Q6K, 4096), 64);
-        assert_eq!(workgroup_size(GpuFormat::Q8_0, 4096), 128);
-        assert_eq!(workgroup_size(GpuFormat::Q4_0, 640), 32);
+        assert_eq!(workgroup_size(GpuFormat::Q6K, InputKind::Plain, 4096), 64);
+        assert_eq!(workgroup_size(GpuFormat::Q8_0, InputKind::Plain, 4096), 128);
+        assert_eq!(workgroup_size(GpuFormat::Q4_0, InputKind::Plain, 640), 32);
         assert!(
             SKELETON
                 .source

@@ -27,7 +27,8 @@ use crate::error::GpuError;
 use crate::format::GpuFormat;
 use crate::ops::matmul::{Inputs, Matmul, Strides};
 use crate::ops::matmul_coop::{self, ROUNDED};
-use crate::ops::matvec::{matvec_bias_ref, matvec_split};
+use crate::ops::matvec::{Input, matvec_bias_ref, matvec_split_input};
+use crate::ops::{matvec_q8, quantize};
 use crate::parity::data::{Rng, n_in_step, random_f32, random_weight};
 use crate::parity::{Check, Compare, run_read};
 use crate::tensor::{GpuTensor, GpuWeight, View, WeightChunk, WeightRows, WeightShape};
@@ -237,11 +238,13 @@ fn coop_random(rng: &mut Rng) -> Case {
     }
 }
 
-/// Which kernel a case runs: the matvec (one token), or the matmul for a block of tokens on
-/// the f32 kernel or the tensor cores (emulated where the device has none: tests only).
+/// Which kernel a case runs: the matvec (one token; with x rounded to a q8 vector by the GPU
+/// first, or not), or the matmul for a block of tokens on the f32 kernel or the tensor cores
+/// (emulated where the device has none: tests only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
     Matvec,
+    MatvecQ8,
     Matmul { n_tokens: usize },
     Coop { n_tokens: usize },
 }
@@ -249,7 +252,7 @@ pub(crate) enum Kind {
 impl Kind {
     fn tokens(self) -> usize {
         match self {
-            Kind::Matvec => 1,
+            Kind::Matvec | Kind::MatvecQ8 => 1,
             Kind::Matmul { n_tokens } | Kind::Coop { n_tokens } => n_tokens,
         }
     }
@@ -273,9 +276,13 @@ pub(crate) struct Case {
 }
 
 impl Case {
-    fn random(rng: &mut Rng, kind: Kind) -> Case {
-        let format = rng.pick(&GpuFormat::ALL);
-        let block = kind != Kind::Matvec;
+    pub(crate) fn random(rng: &mut Rng, kind: Kind) -> Case {
+        let format = if kind == Kind::MatvecQ8 {
+            rng.pick(&matvec_q8::formats())
+        } else {
+            rng.pick(&GpuFormat::ALL)
+        };
+        let block = matches!(kind, Kind::Matmul { .. } | Kind::Coop { .. });
         let n_out = rng.range(2, if block { 150 } else { 60 });
         // Half the cases take the whole weight (the model's stacked q|k|v), half a range.
         let (first, n) = if rng.bool() {
@@ -367,11 +374,20 @@ pub(crate) fn compare(gpu: &Gpu, case: &Case, inputs: &Inputs) -> Result<Compare
     };
     let wt = GpuWeight::upload_chunked(gpu, shape, &bytes, case.chunk_rows)?;
     let xs = n_in + 3;
-    let x: Vec<f32> = random_f32(tokens * xs, case.seed ^ 1)
+    let mut x: Vec<f32> = random_f32(tokens * xs, case.seed ^ 1)
         .into_iter()
         .map(inputs.x_map)
         .collect();
     let xt = GpuTensor::from_f32(gpu, &[x.len()], &x);
+    // The q8 matvec reads x rounded by the GPU (at word 4 of its tensor); the reference
+    // multiplies by the values it stands for.
+    let q8 = if case.kind == Kind::MatvecQ8 {
+        let (qt, values) = quantize::quantized_on_gpu(gpu, &x[..n_in], 4)?;
+        x[..n_in].copy_from_slice(&values);
+        Some(qt)
+    } else {
+        None
+    };
     let (places, len) = case.places();
     let yt = GpuTensor::from_f32(gpu, &[len], &vec![UNTOUCHED; len]);
     let outs: Vec<Out> = places
@@ -397,7 +413,13 @@ pub(crate) fn compare(gpu: &Gpu, case: &Case, inputs: &Inputs) -> Result<Compare
         tensor_cores,
     };
     let ops = match case.kind {
-        Kind::Matvec => matvec_split(rows, xv, bv, &outs)?,
+        Kind::Matvec | Kind::MatvecQ8 => {
+            let input = match &q8 {
+                Some(qt) => Input::Q8(View::at(qt, 4)),
+                None => Input::Plain(xv),
+            };
+            matvec_split_input(rows, input, bv, &outs)?
+        }
         Kind::Matmul { .. } => block(false).split_ops_with(false, rows, xv, bv, &outs)?,
         Kind::Coop { .. } => block(true).split_ops_with(true, rows, xv, bv, &outs)?,
     };
@@ -435,7 +457,7 @@ pub(crate) fn compare(gpu: &Gpu, case: &Case, inputs: &Inputs) -> Result<Compare
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::matvec::{matvec, matvec_bias};
+    use crate::ops::matvec::{matvec, matvec_bias, matvec_split};
     use crate::tensor::Dtype;
     use crate::testutil;
 

@@ -169,12 +169,18 @@ impl Check {
 pub fn checks() -> Vec<Check> {
     use crate::ops::{
         argmax, attention, elementwise, embed, glu, head_norm_rope, kv, matmul, matmul_coop,
-        matvec, norm, residual_norm, rope, sample, split, unary,
+        matvec, matvec_q8, norm, quantize, residual_norm, rope, sample, split, unary,
     };
     vec![
         matvec::CHECK,
         matvec::GLU_CHECK,
         matvec::BIAS_CHECK,
+        quantize::CHECK,
+        quantize::GLU_CHECK,
+        matvec_q8::CHECK,
+        matvec_q8::BIAS_CHECK,
+        matvec_q8::SPLIT_CHECK,
+        matvec_q8::END_TO_END_CHECK,
         matmul::CHECK,
         matmul::BIAS_CHECK,
         matmul_coop::CHECK,

@@ -1,0 +1,277 @@
+//! Parity of the matvec with a q8 input ([`Input::Q8`]; the kernel is the matvec's, with
+//! `matvec/x_q8.wgsl` and the format's `matvec/dot8_<type>.wgsl`: see [`crate::ops::matvec`]).
+//!
+//! Two questions, two kinds of check. Does the kernel multiply by the q8 vector it is given?
+//! [`CHECK`], [`BIAS_CHECK`] and [`SPLIT_CHECK`] round x on the GPU ([`quantize_q8`]), read
+//! the rounded vector back and compare with `matvec_ref` over the values it stands for,
+//! x'_i = q_i d_b, so the rounding is not part of the comparison. How far is the mode from
+//! the exact f32 product? [`END_TO_END_CHECK`] compares quantize + matvec with `matvec_ref`
+//! over x itself, within the rounding's bound: that is the mode's error.
+
+use crate::device::Gpu;
+use crate::error::GpuError;
+use crate::format::GpuFormat;
+use crate::ops::matvec::{
+    Case, CaseInput, Input, compare_input, matvec_input, matvec_ref, q8_supported,
+};
+use crate::ops::quantize::{Q8_BLOCK, q8_words, quantize_q8, rounding_bound};
+use crate::ops::split::{self, Kind};
+use crate::parity::data::{Rng, random_f32};
+use crate::parity::{Check, Compare, U, run_read};
+use crate::tensor::{GpuTensor, View};
+
+/// The formats with a q8-input matvec ([`q8_supported`]).
+pub fn formats() -> Vec<GpuFormat> {
+    GpuFormat::ALL
+        .into_iter()
+        .filter(|&f| q8_supported(f))
+        .collect()
+}
+
+/// Tolerance: the plain matvec's, |gpu - ref| <= (n_in + 4) u sum_i |w_i x'_i|, against
+/// `matvec_ref(W, x')` with x' the values the GPU's q8 vector stands for. If anything loose:
+/// the sums of int8 products within a block are exact integers, so only the per-block
+/// scaling (2-3 roundings) and the f32 sum over the row's parts err, and taking x' rounded
+/// to f32 (q d needs up to 32 bits) costs the reference u |x'_i| per input, 1 of the n_in + 4.
+/// Cases: every q8 format, random shapes and chunkings as the matvec's, the vector at word 0,
+/// 4 or 8 of its tensor.
+pub const CHECK: Check = Check {
+    name: "matvec_q8",
+    tolerance: "(n_in+4)*2^-24*sum|w_i x'_i|, x' = q*d read back from the GPU",
+    case: parity_case,
+};
+
+/// Tolerance of [`crate::ops::matvec::matvec_bias_input`] with a q8 input: the bias
+/// epilogue's, `(n_in + 5) u (sum_i |w_i x'_i| + |b|)`, as [`CHECK`] over x'.
+pub const BIAS_CHECK: Check = Check {
+    name: "matvec_q8_bias",
+    tolerance: "(n_in+5)*2^-24*(sum|w_i x'_i| + |b|), x' = q*d read back",
+    case: bias_parity_case,
+};
+
+/// Tolerance of [`crate::ops::matvec::matvec_split_input`] with a q8 input: the split
+/// matvec's ([`split::MATVEC_CHECK`]) over x', every element outside the outputs untouched.
+pub const SPLIT_CHECK: Check = Check {
+    name: "matvec_q8_split",
+    tolerance: "as matvec_q8 / matvec_q8_bias per row; the rest of y untouched",
+    case: split_parity_case,
+};
+
+/// Tolerance of quantize + matvec against the exact `matvec_ref(W, x)`:
+/// |gpu - ref| <= (n_in + 4) u sum_i |w_i x_i| + (1 + (n_in + 4) u) sum_i |w_i| e_i, with
+/// e_i = d_b / 2 + 5u |x_i| the rounding's bound ([`rounding_bound`]) and d_b at most
+/// amax_b (1 + 5u) / 127 (the quantize check's 2.5 ulp on the scale). x' moves the exact sum
+/// by at most sum |w_i| e_i, and the matvec errs by [`CHECK`]'s bound over |w_i x'_i| <=
+/// |w_i| (|x_i| + e_i). The first term is the f32 product's; the second, about
+/// sum |w_i| amax_b / 254, is the mode's error. The two ops run in one step (the matvec reads
+/// what the quantize wrote).
+pub const END_TO_END_CHECK: Check = Check {
+    name: "matvec_q8_end_to_end",
+    tolerance: "(n_in+4)*2^-24*sum|w_i x_i| + (1+(n_in+4)*2^-24)*sum|w_i| e_i, e_i = d_b/2+5*2^-24*|x_i|",
+    case: end_to_end_case,
+};
+
+/// The word of its tensor the q8 vector of a random case starts at.
+fn random_at(rng: &mut Rng) -> usize {
+    4 * rng.range(0, 3)
+}
+
+fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    let format = rng.pick(&formats());
+    let case = Case::random_of(rng, format);
+    compare_input(gpu, case, CaseInput::Q8 { at: random_at(rng) })
+}
+
+fn bias_parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    let format = rng.pick(&formats());
+    let case = Case {
+        bias: true,
+        ..Case::random_of(rng, format)
+    };
+    compare_input(gpu, case, CaseInput::Q8 { at: random_at(rng) })
+}
+
+fn split_parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    let case = split::Case::random(rng, Kind::MatvecQ8);
+    split::compare(gpu, &case, &crate::ops::matmul::Inputs::AS_DRAWN)
+}
+
+fn end_to_end_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    let format = rng.pick(&formats());
+    end_to_end(gpu, Case::random_of(rng, format), random_at(rng))
+}
+
+/// One end-to-end case: x (blocks of magnitudes 2^-3 .. 2^3 in turn) quantized into a q8
+/// vector at word `at`, then the matvec, in one step; y against the exact f32 product.
+fn end_to_end(gpu: &Gpu, case: Case, at: usize) -> Result<Compare, GpuError> {
+    let n_in = case.n_in();
+    let (wt, w) = case.weight(gpu)?;
+    let x: Vec<f32> = random_f32(n_in, case.seed ^ 1)
+        .iter()
+        .enumerate()
+        .map(|(i, v)| v * 2f32.powi((i / Q8_BLOCK % 7) as i32 - 3))
+        .collect();
+    let xt = GpuTensor::from_f32(gpu, &[n_in], &x);
+    let qt = GpuTensor::zeros(gpu, &[at + q8_words(n_in)], crate::Dtype::U32);
+    let yt = GpuTensor::zeros(gpu, &[case.n_out], crate::Dtype::F32);
+    let q = View::at(&qt, at);
+    let mut ops = vec![quantize_q8((&xt).into(), q, n_in)?];
+    ops.extend(matvec_input(&wt, Input::Q8(q), (&yt).into())?);
+    let y: Vec<f32> = run_read(gpu, ops, &yt, 0, case.n_out)?;
+    // e_i from the largest scale the quantize check allows for the block.
+    let e: Vec<f64> = x
+        .chunks_exact(Q8_BLOCK)
+        .flat_map(|block| {
+            let amax = block.iter().fold(0f64, |m, v| m.max(f64::from(v.abs())));
+            let d = amax / 127.0 * (1.0 + 5.0 * U);
+            block.iter().map(move |&v| rounding_bound(f64::from(v), d))
+        })
+        .collect();
+    let (want, abs) = matvec_ref(&w, &x);
+    let n = (n_in + 4) as f64 * U;
+    let mut c = Compare::default();
+    for (r, row) in w.chunks_exact(n_in).enumerate() {
+        let we: f64 = row
+            .iter()
+            .zip(&e)
+            .map(|(&w, e)| f64::from(w).abs() * e)
+            .sum();
+        let bound = n * f64::from(abs[r]) + (1.0 + n) * we;
+        c.add(f64::from(y[r]), f64::from(want[r]), bound, || {
+            format!("{} q8 at {at}, quantize + matvec, row {r}", case.name())
+        });
+    }
+    Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::glu::Activation;
+    use crate::ops::matvec::{matvec_bias_input, matvec_split_input};
+    use crate::ops::split::Out;
+    use crate::testutil;
+
+    #[test]
+    fn matvec_q8_matches_reference() {
+        testutil::parity("matvec_q8", 8, 71);
+    }
+
+    #[test]
+    fn matvec_q8_bias_matches_reference() {
+        testutil::parity("matvec_q8_bias", 8, 81);
+    }
+
+    #[test]
+    fn matvec_q8_split_matches_reference() {
+        testutil::parity("matvec_q8_split", 8, 91);
+    }
+
+    #[test]
+    fn end_to_end_within_rounding() {
+        testutil::parity("matvec_q8_end_to_end", 8, 101);
+    }
+
+    /// Every q8 format once, rows over several chunks, without and with a bias, the vector at
+    /// word 0 and 4; then the end-to-end case.
+    #[test]
+    fn every_format() {
+        let Some(gpu) = testutil::gpu() else { return };
+        for (i, f) in formats().into_iter().enumerate() {
+            for (bias, at) in [(false, 0), (true, 4)] {
+                let case = Case {
+                    format: f,
+                    n_out: 13,
+                    n_blocks: 3,
+                    chunk_rows: 5,
+                    seed: 17 + i as u64,
+                    bias,
+                };
+                let c = compare_input(gpu, case, CaseInput::Q8 { at }).unwrap();
+                assert!(c.max_ratio <= 1.0, "{}", c.worst);
+                let c = end_to_end(gpu, case, at).unwrap();
+                assert!(c.max_ratio <= 1.0, "{}", c.worst);
+            }
+        }
+    }
+
+    /// Every q8 format with split outputs, with and without a bias: rows 2..21 of a 23-row
+    /// weight in chunks of 6 into outputs of 7, 5 and 7 rows (as `split_every_format`).
+    #[test]
+    fn split_every_format() {
+        let Some(gpu) = testutil::gpu() else { return };
+        for (i, format) in formats().into_iter().enumerate() {
+            for bias in [false, true] {
+                let case = split::Case {
+                    format,
+                    n_out: 23,
+                    n_blocks: 2,
+                    first: 2,
+                    rows: vec![7, 5, 7],
+                    chunk_rows: 6,
+                    kind: Kind::MatvecQ8,
+                    aligned: false,
+                    bias,
+                    seed: 400 + i as u64,
+                };
+                let inputs = crate::ops::matmul::Inputs::AS_DRAWN;
+                let c = split::compare(gpu, &case, &inputs).unwrap();
+                assert!(c.max_ratio <= 1.0, "{}", c.worst);
+            }
+        }
+    }
+
+    /// A q8 input for a format without a dot8 file, a misaligned or short vector, a GLU input
+    /// with a split epilogue: typed errors. (Rows that are not whole blocks of 32 cannot
+    /// occur: every q8 format's block is 32 or 256 weights.)
+    #[test]
+    fn q8_input_errors() {
+        let Some(gpu) = testutil::gpu() else { return };
+        let q = GpuTensor::zeros(gpu, &[4 + q8_words(256)], crate::Dtype::U32);
+        let y = GpuTensor::zeros(gpu, &[8], crate::Dtype::F32);
+        let weight = |format| {
+            let case = Case {
+                format,
+                n_out: 8,
+                n_blocks: 1,
+                chunk_rows: 8,
+                seed: 1,
+                bias: false,
+            };
+            case.weight(gpu).unwrap().0
+        };
+        let invalid = |r: Result<Vec<crate::Op>, GpuError>| {
+            assert!(matches!(r, Err(GpuError::InvalidParams { .. })), "{r:?}");
+        };
+        let input = Input::Q8((&q).into());
+        for f in [
+            GpuFormat::F32,
+            GpuFormat::F16,
+            GpuFormat::Bf16,
+            GpuFormat::Q2K,
+            GpuFormat::Q3K,
+        ] {
+            invalid(matvec_input(&weight(f), input, (&y).into()));
+        }
+        let q4k = weight(GpuFormat::Q4K);
+        assert!(matvec_input(&q4k, input, (&y).into()).is_ok());
+        assert!(matvec_input(&q4k, Input::Q8(View::at(&q, 4)), (&y).into()).is_ok());
+        invalid(matvec_input(&q4k, Input::Q8(View::at(&q, 2)), (&y).into()));
+        let short = matvec_input(&q4k, Input::Q8(View::at(&q, 8)), (&y).into());
+        assert!(matches!(short, Err(GpuError::Shape { .. })), "{short:?}");
+        invalid(matvec_bias_input(
+            &weight(GpuFormat::F32),
+            input,
+            (&y).into(),
+            (&y).into(),
+        ));
+        let glu = Input::Glu {
+            act: Activation::Silu,
+            gate: (&y).into(),
+            up: (&y).into(),
+        };
+        let outs = [Out::new((&y).into(), 8)];
+        invalid(matvec_split_input(q4k.all_rows(), glu, None, &outs));
+        assert!(matvec_split_input(q4k.all_rows(), input, None, &outs).is_ok());
+    }
+}

@@ -1,0 +1,534 @@
+//! The q8 vector: f32 inputs rounded to int8 in blocks of 32, the opt-in input of the decode
+//! matvec ([`crate::ops::matvec::Input::Q8`]; llama.cpp's q8_1 for its "mmvq" path, without
+//! the block sums, which the dot files take with an integer dot instead).
+//!
+//! **Layout** (described here once; `shaders/matvec/x_q8.wgsl`, its reader, repeats it): a
+//! vector of n inputs, n a multiple of 32, takes [`q8_words`]`(n) = n / 4 + n / 32` u32 words
+//! of an ordinary [`GpuTensor`] (any dtype: kernels see words), from a word offset that is a
+//! multiple of 4 (16-byte aligned, so the matvec loads 16 inputs with one vec4 load):
+//! - words `0 .. n / 4`: the int8 values q_i, 4 per word, little-endian (input `4k + j` is
+//!   byte j of word k; block b is words `8b .. 8b + 8`);
+//! - words `n / 4 .. n / 4 + n / 32`: the block scales d_b as f32 bits.
+//!
+//! Input i stands for `q_i * d_{i / 32}`. A [`View`] of the vector points at its first quant,
+//! its offset counted in words.
+//!
+//! **Rule**: per block, `d = amax / 127` (amax = max |x_i| over the block),
+//! `q_i = round(x_i / d)` (half to even) clamped to [-127, 127]; a block of zeros gets d = 0
+//! and q = 0. So |x_i - q_i d| <= d / 2 up to the division's rounding (see [`CHECK`]), and
+//! that is the only error the q8 matvec adds: its integer sums are exact.
+//!
+//! WGSL: `matvec/quantize_q8.wgsl` (8 lanes per block, each one output word; the block's
+//! amax through workgroup memory; 64 lanes a workgroup; one dispatch for the vector) with its
+//! input file `matvec/quantize_x.wgsl` (a vector) or `matvec/quantize_glu.wgsl` +
+//! `elementwise/act.wgsl` (`act(gate) * up` as it is read, the expression of
+//! `matvec/x_glu.wgsl`: a GLU'd down projection takes a q8 input in 2 dispatches).
+
+use crate::device::Gpu;
+use crate::error::GpuError;
+use crate::op::{Op, grid_1d};
+use crate::ops::glu::{self, Activation, glu_ref};
+use crate::parity::data::{Rng, random_f32};
+use crate::parity::{Check, Compare, U, run_read};
+use crate::pipeline::Kernel;
+use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
+use crate::tensor::{GpuTensor, View};
+
+/// Inputs per block of a q8 vector (one f32 scale each).
+pub const Q8_BLOCK: usize = 32;
+
+/// Words (4 bytes) of a q8 vector of `n` inputs (`n` a multiple of [`Q8_BLOCK`]): `n / 4`
+/// words of packed int8 values, then `n / 32` f32 scales (the module doc gives the layout).
+pub fn q8_words(n: usize) -> usize {
+    n / 4 + n / Q8_BLOCK
+}
+
+/// Parameters of one quantize dispatch (WGSL `Params` in `matvec/quantize_q8.wgsl`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct QuantizeParams {
+    /// Inputs (a multiple of 32).
+    pub n: u32,
+    /// Where x (or the gate) starts.
+    pub x_offset: u32,
+    /// Where `up` starts (GLU input only; 0 otherwise).
+    pub up_offset: u32,
+    /// Word index of the first quant; the scales follow at `q_offset + n / 4`.
+    pub q_offset: u32,
+}
+
+static SHADER: ShaderFile = shader_file!("matvec/quantize_q8.wgsl");
+static X_PLAIN: ShaderFile = shader_file!("matvec/quantize_x.wgsl");
+static X_GLU: ShaderFile = shader_file!("matvec/quantize_glu.wgsl");
+
+/// Params, the q8 output, x.
+const BINDINGS: &[BindingKind] = &[
+    BindingKind::Uniform,
+    BindingKind::StorageReadWrite,
+    BindingKind::StorageRead,
+];
+
+/// Params, the q8 output, gate, up.
+const GLU_BINDINGS: &[BindingKind] = &[
+    BindingKind::Uniform,
+    BindingKind::StorageReadWrite,
+    BindingKind::StorageRead,
+    BindingKind::StorageRead,
+];
+
+/// Invocations per workgroup: 8 blocks of 8 lanes.
+pub const WORKGROUP: u32 = 64;
+/// Lanes per block: one per output word.
+const LANES_PER_BLOCK: usize = Q8_BLOCK / 4;
+
+/// The quantize program with a vector input, or with a GLU input (`glu`).
+pub(crate) fn program(glu: bool) -> Program {
+    let (name, files, bindings) = if glu {
+        (
+            "quantize_q8_glu",
+            vec![&SHADER, &X_GLU, &glu::ACT],
+            GLU_BINDINGS,
+        )
+    } else {
+        ("quantize_q8", vec![&SHADER, &X_PLAIN], BINDINGS)
+    };
+    Program {
+        name: name.to_string(),
+        files,
+        entry: "main",
+        bindings,
+        params_size: size_of::<QuantizeParams>(),
+    }
+}
+
+/// Checks that `n` inputs make whole blocks, for op `op`.
+fn check_n(op: &'static str, n: usize) -> Result<(), GpuError> {
+    if n == 0 || !n.is_multiple_of(Q8_BLOCK) {
+        return Err(GpuError::InvalidParams {
+            op,
+            detail: format!("{n} inputs: a q8 vector takes a positive multiple of {Q8_BLOCK}"),
+        });
+    }
+    Ok(())
+}
+
+/// Checks that `q` can hold a q8 vector of `n` inputs (16-byte aligned, `q8_words(n)` words),
+/// for op `op`.
+pub(crate) fn check_q8(op: &'static str, q: View<'_>, n: usize) -> Result<(), GpuError> {
+    check_n(op, n)?;
+    if !q.offset.is_multiple_of(4) {
+        return Err(GpuError::InvalidParams {
+            op,
+            detail: format!("quants at word {}: not 16-byte aligned", q.offset),
+        });
+    }
+    q.check(op, q8_words(n))
+}
+
+/// `q = q8(x[x.offset..][..n])`: the first `n` inputs of `x` (`n` a multiple of 32) into the
+/// q8 vector at `q` (its offset a multiple of 4 words; `q8_words(n)` words; another tensor
+/// than x's). One dispatch.
+pub fn quantize_q8(x: View<'_>, q: View<'_>, n: usize) -> Result<Op, GpuError> {
+    x.check("quantize_q8 x", n)?;
+    op(Kernel::QuantizeQ8, x, None, q, n)
+}
+
+/// `q = q8(act(gate) * up)` over the first `n` inputs (`n` a multiple of 32), the GLU
+/// computed as it is read with the expression of [`crate::ops::glu::glu`] and
+/// [`crate::ops::matvec::matvec_glu`]: a gated FFN's down projection then takes
+/// `Input::Q8(q)`, 2 dispatches in all. `gate` and `up` may be views of one tensor (the fused
+/// gate|up output); `q` must be another. One dispatch.
+pub fn quantize_q8_glu(
+    act: Activation,
+    gate: View<'_>,
+    up: View<'_>,
+    q: View<'_>,
+    n: usize,
+) -> Result<Op, GpuError> {
+    gate.check("quantize_q8_glu gate", n)?;
+    up.check("quantize_q8_glu up", n)?;
+    op(Kernel::QuantizeQ8Glu(act), gate, Some(up), q, n)
+}
+
+/// The dispatch of `kernel` over `n` inputs from `x` (and `up`) into the q8 vector at `q`.
+fn op(
+    kernel: Kernel,
+    x: View<'_>,
+    up: Option<View<'_>>,
+    q: View<'_>,
+    n: usize,
+) -> Result<Op, GpuError> {
+    check_q8("quantize_q8 q", q, n)?;
+    // One dispatch may not read and write one buffer (wgpu refuses the bind group).
+    if [Some(x), up]
+        .into_iter()
+        .flatten()
+        .any(|v| v.t.buf.id() == q.t.buf.id())
+    {
+        return Err(GpuError::InvalidParams {
+            op: "quantize_q8",
+            detail: "q must be another tensor than the input's".into(),
+        });
+    }
+    let params = QuantizeParams {
+        n: n as u32,
+        x_offset: x.offset as u32,
+        up_offset: up.map_or(0, |u| u.offset as u32),
+        q_offset: q.offset as u32,
+    };
+    let mut buffers = vec![&q.t.buf, &x.t.buf];
+    buffers.extend(up.map(|u| &u.t.buf));
+    let lanes = n / Q8_BLOCK * LANES_PER_BLOCK;
+    Ok(Op::new(
+        kernel,
+        WORKGROUP,
+        &params,
+        &buffers,
+        grid_1d(lanes.div_ceil(WORKGROUP as usize)),
+    ))
+}
+
+/// CPU reference: `x` (a multiple of 32 long) as a q8 vector of `q8_words(x.len())` words,
+/// by the rule of the module doc with f32 arithmetic correctly rounded.
+pub fn quantize_q8_ref(x: &[f32]) -> Result<Vec<u32>, GpuError> {
+    check_n("quantize_q8_ref", x.len())?;
+    let mut quants = Vec::with_capacity(x.len() / 4);
+    let mut scales = Vec::with_capacity(x.len() / Q8_BLOCK);
+    for block in x.chunks_exact(Q8_BLOCK) {
+        let amax = block.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let d = amax / 127.0;
+        for word in block.chunks_exact(4) {
+            let mut bytes = [0u8; 4];
+            for (b, &v) in bytes.iter_mut().zip(word) {
+                let q = if d == 0.0 {
+                    0.0
+                } else {
+                    (v / d).round_ties_even().clamp(-127.0, 127.0)
+                };
+                *b = q as i8 as u8;
+            }
+            quants.push(u32::from_le_bytes(bytes));
+        }
+        scales.push(d.to_bits());
+    }
+    quants.extend(scales);
+    Ok(quants)
+}
+
+/// The values a q8 vector of `n` inputs stands for, `q_i * d_b` rounded to f32 (within
+/// 2^-24 relative of the exact product: an int8 times an f32 needs up to 32 bits), read from
+/// `words` by the layout of the module doc.
+pub fn dequantize_q8_ref(words: &[u32], n: usize) -> Result<Vec<f32>, GpuError> {
+    check_n("dequantize_q8_ref", n)?;
+    if words.len() < q8_words(n) {
+        return Err(GpuError::Shape {
+            op: "dequantize_q8_ref",
+            detail: format!(
+                "{} words for {n} inputs ({} needed)",
+                words.len(),
+                q8_words(n)
+            ),
+        });
+    }
+    let (quants, scales) = words.split_at(n / 4);
+    Ok((0..n)
+        .map(|i| {
+            let q = quants[i / 4].to_le_bytes()[i % 4] as i8;
+            f32::from(q) * f32::from_bits(scales[i / Q8_BLOCK])
+        })
+        .collect())
+}
+
+/// The bound on one dequantized input: |x - q d| <= d / 2 + 5u |x|. Rounding x / d to the
+/// nearest integer errs by at most 1/2, i.e. d / 2 after the scale; the GPU's x / d is not
+/// correctly rounded (WGSL leaves division's accuracy to the platform; Vulkan allows 2.5 ulp,
+/// and an ulp of v is at most 2u |v|), which moves q by up to 5u |x / d| more before the
+/// rounding: 5u |x| after the scale. The clamp to +-127 stays inside the same bound: it only
+/// acts when d was rounded below amax / 127, by at most 2.5 ulp, which moves 127 d from amax
+/// by at most 5u amax. A block whose amax / 127 is below f32's normal range (amax < 2^-119)
+/// may get d = 0 where the GPU flushes subnormals, and q = 0: the bound does not hold there
+/// (the inputs are lost, |x| < 2^-119), and the checks' data never reaches it.
+pub fn rounding_bound(x: f64, d: f64) -> f64 {
+    d / 2.0 + 5.0 * U * x.abs()
+}
+
+/// One ulp of the f32 value nearest `v` (a normal f32 magnitude): 2^(e - 23), 2^e <= |v| < 2^(e+1).
+fn ulp32(v: f64) -> f64 {
+    let e = ((v.abs().to_bits() >> 52) & 0x7ff) as i32 - 1023;
+    2f64.powi(e.max(-126) - 23)
+}
+
+/// Tolerance: every dequantized input within [`rounding_bound`] of x (d/2 + 5u|x|); every
+/// |q| <= 127; every block's d within 2.5 ulp of amax / 127 (Vulkan's division accuracy; the
+/// max is exact); a block of zeros exactly d = 0, q = 0; every word outside the vector
+/// untouched. Cases: 1-79 blocks of magnitudes 2^-20 .. 2^20, some all zero, some of one
+/// magnitude (every x / d = +-127: the clamp), x at offsets 0-4, the vector at word 0, 4 or 8.
+pub const CHECK: Check = Check {
+    name: "quantize_q8",
+    tolerance: "|x-q*d| <= d/2+5*2^-24*|x|; |q| <= 127; d within 2.5 ulp of amax/127; zeros exact",
+    case: parity_case,
+};
+
+/// Tolerance of [`quantize_q8_glu`] against a = glu_ref(gate, up): |a_i - q_i d| <= e_i +
+/// d / 2 + 5u (|a_i| + e_i), e_i = glu's bound 2^-16 (|g_i| + 1) |up_i| ([`glu::tolerance`]):
+/// the GPU quantizes its own a'_i, within e_i of a_i, and [`CHECK`]'s bound holds for a'_i.
+/// Each d within e_max / 127 + 2.5 ulp((amax + e_max) / 127) of amax(a) / 127, e_max the
+/// block's largest e_i (the max moves by at most that). Blocks whose up is all zero: exactly
+/// d = 0, q = 0.
+pub const GLU_CHECK: Check = Check {
+    name: "quantize_q8_glu",
+    tolerance: "|a-q*d| <= e+d/2+5*2^-24*(|a|+e), e = glu's; d within e_max/127 + 2.5 ulp",
+    case: glu_parity_case,
+};
+
+/// Sentinel of the q tensor's words outside the vector.
+const UNTOUCHED: u32 = 0xdead_beef;
+
+/// Random inputs of `n_blocks` blocks: per block a magnitude 2^-20 .. 2^20; one block in 8
+/// all zero, one in 8 of one magnitude with random signs (x / d = +-127 everywhere).
+fn random_blocks(rng: &mut Rng, n_blocks: usize) -> Vec<f32> {
+    let mut x = random_f32(n_blocks * Q8_BLOCK, rng.next_u64());
+    for block in x.chunks_exact_mut(Q8_BLOCK) {
+        let m = 2f32.powi(rng.range(0, 41) as i32 - 20);
+        match rng.range(0, 8) {
+            0 => block.fill(0.0),
+            1 => block.iter_mut().for_each(|v| *v = m.copysign(*v)),
+            _ => block.iter_mut().for_each(|v| *v *= m),
+        }
+    }
+    x
+}
+
+/// The q tensor of a case: the vector at word `at`, 3 words after it, all the sentinel.
+fn q_tensor(gpu: &Gpu, at: usize, n: usize) -> GpuTensor {
+    let len = at + q8_words(n) + 3;
+    GpuTensor::from_u32(gpu, &[len], &vec![UNTOUCHED; len])
+}
+
+/// Runs `op` and reads the whole q tensor back: (the vector's words, `Compare` of the words
+/// outside it against the sentinel).
+fn run_q(
+    gpu: &Gpu,
+    op: Op,
+    qt: &GpuTensor,
+    at: usize,
+    n: usize,
+) -> Result<(Vec<u32>, Compare), GpuError> {
+    let all: Vec<u32> = run_read(gpu, vec![op], qt, 0, qt.len())?;
+    let mut c = Compare::default();
+    let inside = at..at + q8_words(n);
+    for (i, &w) in all.iter().enumerate().filter(|(i, _)| !inside.contains(i)) {
+        c.exact(f64::from(w), f64::from(UNTOUCHED), || {
+            format!("word {i} outside the vector")
+        });
+    }
+    Ok((all[inside].to_vec(), c))
+}
+
+/// Compares a GPU q8 vector of `want.len()` inputs with the values it stands for: per
+/// element `|want - q d| <= bound(want, d) + slack_i`, per block d against
+/// `amax(want) / 127` within `d_bound(block, amax)`, |q| <= 127, and a zero block exactly
+/// zero.
+fn compare_q8(
+    c: &mut Compare,
+    words: &[u32],
+    want: &[f32],
+    slack: &dyn Fn(usize) -> f64,
+    d_bound: &dyn Fn(usize, f64) -> f64,
+) {
+    let n = want.len();
+    let (quants, scales) = words.split_at(n / 4);
+    for (b, block) in want.chunks_exact(Q8_BLOCK).enumerate() {
+        let d = f64::from(f32::from_bits(scales[b]));
+        let amax = block.iter().fold(0f64, |m, v| m.max(f64::from(v.abs())));
+        if amax == 0.0 {
+            c.exact(d, 0.0, || format!("block {b} of zeros: d"));
+        } else {
+            c.add(d, amax / 127.0, d_bound(b, amax), || {
+                format!("block {b}: d")
+            });
+        }
+        for (j, &x) in block.iter().enumerate() {
+            let i = b * Q8_BLOCK + j;
+            let q = quants[i / 4].to_le_bytes()[i % 4] as i8;
+            c.exact(f64::from(q.unsigned_abs().max(127)), 127.0, || {
+                format!("input {i}: q = {q}")
+            });
+            let x = f64::from(x);
+            let bound = rounding_bound(x, d) + slack(i);
+            c.add(f64::from(q) * d, x, bound, || {
+                format!("input {i} of block {b}: q {q}, d {d:e}")
+            });
+        }
+    }
+}
+
+fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    let n = Q8_BLOCK * rng.range(1, 80);
+    let x_at = rng.range(0, 5);
+    let q_at = 4 * rng.range(0, 3);
+    let x = random_blocks(rng, n / Q8_BLOCK);
+    let padded = [vec![0.5; x_at], x.clone()].concat();
+    let xt = GpuTensor::from_f32(gpu, &[padded.len()], &padded);
+    let qt = q_tensor(gpu, q_at, n);
+    let op = quantize_q8(View::at(&xt, x_at), View::at(&qt, q_at), n)?;
+    let (words, mut c) = run_q(gpu, op, &qt, q_at, n)?;
+    let d_bound = |_, amax: f64| 2.5 * ulp32(amax / 127.0);
+    compare_q8(&mut c, &words, &x, &|_| 0.0, &d_bound);
+    Ok(c)
+}
+
+fn glu_parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    let n = Q8_BLOCK * rng.range(1, 80);
+    let act = rng.pick(&[Activation::GeluTanh, Activation::Silu]);
+    let q_at = 4 * rng.range(0, 3);
+    // Gates span [-8, 8] (both activations' curved parts and tails), up [-1, 1]; one block in
+    // 8 has up = 0 (a block of zeros).
+    let gate: Vec<f32> = random_f32(n, rng.next_u64())
+        .iter()
+        .map(|g| 8.0 * g)
+        .collect();
+    let mut up = random_f32(n, rng.next_u64());
+    for block in up.chunks_exact_mut(Q8_BLOCK) {
+        if rng.range(0, 8) == 0 {
+            block.fill(0.0);
+        }
+    }
+    // Gate and up in one tensor (the fused gate|up output) at odd offsets, or two.
+    let (gate_at, up_gap) = (rng.range(0, 5), rng.range(0, 5));
+    let pad = |at: usize, v: &[f32]| [vec![0.5; at], v.to_vec()].concat();
+    let qt = q_tensor(gpu, q_at, n);
+    let op = if rng.bool() {
+        let gu = [pad(gate_at, &gate), pad(up_gap, &up)].concat();
+        let t = GpuTensor::from_f32(gpu, &[gu.len()], &gu);
+        let (g, u) = (View::at(&t, gate_at), View::at(&t, gate_at + n + up_gap));
+        quantize_q8_glu(act, g, u, View::at(&qt, q_at), n)?
+    } else {
+        let (g, u) = (pad(gate_at, &gate), pad(up_gap, &up));
+        let gt = GpuTensor::from_f32(gpu, &[g.len()], &g);
+        let ut = GpuTensor::from_f32(gpu, &[u.len()], &u);
+        let (g, u) = (View::at(&gt, gate_at), View::at(&ut, up_gap));
+        quantize_q8_glu(act, g, u, View::at(&qt, q_at), n)?
+    };
+    let (words, mut c) = run_q(gpu, op, &qt, q_at, n)?;
+    let a = glu_ref(act, &gate, &up);
+    let e: Vec<f64> = gate
+        .iter()
+        .zip(&up)
+        .map(|(&g, &u)| glu::tolerance(g, u))
+        .collect();
+    // Element slack: e_i, and the division's 5u on the e_i a'_i may exceed a_i by.
+    let slack = |i: usize| e[i] * (1.0 + 5.0 * U);
+    // d: the block's largest e_i bounds how far the GPU's amax moves from the reference's.
+    let d_bound = |b: usize, amax: f64| {
+        let e_max = e[b * Q8_BLOCK..][..Q8_BLOCK]
+            .iter()
+            .fold(0f64, |m, &v| m.max(v));
+        e_max / 127.0 + 2.5 * ulp32((amax + e_max) / 127.0)
+    };
+    compare_q8(&mut c, &words, &a, &slack, &d_bound);
+    Ok(c)
+}
+
+/// Quantizes `x` on the GPU into a new q8 vector at word `at` of its tensor and reads back
+/// the values it stands for: (the tensor, `dequantize_q8_ref` of the GPU's words). The q8
+/// matvec's checks multiply by exactly what the matvec reads.
+pub(crate) fn quantized_on_gpu(
+    gpu: &Gpu,
+    x: &[f32],
+    at: usize,
+) -> Result<(GpuTensor, Vec<f32>), GpuError> {
+    let n = x.len();
+    let xt = GpuTensor::from_f32(gpu, &[n], x);
+    let qt = q_tensor(gpu, at, n);
+    let op = quantize_q8((&xt).into(), View::at(&qt, at), n)?;
+    let words: Vec<u32> = run_read(gpu, vec![op], &qt, at, q8_words(n))?;
+    let values = dequantize_q8_ref(&words, n)?;
+    Ok((qt, values))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil;
+
+    #[test]
+    fn quantize_matches_reference() {
+        testutil::parity("quantize_q8", 8, 51);
+    }
+
+    #[test]
+    fn quantize_glu_matches_reference() {
+        testutil::parity("quantize_q8_glu", 8, 61);
+    }
+
+    /// The layout on a hand-made vector: block 0 = 0, 1, .., 31 (amax 31: d = 31/127, q_i =
+    /// round(127 i / 31)), block 1 of zeros; bytes little-endian, scales after the quants.
+    #[test]
+    fn reference_layout() {
+        let mut x: Vec<f32> = (0..32).map(|i| i as f32).collect();
+        x.extend([0.0; 32]);
+        let words = quantize_q8_ref(&x).unwrap();
+        assert_eq!(words.len(), q8_words(64));
+        assert_eq!(q8_words(64), 18);
+        let q = |i: usize| (127.0 * i as f32 / 31.0).round() as u32;
+        assert_eq!(words[0], q(1) << 8 | q(2) << 16 | q(3) << 24);
+        assert_eq!(words[7] >> 24, 127);
+        assert!(words[8..16].iter().all(|&w| w == 0));
+        assert_eq!(f32::from_bits(words[16]), 31.0 / 127.0);
+        assert_eq!(words[17], 0);
+        let back = dequantize_q8_ref(&words, 64).unwrap();
+        for (i, (&v, &x)) in back.iter().zip(&x).enumerate() {
+            assert!((v - x).abs() <= 31.0 / 127.0 / 2.0, "{i}: {v} for {x}");
+        }
+    }
+
+    /// The CPU reference keeps its own rule: with a correctly rounded division, every input
+    /// within d / 2 + u |x| (half an ulp of x / d, scaled), over the check's random blocks.
+    #[test]
+    fn reference_rule() {
+        let mut rng = Rng::new(5);
+        let x = random_blocks(&mut rng, 200);
+        let back = dequantize_q8_ref(&quantize_q8_ref(&x).unwrap(), x.len()).unwrap();
+        for (block, got) in x.chunks_exact(Q8_BLOCK).zip(back.chunks_exact(Q8_BLOCK)) {
+            let amax = block.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let d = f64::from(amax / 127.0);
+            for (&x, &v) in block.iter().zip(got) {
+                // v = q d rounded to f32: one more u |x|.
+                let bound = d / 2.0 + 2.0 * U * f64::from(x.abs());
+                assert!((f64::from(v) - f64::from(x)).abs() <= bound, "{x} -> {v}");
+            }
+        }
+    }
+
+    /// Bad lengths, a misaligned or short q, q in the input's tensor: errors, not wrong
+    /// kernels.
+    #[test]
+    fn checks_its_arguments() {
+        let Some(gpu) = testutil::gpu() else { return };
+        let x = GpuTensor::zeros(gpu, &[64], crate::Dtype::F32);
+        let q = GpuTensor::zeros(gpu, &[q8_words(64) + 4], crate::Dtype::U32);
+        let (xv, qv) = (View::from(&x), View::from(&q));
+        // Input and output in one tensor.
+        let both = GpuTensor::zeros(gpu, &[64], crate::Dtype::F32);
+        assert!(quantize_q8(xv, qv, 64).is_ok());
+        assert!(quantize_q8(xv, View::at(&q, 4), 64).is_ok());
+        for (x, q, n) in [
+            (xv, qv, 48),
+            (xv, qv, 0),
+            (xv, View::at(&q, 2), 64),
+            (xv, View::at(&q, 8), 64),
+            (View::at(&x, 1), qv, 64),
+            (View::from(&both), View::at(&both, 4), 32),
+        ] {
+            assert!(
+                quantize_q8(x, q, n).is_err(),
+                "{n} at {} / {}",
+                x.offset,
+                q.offset
+            );
+        }
+        assert!(quantize_q8_ref(&[1.0; 40]).is_err());
+        assert!(dequantize_q8_ref(&[0; 17], 64).is_err());
+    }
+}

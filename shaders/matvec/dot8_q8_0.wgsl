@@ -1,0 +1,26 @@
+// Matvec part for Q8_0 with an int8 input (matvec/x_q8.wgsl): the lane layout and loads of
+// dot_q8_0.wgsl (2 lanes per block, one vec4 of q each), the 16 products summed exactly as
+// integers (dot4I8Packed) and scaled once by the weight's d and the input block's d.
+const PARTS: u32 = 2u;
+const STEP_UNITS: u32 = 1u;
+
+fn rows_dot4(blk: vec4<u32>, unit: u32, part: u32, xb: u32) -> vec4<f32> {
+    let bi = blk / BLOCK_BYTES;
+    let q0 = w[1u + 2u * bi.x + part];
+    let q1 = w[1u + 2u * bi.y + part];
+    let q2 = w[1u + 2u * bi.z + part];
+    let q3 = w[1u + 2u * bi.w + part];
+    let xo = xb + 16u * part;
+    let xw = xq16(xo);
+    var s = vec4<i32>(0);
+    for (var c = 0u; c < 4u; c++) {
+        s += vec4<i32>(
+            dot4I8Packed(q0[c], xw[c]),
+            dot4I8Packed(q1[c], xw[c]),
+            dot4I8Packed(q2[c], xw[c]),
+            dot4I8Packed(q3[c], xw[c]),
+        );
+    }
+    let d = vec4<f32>(plane_f16(1u, bi.x), plane_f16(1u, bi.y), plane_f16(1u, bi.z), plane_f16(1u, bi.w));
+    return d * (xd(xo) * vec4<f32>(s));
+}

@@ -1,0 +1,71 @@
+// Quantizes a vector of n f32 inputs (n a multiple of 32) into the q8 layout that
+// matvec/x_q8.wgsl reads (`ops::quantize::q8_words`): n / 4 words of int8 values, 4 per word
+// little-endian, then the n / 32 block scales as f32 bits. Per block of 32: d = amax / 127
+// (amax = max |x_i|), q_i = round(x_i / d) clamped to [-127, 127] (round half to even); a
+// block of zeros gets d = 0 and q = 0. The inputs come through `x_in(i)` (input i of the
+// vector), defined by the input file: matvec/quantize_x.wgsl (a vector) or
+// matvec/quantize_glu.wgsl (act(gate) * up, computed as it is read).
+//
+// 8 lanes per block, lane k owning inputs 4k .. 4k + 4 of it (one output word): each lane
+// loads its 4 inputs once and keeps them in registers, the block's amax goes through
+// workgroup memory (8 reads per lane), and the lanes write their words side by side. One
+// dispatch for the vector; blocks are independent, so any number of workgroups.
+
+struct Params {
+    // Inputs (a multiple of 32).
+    n: u32,
+    // Where the input (or the gate) starts.
+    x_offset: u32,
+    // Where `up` starts (quantize_glu.wgsl only; 0 otherwise).
+    up_offset: u32,
+    // Word index of the first quant in q; the scales follow at q_offset + n / 4.
+    q_offset: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> q: array<u32>;
+// Binding 2 (and 3) is the input, declared by the input file with `x_in`.
+
+// Invocations per workgroup: a multiple of 8, at most 256.
+override WG: u32 = 64u;
+// Each lane's largest |x| over its 4 inputs.
+var<workgroup> amax_part: array<f32, 256>;
+
+@compute @workgroup_size(WG)
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    // The output word this lane writes: inputs 4 * word .. 4 * word + 4.
+    let word = (wid.y * nwg.x + wid.x) * WG + tid;
+    // n is a multiple of 32, so a block's 8 lanes are all live or all past the end.
+    let live = 4u * word < p.n;
+    var v = vec4<f32>(0.0);
+    if live {
+        let i = 4u * word;
+        v = vec4<f32>(x_in(i), x_in(i + 1u), x_in(i + 2u), x_in(i + 3u));
+    }
+    let a = abs(v);
+    amax_part[tid] = max(max(a.x, a.y), max(a.z, a.w));
+    // Every lane reaches the barrier (uniform control flow); lanes past n return after it.
+    workgroupBarrier();
+    let first = tid & ~7u;
+    var amax = amax_part[first];
+    for (var k = 1u; k < 8u; k++) {
+        amax = max(amax, amax_part[first + k]);
+    }
+    if !live {
+        return;
+    }
+    let d = amax / 127.0;
+    // d = 0 only for a block of zeros (or one whose amax / 127 underflows): q = 0, no 0 / 0.
+    var qv = vec4<i32>(0);
+    if d != 0.0 {
+        qv = vec4<i32>(clamp(round(v / d), vec4<f32>(-127.0), vec4<f32>(127.0)));
+    }
+    q[p.q_offset + word] = pack4xI8(qv);
+    if (tid & 7u) == 0u {
+        q[p.q_offset + p.n / 4u + word / 8u] = bitcast<u32>(d);
+    }
+}
