@@ -77,6 +77,11 @@ pub struct GpuOptions {
     /// uploads each alone (for comparisons: the logits are the same bit for bit). Applies
     /// to models loaded after it is set.
     pub stack_projections: bool,
+    /// Store K and V into the KV cache inside the q/k norm + RoPE op (`head_norm_rope_kv`)
+    /// instead of a separate `kv_append` before each attention: one dispatch fewer a layer.
+    /// `false` keeps the separate append (for comparisons: the logits are the same bit for
+    /// bit).
+    pub fold_kv_append: bool,
 }
 
 impl Default for GpuOptions {
@@ -86,6 +91,7 @@ impl Default for GpuOptions {
             max_plans: 8,
             tensor_cores: true,
             stack_projections: true,
+            fold_kv_append: true,
         }
     }
 }
@@ -236,13 +242,8 @@ impl GpuBackend {
                 self.plans.push(entry);
             }
             None => {
-                let plan = Plan::build(
-                    &self.gpu,
-                    &key,
-                    &mut self.freqs,
-                    &self.token,
-                    self.options.tensor_cores,
-                )?;
+                let plan =
+                    Plan::build(&self.gpu, &key, &mut self.freqs, &self.token, &self.options)?;
                 self.stats.plans_built += 1;
                 if self.plans.len() >= self.options.max_plans.max(1) {
                     self.plans.remove(0);
