@@ -58,7 +58,7 @@ struct Params {
 
 // Invocations per workgroup: a power of two, at most 256.
 override WG: u32 = 64u;
-// Rows per workgroup (`ROWS` in matvec.rs). 8 (two quads sharing the loaded inputs) measured
+// Rows per workgroup (`ROWS` in ops/matvec/mod.rs). 8 (two quads sharing the loaded inputs) measured
 // slower on the H100 (2026-11-23: Q8_0 -10%, Q6_K -20% at 4096x14336; Q4_K +5%).
 const R: u32 = 4u;
 // Partial sums: R rows x up to 256 slots.

@@ -1,0 +1,480 @@
+//! The matvec's CPU reference and parity checks (f32, bias and GLU inputs; the q8 input's
+//! are `ops::matvec_q8`'s), and its tests.
+
+use crate::device::Gpu;
+use crate::error::GpuError;
+use crate::format::GpuFormat;
+use crate::ops::epilogue::bias_bound;
+use crate::ops::glu::{self, Activation, glu_ref};
+use crate::parity::data::{Rng, n_in_step, random_f32, random_weight};
+use crate::parity::{Check, Compare, U, run_read};
+use crate::tensor::{GpuTensor, GpuWeight, View, WeightShape};
+
+use super::{Input, matvec_bias_input, matvec_glu, matvec_input};
+
+/// CPU reference: `y = W x` in f64 over the dequantized rows (`w` is `n_out * n_in`, row-major).
+/// Also returns `sum_i |w_i x_i|` per row, the scale of the rounding error bound.
+pub fn matvec_ref(w: &[f32], x: &[f32]) -> (Vec<f32>, Vec<f32>) {
+    matvec_bias_ref(w, x, None)
+}
+
+/// CPU reference of [`matvec_bias`]: `y = W x + bias` in f64 (the bias added before the one
+/// rounding to f32); `sum_i |w_i x_i|` per row as [`matvec_ref`].
+pub fn matvec_bias_ref(w: &[f32], x: &[f32], bias: Option<&[f32]>) -> (Vec<f32>, Vec<f32>) {
+    w.chunks_exact(x.len())
+        .enumerate()
+        .map(|(r, row)| {
+            let b = bias.map_or(0.0, |b| f64::from(b[r]));
+            let dot: f64 = b + row
+                .iter()
+                .zip(x)
+                .map(|(&a, &b)| f64::from(a) * f64::from(b))
+                .sum::<f64>();
+            let abs: f64 = row
+                .iter()
+                .zip(x)
+                .map(|(&a, &b)| (f64::from(a) * f64::from(b)).abs())
+                .sum();
+            (dot as f32, abs as f32)
+        })
+        .unzip()
+}
+
+/// Tolerance: |gpu - ref| <= (n_in + 4) * 2^-24 * sum_i |w_i x_i|. The GPU sums n_in f32
+/// products in another order (strided partial sums, then a tree), possibly with FMA; any
+/// order of n f32 additions errs by at most n * u * sum |terms| (u = 2^-24), and decoding a
+/// weight (d * sc * q - m) adds a few roundings more. The reference is f64.
+pub const CHECK: Check = Check {
+    name: "matvec",
+    tolerance: "(n_in+4)*2^-24*sum|w_i x_i|",
+    case: parity_case,
+};
+
+fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    compare(gpu, Case::random(rng))
+}
+
+/// Tolerance of [`matvec_bias`]: the bias is one more term of the sum,
+/// `(n_in + 5) u (sum_i |w_i x_i| + |b|)` ([`bias_bound`]). Cases split the weight into
+/// chunks, so each chunk must add the bias of its own rows.
+pub const BIAS_CHECK: Check = Check {
+    name: "matvec_bias",
+    tolerance: "(n_in+5)*2^-24*(sum|w_i x_i| + |b|)",
+    case: bias_parity_case,
+};
+
+fn bias_parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    compare(
+        gpu,
+        Case {
+            bias: true,
+            ..Case::random(rng)
+        },
+    )
+}
+
+/// One matvec parity case: a random weight of `n_out` rows of `n_blocks` blocks, split into
+/// chunks of `chunk_rows` rows (one op per chunk).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Case {
+    pub format: GpuFormat,
+    pub n_out: usize,
+    pub n_blocks: usize,
+    pub chunk_rows: usize,
+    pub seed: u64,
+    /// With a bias epilogue ([`matvec_bias`]).
+    pub bias: bool,
+}
+
+impl Case {
+    fn random(rng: &mut Rng) -> Case {
+        let format = rng.pick(&GpuFormat::ALL);
+        Case::random_of(rng, format)
+    }
+
+    /// A random case over weights of format `format`.
+    pub(crate) fn random_of(rng: &mut Rng, format: GpuFormat) -> Case {
+        Case {
+            format,
+            n_out: rng.range(1, 40),
+            // Up to 40 units of 32 weights: rows shorter and longer than one trip of the
+            // workgroup.
+            n_blocks: rng.range(1, (40 * 32 / n_in_step(format)).max(2)),
+            chunk_rows: rng.range(1, 50),
+            seed: rng.next_u64(),
+            bias: false,
+        }
+    }
+
+    pub(crate) fn n_in(&self) -> usize {
+        self.n_blocks * n_in_step(self.format)
+    }
+
+    /// The weight on the GPU and its values (row-major, from the quant crate).
+    pub(crate) fn weight(&self, gpu: &Gpu) -> Result<(GpuWeight, Vec<f32>), GpuError> {
+        let (bytes, w) = random_weight(self.format, self.n_out, self.n_in(), self.seed);
+        let shape = WeightShape {
+            format: self.format,
+            n_in: self.n_in(),
+            n_out: self.n_out,
+        };
+        Ok((
+            GpuWeight::upload_chunked(gpu, shape, &bytes, self.chunk_rows)?,
+            w,
+        ))
+    }
+
+    pub(crate) fn name(&self) -> String {
+        let bias = if self.bias { " + bias" } else { "" };
+        format!("{:?} {}x{}{bias}", self.format, self.n_out, self.n_in())
+    }
+}
+
+/// How a parity case feeds x to the matvec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CaseInput {
+    /// The f32 vector.
+    Plain,
+    /// Its q8 rounding by the GPU, at word `at` of its tensor; blocks of magnitudes 2^-3 ..
+    /// 2^3 in turn (a scale applied to the wrong block shows). The reference multiplies by
+    /// the values the rounded vector stands for (`ops::matvec_q8`).
+    Q8 { at: usize },
+}
+
+/// Runs one matvec case, `y` written from offset 3 of its tensor (the bias, if any, read from
+/// offset 2 of its own).
+pub(crate) fn compare(gpu: &Gpu, case: Case) -> Result<Compare, GpuError> {
+    compare_input(gpu, case, CaseInput::Plain)
+}
+
+/// [`compare`] with x fed as `mode` says.
+pub(crate) fn compare_input(gpu: &Gpu, case: Case, mode: CaseInput) -> Result<Compare, GpuError> {
+    let n_in = case.n_in();
+    let (wt, w) = case.weight(gpu)?;
+    let x = random_f32(n_in, case.seed ^ 1);
+    // The input tensor, the word its vector starts at, and the values the reference takes.
+    let (xt, at, x) = match mode {
+        CaseInput::Plain => (GpuTensor::from_f32(gpu, &[n_in], &x), 0, x),
+        CaseInput::Q8 { at } => {
+            let x: Vec<f32> = x
+                .iter()
+                .enumerate()
+                .map(|(i, v)| v * 2f32.powi((i / 32 % 7) as i32 - 3))
+                .collect();
+            let (qt, values) = crate::ops::quantize::quantized_on_gpu(gpu, &x, at)?;
+            (qt, at, values)
+        }
+    };
+    let input = match mode {
+        CaseInput::Plain => Input::Plain((&xt).into()),
+        CaseInput::Q8 { .. } => Input::Q8(View::at(&xt, at)),
+    };
+    let yt = GpuTensor::zeros(gpu, &[case.n_out + 3], crate::Dtype::F32);
+    let b = case.bias.then(|| random_f32(case.n_out + 2, case.seed ^ 2));
+    let bt = b.as_ref().map(|b| GpuTensor::from_f32(gpu, &[b.len()], b));
+    let ops = match &bt {
+        Some(bt) => matvec_bias_input(&wt, input, View::at(bt, 2), View::at(&yt, 3))?,
+        None => matvec_input(&wt, input, View::at(&yt, 3))?,
+    };
+    let y: Vec<f32> = run_read(gpu, ops, &yt, 3, case.n_out)?;
+    let b = b.as_ref().map(|b| &b[2..]);
+    let (want, abs) = matvec_bias_ref(&w, &x, b);
+    let mut c = Compare::default();
+    for r in 0..case.n_out {
+        let bound = match b {
+            Some(b) => bias_bound(n_in, f64::from(abs[r]), f64::from(b[r])),
+            None => (n_in + 4) as f64 * U * f64::from(abs[r]),
+        };
+        c.add(f64::from(y[r]), f64::from(want[r]), bound, || {
+            format!("{} {mode:?} row {r}", case.name())
+        });
+    }
+    Ok(c)
+}
+
+/// Tolerance of [`matvec_glu`] against `matvec_ref(W, glu_ref(gate, up))`:
+/// |gpu - ref| <= (n_in + 4) u sum_i |w_i a_i| + (1 + (n_in + 4) u) sum_i |w_i| e_i, with
+/// a = glu_ref(gate, up) and e_i = 2^-16 (|g_i| + 1) |up_i| the glu kernel's bound
+/// ([`glu::tolerance`]). The GPU's input a'_i = act(g_i) * up_i is within e_i of a_i (the
+/// same WGSL expression as the glu kernel, `elementwise/act.wgsl`); the exact sum over a'
+/// then differs from the one over a by at most sum |w_i| e_i, and the GPU's f32 sum of
+/// w_i a'_i errs by the matvec's bound over |w_i a'_i| <= |w_i| (|a_i| + e_i).
+pub const GLU_CHECK: Check = Check {
+    name: "matvec_glu",
+    tolerance: "(n_in+4)*2^-24*sum|w_i a_i| + (1+(n_in+4)*2^-24)*sum|w_i| e_i, e_i = glu's",
+    case: glu_parity_case,
+};
+
+/// Where a GLU case's gate and up live: one tensor (gate, then up, as the fused gate|up
+/// matvec writes them) or two; offsets of 0..4 make some unaligned (the kernel's scalar path).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GluPlace {
+    pub act: Activation,
+    pub fused: bool,
+    pub gate_at: usize,
+    /// Offset of up in its tensor (fused: past the end of the gate).
+    pub up_gap: usize,
+}
+
+fn glu_parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    let case = Case::random(rng);
+    let act = rng.pick(&[Activation::GeluTanh, Activation::Silu]);
+    let fused = rng.bool();
+    let aligned = rng.bool();
+    let mut offset = || {
+        if aligned {
+            4 * rng.range(0, 2)
+        } else {
+            rng.range(0, 4)
+        }
+    };
+    let place = GluPlace {
+        act,
+        fused,
+        gate_at: offset(),
+        up_gap: offset(),
+    };
+    compare_glu(gpu, case, place)
+}
+
+/// Runs one matvec with a GLU input.
+pub(crate) fn compare_glu(gpu: &Gpu, case: Case, place: GluPlace) -> Result<Compare, GpuError> {
+    let n_in = case.n_in();
+    let (wt, w) = case.weight(gpu)?;
+    // Gates span [-8, 8] (both activations' curved parts and tails), up [-1, 1].
+    let gate: Vec<f32> = random_f32(n_in, case.seed ^ 1)
+        .iter()
+        .map(|g| 8.0 * g)
+        .collect();
+    let up = random_f32(n_in, case.seed ^ 2);
+    let padded = |at: usize, v: &[f32]| [vec![0.5; at], v.to_vec()].concat();
+    let (gt, ut);
+    let (gv, uv) = if place.fused {
+        let gu = [padded(place.gate_at, &gate), padded(place.up_gap, &up)].concat();
+        gt = GpuTensor::from_f32(gpu, &[gu.len()], &gu);
+        let up_at = place.gate_at + n_in + place.up_gap;
+        (View::at(&gt, place.gate_at), View::at(&gt, up_at))
+    } else {
+        let g = padded(place.gate_at, &gate);
+        let u = padded(place.up_gap, &up);
+        gt = GpuTensor::from_f32(gpu, &[g.len()], &g);
+        ut = GpuTensor::from_f32(gpu, &[u.len()], &u);
+        (View::at(&gt, place.gate_at), View::at(&ut, place.up_gap))
+    };
+    let yt = GpuTensor::zeros(gpu, &[case.n_out + 3], crate::Dtype::F32);
+    let ops = matvec_glu(&wt, place.act, gv, uv, View::at(&yt, 3))?;
+    let y: Vec<f32> = run_read(gpu, ops, &yt, 3, case.n_out)?;
+    let a = glu_ref(place.act, &gate, &up);
+    let e: Vec<f64> = gate
+        .iter()
+        .zip(&up)
+        .map(|(&g, &u)| glu::tolerance(g, u))
+        .collect();
+    let (want, abs) = matvec_ref(&w, &a);
+    let n = (n_in + 4) as f64 * U;
+    let mut c = Compare::default();
+    for (r, row) in w.chunks_exact(n_in).enumerate() {
+        let we: f64 = row
+            .iter()
+            .zip(&e)
+            .map(|(&w, e)| f64::from(w).abs() * e)
+            .sum();
+        let bound = n * f64::from(abs[r]) + (1.0 + n) * we;
+        c.add(f64::from(y[r]), f64::from(want[r]), bound, || {
+            format!("{} {place:?} row {r}", case.name())
+        });
+    }
+    Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::matvec::{
+        InputKind, ROWS, SKELETON, lane_layout, matvec, matvec_bias, ops, q8_supported,
+        workgroup_size,
+    };
+    use crate::ops::split;
+    use crate::testutil;
+
+    #[test]
+    fn matvec_matches_reference() {
+        testutil::parity("matvec", 8, 1);
+    }
+
+    /// Every format once, with rows split over several chunks, without and with a bias.
+    #[test]
+    fn every_format() {
+        let Some(gpu) = testutil::gpu() else { return };
+        for (i, f) in GpuFormat::ALL.into_iter().enumerate() {
+            for bias in [false, true] {
+                let case = Case {
+                    format: f,
+                    n_out: 13,
+                    n_blocks: 3,
+                    chunk_rows: 5,
+                    seed: 7 + i as u64,
+                    bias,
+                };
+                let c = compare(gpu, case).unwrap();
+                assert!(c.max_ratio <= 1.0, "{}", c.worst);
+            }
+        }
+    }
+
+    #[test]
+    fn matvec_bias_matches_reference() {
+        testutil::parity("matvec_bias", 8, 21);
+    }
+
+    /// The bias epilogue gives what the separate add after the product gave, bit for bit
+    /// (the sum is finished, then the bias added), over a weight of 3 chunks.
+    #[test]
+    fn bias_equals_separate_add() {
+        let Some(gpu) = testutil::gpu() else { return };
+        let case = Case {
+            format: GpuFormat::Q8_0,
+            n_out: 37,
+            n_blocks: 5,
+            chunk_rows: 16,
+            seed: 9,
+            bias: true,
+        };
+        let (wt, _) = case.weight(gpu).unwrap();
+        let n_in = case.n_in();
+        let xt = GpuTensor::from_f32(gpu, &[n_in], &random_f32(n_in, 1));
+        let bt = GpuTensor::from_f32(gpu, &[case.n_out], &random_f32(case.n_out, 2));
+        let yt = GpuTensor::zeros(gpu, &[2 * case.n_out], crate::Dtype::F32);
+        let (fused, plain) = (View::at(&yt, 0), View::at(&yt, case.n_out));
+        let mut ops = matvec_bias(&wt, (&xt).into(), (&bt).into(), fused).unwrap();
+        ops.extend(matvec(&wt, (&xt).into(), plain).unwrap());
+        ops.push(crate::ops::elementwise::add_rows(plain, (&bt).into(), 1, case.n_out).unwrap());
+        let y: Vec<f32> = run_read(gpu, ops, &yt, 0, 2 * case.n_out).unwrap();
+        let (a, b) = y.split_at(case.n_out);
+        assert_eq!(a, b);
+    }
+
+    /// A GLU input has no bias binding: asking for both is an error, not a wrong kernel.
+    #[test]
+    fn glu_input_takes_no_bias() {
+        let Some(gpu) = testutil::gpu() else { return };
+        let case = Case {
+            format: GpuFormat::F32,
+            n_out: 4,
+            n_blocks: 1,
+            chunk_rows: 4,
+            seed: 1,
+            bias: true,
+        };
+        let (wt, _) = case.weight(gpu).unwrap();
+        let t = GpuTensor::zeros(gpu, &[64], crate::Dtype::F32);
+        let input = Input::Glu {
+            act: Activation::Silu,
+            gate: (&t).into(),
+            up: (&t).into(),
+        };
+        let r = ops(&wt, input, Some((&t).into()), View::at(&t, 32));
+        assert!(matches!(r, Err(GpuError::InvalidParams { .. })), "{r:?}");
+    }
+
+    /// The entry point without subgroup operations, on a device opened without SUBGROUP.
+    #[test]
+    fn plain_reduction() {
+        if testutil::gpu().is_none() {
+            return;
+        }
+        let options = crate::OpenOptions {
+            without: wgpu::Features::SUBGROUP,
+            ..Default::default()
+        };
+        let filter = std::env::var("RULLAMA_ADAPTER").ok();
+        let gpu = crate::Gpu::open_with_options(filter.as_deref(), options).unwrap();
+        assert!(!gpu.caps.subgroup);
+        use crate::ops::matvec_q8;
+        for check in [
+            CHECK,
+            GLU_CHECK,
+            BIAS_CHECK,
+            split::MATVEC_CHECK,
+            matvec_q8::CHECK,
+            matvec_q8::SPLIT_CHECK,
+        ] {
+            let r = check.run(&gpu, 6, 5);
+            assert!(r.passed(), "{r}");
+        }
+    }
+
+    #[test]
+    fn matvec_glu_matches_reference() {
+        testutil::parity("matvec_glu", 8, 11);
+    }
+
+    /// Every format with a GLU input, both activations, aligned and unaligned views of one
+    /// tensor and of two.
+    #[test]
+    fn glu_every_format() {
+        let Some(gpu) = testutil::gpu() else { return };
+        for (i, f) in GpuFormat::ALL.into_iter().enumerate() {
+            let case = Case {
+                format: f,
+                n_out: 9,
+                n_blocks: 2,
+                chunk_rows: 4,
+                seed: 70 + i as u64,
+                bias: false,
+            };
+            let act = [Activation::GeluTanh, Activation::Silu][i % 2];
+            let (gate_at, up_gap) = [(0, 0), (1, 2), (4, 3), (3, 4)][i % 4];
+            for fused in [false, true] {
+                let place = GluPlace {
+                    act,
+                    fused,
+                    gate_at,
+                    up_gap,
+                };
+                let c = compare_glu(gpu, case, place).unwrap();
+                assert!(c.max_ratio <= 1.0, "{}", c.worst);
+            }
+        }
+    }
+
+    /// Every dot file states its lane layout in the form `workgroup_size` reads, and each
+    /// dot8 file keeps its format's (the q8 input changes the arithmetic, not the lanes).
+    #[test]
+    fn lane_layouts_parse() {
+        for f in GpuFormat::ALL {
+            let (parts, step_units) = lane_layout(f, InputKind::Plain);
+            assert!(parts.is_power_of_two() && parts <= 32, "{f:?}");
+            assert!(step_units == 1 || step_units == 8, "{f:?}");
+            if q8_supported(f) {
+                assert_eq!(lane_layout(f, InputKind::Q8), (parts, step_units), "{f:?}");
+            }
+        }
+        assert_eq!(workgroup_size(GpuFormat::Q6K, InputKind::Plain, 4096), 64);
+        assert_eq!(workgroup_size(GpuFormat::Q8_0, InputKind::Plain, 4096), 128);
+        assert_eq!(workgroup_size(GpuFormat::Q4_0, InputKind::Plain, 640), 32);
+        assert!(
+            SKELETON
+                .source
+                .contains(&format!("const R: u32 = {ROWS}u;"))
+        );
+    }
+
+    /// F32/F16/BF16 rows whose length is not a multiple of 32 (the last unit is partial).
+    #[test]
+    fn float_partial_units() {
+        let Some(gpu) = testutil::gpu() else { return };
+        for f in [GpuFormat::F32, GpuFormat::F16, GpuFormat::Bf16] {
+            let case = Case {
+                format: f,
+                n_out: 5,
+                n_blocks: 37,
+                chunk_rows: 100,
+                seed: 3,
+                bias: false,
+            };
+            let c = compare(gpu, case).unwrap();
+            assert!(c.max_ratio <= 1.0, "{}", c.worst);
+        }
+    }
+}
