@@ -77,6 +77,13 @@ pub struct GpuOptions {
     /// uploads each alone (for comparisons: the logits are the same bit for bit). Applies
     /// to models loaded after it is set.
     pub stack_projections: bool,
+    /// Decode matvecs read their input rounded to int8 per block of 32 (scale amax / 127,
+    /// llama.cpp's q8_1 activations) and multiply with packed integer dot products, where
+    /// the weight's format has that kernel (`q8_supported`): fewer instructions per weight
+    /// byte, at the cost of the inputs' rounding (at most half a step per input). One
+    /// quantize dispatch makes the copy that the products of one input share. `false`
+    /// (the default) keeps f32 inputs.
+    pub q8_inputs: bool,
 }
 
 impl Default for GpuOptions {
@@ -86,6 +93,7 @@ impl Default for GpuOptions {
             max_plans: 8,
             tensor_cores: true,
             stack_projections: true,
+            q8_inputs: false,
         }
     }
 }
@@ -236,13 +244,8 @@ impl GpuBackend {
                 self.plans.push(entry);
             }
             None => {
-                let plan = Plan::build(
-                    &self.gpu,
-                    &key,
-                    &mut self.freqs,
-                    &self.token,
-                    self.options.tensor_cores,
-                )?;
+                let plan =
+                    Plan::build(&self.gpu, &key, &mut self.freqs, &self.token, &self.options)?;
                 self.stats.plans_built += 1;
                 if self.plans.len() >= self.options.max_plans.max(1) {
                     self.plans.remove(0);

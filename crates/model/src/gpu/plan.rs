@@ -18,8 +18,11 @@ use rullama_kernels::ops::glu::glu;
 use rullama_kernels::ops::head_norm_rope::{HeadNormRope, Heads};
 use rullama_kernels::ops::kv::KvAppend;
 use rullama_kernels::ops::matmul::{Matmul, Strides};
-use rullama_kernels::ops::matvec::{matvec, matvec_bias, matvec_glu, matvec_split};
+use rullama_kernels::ops::matvec::{
+    Input, matvec_bias_input, matvec_glu, matvec_input, matvec_split_input, q8_supported,
+};
 use rullama_kernels::ops::norm::RmsNorm;
+use rullama_kernels::ops::quantize::{q8_words, quantize_q8, quantize_q8_glu};
 use rullama_kernels::ops::residual_norm::{NormOut, ResidualNorm};
 use rullama_kernels::ops::rope::{Rope, rope_freqs};
 use rullama_kernels::ops::sample::{Sample, SampleParams, Sampling};
@@ -30,6 +33,7 @@ use rullama_kernels::{
     StepProfile, View, WeightRows,
 };
 
+use super::GpuOptions;
 use super::fuse::{Fuse, Fusion, RopeUnit, StackPart};
 use super::ir::{AttnNode, IdsInput, IdsKey, Key, Node, RopeSpec, Src};
 use super::weight::GpuWeightRef;
@@ -95,15 +99,14 @@ struct Draw {
 impl Plan {
     /// Lowers `key`. `token`: the backend's one-u32 buffer that sampling ops write and
     /// `IdsKey::Drawn` slots read (the token drawn by the previous step stays there);
-    /// `tensor_cores`: prompt matmuls may run on the tensor cores ([`GpuOptions`]).
-    ///
-    /// [`GpuOptions`]: super::GpuOptions
+    /// `options`: the arithmetic choices that apply to a step (tensor cores for prompt
+    /// matmuls, q8 inputs for decode matvecs).
     pub fn build(
         gpu: &Gpu,
         key: &Key,
         freqs: &mut Freqs,
         token: &GpuTensor,
-        tensor_cores: bool,
+        options: &GpuOptions,
     ) -> Result<Plan, GpuError> {
         let ids: Vec<GpuTensor> = key
             .ids
@@ -113,7 +116,7 @@ impl Plan {
                 IdsKey::Drawn => token.clone(),
             })
             .collect();
-        let fusion = Fusion::plan(key);
+        let fusion = Fusion::plan(key, options.q8_inputs);
         let last_use = fusion.last_use(key);
         // Each value's buffer goes back to the pool after the node that reads it last, or
         // right after it is made when nothing reads it.
@@ -134,7 +137,9 @@ impl Plan {
             ids: &ids,
             freqs,
             step: StepBuilder::new(),
-            tensor_cores,
+            tensor_cores: options.tensor_cores,
+            q8_inputs: options.q8_inputs,
+            q8: Vec::new(),
         };
         for (i, node) in key.nodes.iter().enumerate() {
             let shape = key.shapes[i];
@@ -146,13 +151,14 @@ impl Plan {
                 Fuse::Folded | Fuse::Done => {}
                 Fuse::Residual { pre, out } => l.residual(key, i, *pre, *out)?,
                 Fuse::Rope { q, k } => l.head_norm_rope(key, *q, *k)?,
-                Fuse::GluDown { glu } => l.glu_down(key, i, *glu)?,
+                Fuse::GluDown { glu, q8 } => l.glu_down(key, i, *glu, *q8)?,
                 Fuse::Biased { bias } => l.biased(key, i, *bias)?,
                 Fuse::Stack { parts } => l.stack(key, parts)?,
             }
             for &v in &release_after[i] {
                 let buf = l.locs[v].expect("a released value was lowered").buf;
                 l.pool.release(buf);
+                l.release_q8(v);
             }
         }
         let t = key.target;
@@ -339,6 +345,12 @@ struct Lower<'a> {
     step: StepBuilder,
     /// Prompt matmuls on the tensor cores where the device has them.
     tensor_cores: bool,
+    /// Decode matvecs read their input rounded to int8 where the weight's format has such a
+    /// kernel ([`GpuOptions::q8_inputs`]).
+    q8_inputs: bool,
+    /// The q8 copies made so far (the source and the buffer): products reading the same
+    /// input share one, which lives as long as its source value.
+    q8: Vec<(Src, usize)>,
 }
 
 fn mismatch(detail: &str) -> GpuError {
@@ -638,9 +650,40 @@ impl Lower<'_> {
     ) -> Result<Loc, GpuError> {
         let out = self.alloc(len)?;
         let rows = rows(w)?;
-        let ops = self.product(rows, x, bias, &[Out::new(self.view(out), rows.n)]);
+        let q8 = self.q8_input(x, rows)?;
+        let ops = self.product(rows, x, q8, bias, &[Out::new(self.view(out), rows.n)]);
         self.extend(ops)?;
         Ok(out)
+    }
+
+    /// Where the q8 copy of `x` lives for a decode product over `rows`, when the q8 mode is
+    /// on and the weight's format has an integer-dot kernel: made by the first product that
+    /// reads `x` (one quantize dispatch) and shared by the later ones (q|k and a v of
+    /// another format, say); it goes back to the pool with `x` ([`Lower::release_q8`]).
+    fn q8_input(&mut self, x: Src, rows: WeightRows<'_>) -> Result<Option<Loc>, GpuError> {
+        if !(self.q8_inputs && x.rows == 1 && q8_supported(rows.w.shape.format)) {
+            return Ok(None);
+        }
+        if let Some(&(_, buf)) = self.q8.iter().find(|(s, _)| *s == x) {
+            return Ok(Some(Loc { buf, offset: 0 }));
+        }
+        let q = self.alloc(q8_words(x.cols))?;
+        let op = quantize_q8(self.src(x), self.view(q), x.cols);
+        self.push(op)?;
+        self.q8.push((x, q.buf));
+        Ok(Some(q))
+    }
+
+    /// Value `v` went back to the pool: so do the q8 copies made of it.
+    fn release_q8(&mut self, v: usize) {
+        let pool = &mut self.pool;
+        self.q8.retain(|&(src, buf)| {
+            let of_v = src.value == v;
+            if of_v {
+                pool.release(buf);
+            }
+            !of_v
+        });
     }
 
     /// `x W^T [+ bias]` over `rows` (all of a weight, or rows of a stacked one), the rows
@@ -648,15 +691,21 @@ impl Lower<'_> {
     /// when `x` is one token): a weight taken whole into one output runs the one-output
     /// kernel, anything else its split outputs; a block of tokens on the tensor cores where
     /// the device has them and the backend allows.
+    /// A decode product reads the q8 copy `q8` instead of `x` where one is given.
     fn product(
         &self,
         rows: WeightRows<'_>,
         x: Src,
+        q8: Option<Loc>,
         bias: Option<&GpuWeightRef>,
         outs: &[Out<'_>],
     ) -> Result<Vec<Op>, GpuError> {
         let bias = bias.map(values).transpose()?;
         let xv = self.src(x);
+        let input = match q8 {
+            Some(q) => Input::Q8(self.view(q)),
+            None => Input::Plain(xv),
+        };
         let n = x.rows;
         let block = Matmul {
             n_tokens: n,
@@ -665,10 +714,12 @@ impl Lower<'_> {
         };
         let caps = &self.gpu.caps;
         match (outs, bias) {
-            ([one], None) if rows.is_whole() && n == 1 => matvec(rows.w, xv, one.y),
-            ([one], Some(b)) if rows.is_whole() && n == 1 => matvec_bias(rows.w, xv, b, one.y),
+            ([one], None) if rows.is_whole() && n == 1 => matvec_input(rows.w, input, one.y),
+            ([one], Some(b)) if rows.is_whole() && n == 1 => {
+                matvec_bias_input(rows.w, input, b, one.y)
+            }
             ([one], _) if rows.is_whole() => block.ops(caps, rows.w, xv, bias, one.y),
-            _ if n == 1 => matvec_split(rows, xv, bias, outs),
+            _ if n == 1 => matvec_split_input(rows, input, bias, outs),
             _ => block.split_ops(caps, rows, xv, bias, outs),
         }
     }
@@ -699,6 +750,7 @@ impl Lower<'_> {
         }
         let first = rows(w)?;
         let rows = first.w.rows(first.first..first.first + total);
+        let q8 = self.q8_input(*x, rows)?;
         let t = &self.pool.bufs[buf];
         let outs: Vec<Out<'_>> = if x.rows == 1 {
             vec![Out::new(View::from(t), total)]
@@ -713,7 +765,7 @@ impl Lower<'_> {
                 })
                 .collect()
         };
-        let ops = self.product(rows, *x, bias, &outs);
+        let ops = self.product(rows, *x, q8, bias, &outs);
         self.extend(ops)
     }
 
@@ -729,23 +781,29 @@ impl Lower<'_> {
         Ok(())
     }
 
-    /// The down projection of one token reading `act(gate) * up` as its input.
-    fn glu_down(&mut self, key: &Key, d: usize, g: usize) -> Result<(), GpuError> {
+    /// The down projection of one token reading `act(gate) * up` as its input: computed as
+    /// the matvec reads it, or (`q8`) quantized once into a q8 copy that the matvec reads.
+    fn glu_down(&mut self, key: &Key, d: usize, g: usize, q8: bool) -> Result<(), GpuError> {
         let (Node::Matmul { w, .. }, Node::Glu { gate, up, act }) = (&key.nodes[d], &key.nodes[g])
         else {
             return Err(mismatch("a GLU fusion on other nodes"));
         };
+        let w = matrix(w)?;
         let (rows, cols) = key.shapes[d];
         let out = self.alloc(rows * cols)?;
         self.locs[d] = Some(out);
-        let ops = matvec_glu(
-            matrix(w)?,
-            *act,
-            self.src(*gate),
-            self.src(*up),
-            self.view(out),
-        );
-        self.extend(ops)
+        if !q8 {
+            let ops = matvec_glu(w, *act, self.src(*gate), self.src(*up), self.view(out));
+            return self.extend(ops);
+        }
+        let q = self.alloc(q8_words(w.shape.n_in))?;
+        let n = w.shape.n_in;
+        let op = quantize_q8_glu(*act, self.src(*gate), self.src(*up), self.view(q), n);
+        self.push(op)?;
+        let ops = matvec_input(w, Input::Q8(self.view(q)), self.view(out));
+        self.extend(ops)?;
+        self.pool.release(q.buf);
+        Ok(())
     }
 
     /// K/V append at the step's positions, then attention (with a split scratch in decode).
