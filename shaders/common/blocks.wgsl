@@ -67,13 +67,6 @@ fn nibbles4(q: u32, shift: u32) -> vec4<f32> {
     return vec4<f32>(unpack4xU8((q >> shift) & 0x0f0f0f0fu));
 }
 
-// Word `q` of 8 nibbles dotted with 8 int8 inputs (packed, 4 a word): its low nibbles with
-// `lo`, its high nibbles with `hi`. Nibbles (0..15) are valid int8 operands, and the sum is
-// exact (the int8-input matvec: matvec/dot8_q4_0.wgsl, dot8_q4_1.wgsl).
-fn nibble_dot8(q: u32, lo: u32, hi: u32) -> i32 {
-    return dot4I8Packed(q & 0x0f0f0f0fu, lo) + dot4I8Packed((q >> 4u) & 0x0f0f0f0fu, hi);
-}
-
 // f16 at an even byte offset, widened to f32 (no SHADER_F16 needed).
 fn load_f16(b: u32) -> f32 {
     let word = wd(b >> 2u) >> ((b & 2u) * 8u);

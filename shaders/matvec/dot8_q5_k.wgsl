@@ -1,8 +1,9 @@
-// Matvec part for Q5_K with an int8 input (matvec/x_q8.wgsl): the lane layout and loads of
+// Matvec part for Q5_K with a q8 input (matvec/x_q8.wgsl): the lane layout and loads of
 // dot_q5_k.wgsl (PARTS = 32 lanes per super-block; lane j reads word j of the nibbles:
 // weights l .. l + 3, l = 4 (j % 8), of units 2g and 2g + 1, g = j / 8, with their fifth bits;
-// matvec/rows_each.wgsl calls it per row). Per unit the integer sums sum q x (codes 0..31)
-// and sum x are exact; d_x (d sc sum q x - dmin m sum x) per unit, as in the f32 file.
+// matvec/rows_each.wgsl calls it per row). Per unit the integer sums over both input digits
+// (`dot8`), sum q x (codes 0..31) and sum x, are exact; d_x / 254 (d sc sum q x -
+// dmin m sum x) per unit, as in the f32 file.
 const PARTS: u32 = 32u;
 const STEP_UNITS: u32 = 8u;
 
@@ -16,13 +17,15 @@ fn part_dot(blk: u32, unit: u32, part: u32, xb: u32) -> f32 {
     let cc = ((q >> 4u) & 0x0f0f0f0fu) | (((h >> 1u) & 0x01010101u) << 4u);
     let ia = xb + 64u * g + l;
     let ic = ia + 32u;
-    let xa = xq4(ia);
-    let xc = xq4(ic);
+    let a1 = xq4(ia);
+    let a2 = xq4_lo(ia);
+    let c1 = xq4(ic);
+    let c2 = xq4_lo(ic);
     let a = scale_min_k4(blk + 4u, 2u * g);
     let b = scale_min_k4(blk + 4u, 2u * g + 1u);
     let d = load_f16(blk);
     let dmin = load_f16(blk + 2u);
-    let ua = d * a.x * f32(dot4I8Packed(ca, xa)) - dmin * a.y * f32(dot4I8Packed(0x01010101u, xa));
-    let uc = d * b.x * f32(dot4I8Packed(cc, xc)) - dmin * b.y * f32(dot4I8Packed(0x01010101u, xc));
+    let ua = d * a.x * f32(dot8(ca, a1, a2)) - dmin * a.y * f32(dot8(0x01010101u, a1, a2));
+    let uc = d * b.x * f32(dot8(cc, c1, c2)) - dmin * b.y * f32(dot8(0x01010101u, c1, c2));
     return xd(ia) * ua + xd(ic) * uc;
 }

@@ -17,8 +17,10 @@
 // which also writes y. The input comes through `x4(i)` (inputs i .. i + 4, i counted from
 // the buffer's start, so x_offset included), defined by the input file: matvec/x_plain.wgsl
 // (a vector) or matvec/x_glu.wgsl (act(gate) * up, computed as it is read); or, for a vector
-// quantized to int8 blocks (matvec/x_q8.wgsl, read by the dot8_<type>.wgsl files), through
-// `xq16(i)` / `xq4(i)` (packed int8 inputs) and `xd(i)` (their block's scale). The stored value
+// quantized to two int8 digits per input in blocks of 32 (matvec/x_q8.wgsl, read by the
+// dot8_<type>.wgsl files), through `xq16(i)` / `xq4(i)` and `xq16_lo(i)` / `xq4_lo(i)` (the
+// packed first and second digits), `dot8` (their exact integer dot with weight codes) and
+// `xd(i)` (the value of one unit of that dot: their block's scale / 254). The stored value
 // goes through `y_out(row, sum)`, defined by the value file: common/out_store.wgsl (the sum)
 // or common/out_bias.wgsl (sum + bias); the weight row a dispatch row reads and where it
 // lands go through `w_row` and `y_index`, defined by the place file: common/out_one.wgsl

@@ -1,15 +1,19 @@
 // Quantizes a vector of n f32 inputs (n a multiple of 32) into the q8 layout that
-// matvec/x_q8.wgsl reads (`ops::quantize::q8_words`): n / 4 words of int8 values, 4 per word
-// little-endian, then the n / 32 block scales as f32 bits. Per block of 32: d = amax / 127
-// (amax = max |x_i|), q_i = round(x_i / d) clamped to [-127, 127] (round half to even); a
-// block of zeros gets d = 0 and q = 0. The inputs come through `x_in(i)` (input i of the
-// vector), defined by the input file: matvec/quantize_x.wgsl (a vector) or
-// matvec/quantize_glu.wgsl (act(gate) * up, computed as it is read).
+// matvec/x_q8.wgsl reads (`ops::quantize` in Rust describes it): two planes of n / 4 words of
+// int8 digits, 4 per word little-endian (the first digits q1, then the second digits q2),
+// then the n / 32 block scales as f32 bits; input i stands for d (q1_i + q2_i / 254). Per
+// block of 32: d = amax / 127 (amax = max |x_i|), q1_i = round(x_i / d) clamped to
+// [-127, 127], r_i = x_i - q1_i d and q2_i = round(254 r_i / d) clamped to [-127, 127]
+// (round half to even); a block of zeros gets d = 0 and q1 = q2 = 0. |r_i| <= d / 2 up to
+// the division's rounding, so the second clamp never acts and |x_i - x'_i| <= d / 508 up to
+// a few roundings (`ops::quantize::rounding_bound` derives them). The inputs come through
+// `x_in(i)` (input i of the vector), defined by the input file: matvec/quantize_x.wgsl (a
+// vector) or matvec/quantize_glu.wgsl (act(gate) * up, computed as it is read).
 //
-// 8 lanes per block, lane k owning inputs 4k .. 4k + 4 of it (one output word): each lane
-// loads its 4 inputs once and keeps them in registers, the block's amax goes through
-// workgroup memory (8 reads per lane), and the lanes write their words side by side. One
-// dispatch for the vector; blocks are independent, so any number of workgroups.
+// 8 lanes per block, lane k owning inputs 4k .. 4k + 4 of it (one output word of each
+// digit): each lane loads its 4 inputs once and keeps them in registers, the block's amax
+// goes through workgroup memory (8 reads per lane), and the lanes write their words side by
+// side. One dispatch for the vector; blocks are independent, so any number of workgroups.
 
 struct Params {
     // Inputs (a multiple of 32).
@@ -18,7 +22,8 @@ struct Params {
     x_offset: u32,
     // Where `up` starts (quantize_glu.wgsl only; 0 otherwise).
     up_offset: u32,
-    // Word index of the first quant in q; the scales follow at q_offset + n / 4.
+    // Word index of the first quant in q; the second digits follow at q_offset + n / 4, the
+    // scales at q_offset + n / 2.
     q_offset: u32,
 }
 
@@ -37,7 +42,7 @@ fn main(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
-    // The output word this lane writes: inputs 4 * word .. 4 * word + 4.
+    // The output word (of each digit) this lane writes: inputs 4 * word .. 4 * word + 4.
     let word = (wid.y * nwg.x + wid.x) * WG + tid;
     // n is a multiple of 32, so a block's 8 lanes are all live or all past the end.
     let live = 4u * word < p.n;
@@ -59,13 +64,19 @@ fn main(
         return;
     }
     let d = amax / 127.0;
-    // d = 0 only for a block of zeros (or one whose amax / 127 underflows): q = 0, no 0 / 0.
-    var qv = vec4<i32>(0);
+    // d = 0 only for a block of zeros (or one whose amax / 127 underflows): q1 = q2 = 0, no
+    // 0 / 0.
+    var q1 = vec4<f32>(0.0);
+    var q2 = vec4<f32>(0.0);
     if d != 0.0 {
-        qv = vec4<i32>(clamp(round(v / d), vec4<f32>(-127.0), vec4<f32>(127.0)));
+        q1 = clamp(round(v / d), vec4<f32>(-127.0), vec4<f32>(127.0));
+        // The remainder, exact but for the product's and the difference's roundings.
+        let r = v - q1 * d;
+        q2 = clamp(round(254.0 * r / d), vec4<f32>(-127.0), vec4<f32>(127.0));
     }
-    q[p.q_offset + word] = pack4xI8(qv);
+    q[p.q_offset + word] = pack4xI8(vec4<i32>(q1));
+    q[p.q_offset + p.n / 4u + word] = pack4xI8(vec4<i32>(q2));
     if (tid & 7u) == 0u {
-        q[p.q_offset + p.n / 4u + word / 8u] = bitcast<u32>(d);
+        q[p.q_offset + p.n / 2u + word / 8u] = bitcast<u32>(d);
     }
 }

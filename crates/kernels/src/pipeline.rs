@@ -27,8 +27,8 @@ pub enum Kernel {
     Matvec(GpuFormat, Epilogue),
     /// `y = W (act(gate) * up)`: the matvec with a GLU computed as its input is read.
     MatvecGlu(GpuFormat, Activation),
-    /// `y = W x' [+ bias]` with x' a q8 vector (int8 blocks of 32 with f32 scales), integer
-    /// dot products; only for `matvec::q8_supported` formats.
+    /// `y = W x' [+ bias]` with x' a q8 vector (two int8 digits per input, blocks of 32 with
+    /// f32 scales), integer dot products; only for `matvec::q8_supported` formats.
     MatvecQ8(GpuFormat, Epilogue),
     /// A vector rounded to the q8 layout (the matvec's q8 input).
     QuantizeQ8,

@@ -1,7 +1,8 @@
 //! `y = W x` with `W` a GGUF weight (any [`GpuFormat`]) kept in its block layout, and
 //! `y = W (act(gate) * up)`, the down projection of a gated FFN with the GLU computed as the
 //! input is read ([`matvec_glu`]: one dispatch instead of two), and `y = W x'` with x' a
-//! vector quantized to int8 blocks ([`Input::Q8`], the opt-in "q8 input" mode, see below).
+//! vector quantized to two int8 digits per input ([`Input::Q8`], the opt-in "q8 input" mode,
+//! see below).
 //!
 //! WGSL: `matvec/matvec.wgsl` (skeleton), the input (`matvec/x_plain.wgsl`, or
 //! `matvec/x_glu.wgsl` + `elementwise/act.wgsl`, or `matvec/x_q8.wgsl`),
@@ -20,15 +21,17 @@
 //!
 //! **The q8 input.** On the H100 the 4- to 6-bit formats are bound by the instructions per
 //! weight (docs/PERF.md): an integer-to-float decode, an FMA and a share of an f32 input load.
-//! llama.cpp's answer ("mmvq") is to round x once to int8 per block of 32
-//! ([`crate::ops::quantize`]: the layout, and the kernel that writes it) and dot packed
-//! integers: `dot4I8Packed` (SPIR-V `OpSDot` where the device has
-//! VK_KHR_shader_integer_dot_product, a polyfill elsewhere) multiplies 4 weight codes by 4
-//! inputs and adds them exactly. The dot8 files keep their format's lane layout and loads;
-//! the sums of q x and of x (for the mins and the `q - 8` / `q - 16` / `q - 32` offsets) are
-//! exact integers, and the f32 scales (the weight's, the input block's) are applied per
-//! block after. So the only new error is x's rounding, |x_i - q_i d| <= d / 2 per element
-//! (`ops::matvec_q8` states the bounds). Formats: [`q8_supported`].
+//! llama.cpp's answer ("mmvq") is to round x once to int8 per block of 32 and dot packed
+//! integers; here each input is two int8 digits of its block's scale
+//! ([`crate::ops::quantize`]: the layout, why two, and the kernel that writes it), and
+//! `dot4I8Packed` (SPIR-V `OpSDot` where the device has VK_KHR_shader_integer_dot_product, a
+//! polyfill elsewhere) multiplies 4 weight codes by 4 inputs' digits and adds them exactly,
+//! twice, combined as 254 S1 + S2 in i32. The dot8 files keep their format's lane layout and
+//! loads; the sums of q x and of x (for the mins and the `q - 8` / `q - 16` / `q - 32`
+//! offsets) are exact integers, and the f32 scales (the weight's, the input block's d / 254)
+//! are applied per block after. So the only new error is x's rounding,
+//! |x_i - x'_i| <= d / 508 (+ a few roundings) per element (`ops::matvec_q8` states the
+//! bounds). Formats: [`q8_supported`].
 
 use crate::device::Gpu;
 use crate::error::GpuError;
@@ -53,7 +56,8 @@ pub struct MatvecParams {
     pub n_rows: u32,
     pub row_bytes: u32,
     /// Where the input starts (the gate, for a GLU input; for a q8 input the byte index of
-    /// its first quant, 4 times the view's word offset).
+    /// its first quant, 4 times the view's word offset: the second digits are `n_in` bytes
+    /// further).
     pub x_offset: u32,
     /// Where this chunk's first row lands in `y`.
     pub y_offset: u32,
@@ -68,7 +72,8 @@ pub struct MatvecParams {
 }
 
 /// What a matvec multiplies: a vector, a gated linear unit of two vectors computed as the
-/// kernel reads it (`act(gate[i]) * up[i]`), or a vector quantized to int8 blocks.
+/// kernel reads it (`act(gate[i]) * up[i]`), or a vector quantized to two int8 digits per
+/// input in blocks of 32.
 #[derive(Debug, Clone, Copy)]
 pub enum Input<'a> {
     Plain(View<'a>),
@@ -92,8 +97,8 @@ pub enum InputKind {
     /// `matvec/x_glu.wgsl`: gate at binding 2, up at binding 5, act from the `ACT` override
     /// (`x4`).
     Glu,
-    /// `matvec/x_q8.wgsl`: a q8 vector at binding 2 (`xq16`, `xq4`, `xd`), read by the
-    /// format's `matvec/dot8_<type>.wgsl`.
+    /// `matvec/x_q8.wgsl`: a q8 vector at binding 2 (`xq16`, `xq16_lo`, `xq4`, `xq4_lo`,
+    /// `dot8`, `xd`), read by the format's `matvec/dot8_<type>.wgsl`.
     Q8,
 }
 
@@ -476,7 +481,7 @@ impl<'a> Input<'a> {
                 q.check("matvec q8 x", q8_words(s.n_in))?;
                 Ok(Bound {
                     x_offset: (4 * q.offset) as u32,
-                    x_scales: (q.offset + s.n_in / 4) as u32,
+                    x_scales: (q.offset + s.n_in / 2) as u32,
                     ..bound(Kernel::MatvecQ8(f, out), InputKind::Q8, q)
                 })
             }
