@@ -1,7 +1,8 @@
 // KV cache in f16: one pair of values per u32 word (pack2x16float: no SHADER_F16 needed).
+// The including kernel binds the caches `kc` and `vc` as array<KvWord> at its own binding
+// numbers (kv_append, head_norm_rope's cache variant).
 
-@group(0) @binding(4) var<storage, read_write> kc: array<u32>;
-@group(0) @binding(5) var<storage, read_write> vc: array<u32>;
+alias KvWord = u32;
 
 fn store_k(i: u32, x: vec2<f32>) {
     kc[i] = pack2x16float(x);

@@ -1,7 +1,8 @@
-// KV cache in f32: one pair of values per vec2 element.
+// KV cache in f32: one pair of values per vec2 element. The including kernel binds the
+// caches `kc` and `vc` as array<KvWord> at its own binding numbers (kv_append,
+// head_norm_rope's cache variant).
 
-@group(0) @binding(4) var<storage, read_write> kc: array<vec2<f32>>;
-@group(0) @binding(5) var<storage, read_write> vc: array<vec2<f32>>;
+alias KvWord = vec2<f32>;
 
 fn store_k(i: u32, x: vec2<f32>) {
     kc[i] = x;

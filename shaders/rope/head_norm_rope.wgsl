@@ -11,6 +11,11 @@
 // * WG = 512), loaded together (all in flight) and kept in registers through the norm's sum
 // and the rotation. Pair j < n_rot / 2 is the rotated pair (j, j + n_rot/2) (NEOX) or
 // (2j, 2j + 1); pairs past n_rot / 2 are the unrotated dims (2j, 2j + 1), only normed.
+//
+// A k head also goes through `keep` (each finished pair) and `cache_head` (once the head is
+// done) from the included file: rope/kv_none.wgsl (nothing: the plain kernel) or
+// rope/kv_cache.wgsl (the head into a KV cache, with the same token's v head: kv_append
+// folded in, with the max_len, v_offset and v_stride parameters).
 
 struct Params {
     head_dim: u32,
@@ -24,7 +29,11 @@ struct Params {
     k_offset: u32,
     k_stride: u32,
     eps: f32,
+    max_len: u32,
+    v_offset: u32,
+    v_stride: u32,
     _pad0: u32,
+    _pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -124,20 +133,26 @@ fn main(
     let half = p.n_rot / 2u;
     for (var m = 0u; m < PAIRS; m++) {
         let j = tid + m * WG;
-        if j >= n_pairs {
-            break;
+        // Not a `break`: cache_head's barrier below must stay in uniform control flow.
+        if j < n_pairs {
+            let d = pair(j);
+            var y0 = x0[m];
+            var y1 = x1[m];
+            if j < half {
+                let a = ps * freqs[j];
+                let c = cos(a);
+                let s = sin(a);
+                y0 = x0[m] * c - x1[m] * s;
+                y1 = x0[m] * s + x1[m] * c;
+            }
+            store(is_k, base + d.x, y0);
+            store(is_k, base + d.y, y1);
+            if is_k {
+                keep(d, vec2<f32>(y0, y1));
+            }
         }
-        let d = pair(j);
-        var y0 = x0[m];
-        var y1 = x1[m];
-        if j < half {
-            let a = ps * freqs[j];
-            let c = cos(a);
-            let s = sin(a);
-            y0 = x0[m] * c - x1[m] * s;
-            y1 = x0[m] * s + x1[m] * c;
-        }
-        store(is_k, base + d.x, y0);
-        store(is_k, base + d.y, y1);
+    }
+    if is_k {
+        cache_head(t, row % heads, tid);
     }
 }

@@ -68,8 +68,13 @@ pub enum Kernel {
     Rope(RopeMode),
     /// `h += [rms_norm(a) * w_in]`, then optionally `y = rms_norm(h) * w_out`, per row.
     ResidualNorm { pre_norm: bool, out_norm: bool },
-    /// Optional per-head weighted RMS norm, then RoPE, in place, over q and optionally k.
-    HeadNormRope { mode: RopeMode, norm: bool },
+    /// Optional per-head weighted RMS norm, then RoPE, in place, over q and optionally k;
+    /// with `kv`, k's finished heads and the v heads also stored into a cache of that type.
+    HeadNormRope {
+        mode: RopeMode,
+        norm: bool,
+        kv: Option<KvDtype>,
+    },
 }
 
 impl Kernel {
@@ -101,7 +106,9 @@ impl Kernel {
         }
         for mode in [RopeMode::Normal, RopeMode::Neox] {
             for norm in [false, true] {
-                all.push(Kernel::HeadNormRope { mode, norm });
+                for kv in [None, Some(KvDtype::F32), Some(KvDtype::F16)] {
+                    all.push(Kernel::HeadNormRope { mode, norm, kv });
+                }
             }
         }
         for kv in [KvDtype::F32, KvDtype::F16] {
@@ -197,7 +204,7 @@ impl Kernel {
             Kernel::ResidualNorm { pre_norm, out_norm } => {
                 residual_norm::program(pre_norm, out_norm)
             }
-            Kernel::HeadNormRope { norm, .. } => head_norm_rope::program(norm),
+            Kernel::HeadNormRope { norm, kv, .. } => head_norm_rope::program(norm, kv),
         }
     }
 
@@ -214,7 +221,7 @@ impl Kernel {
             }
             Kernel::Rope(m) => vec![("NEOX", m.code())],
             Kernel::ResidualNorm { pre_norm, .. } => vec![("PRE", f64::from(u8::from(pre_norm)))],
-            Kernel::HeadNormRope { mode, norm } => {
+            Kernel::HeadNormRope { mode, norm, .. } => {
                 vec![("NEOX", mode.code()), ("NORM", f64::from(u8::from(norm)))]
             }
             Kernel::Unary(op) => vec![("OP", op.code())],

@@ -188,6 +188,10 @@ fn qwen2_biases_are_projection_epilogues() {
     );
     let rope = |k: &Kernel| matches!(k, Kernel::HeadNormRope { .. });
     assert_eq!(count(&decode, rope), LAYERS, "{decode:?}");
+    // K and V go into the cache inside the rope op (`GpuOptions::fold_kv_append`).
+    let append = |k: &Kernel| matches!(k, Kernel::KvAppend(_));
+    assert_eq!(count(&prefill, append), 0, "{prefill:?}");
+    assert_eq!(count(&decode, append), 0, "{decode:?}");
     assert_matches_cpu(&file, &logits);
 }
 

@@ -7,11 +7,16 @@
 //! rope.wgsl's (same pairing, same frequency table from [`rope_freqs`]), so with the norm off
 //! this is [`crate::ops::rope::Rope`] over q and k at once.
 //!
+//! The same program also stores the finished k heads and the v heads into a layer's KV cache
+//! when given one (`kv_append` folded in): [`crate::ops::head_norm_rope_kv`].
+//!
 //! [`rope_freqs`]: crate::ops::rope::rope_freqs
 
 use crate::device::Gpu;
 use crate::error::GpuError;
 use crate::op::{Op, grid_1d};
+use crate::ops::head_norm_rope_kv::{self, KvStore};
+use crate::ops::kv::{self, KvDtype};
 use crate::ops::norm::REDUCE;
 use crate::ops::rope::{RopeMode, rope_freqs};
 use crate::parity::data::{Rng, random_f32};
@@ -36,10 +41,17 @@ pub struct HeadNormRopeParams {
     pub k_offset: u32,
     pub k_stride: u32,
     pub eps: f32,
-    pub _pad: u32,
+    /// The cache variant's (0 without a cache): positions the cache holds, and where the v
+    /// heads are (as q's and k's offset and stride).
+    pub max_len: u32,
+    pub v_offset: u32,
+    pub v_stride: u32,
+    pub _pad: [u32; 2],
 }
 
 static SHADER: ShaderFile = shader_file!("rope/head_norm_rope.wgsl");
+/// The k-head hooks of the plain kernel (none: no cache).
+static KV_NONE: ShaderFile = shader_file!("rope/kv_none.wgsl");
 
 /// params, xq, xk (read-write; the same buffer twice for fused qkv rows), pos, freqs, wq, wk.
 const BINDINGS: &[BindingKind] = &[
@@ -58,12 +70,28 @@ const PAIRS: usize = 4;
 /// The largest head_dim one workgroup holds.
 pub const MAX_HEAD_DIM: usize = 2 * PAIRS * WORKGROUP as usize;
 
-pub(crate) fn program(norm: bool) -> Program {
+/// The plain kernel, or with `kv` the variant that also stores into a cache of that type.
+pub(crate) fn program(norm: bool, kv: Option<KvDtype>) -> Program {
+    let name = if norm { "head_norm_rope" } else { "head_rope" };
+    let Some(dtype) = kv else {
+        return Program {
+            name: name.to_string(),
+            files: vec![&SHADER, &REDUCE, &KV_NONE],
+            entry: "main",
+            bindings: BINDINGS,
+            params_size: size_of::<HeadNormRopeParams>(),
+        };
+    };
     Program {
-        name: if norm { "head_norm_rope" } else { "head_rope" }.to_string(),
-        files: vec![&SHADER, &REDUCE],
+        name: format!("{name}_kv_{}", dtype.name()),
+        files: vec![
+            &SHADER,
+            &REDUCE,
+            &head_norm_rope_kv::HOOKS,
+            kv::store_file(dtype),
+        ],
         entry: "main",
-        bindings: BINDINGS,
+        bindings: head_norm_rope_kv::BINDINGS,
         params_size: size_of::<HeadNormRopeParams>(),
     }
 }
@@ -111,6 +139,19 @@ impl HeadNormRope {
         pos: View<'_>,
         freqs: &GpuTensor,
     ) -> Result<Op, GpuError> {
+        self.build(q, k, None, pos, freqs)
+    }
+
+    /// [`HeadNormRope::op`], and with `kv` the finished k heads and `kv`'s v heads stored in
+    /// its cache (checked by [`KvStore::check`]).
+    pub(crate) fn build(
+        self,
+        q: Heads<'_>,
+        k: Option<Heads<'_>>,
+        kv: Option<KvStore<'_>>,
+        pos: View<'_>,
+        freqs: &GpuTensor,
+    ) -> Result<Op, GpuError> {
         let hd = self.head_dim;
         if hd == 0 || !hd.is_multiple_of(2) || hd > MAX_HEAD_DIM {
             return Err(self.shape_error(format!("head_dim {hd}: even, 2..={MAX_HEAD_DIM}")));
@@ -126,6 +167,9 @@ impl HeadNormRope {
         }
         pos.check("head_norm_rope pos", self.n_tokens)?;
         View::from(freqs).check("head_norm_rope freqs", self.n_rot / 2)?;
+        if let Some(kv) = kv {
+            kv.check(self, k)?;
+        }
         let k_or_q = k.unwrap_or(Heads { n_heads: 0, ..q });
         let params = HeadNormRopeParams {
             head_dim: hd as u32,
@@ -139,15 +183,22 @@ impl HeadNormRope {
             k_offset: k_or_q.x.offset as u32,
             k_stride: k_or_q.stride as u32,
             eps: self.eps,
-            _pad: 0,
+            max_len: kv.map_or(0, |kv| kv.cache.layout.max_len as u32),
+            v_offset: kv.map_or(0, |kv| kv.v.offset as u32),
+            v_stride: kv.map_or(0, |kv| kv.v_stride as u32),
+            _pad: [0; 2],
         };
         // Without a norm the weight slots bind `freqs` (never read by that variant).
         let wq = q.weight.map_or(&freqs.buf, |w| &w.buf);
         let wk = k_or_q.weight.map_or(wq, |w| &w.buf);
-        let buffers = [&q.x.t.buf, &k_or_q.x.t.buf, &pos.t.buf, &freqs.buf, wq, wk];
+        let mut buffers = vec![&q.x.t.buf, &k_or_q.x.t.buf, &pos.t.buf, &freqs.buf, wq, wk];
+        if let Some(kv) = kv {
+            buffers.extend([&kv.v.t.buf, &kv.cache.k.buf, &kv.cache.v.buf]);
+        }
         let kernel = Kernel::HeadNormRope {
             mode: self.mode,
             norm: q.weight.is_some(),
+            kv: kv.map(|kv| kv.cache.layout.dtype),
         };
         let groups = self.n_tokens * (q.n_heads + k.map_or(0, |k| k.n_heads));
         Ok(Op::new(
@@ -159,7 +210,7 @@ impl HeadNormRope {
         ))
     }
 
-    fn shape_error(self, detail: String) -> GpuError {
+    pub(crate) fn shape_error(self, detail: String) -> GpuError {
         GpuError::Shape {
             op: "head_norm_rope",
             detail,
@@ -191,6 +242,26 @@ impl HeadNormRope {
                 let start = t * h.stride + head * self.head_dim;
                 let x = &mut h.x[start..start + self.head_dim];
                 self.head_ref(x, h.weight, p, freqs);
+            }
+        }
+    }
+
+    /// [`HeadNormRope::reference`], and each element's bound (see [`CHECK`]) into `bound`,
+    /// indexed as `h.x` (elements outside the heads keep theirs).
+    pub(crate) fn reference_bounds(
+        self,
+        h: HostHeads<'_>,
+        pos: &[u32],
+        freqs: &[f32],
+        bound: &mut [f64],
+    ) {
+        for (t, &p) in pos.iter().enumerate().take(self.n_tokens) {
+            for head in 0..h.n_heads {
+                let start = t * h.stride + head * self.head_dim;
+                let x = &mut h.x[start..start + self.head_dim];
+                let normed = self.head_ref(x, h.weight, p, freqs);
+                let norm = h.weight.is_some();
+                head_bounds(self, norm, &normed, p, freqs, x, &mut bound[start..]);
             }
         }
     }
@@ -347,14 +418,13 @@ fn compare(gpu: &Gpu, case: Case, seed: u64) -> Result<Compare, GpuError> {
         } else {
             (&mut q_want, &mut q_bound)
         };
-        for (t, &p) in pos.iter().enumerate() {
-            for h in 0..n_heads {
-                let start = off + t * stride + h * hd;
-                let x = &mut want[start..start + hd];
-                let normed = op.head_ref(x, case.norm.then_some(w), p, &freqs);
-                head_bounds(op, case.norm, &normed, p, &freqs, x, &mut bound[start..]);
-            }
-        }
+        let h = HostHeads {
+            x: &mut want[off..],
+            n_heads,
+            stride,
+            weight: case.norm.then_some(w),
+        };
+        op.reference_bounds(h, &pos, &freqs, &mut bound[off..]);
     }
     let mut c = Compare::default();
     for (name, got, want, bound) in [

@@ -28,7 +28,7 @@ pub enum KvDtype {
 }
 
 impl KvDtype {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             KvDtype::F32 => "f32",
             KvDtype::F16 => "f16",
@@ -145,16 +145,20 @@ const BINDINGS: &[BindingKind] = &[
 
 pub const WORKGROUP: u32 = 64;
 
+/// The file that stores pairs of values into a cache of `dtype` (`store_k`, `store_v` over the
+/// `kc`, `vc` the including kernel binds as `array<KvWord>`): kv_append's and
+/// head_norm_rope's cache variant share it.
+pub(crate) fn store_file(dtype: KvDtype) -> &'static ShaderFile {
+    match dtype {
+        KvDtype::F32 => &STORE_F32,
+        KvDtype::F16 => &STORE_F16,
+    }
+}
+
 pub(crate) fn program(dtype: KvDtype) -> Program {
     Program {
         name: format!("kv_append_{}", dtype.name()),
-        files: vec![
-            &APPEND,
-            match dtype {
-                KvDtype::F32 => &STORE_F32,
-                KvDtype::F16 => &STORE_F16,
-            },
-        ],
+        files: vec![&APPEND, store_file(dtype)],
         entry: "main",
         bindings: BINDINGS,
         params_size: size_of::<KvAppendParams>(),
@@ -205,6 +209,49 @@ impl KvAppend {
             &buffers,
             grid_1d(pairs.div_ceil(WORKGROUP as usize)),
         ))
+    }
+}
+
+impl KvAppend {
+    /// CPU reference: token t's K row `k[t * src_stride..][..n_kv_heads * head_dim]` (and V's,
+    /// from `v`; both start at their view's offset) into position `pos[t]` of `cache`;
+    /// positions past `max_len` are dropped, as on the GPU. Generic so that a check can move
+    /// each value's bound to where the value goes.
+    pub fn reference<T: Copy>(self, k: &[T], v: &[T], pos: &[u32], cache: &mut HostKv<T>) {
+        let l = cache.layout;
+        let hd = l.head_dim;
+        for (t, &p) in pos.iter().enumerate().take(self.n_tokens) {
+            if p as usize >= l.max_len {
+                continue;
+            }
+            for h in 0..l.n_kv_heads {
+                let src = t * self.src_stride + h * hd;
+                let dst = l.index(h, p as usize, 0);
+                cache.k[dst..dst + hd].copy_from_slice(&k[src..src + hd]);
+                cache.v[dst..dst + hd].copy_from_slice(&v[src..src + hd]);
+            }
+        }
+    }
+}
+
+/// One layer's caches on the host (the references' output): values (f32; f64 for bounds) at
+/// [`KvLayout::index`]; an f16 cache's rounding is the checks' bound ([`store_bound`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostKv<T = f32> {
+    pub layout: KvLayout,
+    pub k: Vec<T>,
+    pub v: Vec<T>,
+}
+
+impl<T: Copy + Default> HostKv<T> {
+    /// Zero-filled, as [`KvCache::new`] makes them.
+    pub fn zeros(layout: KvLayout) -> HostKv<T> {
+        let n = layout.n_kv_heads * layout.max_len * layout.head_dim;
+        HostKv {
+            layout,
+            k: vec![T::default(); n],
+            v: vec![T::default(); n],
+        }
     }
 }
 
@@ -266,25 +313,17 @@ fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
     let words = layout.words();
     let kw: Vec<u32> = run_read(gpu, vec![op], &cache.k, 0, words)?;
     let vw: Vec<u32> = run_read(gpu, Vec::new(), &cache.v, 0, words)?;
-    let (kc, vc) = (layout.decode(&kw), layout.decode(&vw));
+    let mut want: HostKv = HostKv::zeros(layout);
+    let k_src = &src[1 + q_len..];
+    append.reference(k_src, &k_src[row..], &pos, &mut want);
     let mut c = Compare::default();
-    for h in 0..layout.n_kv_heads {
-        for p in 0..layout.max_len {
-            let t = pos.iter().position(|&q| q as usize == p);
-            for d in 0..layout.head_dim {
-                let i = layout.index(h, p, d);
-                for (which, cache_vals, extra) in [("k", &kc, 0), ("v", &vc, row)] {
-                    let want = t.map_or(0.0, |t| {
-                        src[1 + t * stride + q_len + extra + h * layout.head_dim + d]
-                    });
-                    c.add(
-                        f64::from(cache_vals[i]),
-                        f64::from(want),
-                        store_bound(dtype, want),
-                        || format!("{dtype:?} {which} head {h} pos {p} dim {d}"),
-                    );
-                }
-            }
+    for (which, words, want) in [("k", &kw, &want.k), ("v", &vw, &want.v)] {
+        for (i, (&g, &w)) in layout.decode(words).iter().zip(want).enumerate() {
+            c.add(f64::from(g), f64::from(w), store_bound(dtype, w), || {
+                let (hd, n) = (layout.head_dim, layout.max_len);
+                let (h, p, d) = (i / hd / n, i / hd % n, i % hd);
+                format!("{dtype:?} {which} head {h} pos {p} dim {d}")
+            });
         }
     }
     Ok(c)

@@ -10,6 +10,7 @@ pub mod embed;
 pub mod epilogue;
 pub mod glu;
 pub mod head_norm_rope;
+pub mod head_norm_rope_kv;
 pub mod kv;
 pub mod matmul;
 pub mod matmul_coop;

@@ -168,8 +168,8 @@ impl Check {
 /// Every kernel's parity check.
 pub fn checks() -> Vec<Check> {
     use crate::ops::{
-        argmax, attention, elementwise, embed, glu, head_norm_rope, kv, matmul, matmul_coop,
-        matvec, matvec_q8, norm, quantize, residual_norm, rope, sample, split, unary,
+        argmax, attention, elementwise, embed, glu, head_norm_rope, head_norm_rope_kv, kv, matmul,
+        matmul_coop, matvec, matvec_q8, norm, quantize, residual_norm, rope, sample, split, unary,
     };
     vec![
         matvec::CHECK,
@@ -197,6 +197,7 @@ pub fn checks() -> Vec<Check> {
         glu::CHECK,
         rope::CHECK,
         head_norm_rope::CHECK,
+        head_norm_rope_kv::CHECK,
         argmax::CHECK,
         sample::CHECK,
         kv::CHECK,

@@ -1,7 +1,7 @@
 //! Which recorded nodes the lowering emits as one fused kernel.
 //!
 //! A decode step of a small model is bound by its number of dispatches (each costs a few
-//! microseconds on the H100 however little it does), so the lowering folds five patterns
+//! microseconds on the H100 however little it does), so the lowering folds six patterns
 //! of the graph's plain ops into one kernel each, without changing what they compute:
 //!
 //! - `[rms_norm(a)] -> add(h, .) -> [rms_norm(sum)]`: the residual add with the block's
@@ -20,7 +20,12 @@
 //!   own place ([`Fuse::Stack`]; the kernels' split outputs, or one output in decode, where
 //!   the places are contiguous). It is found after the patterns above, so a stacked q and k
 //!   still feed `head_norm_rope`, and a stacked gate and up the `matvec_glu` of their down
-//!   projection.
+//!   projection;
+//! - the K/V append of an attention whose k is a `head_norm_rope`'s output, read whole at the
+//!   same positions, with v ready before that op: the op stores k's finished heads and v's
+//!   into the cache (`head_norm_rope_kv`, [`Fuse::Rope`]'s `append`) and the attention only
+//!   attends ([`Fuse::Attend`]). Found last, over the other patterns' emission points, and
+//!   only when the lowering asks for it (`GpuOptions::fold_kv_append`).
 //!
 //! A node folds only when its value has no other reader and the shapes are whole rows, so
 //! every other graph lowers as before. [`Fusion::emit_at`] says where each node's work
@@ -28,6 +33,7 @@
 
 use rullama_kernels::ops::matvec::q8_supported;
 
+use super::GpuOptions;
 use super::ir::{Key, Node, Src};
 use super::weight::GpuWeightRef;
 
@@ -51,8 +57,16 @@ pub(crate) enum Fuse {
         pre: Option<usize>,
         out: Option<usize>,
     },
-    /// Norm and RoPE of q (and k) in place; emitted at q's first node.
-    Rope { q: RopeUnit, k: Option<RopeUnit> },
+    /// Norm and RoPE of q (and k) in place; emitted at q's first node. `append`: the
+    /// attention node whose K/V append the op does as well (k's finished heads and v's into
+    /// that layer's cache).
+    Rope {
+        q: RopeUnit,
+        k: Option<RopeUnit>,
+        append: Option<usize>,
+    },
+    /// An attention whose K and V an earlier rope op stored: it only attends.
+    Attend,
     /// The matmul (one token) with the GLU node folded into its input: read as the matvec
     /// goes, or (`q8`) quantized once by a dispatch of its own that computes it.
     GluDown { glu: usize, q8: bool },
@@ -112,9 +126,10 @@ pub(crate) struct Fusion {
 }
 
 impl Fusion {
-    /// `q8_inputs`: decode matvecs may read q8 copies of their inputs
-    /// ([`super::GpuOptions::q8_inputs`]).
-    pub fn plan(key: &Key, q8_inputs: bool) -> Fusion {
+    /// The fusions of `key` under `options`: K/V appends into the rope op where they fit
+    /// (`fold_kv_append`); big GLU down projections folded too where decode matvecs read q8
+    /// copies of their inputs (`q8_inputs`).
+    pub fn plan(key: &Key, options: &GpuOptions) -> Fusion {
         let nodes = &key.nodes;
         let n = nodes.len();
         let mut uses = vec![0usize; n];
@@ -137,13 +152,18 @@ impl Fusion {
             match &nodes[i] {
                 Node::Add { a, b } => f.residual(key, &uses, i, *a, *b, &whole),
                 Node::RmsNorm { .. } | Node::Rope { .. } => f.rope(key, &uses, i, &whole),
-                Node::Glu { .. } if uses[i] == 1 => f.glu_down(key, i, q8_inputs, &whole),
+                Node::Glu { .. } if uses[i] == 1 => f.glu_down(key, i, options.q8_inputs, &whole),
                 Node::AddBias { x, .. } if uses[x.value] == 1 => f.bias(key, i, *x, &whole),
                 _ => {}
             }
         }
         for i in 0..n {
             f.stack(key, i);
+        }
+        if options.fold_kv_append {
+            for i in 0..n {
+                f.append(key, i, &whole);
+            }
         }
         f
     }
@@ -282,7 +302,54 @@ impl Fusion {
             self.fuse[unit.rope] = Fuse::Done;
             self.emit_at[unit.rope] = q.first();
         }
-        self.fuse[q.first()] = Fuse::Rope { q, k };
+        self.fuse[q.first()] = Fuse::Rope { q, k, append: None };
+    }
+
+    /// The rope op at `i` also appends to the cache of the attention that reads its k: that
+    /// attention's k is the op's k whole, its positions the op's, its head shape the cache's,
+    /// and its v (rows like k's) is made before the op runs.
+    fn append(&mut self, key: &Key, i: usize, whole: &impl Fn(&Src) -> bool) {
+        let Fuse::Rope {
+            q,
+            k: Some(k),
+            append: None,
+        } = self.fuse[i]
+        else {
+            return;
+        };
+        let nodes = &key.nodes;
+        let Node::Rope { pos, spec, .. } = &nodes[k.rope] else {
+            return;
+        };
+        let attention = nodes
+            .iter()
+            .enumerate()
+            .skip(k.rope + 1)
+            .find_map(|(a, n)| match n {
+                Node::Attention(at) if at.k.value == k.rope => Some((a, at)),
+                _ => None,
+            });
+        let Some((a, at)) = attention else {
+            return;
+        };
+        let l = at.kv.kv.layout;
+        let fits = self.free(a)
+            && at.pos == *pos
+            && whole(&at.k)
+            && whole(&at.v)
+            && (at.v.rows, at.v.cols) == (at.k.rows, at.k.cols)
+            && l.head_dim == spec.head_dim
+            && at.k.cols == l.n_kv_heads * l.head_dim
+            && !self.folded[at.v.value]
+            && self.emit_at[at.v.value] < i;
+        if fits {
+            self.fuse[i] = Fuse::Rope {
+                q,
+                k: Some(k),
+                append: Some(a),
+            };
+            self.fuse[a] = Fuse::Attend;
+        }
     }
 
     fn glu_down(&mut self, key: &Key, g: usize, q8_inputs: bool, whole: &impl Fn(&Src) -> bool) {

@@ -84,6 +84,11 @@ pub struct GpuOptions {
     /// quantize dispatch makes the copy that the products of one input share. `false`
     /// (the default) keeps f32 inputs.
     pub q8_inputs: bool,
+    /// Store K and V into the KV cache inside the q/k norm + RoPE op (`head_norm_rope_kv`)
+    /// instead of a separate `kv_append` before each attention: one dispatch fewer a layer.
+    /// `false` keeps the separate append (for comparisons: the logits are the same bit for
+    /// bit).
+    pub fold_kv_append: bool,
 }
 
 impl Default for GpuOptions {
@@ -94,6 +99,7 @@ impl Default for GpuOptions {
             tensor_cores: true,
             stack_projections: true,
             q8_inputs: false,
+            fold_kv_append: true,
         }
     }
 }

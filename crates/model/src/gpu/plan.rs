@@ -16,6 +16,7 @@ use rullama_kernels::ops::elementwise::{add_inplace, add_rows, copy};
 use rullama_kernels::ops::embed::embed_rows;
 use rullama_kernels::ops::glu::glu;
 use rullama_kernels::ops::head_norm_rope::{HeadNormRope, Heads};
+use rullama_kernels::ops::head_norm_rope_kv::KvStore;
 use rullama_kernels::ops::kv::KvAppend;
 use rullama_kernels::ops::matmul::{Matmul, Strides};
 use rullama_kernels::ops::matvec::{
@@ -99,8 +100,8 @@ struct Draw {
 impl Plan {
     /// Lowers `key`. `token`: the backend's one-u32 buffer that sampling ops write and
     /// `IdsKey::Drawn` slots read (the token drawn by the previous step stays there);
-    /// `options`: the arithmetic choices that apply to a step (tensor cores for prompt
-    /// matmuls, q8 inputs for decode matvecs).
+    /// `options`: whether prompt matmuls may run on the tensor cores, whether K/V appends
+    /// fold into the rope ops, whether decode matvecs read q8 copies of their inputs.
     pub fn build(
         gpu: &Gpu,
         key: &Key,
@@ -116,7 +117,7 @@ impl Plan {
                 IdsKey::Drawn => token.clone(),
             })
             .collect();
-        let fusion = Fusion::plan(key, options.q8_inputs);
+        let fusion = Fusion::plan(key, options);
         let last_use = fusion.last_use(key);
         // Each value's buffer goes back to the pool after the node that reads it last, or
         // right after it is made when nothing reads it.
@@ -150,7 +151,14 @@ impl Plan {
                 }
                 Fuse::Folded | Fuse::Done => {}
                 Fuse::Residual { pre, out } => l.residual(key, i, *pre, *out)?,
-                Fuse::Rope { q, k } => l.head_norm_rope(key, *q, *k)?,
+                Fuse::Rope { q, k, append } => l.head_norm_rope(key, *q, *k, *append)?,
+                Fuse::Attend => {
+                    let Node::Attention(a) = node else {
+                        return Err(mismatch("an attend-only fusion on another node"));
+                    };
+                    let out = l.attention(a, shape.0 * shape.1, false)?;
+                    l.locs[i] = Some(out);
+                }
                 Fuse::GluDown { glu, q8 } => l.glu_down(key, i, *glu, *q8)?,
                 Fuse::Biased { bias } => l.biased(key, i, *bias)?,
                 Fuse::Stack { parts } => l.stack(key, parts)?,
@@ -488,7 +496,7 @@ impl Lower<'_> {
                 self.push(op)?;
                 out
             }
-            Node::Attention(a) => self.attention(a, len)?,
+            Node::Attention(a) => self.attention(a, len, true)?,
             Node::Glu { gate, up, act } => {
                 let out = self.alloc(len)?;
                 let op = glu(*act, self.src(*gate), self.src(*up), self.view(out), len);
@@ -574,12 +582,15 @@ impl Lower<'_> {
         self.push(op)
     }
 
-    /// Per-head norm (where the graph has one) and RoPE of q and k, in place, one op.
+    /// Per-head norm (where the graph has one) and RoPE of q and k, in place, one op; with
+    /// `append` (an attention node) k's finished heads and that attention's v stored into its
+    /// cache as well.
     fn head_norm_rope(
         &mut self,
         key: &Key,
         q: RopeUnit,
         k: Option<RopeUnit>,
+        append: Option<usize>,
     ) -> Result<(), GpuError> {
         let nodes = &key.nodes;
         let Node::Rope { pos, spec, .. } = &nodes[q.rope] else {
@@ -634,7 +645,19 @@ impl Lower<'_> {
         let k_heads = k_placed
             .as_ref()
             .map(|(loc, x, w)| heads(bufs, (*loc, *x, w.as_ref()), spec.head_dim));
-        let op = op.op(q_heads, k_heads, View::from(&ids[pos]), &freqs);
+        let pos = View::from(&ids[pos]);
+        let op = match (append.map(|a| &nodes[a]), k_heads) {
+            (None, k) => op.op(q_heads, k, pos, &freqs),
+            (Some(Node::Attention(a)), Some(k)) => {
+                let kv = KvStore {
+                    v: self.src(a.v),
+                    v_stride: a.v.cols,
+                    cache: &a.kv.kv,
+                };
+                op.op_kv(q_heads, k, kv, pos, &freqs)
+            }
+            _ => return Err(mismatch("a K/V store without k or an attention")),
+        };
         self.push(op)
     }
 
@@ -806,19 +829,22 @@ impl Lower<'_> {
         Ok(())
     }
 
-    /// K/V append at the step's positions, then attention (with a split scratch in decode).
-    fn attention(&mut self, a: &AttnNode, len: usize) -> Result<Loc, GpuError> {
+    /// K/V append at the step's positions (unless the rope op did it: `append` false), then
+    /// attention (with a split scratch in decode).
+    fn attention(&mut self, a: &AttnNode, len: usize, append: bool) -> Result<Loc, GpuError> {
         let out = self.alloc(len)?;
         let n = a.q.rows;
         let layout = a.kv.kv.layout;
         let ids = self.ids;
         let pos = View::from(&ids[a.pos]);
-        let append = KvAppend {
-            n_tokens: n,
-            src_stride: a.k.cols,
-        };
-        let op = append.op(self.src(a.k), self.src(a.v), pos, &a.kv.kv);
-        self.push(op)?;
+        if append {
+            let append = KvAppend {
+                n_tokens: n,
+                src_stride: a.k.cols,
+            };
+            let op = append.op(self.src(a.k), self.src(a.v), pos, &a.kv.kv);
+            self.push(op)?;
+        }
         let attn = Attention {
             n_tokens: n,
             n_heads: a.n_head,
