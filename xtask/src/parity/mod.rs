@@ -36,6 +36,10 @@ pub struct Args {
     /// the GPU has them): the default mode's bars, 0.05 nats and 0.5%.
     #[arg(long, value_enum, default_value_t, requires = "models")]
     cache_type: models::CacheType,
+    /// With --models: decode matvecs read int8-rounded inputs (`rullama run --q8-inputs`),
+    /// held to the default mode's bars whatever the cache type.
+    #[arg(long, requires = "models")]
+    q8_inputs: bool,
     /// With --models: chunks of the perplexity text to score (the oracle's figure is for 40).
     #[arg(long, default_value_t = 40, requires = "models")]
     chunks: usize,
@@ -56,6 +60,7 @@ pub fn run(root: &Path, args: &Args) -> Result<(), String> {
             model: args.model.clone(),
             backend: args.backend,
             cache: args.cache_type,
+            q8_inputs: args.q8_inputs,
             chunks: args.chunks,
         };
         failures += models::run(root, &opts)?;

@@ -6,7 +6,8 @@
 //! text over `--chunks` chunks within [`PPL_BAR`] of `ppl_f32` (with `--cache-type f16`, the
 //! default mode, f16 KV cache and prompt matmuls on the tensor cores where the GPU has them,
 //! against its bars [`LOGPROB_BAR_F16`] and [`PPL_BAR_F16`]; compared only when the chunk
-//! count is the oracle's: another count is another figure). Minutes per model on 2 cores, so
+//! count is the oracle's: another count is another figure; `--q8-inputs`, decode matvecs on
+//! int8-rounded inputs, is held to the same bars). Minutes per model on 2 cores, so
 //! it is not part of the default `cargo xtask parity`.
 
 use std::io::Write;
@@ -41,10 +42,12 @@ pub enum CacheType {
     F32,
 }
 
-/// The bars (top-10 log-prob nats, perplexity relative error) for a cache type.
-fn bars(cache: CacheType, backend: BackendChoice) -> (f64, f64) {
-    match (cache, backend) {
-        (CacheType::F16, BackendChoice::Gpu) => (LOGPROB_BAR_F16, PPL_BAR_F16),
+/// The bars (top-10 log-prob nats, perplexity relative error) for a mode: the exact ones
+/// unless the GPU rounds something (an f16 cache, int8 decode inputs).
+fn bars(opts: &Options) -> (f64, f64) {
+    let rounded = opts.cache == CacheType::F16 || opts.q8_inputs;
+    match opts.backend {
+        BackendChoice::Gpu if rounded => (LOGPROB_BAR_F16, PPL_BAR_F16),
         _ => (LOGPROB_BAR, PPL_BAR),
     }
 }
@@ -65,6 +68,8 @@ pub struct Options {
     pub model: Option<String>,
     pub backend: BackendChoice,
     pub cache: CacheType,
+    /// Decode matvecs on int8-rounded inputs (GPU only).
+    pub q8_inputs: bool,
     pub chunks: usize,
 }
 
@@ -111,7 +116,7 @@ pub fn run(root: &Path, opts: &Options) -> Result<usize, String> {
             oracle: &oracle,
             tokenizer: &tokenizer,
             chunks: opts.chunks,
-            bars: bars(opts.cache, opts.backend),
+            bars: bars(opts),
         };
         failures += match opts.backend {
             BackendChoice::Cpu => {
@@ -133,6 +138,7 @@ pub fn run(root: &Path, opts: &Options) -> Result<usize, String> {
                 let options = GpuOptions {
                     kv_dtype,
                     tensor_cores: opts.cache == CacheType::F16,
+                    q8_inputs: opts.q8_inputs,
                     ..GpuOptions::default()
                 };
                 let backend = GpuBackend::new(gpu).with_options(options);

@@ -9,7 +9,8 @@
 //! - `[per-head rms_norm] -> rope` of q, then of k: one `head_norm_rope` op for both;
 //! - `glu(gate, up) -> matmul` of one token: the down projection reads `act(gate) * up`
 //!   as its input (`matvec_glu`), for down projections of up to 4 MB (see
-//!   [`GLU_FUSE_MAX_BYTES`]);
+//!   [`GLU_FUSE_MAX_BYTES`]); with q8 inputs, larger ones read a q8 copy of the GLU made by
+//!   one quantize dispatch that computes it (`quantize_q8_glu`);
 //! - `matmul -> add_bias` (Qwen 2's q/k/v): the matvec or tiled matmul adds the bias as it
 //!   stores each row (the kernels' bias epilogue), bit for bit the separate add. A matmul
 //!   that reads the GLU keeps its separate bias add (that kernel has no bias binding);
@@ -30,6 +31,9 @@
 //! every other graph lowers as before. [`Fusion::emit_at`] says where each node's work
 //! happens, which the lowering's liveness follows.
 
+use rullama_kernels::ops::matvec::q8_supported;
+
+use super::GpuOptions;
 use super::ir::{Key, Node, Src};
 use super::weight::GpuWeightRef;
 
@@ -63,8 +67,9 @@ pub(crate) enum Fuse {
     },
     /// An attention whose K and V an earlier rope op stored: it only attends.
     Attend,
-    /// The matmul (one token) with the GLU node folded into its input.
-    GluDown { glu: usize },
+    /// The matmul (one token) with the GLU node folded into its input: read as the matvec
+    /// goes, or (`q8`) quantized once by a dispatch of its own that computes it.
+    GluDown { glu: usize, q8: bool },
     /// The matmul with the `add_bias` node `bias` folded into its output (which is then
     /// `bias`'s value; the product alone is never stored).
     Biased { bias: usize },
@@ -121,8 +126,10 @@ pub(crate) struct Fusion {
 }
 
 impl Fusion {
-    /// The fusions of `key`; `fold_kv_append`: K/V appends into the rope op where they fit.
-    pub fn plan(key: &Key, fold_kv_append: bool) -> Fusion {
+    /// The fusions of `key` under `options`: K/V appends into the rope op where they fit
+    /// (`fold_kv_append`); big GLU down projections folded too where decode matvecs read q8
+    /// copies of their inputs (`q8_inputs`).
+    pub fn plan(key: &Key, options: &GpuOptions) -> Fusion {
         let nodes = &key.nodes;
         let n = nodes.len();
         let mut uses = vec![0usize; n];
@@ -145,7 +152,7 @@ impl Fusion {
             match &nodes[i] {
                 Node::Add { a, b } => f.residual(key, &uses, i, *a, *b, &whole),
                 Node::RmsNorm { .. } | Node::Rope { .. } => f.rope(key, &uses, i, &whole),
-                Node::Glu { .. } if uses[i] == 1 => f.glu_down(key, i, &whole),
+                Node::Glu { .. } if uses[i] == 1 => f.glu_down(key, i, options.q8_inputs, &whole),
                 Node::AddBias { x, .. } if uses[x.value] == 1 => f.bias(key, i, *x, &whole),
                 _ => {}
             }
@@ -153,7 +160,7 @@ impl Fusion {
         for i in 0..n {
             f.stack(key, i);
         }
-        if fold_kv_append {
+        if options.fold_kv_append {
             for i in 0..n {
                 f.append(key, i, &whole);
             }
@@ -345,25 +352,24 @@ impl Fusion {
         }
     }
 
-    fn glu_down(&mut self, key: &Key, g: usize, whole: &impl Fn(&Src) -> bool) {
+    fn glu_down(&mut self, key: &Key, g: usize, q8_inputs: bool, whole: &impl Fn(&Src) -> bool) {
         let down = key
             .nodes
             .iter()
             .enumerate()
             .skip(g + 1)
             .find(|(_, node)| node.inputs().iter().any(|s| s.value == g));
-        if let Some((d, Node::Matmul { x, w })) = down
-            && w.is_whole()
-            && w.matrix_bytes().is_some_and(|b| b <= GLU_FUSE_MAX_BYTES)
-            && x.value == g
-            && x.rows == 1
-            && whole(x)
-            && self.free(d)
+        let Some((d, Node::Matmul { x, w })) = down else {
+            return;
+        };
+        let small = w.matrix_bytes().is_some_and(|b| b <= GLU_FUSE_MAX_BYTES);
+        let q8 = q8_inputs && !small && w.matrix().is_some_and(|m| q8_supported(m.shape.format));
+        if (small || q8) && w.is_whole() && x.value == g && x.rows == 1 && whole(x) && self.free(d)
         {
             self.fuse[g] = Fuse::Folded;
             self.folded[g] = true;
             self.emit_at[g] = d;
-            self.fuse[d] = Fuse::GluDown { glu: g };
+            self.fuse[d] = Fuse::GluDown { glu: g, q8 };
         }
     }
 

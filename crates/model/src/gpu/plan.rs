@@ -19,8 +19,11 @@ use rullama_kernels::ops::head_norm_rope::{HeadNormRope, Heads};
 use rullama_kernels::ops::head_norm_rope_kv::KvStore;
 use rullama_kernels::ops::kv::KvAppend;
 use rullama_kernels::ops::matmul::{Matmul, Strides};
-use rullama_kernels::ops::matvec::{matvec, matvec_bias, matvec_glu, matvec_split};
+use rullama_kernels::ops::matvec::{
+    Input, matvec_bias_input, matvec_glu, matvec_input, matvec_split_input, q8_supported,
+};
 use rullama_kernels::ops::norm::RmsNorm;
+use rullama_kernels::ops::quantize::{q8_words, quantize_q8, quantize_q8_glu};
 use rullama_kernels::ops::residual_norm::{NormOut, ResidualNorm};
 use rullama_kernels::ops::rope::{Rope, rope_freqs};
 use rullama_kernels::ops::sample::{Sample, SampleParams, Sampling};
@@ -97,8 +100,8 @@ struct Draw {
 impl Plan {
     /// Lowers `key`. `token`: the backend's one-u32 buffer that sampling ops write and
     /// `IdsKey::Drawn` slots read (the token drawn by the previous step stays there);
-    /// `options`: whether prompt matmuls may run on the tensor cores, and whether K/V appends
-    /// fold into the rope ops.
+    /// `options`: whether prompt matmuls may run on the tensor cores, whether K/V appends
+    /// fold into the rope ops, whether decode matvecs read q8 copies of their inputs.
     pub fn build(
         gpu: &Gpu,
         key: &Key,
@@ -114,7 +117,7 @@ impl Plan {
                 IdsKey::Drawn => token.clone(),
             })
             .collect();
-        let fusion = Fusion::plan(key, options.fold_kv_append);
+        let fusion = Fusion::plan(key, options);
         let last_use = fusion.last_use(key);
         // Each value's buffer goes back to the pool after the node that reads it last, or
         // right after it is made when nothing reads it.
@@ -136,6 +139,8 @@ impl Plan {
             freqs,
             step: StepBuilder::new(),
             tensor_cores: options.tensor_cores,
+            q8_inputs: options.q8_inputs,
+            q8: Vec::new(),
         };
         for (i, node) in key.nodes.iter().enumerate() {
             let shape = key.shapes[i];
@@ -154,13 +159,14 @@ impl Plan {
                     let out = l.attention(a, shape.0 * shape.1, false)?;
                     l.locs[i] = Some(out);
                 }
-                Fuse::GluDown { glu } => l.glu_down(key, i, *glu)?,
+                Fuse::GluDown { glu, q8 } => l.glu_down(key, i, *glu, *q8)?,
                 Fuse::Biased { bias } => l.biased(key, i, *bias)?,
                 Fuse::Stack { parts } => l.stack(key, parts)?,
             }
             for &v in &release_after[i] {
                 let buf = l.locs[v].expect("a released value was lowered").buf;
                 l.pool.release(buf);
+                l.release_q8(v);
             }
         }
         let t = key.target;
@@ -347,6 +353,12 @@ struct Lower<'a> {
     step: StepBuilder,
     /// Prompt matmuls on the tensor cores where the device has them.
     tensor_cores: bool,
+    /// Decode matvecs read their input rounded to int8 where the weight's format has such a
+    /// kernel ([`GpuOptions::q8_inputs`]).
+    q8_inputs: bool,
+    /// The q8 copies made so far (the source and the buffer): products reading the same
+    /// input share one, which lives as long as its source value.
+    q8: Vec<(Src, usize)>,
 }
 
 fn mismatch(detail: &str) -> GpuError {
@@ -661,9 +673,40 @@ impl Lower<'_> {
     ) -> Result<Loc, GpuError> {
         let out = self.alloc(len)?;
         let rows = rows(w)?;
-        let ops = self.product(rows, x, bias, &[Out::new(self.view(out), rows.n)]);
+        let q8 = self.q8_input(x, rows)?;
+        let ops = self.product(rows, x, q8, bias, &[Out::new(self.view(out), rows.n)]);
         self.extend(ops)?;
         Ok(out)
+    }
+
+    /// Where the q8 copy of `x` lives for a decode product over `rows`, when the q8 mode is
+    /// on and the weight's format has an integer-dot kernel: made by the first product that
+    /// reads `x` (one quantize dispatch) and shared by the later ones (q|k and a v of
+    /// another format, say); it goes back to the pool with `x` ([`Lower::release_q8`]).
+    fn q8_input(&mut self, x: Src, rows: WeightRows<'_>) -> Result<Option<Loc>, GpuError> {
+        if !(self.q8_inputs && x.rows == 1 && q8_supported(rows.w.shape.format)) {
+            return Ok(None);
+        }
+        if let Some(&(_, buf)) = self.q8.iter().find(|(s, _)| *s == x) {
+            return Ok(Some(Loc { buf, offset: 0 }));
+        }
+        let q = self.alloc(q8_words(x.cols))?;
+        let op = quantize_q8(self.src(x), self.view(q), x.cols);
+        self.push(op)?;
+        self.q8.push((x, q.buf));
+        Ok(Some(q))
+    }
+
+    /// Value `v` went back to the pool: so do the q8 copies made of it.
+    fn release_q8(&mut self, v: usize) {
+        let pool = &mut self.pool;
+        self.q8.retain(|&(src, buf)| {
+            let of_v = src.value == v;
+            if of_v {
+                pool.release(buf);
+            }
+            !of_v
+        });
     }
 
     /// `x W^T [+ bias]` over `rows` (all of a weight, or rows of a stacked one), the rows
@@ -671,15 +714,21 @@ impl Lower<'_> {
     /// when `x` is one token): a weight taken whole into one output runs the one-output
     /// kernel, anything else its split outputs; a block of tokens on the tensor cores where
     /// the device has them and the backend allows.
+    /// A decode product reads the q8 copy `q8` instead of `x` where one is given.
     fn product(
         &self,
         rows: WeightRows<'_>,
         x: Src,
+        q8: Option<Loc>,
         bias: Option<&GpuWeightRef>,
         outs: &[Out<'_>],
     ) -> Result<Vec<Op>, GpuError> {
         let bias = bias.map(values).transpose()?;
         let xv = self.src(x);
+        let input = match q8 {
+            Some(q) => Input::Q8(self.view(q)),
+            None => Input::Plain(xv),
+        };
         let n = x.rows;
         let block = Matmul {
             n_tokens: n,
@@ -688,10 +737,12 @@ impl Lower<'_> {
         };
         let caps = &self.gpu.caps;
         match (outs, bias) {
-            ([one], None) if rows.is_whole() && n == 1 => matvec(rows.w, xv, one.y),
-            ([one], Some(b)) if rows.is_whole() && n == 1 => matvec_bias(rows.w, xv, b, one.y),
+            ([one], None) if rows.is_whole() && n == 1 => matvec_input(rows.w, input, one.y),
+            ([one], Some(b)) if rows.is_whole() && n == 1 => {
+                matvec_bias_input(rows.w, input, b, one.y)
+            }
             ([one], _) if rows.is_whole() => block.ops(caps, rows.w, xv, bias, one.y),
-            _ if n == 1 => matvec_split(rows, xv, bias, outs),
+            _ if n == 1 => matvec_split_input(rows, input, bias, outs),
             _ => block.split_ops(caps, rows, xv, bias, outs),
         }
     }
@@ -722,6 +773,7 @@ impl Lower<'_> {
         }
         let first = rows(w)?;
         let rows = first.w.rows(first.first..first.first + total);
+        let q8 = self.q8_input(*x, rows)?;
         let t = &self.pool.bufs[buf];
         let outs: Vec<Out<'_>> = if x.rows == 1 {
             vec![Out::new(View::from(t), total)]
@@ -736,7 +788,7 @@ impl Lower<'_> {
                 })
                 .collect()
         };
-        let ops = self.product(rows, *x, bias, &outs);
+        let ops = self.product(rows, *x, q8, bias, &outs);
         self.extend(ops)
     }
 
@@ -752,23 +804,29 @@ impl Lower<'_> {
         Ok(())
     }
 
-    /// The down projection of one token reading `act(gate) * up` as its input.
-    fn glu_down(&mut self, key: &Key, d: usize, g: usize) -> Result<(), GpuError> {
+    /// The down projection of one token reading `act(gate) * up` as its input: computed as
+    /// the matvec reads it, or (`q8`) quantized once into a q8 copy that the matvec reads.
+    fn glu_down(&mut self, key: &Key, d: usize, g: usize, q8: bool) -> Result<(), GpuError> {
         let (Node::Matmul { w, .. }, Node::Glu { gate, up, act }) = (&key.nodes[d], &key.nodes[g])
         else {
             return Err(mismatch("a GLU fusion on other nodes"));
         };
+        let w = matrix(w)?;
         let (rows, cols) = key.shapes[d];
         let out = self.alloc(rows * cols)?;
         self.locs[d] = Some(out);
-        let ops = matvec_glu(
-            matrix(w)?,
-            *act,
-            self.src(*gate),
-            self.src(*up),
-            self.view(out),
-        );
-        self.extend(ops)
+        if !q8 {
+            let ops = matvec_glu(w, *act, self.src(*gate), self.src(*up), self.view(out));
+            return self.extend(ops);
+        }
+        let q = self.alloc(q8_words(w.shape.n_in))?;
+        let n = w.shape.n_in;
+        let op = quantize_q8_glu(*act, self.src(*gate), self.src(*up), self.view(q), n);
+        self.push(op)?;
+        let ops = matvec_input(w, Input::Q8(self.view(q)), self.view(out));
+        self.extend(ops)?;
+        self.pool.release(q.buf);
+        Ok(())
     }
 
     /// K/V append at the step's positions (unless the rope op did it: `append` false), then
