@@ -95,10 +95,11 @@ pub struct GpuFlags {
     /// f16 and sum in f32, as llama.cpp's Vulkan backend does; this keeps f32 throughout.
     #[arg(long)]
     pub no_tensor_cores: bool,
-    /// Round each decode matvec's input to int8 per block of 32 (llama.cpp's q8_1
-    /// activations) and multiply with integer dot products, for the weight formats that have
-    /// such a kernel (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K). Faster on GPUs with
-    /// packed int8 dot products; the inputs lose up to half a step of amax/127 each.
+    /// Write each decode matvec's input as two int8 digits of a scale per block of 32
+    /// (about 16 bits: within amax/64516 of the input) and multiply with packed integer dot
+    /// products, for the weight formats that have such a kernel (Q4_0, Q4_1, Q5_0, Q5_1,
+    /// Q8_0, Q4_K, Q5_K, Q6_K). Meant for GPUs with packed int8 dot products; docs/PERF.md
+    /// says what is measured.
     #[arg(long)]
     pub q8_inputs: bool,
 }
