@@ -1,14 +1,11 @@
 // Quantizes a vector of n f32 inputs (n a multiple of 32) into the q8 layout that
 // matvec/x_q8.wgsl reads (`ops::quantize` in Rust describes it): two planes of n / 4 words of
 // int8 digits, 4 per word little-endian (the first digits q1, then the second digits q2),
-// then the n / 32 block scales as f32 bits; input i stands for d (q1_i + q2_i / 254). Per
-// block of 32: d = amax / 127 (amax = max |x_i|), q1_i = round(x_i / d) clamped to
-// [-127, 127], r_i = x_i - q1_i d and q2_i = round(254 r_i / d) clamped to [-127, 127]
-// (round half to even); a block of zeros gets d = 0 and q1 = q2 = 0. |r_i| <= d / 2 up to
-// the division's rounding, so the second clamp never acts and |x_i - x'_i| <= d / 508 up to
-// a few roundings (`ops::quantize::rounding_bound` derives them). The inputs come through
-// `x_in(i)` (input i of the vector), defined by the input file: matvec/quantize_x.wgsl (a
-// vector) or matvec/quantize_glu.wgsl (act(gate) * up, computed as it is read).
+// then the n / 32 block scales as f32 bits; input i stands for d (q1_i + q2_i / 254). The
+// rule per block (d = amax / 127 and two rounded digits) is matvec/q8_block.wgsl's, which
+// residual_norm's q8 output includes as well. The inputs come through `x_in(i)` (input i of
+// the vector), defined by the input file: matvec/quantize_x.wgsl (a vector) or
+// matvec/quantize_glu.wgsl (act(gate) * up, computed as it is read).
 //
 // 8 lanes per block, lane k owning inputs 4k .. 4k + 4 of it (one output word of each
 // digit): each lane loads its 4 inputs once and keeps them in registers, the block's amax
@@ -31,10 +28,8 @@ struct Params {
 @group(0) @binding(1) var<storage, read_write> q: array<u32>;
 // Binding 2 (and 3) is the input, declared by the input file with `x_in`.
 
-// Invocations per workgroup: a multiple of 8, at most 256.
+// Invocations per workgroup: a multiple of 8, at most 256 (q8_block.wgsl's `amax_part`).
 override WG: u32 = 64u;
-// Each lane's largest |x| over its 4 inputs.
-var<workgroup> amax_part: array<f32, 256>;
 
 @compute @workgroup_size(WG)
 fn main(
@@ -51,32 +46,9 @@ fn main(
         let i = 4u * word;
         v = vec4<f32>(x_in(i), x_in(i + 1u), x_in(i + 2u), x_in(i + 3u));
     }
-    let a = abs(v);
-    amax_part[tid] = max(max(a.x, a.y), max(a.z, a.w));
-    // Every lane reaches the barrier (uniform control flow); lanes past n return after it.
-    workgroupBarrier();
-    let first = tid & ~7u;
-    var amax = amax_part[first];
-    for (var k = 1u; k < 8u; k++) {
-        amax = max(amax, amax_part[first + k]);
-    }
-    if !live {
-        return;
-    }
-    let d = amax / 127.0;
-    // d = 0 only for a block of zeros (or one whose amax / 127 underflows): q1 = q2 = 0, no
-    // 0 / 0.
-    var q1 = vec4<f32>(0.0);
-    var q2 = vec4<f32>(0.0);
-    if d != 0.0 {
-        q1 = clamp(round(v / d), vec4<f32>(-127.0), vec4<f32>(127.0));
-        // The remainder, exact but for the product's and the difference's roundings.
-        let r = v - q1 * d;
-        q2 = clamp(round(254.0 * r / d), vec4<f32>(-127.0), vec4<f32>(127.0));
-    }
-    q[p.q_offset + word] = pack4xI8(vec4<i32>(q1));
-    q[p.q_offset + p.n / 4u + word] = pack4xI8(vec4<i32>(q2));
-    if (tid & 7u) == 0u {
-        q[p.q_offset + p.n / 2u + word / 8u] = bitcast<u32>(d);
+    // Every lane reaches the barrier inside (uniform control flow); only live lanes store.
+    let amax = q8_block_amax(v, tid);
+    if live {
+        q8_store(p.q_offset, p.n, word, v, amax);
     }
 }

@@ -6,6 +6,9 @@
 //                                layer's attn_norm or the output norm); `main` stops at h;
 // with rms(x) = sqrt(mean(x^2) + eps), as norm/rms_norm.wgsl. Row r of each tensor starts at
 // its offset + r * n. a, h and y are distinct buffers (wgpu forbids read + read-write of one).
+// After each tile of y, `main_out` calls `store_q8(t, tid)` (hv then holds the tile's y) from
+// the included file: norm/q8_none.wgsl (nothing) or norm/q8_out.wgsl (y's q8 copy as well,
+// the decode matvec's q8 input, so no quantize dispatch is needed for it).
 //
 // Invocation tid handles elements t * TILE + k * WG + tid (k < PER) of tile t, so each of
 // its PER loads is independent and a warp's loads are consecutive. A row of n <= TILE
@@ -22,8 +25,9 @@ struct Params {
     h_offset: u32,
     y_offset: u32,
     eps: f32,
-    _pad0: u32,
-    _pad1: u32,
+    // Word index of y's q8 copy (norm/q8_out.wgsl only; 0 otherwise).
+    q_offset: u32,
+    _pad: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -166,11 +170,14 @@ fn main_out(
         if nt > 1u {
             load_h(row, t, tid);
         }
+        // hv becomes the tile of y (0 past n), which store_q8 reads.
         for (var k = 0u; k < used(t); k++) {
             let i = elem(t, tid, k);
+            hv[k] = hv[k] * r * w_out[min(i, p.n - 1u)];
             if i < p.n {
-                y[base + i] = hv[k] * r * w_out[min(i, p.n - 1u)];
+                y[base + i] = hv[k];
             }
         }
+        store_q8(t, tid);
     }
 }

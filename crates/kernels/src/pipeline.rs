@@ -12,6 +12,7 @@ use crate::ops::epilogue::Epilogue;
 use crate::ops::glu::Activation;
 use crate::ops::kv::KvDtype;
 use crate::ops::matvec::InputKind;
+use crate::ops::residual_norm::ResidualOut;
 use crate::ops::rope::RopeMode;
 use crate::ops::unary::UnaryOp;
 use crate::ops::{
@@ -66,8 +67,9 @@ pub enum Kernel {
     SampleDraw,
     /// Rotary position embedding, in place.
     Rope(RopeMode),
-    /// `h += [rms_norm(a) * w_in]`, then optionally `y = rms_norm(h) * w_out`, per row.
-    ResidualNorm { pre_norm: bool, out_norm: bool },
+    /// `h += [rms_norm(a) * w_in]`, then optionally `y = rms_norm(h) * w_out` (and y's q8
+    /// copy), per row.
+    ResidualNorm { pre_norm: bool, out: ResidualOut },
     /// Optional per-head weighted RMS norm, then RoPE, in place, over q and optionally k;
     /// with `kv`, k's finished heads and the v heads also stored into a cache of that type.
     HeadNormRope {
@@ -100,8 +102,8 @@ impl Kernel {
             }
         }
         for pre_norm in [false, true] {
-            for out_norm in [false, true] {
-                all.push(Kernel::ResidualNorm { pre_norm, out_norm });
+            for out in ResidualOut::ALL {
+                all.push(Kernel::ResidualNorm { pre_norm, out });
             }
         }
         for mode in [RopeMode::Normal, RopeMode::Neox] {
@@ -201,9 +203,7 @@ impl Kernel {
             Kernel::SampleTopK => sample::topk_program(),
             Kernel::SampleDraw => sample::draw_program(),
             Kernel::Rope(_) => rope::program(),
-            Kernel::ResidualNorm { pre_norm, out_norm } => {
-                residual_norm::program(pre_norm, out_norm)
-            }
+            Kernel::ResidualNorm { pre_norm, out } => residual_norm::program(pre_norm, out),
             Kernel::HeadNormRope { norm, kv, .. } => head_norm_rope::program(norm, kv),
         }
     }

@@ -10,6 +10,7 @@
 use std::sync::Arc;
 
 use rullama_gguf::GgufFile;
+use rullama_kernels::ops::residual_norm::ResidualOut;
 use rullama_kernels::{Gpu, Kernel};
 use rullama_model::gpu::{GpuOptions, KvDtype};
 use rullama_model::logits::log_softmax;
@@ -95,9 +96,25 @@ fn q8_decode_keeps_the_bar(name: &str) {
         "{name}: the default mode ran q8 products"
     );
     assert!(q8_products > 0, "{name}: no q8 product in a q8 decode step");
+    // Copies written by the residual_norm that makes the input (the next block's norm), with
+    // no quantize dispatch of their own.
+    let norm_copies = count(&q8.decode, |k| {
+        matches!(
+            k,
+            Kernel::ResidualNorm {
+                out: ResidualOut::NormQ8,
+                ..
+            }
+        )
+    });
     assert!(
-        quantizes > 0 && quantizes <= q8_products,
-        "{name}: {quantizes} quantize dispatches for {q8_products} q8 products"
+        norm_copies > 0,
+        "{name}: no residual_norm wrote a q8 copy in a q8 decode step"
+    );
+    assert!(
+        quantizes + norm_copies <= q8_products,
+        "{name}: {quantizes} quantize dispatches and {norm_copies} norm-made copies for \
+         {q8_products} q8 products"
     );
 
     let per_step: Vec<f64> = exact
@@ -109,8 +126,8 @@ fn q8_decode_keeps_the_bar(name: &str) {
     eprintln!("{name}: per step {per_step:.3?}");
     let worst = per_step.iter().copied().fold(0.0, f64::max);
     eprintln!(
-        "{name}: decode {} dispatches ({q8_products} q8 products, {quantizes} quantizes) vs \
-         {}; worst top-10 log-prob difference over {} steps {worst:.2e} nats (bar {NATS_BAR})",
+        "{name}: decode {} dispatches ({q8_products} q8 products, {quantizes} quantizes, \
+         {norm_copies} copies by residual_norm) vs {}; worst top-10 log-prob difference over {} steps {worst:.2e} nats (bar {NATS_BAR})",
         q8.decode.len(),
         exact.decode.len(),
         q8.logits.len()

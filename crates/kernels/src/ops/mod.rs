@@ -19,6 +19,7 @@ pub mod matvec_q8;
 pub mod norm;
 pub mod quantize;
 pub mod residual_norm;
+pub mod residual_norm_q8;
 pub mod rope;
 pub mod sample;
 mod sample_ref;

@@ -34,7 +34,8 @@
 //!
 //! WGSL: `matvec/quantize_q8.wgsl` (8 lanes per block, each one word of each digit; the
 //! block's amax through workgroup memory; 64 lanes a workgroup; one dispatch for the vector)
-//! with its input file `matvec/quantize_x.wgsl` (a vector) or `matvec/quantize_glu.wgsl` +
+//! with the rule's file `matvec/q8_block.wgsl` (the per-block arithmetic, which
+//! `residual_norm`'s q8 output includes too, so both write the same words) and its input file `matvec/quantize_x.wgsl` (a vector) or `matvec/quantize_glu.wgsl` +
 //! `elementwise/act.wgsl` (`act(gate) * up` as it is read, the expression of
 //! `matvec/x_glu.wgsl`: a GLU'd down projection takes a q8 input in 2 dispatches).
 
@@ -78,6 +79,9 @@ pub struct QuantizeParams {
 }
 
 static SHADER: ShaderFile = shader_file!("matvec/quantize_q8.wgsl");
+/// The per-block rule (amax, d, the two digits, the stores), shared with every kernel that
+/// writes a q8 vector.
+pub(crate) static RULE: ShaderFile = shader_file!("matvec/q8_block.wgsl");
 static X_PLAIN: ShaderFile = shader_file!("matvec/quantize_x.wgsl");
 static X_GLU: ShaderFile = shader_file!("matvec/quantize_glu.wgsl");
 
@@ -106,11 +110,11 @@ pub(crate) fn program(glu: bool) -> Program {
     let (name, files, bindings) = if glu {
         (
             "quantize_q8_glu",
-            vec![&SHADER, &X_GLU, &glu::ACT],
+            vec![&SHADER, &RULE, &X_GLU, &glu::ACT],
             GLU_BINDINGS,
         )
     } else {
-        ("quantize_q8", vec![&SHADER, &X_PLAIN], BINDINGS)
+        ("quantize_q8", vec![&SHADER, &RULE, &X_PLAIN], BINDINGS)
     };
     Program {
         name: name.to_string(),

@@ -5,13 +5,15 @@
 //! (three dispatches before: norm, add, norm); Llama's is `h += attn_out; y = norm(h) * w`.
 //!
 //! WGSL: `norm/residual_norm.wgsl` (entry `main`: h only; `main_out`: h and y; the `PRE`
-//! override turns the norm of `a` on) + `norm/reduce.wgsl`. One workgroup of 256 per row,
-//! 16 values per invocation held in registers between the passes.
+//! override turns the norm of `a` on) + `norm/reduce.wgsl` + the q8 hook `norm/q8_none.wgsl`
+//! (or `norm/q8_out.wgsl`: y's q8 copy too, [`crate::ops::residual_norm_q8`]). One workgroup
+//! of 256 per row, 16 values per invocation held in registers between the passes.
 
 use crate::device::Gpu;
 use crate::error::GpuError;
 use crate::op::{Op, grid_1d};
 use crate::ops::norm::{REDUCE, RmsNorm};
+use crate::ops::{quantize, residual_norm_q8};
 use crate::parity::data::{Rng, random_f32};
 use crate::parity::{Check, Compare, U};
 use crate::pipeline::Kernel;
@@ -29,10 +31,14 @@ pub struct ResidualNormParams {
     pub h_offset: u32,
     pub y_offset: u32,
     pub eps: f32,
-    pub _pad: [u32; 2],
+    /// Word index of y's q8 copy (`ResidualOut::NormQ8` only; 0 otherwise).
+    pub q_offset: u32,
+    pub _pad: u32,
 }
 
 static SHADER: ShaderFile = shader_file!("norm/residual_norm.wgsl");
+/// The q8 hook that stores nothing.
+static Q8_NONE: ShaderFile = shader_file!("norm/q8_none.wgsl");
 
 /// params, a, h (read-write), w_in.
 const BINDINGS: &[BindingKind] = &[
@@ -53,18 +59,44 @@ const BINDINGS_OUT: &[BindingKind] = &[
 
 pub const WORKGROUP: u32 = 256;
 
-pub(crate) fn program(pre_norm: bool, out_norm: bool) -> Program {
-    let name = match (pre_norm, out_norm) {
-        (false, false) => "residual",
-        (true, false) => "norm_residual",
-        (false, true) => "residual_norm",
-        (true, true) => "norm_residual_norm",
+/// What the kernel writes besides the updated h.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ResidualOut {
+    /// Nothing: h only.
+    H,
+    /// `y = rms_norm(h) * w_out` (f32).
+    Norm,
+    /// y and its q8 copy (the decode matvec's q8 input; one row).
+    NormQ8,
+}
+
+impl ResidualOut {
+    pub const ALL: [ResidualOut; 3] = [ResidualOut::H, ResidualOut::Norm, ResidualOut::NormQ8];
+}
+
+pub(crate) fn program(pre_norm: bool, out: ResidualOut) -> Program {
+    let name = match (pre_norm, out) {
+        (false, ResidualOut::H) => "residual",
+        (true, ResidualOut::H) => "norm_residual",
+        (false, ResidualOut::Norm) => "residual_norm",
+        (true, ResidualOut::Norm) => "norm_residual_norm",
+        (false, ResidualOut::NormQ8) => "residual_norm_q8",
+        (true, ResidualOut::NormQ8) => "norm_residual_norm_q8",
+    };
+    let (files, entry, bindings) = match out {
+        ResidualOut::H => (vec![&SHADER, &REDUCE, &Q8_NONE], "main", BINDINGS),
+        ResidualOut::Norm => (vec![&SHADER, &REDUCE, &Q8_NONE], "main_out", BINDINGS_OUT),
+        ResidualOut::NormQ8 => (
+            vec![&SHADER, &REDUCE, &residual_norm_q8::HOOK, &quantize::RULE],
+            "main_out",
+            residual_norm_q8::BINDINGS,
+        ),
     };
     Program {
         name: name.to_string(),
-        files: vec![&SHADER, &REDUCE],
-        entry: if out_norm { "main_out" } else { "main" },
-        bindings: if out_norm { BINDINGS_OUT } else { BINDINGS },
+        files,
+        entry,
+        bindings,
         params_size: size_of::<ResidualNormParams>(),
     }
 }
@@ -95,6 +127,19 @@ impl ResidualNorm {
         h: View<'_>,
         out: Option<NormOut<'_>>,
     ) -> Result<Op, GpuError> {
+        self.build(a, w_in, h, out, None)
+    }
+
+    /// The op of [`ResidualNorm::op`], with `q` (`ResidualOut::NormQ8`, `out` given: the
+    /// caller has checked it) y's q8 copy too.
+    pub(crate) fn build(
+        self,
+        a: View<'_>,
+        w_in: Option<&GpuTensor>,
+        h: View<'_>,
+        out: Option<NormOut<'_>>,
+        q: Option<View<'_>>,
+    ) -> Result<Op, GpuError> {
         let len = self.n * self.n_rows;
         a.check("residual_norm a", len)?;
         h.check("residual_norm h", len)?;
@@ -107,10 +152,11 @@ impl ResidualNorm {
             View::from(o.weight).check("residual_norm w_out", self.n)?;
             ids.push(o.y.t.buf.id);
         }
+        ids.extend(q.map(|q| q.t.buf.id));
         if has_dup(&ids) {
             return Err(GpuError::Shape {
                 op: "residual_norm",
-                detail: "a, h and y must be different buffers".into(),
+                detail: "a, h, y and q must be different buffers".into(),
             });
         }
         let params = ResidualNormParams {
@@ -120,17 +166,23 @@ impl ResidualNorm {
             h_offset: h.offset as u32,
             y_offset: out.map_or(0, |o| o.y.offset as u32),
             eps: self.eps,
-            _pad: [0; 2],
+            q_offset: q.map_or(0, |q| q.offset as u32),
+            _pad: 0,
         };
         let kernel = Kernel::ResidualNorm {
             pre_norm: w_in.is_some(),
-            out_norm: out.is_some(),
+            out: match (out, q) {
+                (None, _) => ResidualOut::H,
+                (Some(_), None) => ResidualOut::Norm,
+                (Some(_), Some(_)) => ResidualOut::NormQ8,
+            },
         };
         // An unused weight slot binds `a` (read-only, never read by that variant).
         let mut buffers = vec![&a.t.buf, &h.t.buf, w_in.map_or(&a.t.buf, |w| &w.buf)];
         if let Some(o) = &out {
             buffers.extend([&o.y.t.buf, &o.weight.buf]);
         }
+        buffers.extend(q.map(|q| &q.t.buf));
         Ok(Op::new(
             kernel,
             WORKGROUP,
@@ -178,7 +230,7 @@ impl ResidualNorm {
     }
 }
 
-fn has_dup(ids: &[crate::tensor::BufferId]) -> bool {
+pub(crate) fn has_dup(ids: &[crate::tensor::BufferId]) -> bool {
     ids.iter()
         .enumerate()
         .any(|(i, id)| ids[i + 1..].contains(id))

@@ -169,7 +169,8 @@ impl Check {
 pub fn checks() -> Vec<Check> {
     use crate::ops::{
         argmax, attention, elementwise, embed, glu, head_norm_rope, head_norm_rope_kv, kv, matmul,
-        matmul_coop, matvec, matvec_q8, norm, quantize, residual_norm, rope, sample, split, unary,
+        matmul_coop, matvec, matvec_q8, norm, quantize, residual_norm, residual_norm_q8, rope,
+        sample, split, unary,
     };
     vec![
         matvec::CHECK,
@@ -191,6 +192,7 @@ pub fn checks() -> Vec<Check> {
         embed::CHECK,
         norm::CHECK,
         residual_norm::CHECK,
+        residual_norm_q8::CHECK,
         elementwise::ADD_CHECK,
         elementwise::COPY_CHECK,
         unary::CHECK,

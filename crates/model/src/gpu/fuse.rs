@@ -5,7 +5,9 @@
 //! of the graph's plain ops into one kernel each, without changing what they compute:
 //!
 //! - `[rms_norm(a)] -> add(h, .) -> [rms_norm(sum)]`: the residual add with the block's
-//!   post-norm (Gemma) and the next norm, one `residual_norm` op, `h` updated in place;
+//!   post-norm (Gemma) and the next norm, one `residual_norm` op, `h` updated in place (with
+//!   q8 inputs the op also writes the next norm's q8 copy where a decode product reads it:
+//!   `plan.rs`, `Lower::residual`);
 //! - `[per-head rms_norm] -> rope` of q, then of k: one `head_norm_rope` op for both;
 //! - `glu(gate, up) -> matmul` of one token: the down projection reads `act(gate) * up`
 //!   as its input (`matvec_glu`), for down projections of up to 4 MB (see

@@ -23,7 +23,7 @@ use rullama_kernels::ops::matvec::{
     Input, matvec_bias_input, matvec_glu, matvec_input, matvec_split_input, q8_supported,
 };
 use rullama_kernels::ops::norm::RmsNorm;
-use rullama_kernels::ops::quantize::{q8_words, quantize_q8, quantize_q8_glu};
+use rullama_kernels::ops::quantize::{Q8_BLOCK, q8_words, quantize_q8, quantize_q8_glu};
 use rullama_kernels::ops::residual_norm::{NormOut, ResidualNorm};
 use rullama_kernels::ops::rope::{Rope, rope_freqs};
 use rullama_kernels::ops::sample::{Sample, SampleParams, Sampling};
@@ -356,8 +356,9 @@ struct Lower<'a> {
     /// Decode matvecs read their input rounded to int8 where the weight's format has such a
     /// kernel ([`GpuOptions::q8_inputs`]).
     q8_inputs: bool,
-    /// The q8 copies made so far (the source and the buffer): products reading the same
-    /// input share one, which lives as long as its source value.
+    /// The q8 copies made so far (the source and the buffer; by a quantize dispatch or by the
+    /// `residual_norm` that made the source): products reading the same input share one,
+    /// which lives as long as its source value.
     q8: Vec<(Src, usize)>,
 }
 
@@ -525,7 +526,9 @@ impl Lower<'_> {
     }
 
     /// `h += [rms_norm(pre)]` in place, then `[out = rms_norm(h)]`: one `residual_norm` op
-    /// for add node `i` (see `fuse.rs`).
+    /// for add node `i` (see `fuse.rs`). Where a decode product will read `out` as a q8
+    /// copy ([`Lower::q8_read`]), the op writes that copy too (`op_q8`), registered in
+    /// [`Lower::q8`] so the product finds it and records no quantize dispatch.
     fn residual(
         &mut self,
         key: &Key,
@@ -564,6 +567,11 @@ impl Lower<'_> {
             }
             None => None,
         };
+        let q8 = match out {
+            Some(o) if rows == 1 => self.q8_read(key, o),
+            _ => None,
+        };
+        let q_loc = q8.map(|_| self.alloc(q8_words(cols))).transpose()?;
         let w_in = w_in.map(vector).transpose()?;
         let w_out = match norm_out {
             Some((Some(w), _)) => Some(vector(w)?),
@@ -578,8 +586,37 @@ impl Lower<'_> {
             y: self.view(y),
             weight,
         });
-        let op = norm.op(self.src(a_src), w_in, self.view(h_loc), out);
-        self.push(op)
+        let (a, h) = (self.src(a_src), self.view(h_loc));
+        let op = match (out, q_loc) {
+            (Some(out), Some(q)) => norm.op_q8(a, w_in, h, out, self.view(q)),
+            (out, _) => norm.op(a, w_in, h, out),
+        };
+        self.push(op)?;
+        if let (Some(x), Some(q)) = (q8, q_loc) {
+            self.q8.push((x, q.buf));
+        }
+        Ok(())
+    }
+
+    /// How a decode product over a weight with an integer-dot kernel reads value `v`, when one
+    /// does and the q8 mode is on: one whole row of whole blocks, the `Src` its
+    /// [`Lower::q8_input`] looks the copy up by. A norm that makes `v` then writes the copy.
+    fn q8_read(&self, key: &Key, v: usize) -> Option<Src> {
+        if !self.q8_inputs {
+            return None;
+        }
+        key.nodes.iter().find_map(|node| match node {
+            Node::Matmul { w, x }
+                if x.value == v
+                    && x.row0 == 0
+                    && x.rows == 1
+                    && x.cols.is_multiple_of(Q8_BLOCK)
+                    && rows(w).is_ok_and(|r| q8_supported(r.w.shape.format)) =>
+            {
+                Some(*x)
+            }
+            _ => None,
+        })
     }
 
     /// Per-head norm (where the graph has one) and RoPE of q and k, in place, one op; with
@@ -680,9 +717,10 @@ impl Lower<'_> {
     }
 
     /// Where the q8 copy of `x` lives for a decode product over `rows`, when the q8 mode is
-    /// on and the weight's format has an integer-dot kernel: made by the first product that
-    /// reads `x` (one quantize dispatch) and shared by the later ones (q|k and a v of
-    /// another format, say); it goes back to the pool with `x` ([`Lower::release_q8`]).
+    /// on and the weight's format has an integer-dot kernel: written by the `residual_norm`
+    /// that made `x` ([`Lower::residual`]), else made by the first product that reads `x`
+    /// (one quantize dispatch); shared by the later ones (q|k and a v of another format,
+    /// say); it goes back to the pool with `x` ([`Lower::release_q8`]).
     fn q8_input(&mut self, x: Src, rows: WeightRows<'_>) -> Result<Option<Loc>, GpuError> {
         if !(self.q8_inputs && x.rows == 1 && q8_supported(rows.w.shape.format)) {
             return Ok(None);
