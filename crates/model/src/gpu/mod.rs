@@ -80,9 +80,9 @@ pub struct GpuOptions {
     /// Decode matvecs read their input as two int8 digits of a per-block-of-32 scale
     /// (d = amax / 127; x' = d (q1 + q2 / 254), within d / 508 of x: about 16 bits) and
     /// multiply with packed integer dot products, where the weight's format has that kernel
-    /// (`q8_supported`): fewer instructions per weight byte than f32 inputs. One quantize
-    /// dispatch makes the copy that the products of one input share. `false` (the default)
-    /// keeps f32 inputs.
+    /// (`q8_supported`): fewer instructions per weight byte than f32 inputs. The copy that
+    /// the products of one input share comes from the `residual_norm` that made the input,
+    /// or else from one quantize dispatch. `false` (the default) keeps f32 inputs.
     pub q8_inputs: bool,
     /// Store K and V into the KV cache inside the q/k norm + RoPE op (`head_norm_rope_kv`)
     /// instead of a separate `kv_append` before each attention: one dispatch fewer a layer.
