@@ -16,6 +16,6 @@ if [ -n "$PARITY" ]; then
   RULLAMA_BENCH_PARITY=$PARITY RULLAMA_BENCH_FILTER=none .dev/kernels --bench 2>&1 | grep -E '^PARITY\|' | grep -v '|pass$' | grep -v '|skip$'
   echo "parity: every check not listed passed (or was skipped for a missing capability)"
 fi
-for f in ${FILTERS:-matvec/Q4_K/ matvec_q8/Q4_K/ matvec/Q6_K/ matvec_q8/Q6_K/ matvec/Q5_0/ matvec_q8/Q5_0/ matvec/Q8_0/ matvec_q8/Q8_0/ matvec/Q4_1/ matvec_q8/Q4_1/ quantize_q8/}; do
+for f in ${FILTERS:-matvec/Q4_K/ matvec_q8/Q4_K/ matvec/Q6_K/ matvec_q8/Q6_K/ matvec/Q5_0/ matvec_q8/Q5_0/ matvec/Q8_0/ matvec_q8/Q8_0/ matvec/Q4_1/ matvec_q8/Q4_1/ quantize_q8/ residual_norm}; do
   RULLAMA_BENCH_FILTER=$f .dev/kernels --bench 2>/dev/null | grep -E '^PERF\|[a-z]'
 done

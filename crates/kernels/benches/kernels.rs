@@ -623,6 +623,36 @@ fn bench_norms(ctx: &Ctx, c: &mut Criterion) {
             work,
             200,
         );
+        // With q8 inputs the decode norm also writes y's q8 copy (one row only), replacing a
+        // quantize_q8 dispatch: the fused op beside the plain one plus that dispatch.
+        if rows == 1 {
+            let q = GpuTensor::zeros(gpu, &[q8_words(d)], Dtype::F32);
+            let out = || NormOut {
+                y: (&y).into(),
+                weight: &w,
+            };
+            let op = fused.op_q8((&a).into(), Some(&w), (&h).into(), out(), (&q).into());
+            ctx.bench(
+                c,
+                &format!("norm/residual_norm_q8/fused/1x{d}"),
+                vec![op.unwrap()],
+                work,
+                200,
+            );
+            let ops = vec![
+                fused
+                    .op((&a).into(), Some(&w), (&h).into(), Some(out()))
+                    .unwrap(),
+                quantize_q8((&y).into(), (&q).into(), d).unwrap(),
+            ];
+            ctx.bench(
+                c,
+                &format!("norm/residual_norm_q8/separate/1x{d}"),
+                ops,
+                work,
+                200,
+            );
+        }
     }
     let (hd, nq, nk) = (256, 4, 1);
     let q = GpuTensor::from_f32(gpu, &[nq * hd], &random_f32(nq * hd, 4));
