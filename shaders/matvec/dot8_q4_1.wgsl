@@ -1,36 +1,18 @@
 // Matvec part for Q4_1 with a q8 input (matvec/x_q8.wgsl): the lane layout and loads of
-// dot_q4_1.wgsl (one lane per block, one vec4 of nibbles per row). Integer sums over both
-// input digits (`dot8`): sum q x and sum x (a dot with bytes of 1), exact (and below 2^24:
-// exact in f32 too); then d_x / 254 (d sum q x + m sum x).
+// dot_q4_1.wgsl (one lane per block, one vec4 of nibbles per row), the integer sums of
+// matvec/dot8_nibbles.wgsl: sum q x and sum x, exact (and below 2^24: exact in f32 too);
+// then d_x / 254 (d sum q x + m sum x).
 const PARTS: u32 = 1u;
 const STEP_UNITS: u32 = 1u;
 
 fn rows_dot4(blk: vec4<u32>, unit: u32, part: u32, xb: u32) -> vec4<f32> {
     let bi = blk / BLOCK_BYTES;
-    let q0 = w[1u + bi.x];
-    let q1 = w[1u + bi.y];
-    let q2 = w[1u + bi.z];
-    let q3 = w[1u + bi.w];
-    let xl = xq16(xb);
-    let xh = xq16(xb + 16u);
-    let yl = xq16_lo(xb);
-    let yh = xq16_lo(xb + 16u);
-    var s = vec4<i32>(0);
-    var sx = 0;
-    for (var k = 0u; k < 4u; k++) {
-        sx += dot8(0x01010101u, xl[k], yl[k]) + dot8(0x01010101u, xh[k], yh[k]);
-        s += vec4<i32>(
-            nibble_dot8(q0[k], xl[k], yl[k], xh[k], yh[k]),
-            nibble_dot8(q1[k], xl[k], yl[k], xh[k], yh[k]),
-            nibble_dot8(q2[k], xl[k], yl[k], xh[k], yh[k]),
-            nibble_dot8(q3[k], xl[k], yl[k], xh[k], yh[k]),
-        );
-    }
+    let s = nibble_sums(bi, xb);
     let m0 = unpack2x16float(plane_u32(1u, bi.x));
     let m1 = unpack2x16float(plane_u32(1u, bi.y));
     let m2 = unpack2x16float(plane_u32(1u, bi.z));
     let m3 = unpack2x16float(plane_u32(1u, bi.w));
     let d = vec4<f32>(m0.x, m1.x, m2.x, m3.x);
     let m = vec4<f32>(m0.y, m1.y, m2.y, m3.y);
-    return xd(xb) * (d * vec4<f32>(s) + m * f32(sx));
+    return xd(xb) * (d * vec4<f32>(s.q) + m * f32(s.x));
 }

@@ -66,7 +66,7 @@ fn dot8(c: u32, x1: u32, x2: u32) -> i32 {
 
 // Word `q` of 8 nibbles (codes 0..15) dotted with 8 inputs' digits: its low nibbles with
 // inputs (`lo1`, `lo2`), its high nibbles with (`hi1`, `hi2`), as `dot8`
-// (matvec/dot8_q4_0.wgsl, dot8_q4_1.wgsl).
+// (matvec/dot8_nibbles.wgsl).
 fn nibble_dot8(q: u32, lo1: u32, lo2: u32, hi1: u32, hi2: u32) -> i32 {
     return dot8(q & 0x0f0f0f0fu, lo1, lo2) + dot8((q >> 4u) & 0x0f0f0f0fu, hi1, hi2);
 }

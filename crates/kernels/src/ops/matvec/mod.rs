@@ -139,6 +139,7 @@ const DOT_Q5K: ShaderFile = shader_file!("matvec/dot_q5_k.wgsl");
 const DOT_Q6K: ShaderFile = shader_file!("matvec/dot_q6_k.wgsl");
 // The int8-input dot files (q8 input): the same lane layouts, integer dot products.
 const DOT8_Q8_0: ShaderFile = shader_file!("matvec/dot8_q8_0.wgsl");
+const DOT8_NIBBLES: ShaderFile = shader_file!("matvec/dot8_nibbles.wgsl");
 const DOT8_Q4_0: ShaderFile = shader_file!("matvec/dot8_q4_0.wgsl");
 const DOT8_Q4_1: ShaderFile = shader_file!("matvec/dot8_q4_1.wgsl");
 const DOT8_Q5_0: ShaderFile = shader_file!("matvec/dot8_q5_0.wgsl");
@@ -173,8 +174,8 @@ fn dot_files(f: GpuFormat) -> &'static [&'static ShaderFile] {
 fn dot8_files(f: GpuFormat) -> Option<&'static [&'static ShaderFile]> {
     match f {
         GpuFormat::Q8_0 => Some(&[&DOT8_Q8_0]),
-        GpuFormat::Q4_0 => Some(&[&DOT8_Q4_0]),
-        GpuFormat::Q4_1 => Some(&[&DOT8_Q4_1]),
+        GpuFormat::Q4_0 => Some(&[&DOT8_NIBBLES, &DOT8_Q4_0]),
+        GpuFormat::Q4_1 => Some(&[&DOT8_NIBBLES, &DOT8_Q4_1]),
         GpuFormat::Q5_0 => Some(&[&DOT8_Q5_0]),
         GpuFormat::Q5_1 => Some(&[&ROWS_EACH, &DOT8_Q5_1]),
         GpuFormat::Q4K => Some(&[&DOT8_Q4K]),
