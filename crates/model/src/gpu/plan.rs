@@ -602,21 +602,25 @@ impl Lower<'_> {
     /// does and the q8 mode is on: one whole row of whole blocks, the `Src` its
     /// [`Lower::q8_input`] looks the copy up by. A norm that makes `v` then writes the copy.
     fn q8_read(&self, key: &Key, v: usize) -> Option<Src> {
-        if !self.q8_inputs {
-            return None;
-        }
         key.nodes.iter().find_map(|node| match node {
             Node::Matmul { w, x }
-                if x.value == v
-                    && x.row0 == 0
-                    && x.rows == 1
-                    && x.cols.is_multiple_of(Q8_BLOCK)
-                    && rows(w).is_ok_and(|r| q8_supported(r.w.shape.format)) =>
+                if x.value == v && x.row0 == 0 && rows(w).is_ok_and(|r| self.reads_q8(x, r)) =>
             {
                 Some(*x)
             }
             _ => None,
         })
+    }
+
+    /// Whether a product over `rows` reads `x` through a q8 copy: the q8 mode is on, `x` is
+    /// one row of whole blocks (decode) and the weight's format has an integer-dot kernel.
+    /// The one rule for both who makes the copy ([`Lower::q8_read`]) and who reads it
+    /// ([`Lower::q8_input`]).
+    fn reads_q8(&self, x: &Src, rows: WeightRows<'_>) -> bool {
+        self.q8_inputs
+            && x.rows == 1
+            && x.cols.is_multiple_of(Q8_BLOCK)
+            && q8_supported(rows.w.shape.format)
     }
 
     /// Per-head norm (where the graph has one) and RoPE of q and k, in place, one op; with
@@ -722,7 +726,7 @@ impl Lower<'_> {
     /// (one quantize dispatch); shared by the later ones (q|k and a v of another format,
     /// say); it goes back to the pool with `x` ([`Lower::release_q8`]).
     fn q8_input(&mut self, x: Src, rows: WeightRows<'_>) -> Result<Option<Loc>, GpuError> {
-        if !(self.q8_inputs && x.rows == 1 && q8_supported(rows.w.shape.format)) {
+        if !self.reads_q8(&x, rows) {
             return Ok(None);
         }
         if let Some(&(_, buf)) = self.q8.iter().find(|(s, _)| *s == x) {
