@@ -6,17 +6,22 @@
 //                                layer's attn_norm or the output norm); `main` stops at h;
 // with rms(x) = sqrt(mean(x^2) + eps), as norm/rms_norm.wgsl. Row r of each tensor starts at
 // its offset + r * n. a, h and y are distinct buffers (wgpu forbids read + read-write of one).
-// After each tile of y, `main_out` calls `store_q8(t, tid)` (hv then holds the tile's y) from
-// the included file: norm/q8_none.wgsl (nothing) or norm/q8_out.wgsl (y's q8 copy as well,
-// the decode matvec's q8 input, so no quantize dispatch is needed for it).
+// After y, `main_out` calls `store_q8(t, tid, y)` from the included file: norm/q8_none.wgsl
+// (nothing) or norm/q8_out.wgsl (y's q8 copy as well, the decode matvec's q8 input, so no
+// quantize dispatch is needed for it).
 //
-// Invocation tid handles elements t * TILE + k * WG + tid (k < PER) of tile t, so each of
-// its PER loads is independent and a warp's loads are consecutive. A row of n <= TILE
-// (256 * 16 = 4096: every model here) is one tile and stays in registers (`av`, `hv`) from
-// the load to the last store: a and h are read once, h written once, y written once. Longer
-// rows loop over tiles and read a (PRE) and h again in the later passes (each invocation
-// re-reads the elements it wrote itself, so no barrier is needed). The workgroup sums are
-// `workgroup_sum` from norm/reduce.wgsl.
+// A decode step runs this kernel twice a layer on one row, so its latency is what counts:
+// every load an invocation makes must be in flight at once. Invocation tid holds the
+// elements (4g + c) * WG + tid of a tile (group g < GROUPS, part c < 4) in registers, as the
+// four fields of a `Tile` (one vec4 per group); the code is straight-line over the groups, so
+// nothing is indexed at run time and the driver issues every load of a tile together (a loop
+// over private-array slots bounded at run time kept one load in flight: 25 us a row at 2560
+// wide on the H100). GROUPS = ceil(n / (4 WG)), at most 4, is set per width by the Rust side,
+// so a 640-wide row loads one group. A row of n <= 4 * 4 * WG (4096 at WG 256: every model
+// here) is one tile and stays in registers from the load to the last store: a and h are read
+// once, h written once, y written once. Longer rows loop over tiles and read a (PRE) and h
+// again in the later passes (each invocation re-reads the elements it wrote itself, so no
+// barrier is needed). The workgroup sums are `workgroup_sum` from norm/reduce.wgsl.
 
 struct Params {
     n: u32,
@@ -39,101 +44,175 @@ struct Params {
 
 override WG: u32 = 256u;
 override PRE: u32 = 1u;
-// Values per invocation per tile.
-const PER: u32 = 16u;
+// Groups of 4 * WG elements per tile (1 to 4).
+override GROUPS: u32 = 4u;
 
-var<private> av: array<f32, PER>;
-var<private> hv: array<f32, PER>;
+// One invocation's elements of a tile: group g's parts c in field g, component c. Groups at
+// or past GROUPS stay zero.
+struct Tile {
+    g0: vec4<f32>,
+    g1: vec4<f32>,
+    g2: vec4<f32>,
+    g3: vec4<f32>,
+}
+
+fn tile_len() -> u32 {
+    return GROUPS * 4u * WG;
+}
 
 fn tiles() -> u32 {
-    return (p.n + PER * WG - 1u) / (PER * WG);
+    return (p.n + tile_len() - 1u) / tile_len();
 }
 
-// Slots of tile t that hold elements (the same for every invocation: loops bounded by it are
-// uniform). A 640-wide row at WG 256 uses 3 of the 16: looping over all 16 issued 13 wasted
-// clamped loads per tensor and made the fused kernel slower than the three it replaces.
-fn used(t: u32) -> u32 {
-    let rest = p.n - t * PER * WG;
-    return min(PER, (rest + WG - 1u) / WG);
+// Row-relative index of part 0 of group g of tile t for invocation tid (part c: + c * WG).
+fn first(t: u32, g: u32, tid: u32) -> u32 {
+    return t * tile_len() + g * 4u * WG + tid;
 }
 
-// Element k of invocation tid in tile t (row-relative).
-fn elem(t: u32, tid: u32, k: u32) -> u32 {
-    return t * PER * WG + k * WG + tid;
+fn parts(i: u32) -> vec4<u32> {
+    return vec4<u32>(i, i + WG, i + 2u * WG, i + 3u * WG);
 }
 
-// av <- tile t of a's row (0 past n; the index is clamped so every load is in bounds).
-fn load_a(row: u32, t: u32, tid: u32) {
+// The row's elements at the four indices (0 past n; indices clamped so loads stay in bounds).
+fn a_quad(base: u32, i: vec4<u32>) -> vec4<f32> {
+    let j = min(i, vec4<u32>(p.n - 1u));
+    let v = vec4<f32>(a[base + j.x], a[base + j.y], a[base + j.z], a[base + j.w]);
+    return select(vec4<f32>(0.0), v, i < vec4<u32>(p.n));
+}
+
+fn h_quad(base: u32, i: vec4<u32>) -> vec4<f32> {
+    let j = min(i, vec4<u32>(p.n - 1u));
+    let v = vec4<f32>(h[base + j.x], h[base + j.y], h[base + j.z], h[base + j.w]);
+    return select(vec4<f32>(0.0), v, i < vec4<u32>(p.n));
+}
+
+fn w_in_quad(i: vec4<u32>) -> vec4<f32> {
+    let j = min(i, vec4<u32>(p.n - 1u));
+    return vec4<f32>(w_in[j.x], w_in[j.y], w_in[j.z], w_in[j.w]);
+}
+
+fn w_out_quad(i: vec4<u32>) -> vec4<f32> {
+    let j = min(i, vec4<u32>(p.n - 1u));
+    return vec4<f32>(w_out[j.x], w_out[j.y], w_out[j.z], w_out[j.w]);
+}
+
+fn store_h_quad(base: u32, i: vec4<u32>, v: vec4<f32>) {
+    if i.x < p.n { h[base + i.x] = v.x; }
+    if i.y < p.n { h[base + i.y] = v.y; }
+    if i.z < p.n { h[base + i.z] = v.z; }
+    if i.w < p.n { h[base + i.w] = v.w; }
+}
+
+fn store_y_quad(base: u32, i: vec4<u32>, v: vec4<f32>) {
+    if i.x < p.n { y[base + i.x] = v.x; }
+    if i.y < p.n { y[base + i.y] = v.y; }
+    if i.z < p.n { y[base + i.z] = v.z; }
+    if i.w < p.n { y[base + i.w] = v.w; }
+}
+
+// Tile t of a's row.
+fn load_a(row: u32, t: u32, tid: u32) -> Tile {
     let base = p.a_offset + row * p.n;
-    for (var k = 0u; k < used(t); k++) {
-        let i = elem(t, tid, k);
-        av[k] = select(0.0, a[base + min(i, p.n - 1u)], i < p.n);
-    }
+    var v = Tile(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
+    v.g0 = a_quad(base, parts(first(t, 0u, tid)));
+    if GROUPS > 1u { v.g1 = a_quad(base, parts(first(t, 1u, tid))); }
+    if GROUPS > 2u { v.g2 = a_quad(base, parts(first(t, 2u, tid))); }
+    if GROUPS > 3u { v.g3 = a_quad(base, parts(first(t, 3u, tid))); }
+    return v;
 }
 
-// hv <- tile t of h's row (0 past n).
-fn load_h(row: u32, t: u32, tid: u32) {
+// Tile t of h's row.
+fn load_h(row: u32, t: u32, tid: u32) -> Tile {
     let base = p.h_offset + row * p.n;
-    for (var k = 0u; k < used(t); k++) {
-        let i = elem(t, tid, k);
-        hv[k] = select(0.0, h[base + min(i, p.n - 1u)], i < p.n);
-    }
+    var v = Tile(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
+    v.g0 = h_quad(base, parts(first(t, 0u, tid)));
+    if GROUPS > 1u { v.g1 = h_quad(base, parts(first(t, 1u, tid))); }
+    if GROUPS > 2u { v.g2 = h_quad(base, parts(first(t, 2u, tid))); }
+    if GROUPS > 3u { v.g3 = h_quad(base, parts(first(t, 3u, tid))); }
+    return v;
 }
 
-fn sum_sq_a(t: u32) -> f32 {
-    var acc = 0.0;
-    for (var k = 0u; k < used(t); k++) {
-        acc += av[k] * av[k];
-    }
-    return acc;
+// v * s * w_in over tile t (w_in's quads are loaded here, all before the first product).
+fn scale_in(v: Tile, s: f32, t: u32, tid: u32) -> Tile {
+    var w = Tile(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
+    w.g0 = w_in_quad(parts(first(t, 0u, tid)));
+    if GROUPS > 1u { w.g1 = w_in_quad(parts(first(t, 1u, tid))); }
+    if GROUPS > 2u { w.g2 = w_in_quad(parts(first(t, 2u, tid))); }
+    if GROUPS > 3u { w.g3 = w_in_quad(parts(first(t, 3u, tid))); }
+    return Tile(v.g0 * s * w.g0, v.g1 * s * w.g1, v.g2 * s * w.g2, v.g3 * s * w.g3);
 }
 
-fn sum_sq_h(t: u32) -> f32 {
-    var acc = 0.0;
-    for (var k = 0u; k < used(t); k++) {
-        acc += hv[k] * hv[k];
-    }
-    return acc;
+fn scale_out(v: Tile, s: f32, t: u32, tid: u32) -> Tile {
+    var w = Tile(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
+    w.g0 = w_out_quad(parts(first(t, 0u, tid)));
+    if GROUPS > 1u { w.g1 = w_out_quad(parts(first(t, 1u, tid))); }
+    if GROUPS > 2u { w.g2 = w_out_quad(parts(first(t, 2u, tid))); }
+    if GROUPS > 3u { w.g3 = w_out_quad(parts(first(t, 3u, tid))); }
+    return Tile(v.g0 * s * w.g0, v.g1 * s * w.g1, v.g2 * s * w.g2, v.g3 * s * w.g3);
+}
+
+fn store_h(row: u32, t: u32, tid: u32, v: Tile) {
+    let base = p.h_offset + row * p.n;
+    store_h_quad(base, parts(first(t, 0u, tid)), v.g0);
+    if GROUPS > 1u { store_h_quad(base, parts(first(t, 1u, tid)), v.g1); }
+    if GROUPS > 2u { store_h_quad(base, parts(first(t, 2u, tid)), v.g2); }
+    if GROUPS > 3u { store_h_quad(base, parts(first(t, 3u, tid)), v.g3); }
+}
+
+fn store_y(row: u32, t: u32, tid: u32, v: Tile) {
+    let base = p.y_offset + row * p.n;
+    store_y_quad(base, parts(first(t, 0u, tid)), v.g0);
+    if GROUPS > 1u { store_y_quad(base, parts(first(t, 1u, tid)), v.g1); }
+    if GROUPS > 2u { store_y_quad(base, parts(first(t, 2u, tid)), v.g2); }
+    if GROUPS > 3u { store_y_quad(base, parts(first(t, 3u, tid)), v.g3); }
+}
+
+fn sum_sq(v: Tile) -> f32 {
+    return dot(v.g0, v.g0) + dot(v.g1, v.g1) + dot(v.g2, v.g2) + dot(v.g3, v.g3);
+}
+
+fn add(x: Tile, d: Tile) -> Tile {
+    return Tile(x.g0 + d.g0, x.g1 + d.g1, x.g2 + d.g2, x.g3 + d.g3);
 }
 
 fn inv_rms(ss: f32) -> f32 {
     return 1.0 / sqrt(ss / f32(p.n) + p.eps);
 }
 
-// h += a' over row `row`. Returns this invocation's share of the new row's sum of squares;
-// hv holds the last tile of the new h.
-fn residual(row: u32, tid: u32) -> f32 {
+// The new h after h += a' over row `row`, and this invocation's share of its sum of squares;
+// `last` is the row's last tile of the new h.
+struct Residual {
+    last: Tile,
+    ss: f32,
+}
+
+fn residual(row: u32, tid: u32) -> Residual {
     let nt = tiles();
+    var av = load_a(row, 0u, tid);
     var r_a = 1.0;
     if PRE == 1u {
-        var ss = 0.0;
-        for (var t = 0u; t < nt; t++) {
-            load_a(row, t, tid);
-            ss += sum_sq_a(t);
+        var ss = sum_sq(av);
+        for (var t = 1u; t < nt; t++) {
+            ss += sum_sq(load_a(row, t, tid));
         }
         r_a = inv_rms(workgroup_sum(ss, tid));
     }
-    let base = p.h_offset + row * p.n;
     var ss = 0.0;
+    var hv = load_h(row, 0u, tid);
     for (var t = 0u; t < nt; t++) {
-        if PRE == 0u || nt > 1u {
-            load_a(row, t, tid);
+        if t > 0u {
+            av = load_a(row, t, tid);
+            hv = load_h(row, t, tid);
         }
-        load_h(row, t, tid);
-        for (var k = 0u; k < used(t); k++) {
-            let i = elem(t, tid, k);
-            var d = av[k];
-            if PRE == 1u {
-                d = d * r_a * w_in[min(i, p.n - 1u)];
-            }
-            hv[k] += d;
-            if i < p.n {
-                h[base + i] = hv[k];
-            }
+        var d = av;
+        if PRE == 1u {
+            d = scale_in(av, r_a, t, tid);
         }
-        ss += sum_sq_h(t);
+        hv = add(hv, d);
+        store_h(row, t, tid, hv);
+        ss += sum_sq(hv);
     }
-    return ss;
+    return Residual(hv, ss);
 }
 
 fn row_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
@@ -163,21 +242,16 @@ fn main_out(
     if row >= p.n_rows {
         return;
     }
-    let r = inv_rms(workgroup_sum(residual(row, tid), tid));
+    let res = residual(row, tid);
+    let r = inv_rms(workgroup_sum(res.ss, tid));
     let nt = tiles();
-    let base = p.y_offset + row * p.n;
     for (var t = 0u; t < nt; t++) {
+        var hv = res.last;
         if nt > 1u {
-            load_h(row, t, tid);
+            hv = load_h(row, t, tid);
         }
-        // hv becomes the tile of y (0 past n), which store_q8 reads.
-        for (var k = 0u; k < used(t); k++) {
-            let i = elem(t, tid, k);
-            hv[k] = hv[k] * r * w_out[min(i, p.n - 1u)];
-            if i < p.n {
-                y[base + i] = hv[k];
-            }
-        }
-        store_q8(t, tid);
+        let yv = scale_out(hv, r, t, tid);
+        store_y(row, t, tid, yv);
+        store_q8(t, tid, yv);
     }
 }

@@ -69,7 +69,13 @@ pub enum Kernel {
     Rope(RopeMode),
     /// `h += [rms_norm(a) * w_in]`, then optionally `y = rms_norm(h) * w_out` (and y's q8
     /// copy), per row.
-    ResidualNorm { pre_norm: bool, out: ResidualOut },
+    /// `groups`: the kernel's tile in groups of `4 * 256` elements (1 to 4; see
+    /// [`residual_norm::groups`]).
+    ResidualNorm {
+        pre_norm: bool,
+        out: ResidualOut,
+        groups: u8,
+    },
     /// Optional per-head weighted RMS norm, then RoPE, in place, over q and optionally k;
     /// with `kv`, k's finished heads and the v heads also stored into a cache of that type.
     HeadNormRope {
@@ -103,7 +109,13 @@ impl Kernel {
         }
         for pre_norm in [false, true] {
             for out in ResidualOut::ALL {
-                all.push(Kernel::ResidualNorm { pre_norm, out });
+                for groups in 1..=residual_norm::MAX_GROUPS {
+                    all.push(Kernel::ResidualNorm {
+                        pre_norm,
+                        out,
+                        groups,
+                    });
+                }
             }
         }
         for mode in [RopeMode::Normal, RopeMode::Neox] {
@@ -203,7 +215,7 @@ impl Kernel {
             Kernel::SampleTopK => sample::topk_program(),
             Kernel::SampleDraw => sample::draw_program(),
             Kernel::Rope(_) => rope::program(),
-            Kernel::ResidualNorm { pre_norm, out } => residual_norm::program(pre_norm, out),
+            Kernel::ResidualNorm { pre_norm, out, .. } => residual_norm::program(pre_norm, out),
             Kernel::HeadNormRope { norm, kv, .. } => head_norm_rope::program(norm, kv),
         }
     }
@@ -220,7 +232,12 @@ impl Kernel {
                 vec![("ACT", a.code())]
             }
             Kernel::Rope(m) => vec![("NEOX", m.code())],
-            Kernel::ResidualNorm { pre_norm, .. } => vec![("PRE", f64::from(u8::from(pre_norm)))],
+            Kernel::ResidualNorm {
+                pre_norm, groups, ..
+            } => vec![
+                ("PRE", f64::from(u8::from(pre_norm))),
+                ("GROUPS", f64::from(groups)),
+            ],
             Kernel::HeadNormRope { mode, norm, .. } => {
                 vec![("NEOX", mode.code()), ("NORM", f64::from(u8::from(norm)))]
             }

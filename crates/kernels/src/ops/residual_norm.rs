@@ -7,7 +7,9 @@
 //! WGSL: `norm/residual_norm.wgsl` (entry `main`: h only; `main_out`: h and y; the `PRE`
 //! override turns the norm of `a` on) + `norm/reduce.wgsl` + the q8 hook `norm/q8_none.wgsl`
 //! (or `norm/q8_out.wgsl`: y's q8 copy too, [`crate::ops::residual_norm_q8`]). One workgroup
-//! of 256 per row, 16 values per invocation held in registers between the passes.
+//! of 256 per row, up to 16 values per invocation held in registers between the passes, as
+//! many as the width needs ([`groups`]: a decode step's norm is bound by its latency, so each
+//! invocation issues only the loads the row has, all at once).
 
 use crate::device::Gpu;
 use crate::error::GpuError;
@@ -58,6 +60,16 @@ const BINDINGS_OUT: &[BindingKind] = &[
 ];
 
 pub const WORKGROUP: u32 = 256;
+
+/// The most groups of `4 * WORKGROUP` elements a tile holds (16 values per invocation).
+pub const MAX_GROUPS: u8 = 4;
+
+/// The kernel's tile for rows of `n`, in groups of `4 * WORKGROUP` elements: the whole row
+/// where it fits in [`MAX_GROUPS`] (every model here: n <= 4096), else the largest tile.
+pub fn groups(n: usize) -> u8 {
+    let group = 4 * WORKGROUP as usize;
+    n.div_ceil(group).clamp(1, usize::from(MAX_GROUPS)) as u8
+}
 
 /// What the kernel writes besides the updated h.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -176,6 +188,7 @@ impl ResidualNorm {
                 (Some(_), None) => ResidualOut::Norm,
                 (Some(_), Some(_)) => ResidualOut::NormQ8,
             },
+            groups: groups(self.n),
         };
         // An unused weight slot binds `a` (read-only, never read by that variant).
         let mut buffers = vec![&a.t.buf, &h.t.buf, w_in.map_or(&a.t.buf, |w| &w.buf)];
@@ -343,12 +356,13 @@ mod tests {
         testutil::parity("residual_norm", 8, 23);
     }
 
-    /// Every variant at gemma's width (640), smollm2's (576), one full tile (4096), and past
-    /// it (8192, 4097: the re-reading path), with several rows.
+    /// Every variant at gemma's width (640), smollm2's (576), a tile of each group count
+    /// (1500: 2 groups; 2560, gemma3-4b: 3; 4096: 4), and past one tile (8192, 4097: the
+    /// re-reading path), with several rows.
     #[test]
     fn variants_and_tiles() {
         let Some(gpu) = testutil::gpu() else { return };
-        for n in [576, 640, 4096, 4097, 8192] {
+        for n in [576, 640, 1500, 2560, 4096, 4097, 8192] {
             for (pre, out) in [(false, false), (true, false), (false, true), (true, true)] {
                 let c = compare(gpu, (n, 3, pre, out), n as u64).unwrap();
                 assert!(c.max_ratio <= 1.0, "{}", c.worst);
