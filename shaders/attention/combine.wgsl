@@ -1,18 +1,25 @@
 // Flash-decoding reduction: row r (= t * n_heads + h) has n_splits records (o[head_dim], m, l)
 // from attention.wgsl (o and l relative to that split's max m). With M = max m_s:
 // out[out_offset + r * head_dim + d] = sum_s o_s[d] e^(m_s - M) / sum_s l_s e^(m_s - M).
-// Empty splits have m = -3e38, l = 0 and weigh nothing. One workgroup of 256 per row, and no
-// serial walk over the splits where it can be avoided (one dependent load per step costs
-// ~0.5 us on the H100): invocation s reads split s's (m, l) (n_splits <= WG), the max and
-// the sum are tree reductions (the sum is norm/reduce.wgsl's `workgroup_sum`), and the
-// output sums run over G = WG / head_dim groups of splits at once, four loads in flight
-// each, then add up in workgroup memory.
+// Empty splits have m = -3e38, l = 0 and weigh nothing. No serial walk over the splits where
+// it can be avoided (one dependent load per step costs ~0.5 us on the H100): a row's head_dim
+// is cut into chunks of `dims` (64) dims, one workgroup of 256 per (row, chunk); invocation
+// s reads split s's (m, l) (n_splits <= WG), the max and the sum are tree reductions (the sum
+// is norm/reduce.wgsl's `workgroup_sum`; every chunk's workgroup computes the same ones), and
+// the output sums run over G = WG / dims groups of splits at once, four loads in flight
+// each, then add up in workgroup memory. (One workgroup per row, G = 1 at head_dim 256, took
+// 9 steps of 4 loads for gemma's 33 splits.)
 
 struct Params {
     n_rows: u32,
     n_splits: u32,
     head_dim: u32,
     out_offset: u32,
+    // Dims per workgroup: divides head_dim and WG.
+    dims: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -46,7 +53,10 @@ fn main(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
-    let row = wid.y * nwg.x + wid.x;
+    let chunks = p.head_dim / p.dims;
+    let flat = wid.y * nwg.x + wid.x;
+    let row = flat / chunks;
+    let chunk = flat % chunks;
     if row >= p.n_rows {
         return;
     }
@@ -62,10 +72,11 @@ fn main(
     let sum = workgroup_sum(l_s * w, tid);
     let inv = select(0.0, 1.0 / sum, sum > 0.0);
 
-    // Invocation (d, g) sums o_s[d] w_s over the splits s = g, g + G, ... (head_dim <= WG).
-    let groups = WG / p.head_dim;
-    let g = tid / p.head_dim;
-    let d = tid % p.head_dim;
+    // Invocation (d, g) sums o_s[d] w_s over the splits s = g, g + G, ... for dim d of the
+    // chunk.
+    let groups = WG / p.dims;
+    let g = tid / p.dims;
+    let d = chunk * p.dims + tid % p.dims;
     let last = p.n_splits - 1u;
     var acc = vec4<f32>(0.0);
     if g < groups {
@@ -84,11 +95,11 @@ fn main(
     }
     red[tid] = acc.x + acc.y + acc.z + acc.w;
     workgroupBarrier();
-    if tid < p.head_dim {
+    if tid < p.dims {
         var total = 0.0;
         for (var k = 0u; k < groups; k++) {
-            total += red[k * p.head_dim + tid];
+            total += red[k * p.dims + tid];
         }
-        out[p.out_offset + row * p.head_dim + tid] = total * inv;
+        out[p.out_offset + row * p.head_dim + chunk * p.dims + tid] = total * inv;
     }
 }

@@ -453,6 +453,12 @@ fn bench_attention(ctx: &Ctx, c: &mut Criterion) {
         ("gemma3-decode", 4, 1, 256, 32768, 1, 512),
         ("qwen2.5-decode", 14, 2, 64, 4096, 1, 256),
         ("qwen2.5-decode-nosplit", 14, 2, 64, 4096, 1, 4096),
+        // `rullama bench`'s decode (a 1,050-position cache) at the model's split lengths:
+        // 16 positions (one key tile a split) against the 32 used before.
+        ("gemma3-270m-decode-split16", 4, 1, 256, 1050, 1, 16),
+        ("gemma3-270m-decode-split32", 4, 1, 256, 1050, 1, 32),
+        ("gemma3-4b-decode-split16", 8, 4, 256, 1050, 1, 16),
+        ("gemma3-4b-decode-split32", 8, 4, 256, 1050, 1, 32),
         ("gemma3-prompt", 4, 1, 256, 512, 512, 512),
         ("gemma3-prompt", 4, 1, 256, 1024, 1024, 1024),
         ("qwen2.5-prompt", 14, 2, 64, 1024, 1024, 1024),

@@ -52,6 +52,9 @@ pub struct CombineParams {
     pub n_splits: u32,
     pub head_dim: u32,
     pub out_offset: u32,
+    /// Dims of a row per workgroup ([`COMBINE_DIMS`], or head_dim where smaller).
+    pub dims: u32,
+    pub _pad: [u32; 3],
 }
 
 static ATTENTION: ShaderFile = shader_file!("attention/attention.wgsl");
@@ -77,6 +80,8 @@ const COMBINE_BINDINGS: &[BindingKind] = &[
 pub const WORKGROUP: u32 = 64;
 /// The combine's workgroup: one invocation per split of a row.
 const COMBINE_WORKGROUP: u32 = 256;
+/// Dims of a row one combine workgroup sums: 4 groups of splits at once in a workgroup of 256.
+const COMBINE_DIMS: usize = 64;
 /// Splits of one decode step the combine can take (one per invocation).
 pub const MAX_SPLITS: usize = COMBINE_WORKGROUP as usize;
 /// Workgroup once a kv head has rows enough to fill it (prompt blocks): 2048 / head_dim rows,
@@ -257,11 +262,14 @@ impl Attention {
             &scratch.buf,
         ];
         let rows = self.n_tokens * self.n_heads;
+        let dims = hd.min(COMBINE_DIMS);
         let combine = CombineParams {
             n_rows: rows as u32,
             n_splits: n_splits as u32,
             head_dim: hd as u32,
             out_offset: out.offset as u32,
+            dims: dims as u32,
+            _pad: [0; 3],
         };
         Ok(vec![
             Op::new(kernel, wg, &params, &buffers, grid),
@@ -270,7 +278,7 @@ impl Attention {
                 COMBINE_WORKGROUP,
                 &combine,
                 &[&scratch.buf, &out.t.buf],
-                grid_1d(rows),
+                grid_1d(rows * (hd / dims)),
             ),
         ])
     }

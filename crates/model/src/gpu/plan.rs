@@ -40,12 +40,13 @@ use super::ir::{AttnNode, IdsInput, IdsKey, Key, Node, RopeSpec, Src};
 use super::weight::GpuWeightRef;
 
 /// Positions per attention split in a decode step (flash-decoding: the history is shared by
-/// many workgroups; a prompt block attends in one pass). A split walks its keys serially, so
-/// short splits make decode fast: at 256 positions a 1,050-position gemma-3-270m cache ran
-/// on 10 workgroups and took 99 us a layer on the H100. At most 128 splits keep the combine
-/// (which reads every split's partial result) small for long contexts.
+/// many workgroups; a prompt block attends in one pass). A split walks its keys serially, one
+/// tile of 16 keys per round of barriers, so short splits make decode fast: at 256 positions
+/// a 1,050-position gemma-3-270m cache ran on 10 workgroups and took 99 us a layer on the
+/// H100; one tile a split (16) halves each workgroup's walk against 32. At most 128 splits
+/// keep the combine (which reads every split's partial result) small for long contexts.
 fn decode_split(max_len: usize) -> usize {
-    max_len.div_ceil(128).max(32)
+    max_len.div_ceil(128).max(16)
 }
 
 /// RoPE frequency tables, made once per (n_rot, base, scale).
