@@ -56,6 +56,14 @@ struct Tile {
     g3: vec4<f32>,
 }
 
+// The row-relative indices of a Tile's elements (same fields).
+struct Index {
+    g0: vec4<u32>,
+    g1: vec4<u32>,
+    g2: vec4<u32>,
+    g3: vec4<u32>,
+}
+
 fn tile_len() -> u32 {
     return GROUPS * 4u * WG;
 }
@@ -64,107 +72,114 @@ fn tiles() -> u32 {
     return (p.n + tile_len() - 1u) / tile_len();
 }
 
-// Row-relative index of part 0 of group g of tile t for invocation tid (part c: + c * WG).
-fn first(t: u32, g: u32, tid: u32) -> u32 {
-    return t * tile_len() + g * 4u * WG + tid;
+// Invocation tid's indices in tile t: part c of group g at t * tile_len() + (4g + c) * WG + tid.
+fn index(t: u32, tid: u32) -> Index {
+    let i = t * tile_len() + tid + vec4<u32>(0u, WG, 2u * WG, 3u * WG);
+    return Index(i, i + 4u * WG, i + 8u * WG, i + 12u * WG);
 }
 
-fn parts(i: u32) -> vec4<u32> {
-    return vec4<u32>(i, i + WG, i + 2u * WG, i + 3u * WG);
-}
-
-// The row's elements at the four indices (0 past n; indices clamped so loads stay in bounds).
-fn a_quad(base: u32, i: vec4<u32>) -> vec4<f32> {
+// The row's elements of group g at indices i (0 past n, and for a group at or past GROUPS,
+// which issues no load; indices clamped so loads stay in bounds). Called with constant g.
+fn a_quad(base: u32, g: u32, i: vec4<u32>) -> vec4<f32> {
+    if g >= GROUPS {
+        return vec4<f32>(0.0);
+    }
     let j = min(i, vec4<u32>(p.n - 1u));
     let v = vec4<f32>(a[base + j.x], a[base + j.y], a[base + j.z], a[base + j.w]);
     return select(vec4<f32>(0.0), v, i < vec4<u32>(p.n));
 }
 
-fn h_quad(base: u32, i: vec4<u32>) -> vec4<f32> {
+fn h_quad(base: u32, g: u32, i: vec4<u32>) -> vec4<f32> {
+    if g >= GROUPS {
+        return vec4<f32>(0.0);
+    }
     let j = min(i, vec4<u32>(p.n - 1u));
     let v = vec4<f32>(h[base + j.x], h[base + j.y], h[base + j.z], h[base + j.w]);
     return select(vec4<f32>(0.0), v, i < vec4<u32>(p.n));
 }
 
-fn w_in_quad(i: vec4<u32>) -> vec4<f32> {
+// The gains need no zeroing past n: the values they scale are zero there.
+fn w_in_quad(g: u32, i: vec4<u32>) -> vec4<f32> {
+    if g >= GROUPS {
+        return vec4<f32>(0.0);
+    }
     let j = min(i, vec4<u32>(p.n - 1u));
     return vec4<f32>(w_in[j.x], w_in[j.y], w_in[j.z], w_in[j.w]);
 }
 
-fn w_out_quad(i: vec4<u32>) -> vec4<f32> {
+fn w_out_quad(g: u32, i: vec4<u32>) -> vec4<f32> {
+    if g >= GROUPS {
+        return vec4<f32>(0.0);
+    }
     let j = min(i, vec4<u32>(p.n - 1u));
     return vec4<f32>(w_out[j.x], w_out[j.y], w_out[j.z], w_out[j.w]);
 }
 
-fn store_h_quad(base: u32, i: vec4<u32>, v: vec4<f32>) {
+// Stores group g's elements below n (nothing for a group at or past GROUPS).
+fn store_h_quad(base: u32, g: u32, i: vec4<u32>, v: vec4<f32>) {
+    if g >= GROUPS {
+        return;
+    }
     if i.x < p.n { h[base + i.x] = v.x; }
     if i.y < p.n { h[base + i.y] = v.y; }
     if i.z < p.n { h[base + i.z] = v.z; }
     if i.w < p.n { h[base + i.w] = v.w; }
 }
 
-fn store_y_quad(base: u32, i: vec4<u32>, v: vec4<f32>) {
+fn store_y_quad(base: u32, g: u32, i: vec4<u32>, v: vec4<f32>) {
+    if g >= GROUPS {
+        return;
+    }
     if i.x < p.n { y[base + i.x] = v.x; }
     if i.y < p.n { y[base + i.y] = v.y; }
     if i.z < p.n { y[base + i.z] = v.z; }
     if i.w < p.n { y[base + i.w] = v.w; }
 }
 
-// Tile t of a's row.
+// Tile t of a's row, h's row, w_in, w_out.
 fn load_a(row: u32, t: u32, tid: u32) -> Tile {
-    let base = p.a_offset + row * p.n;
-    var v = Tile(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
-    v.g0 = a_quad(base, parts(first(t, 0u, tid)));
-    if GROUPS > 1u { v.g1 = a_quad(base, parts(first(t, 1u, tid))); }
-    if GROUPS > 2u { v.g2 = a_quad(base, parts(first(t, 2u, tid))); }
-    if GROUPS > 3u { v.g3 = a_quad(base, parts(first(t, 3u, tid))); }
-    return v;
+    let b = p.a_offset + row * p.n;
+    let i = index(t, tid);
+    return Tile(a_quad(b, 0u, i.g0), a_quad(b, 1u, i.g1), a_quad(b, 2u, i.g2), a_quad(b, 3u, i.g3));
 }
 
-// Tile t of h's row.
 fn load_h(row: u32, t: u32, tid: u32) -> Tile {
-    let base = p.h_offset + row * p.n;
-    var v = Tile(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
-    v.g0 = h_quad(base, parts(first(t, 0u, tid)));
-    if GROUPS > 1u { v.g1 = h_quad(base, parts(first(t, 1u, tid))); }
-    if GROUPS > 2u { v.g2 = h_quad(base, parts(first(t, 2u, tid))); }
-    if GROUPS > 3u { v.g3 = h_quad(base, parts(first(t, 3u, tid))); }
-    return v;
+    let b = p.h_offset + row * p.n;
+    let i = index(t, tid);
+    return Tile(h_quad(b, 0u, i.g0), h_quad(b, 1u, i.g1), h_quad(b, 2u, i.g2), h_quad(b, 3u, i.g3));
 }
 
-// v * s * w_in over tile t (w_in's quads are loaded here, all before the first product).
-fn scale_in(v: Tile, s: f32, t: u32, tid: u32) -> Tile {
-    var w = Tile(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
-    w.g0 = w_in_quad(parts(first(t, 0u, tid)));
-    if GROUPS > 1u { w.g1 = w_in_quad(parts(first(t, 1u, tid))); }
-    if GROUPS > 2u { w.g2 = w_in_quad(parts(first(t, 2u, tid))); }
-    if GROUPS > 3u { w.g3 = w_in_quad(parts(first(t, 3u, tid))); }
-    return Tile(v.g0 * s * w.g0, v.g1 * s * w.g1, v.g2 * s * w.g2, v.g3 * s * w.g3);
+fn w_in_tile(t: u32, tid: u32) -> Tile {
+    let i = index(t, tid);
+    return Tile(w_in_quad(0u, i.g0), w_in_quad(1u, i.g1), w_in_quad(2u, i.g2), w_in_quad(3u, i.g3));
 }
 
-fn scale_out(v: Tile, s: f32, t: u32, tid: u32) -> Tile {
-    var w = Tile(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
-    w.g0 = w_out_quad(parts(first(t, 0u, tid)));
-    if GROUPS > 1u { w.g1 = w_out_quad(parts(first(t, 1u, tid))); }
-    if GROUPS > 2u { w.g2 = w_out_quad(parts(first(t, 2u, tid))); }
-    if GROUPS > 3u { w.g3 = w_out_quad(parts(first(t, 3u, tid))); }
-    return Tile(v.g0 * s * w.g0, v.g1 * s * w.g1, v.g2 * s * w.g2, v.g3 * s * w.g3);
+fn w_out_tile(t: u32, tid: u32) -> Tile {
+    let i = index(t, tid);
+    return Tile(w_out_quad(0u, i.g0), w_out_quad(1u, i.g1), w_out_quad(2u, i.g2), w_out_quad(3u, i.g3));
 }
 
 fn store_h(row: u32, t: u32, tid: u32, v: Tile) {
-    let base = p.h_offset + row * p.n;
-    store_h_quad(base, parts(first(t, 0u, tid)), v.g0);
-    if GROUPS > 1u { store_h_quad(base, parts(first(t, 1u, tid)), v.g1); }
-    if GROUPS > 2u { store_h_quad(base, parts(first(t, 2u, tid)), v.g2); }
-    if GROUPS > 3u { store_h_quad(base, parts(first(t, 3u, tid)), v.g3); }
+    let b = p.h_offset + row * p.n;
+    let i = index(t, tid);
+    store_h_quad(b, 0u, i.g0, v.g0);
+    store_h_quad(b, 1u, i.g1, v.g1);
+    store_h_quad(b, 2u, i.g2, v.g2);
+    store_h_quad(b, 3u, i.g3, v.g3);
 }
 
 fn store_y(row: u32, t: u32, tid: u32, v: Tile) {
-    let base = p.y_offset + row * p.n;
-    store_y_quad(base, parts(first(t, 0u, tid)), v.g0);
-    if GROUPS > 1u { store_y_quad(base, parts(first(t, 1u, tid)), v.g1); }
-    if GROUPS > 2u { store_y_quad(base, parts(first(t, 2u, tid)), v.g2); }
-    if GROUPS > 3u { store_y_quad(base, parts(first(t, 3u, tid)), v.g3); }
+    let b = p.y_offset + row * p.n;
+    let i = index(t, tid);
+    store_y_quad(b, 0u, i.g0, v.g0);
+    store_y_quad(b, 1u, i.g1, v.g1);
+    store_y_quad(b, 2u, i.g2, v.g2);
+    store_y_quad(b, 3u, i.g3, v.g3);
+}
+
+// v * s * w, element by element.
+fn scaled(v: Tile, s: f32, w: Tile) -> Tile {
+    return Tile(v.g0 * s * w.g0, v.g1 * s * w.g1, v.g2 * s * w.g2, v.g3 * s * w.g3);
 }
 
 fn sum_sq(v: Tile) -> f32 {
@@ -206,7 +221,7 @@ fn residual(row: u32, tid: u32) -> Residual {
         }
         var d = av;
         if PRE == 1u {
-            d = scale_in(av, r_a, t, tid);
+            d = scaled(av, r_a, w_in_tile(t, tid));
         }
         hv = add(hv, d);
         store_h(row, t, tid, hv);
@@ -250,7 +265,7 @@ fn main_out(
         if nt > 1u {
             hv = load_h(row, t, tid);
         }
-        let yv = scale_out(hv, r, t, tid);
+        let yv = scaled(hv, r, w_out_tile(t, tid));
         store_y(row, t, tid, yv);
         store_q8(t, tid, yv);
     }
