@@ -229,6 +229,34 @@ impl Gpu {
             .min(self.limits.max_buffer_size)
     }
 
+    /// Runs `make` (buffer creation) with wgpu's out-of-memory and validation errors
+    /// captured: a failed allocation is [`GpuError::OutOfMemory`] naming `what` and `bytes`
+    /// instead of wgpu's uncaptured-error panic. For the big, load-time allocations (weights,
+    /// the KV cache), where a full device is a user's situation and not a bug.
+    pub fn allocate<T>(
+        &self,
+        what: &'static str,
+        bytes: u64,
+        make: impl FnOnce() -> T,
+    ) -> Result<T, GpuError> {
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let invalid = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let made = make();
+        // Scopes pop in reverse order; native wgpu resolves the futures at once.
+        let errors = [
+            pollster::block_on(invalid.pop()),
+            pollster::block_on(oom.pop()),
+        ];
+        match errors.into_iter().flatten().next() {
+            None => Ok(made),
+            Some(e) => Err(GpuError::OutOfMemory {
+                what,
+                bytes,
+                detail: e.to_string(),
+            }),
+        }
+    }
+
     /// Waits until all submitted work is done.
     pub fn wait(&self) -> Result<(), GpuError> {
         self.device.poll(wgpu::PollType::Wait {

@@ -30,6 +30,14 @@ pub enum GpuError {
         bytes: u64,
         limit: u64,
     },
+    /// The device could not allocate a buffer (its memory is full, or the size is over a
+    /// limit wgpu checks at creation): a smaller model or context may fit.
+    #[error("allocating {what} ({bytes} bytes) on the GPU failed: {detail}")]
+    OutOfMemory {
+        what: &'static str,
+        bytes: u64,
+        detail: String,
+    },
     /// A device feature the call needs is off on this adapter.
     #[error("this adapter lacks {0}")]
     MissingFeature(&'static str),
@@ -37,4 +45,11 @@ pub enum GpuError {
     Poll(#[from] wgpu::PollError),
     #[error("mapping a read-back buffer failed: {0}")]
     Map(#[from] wgpu::BufferAsyncError),
+}
+
+impl GpuError {
+    /// Whether the device ran out of memory (a smaller allocation may succeed).
+    pub fn is_out_of_memory(&self) -> bool {
+        matches!(self, GpuError::OutOfMemory { .. })
+    }
 }

@@ -236,13 +236,23 @@ impl GpuWeight {
         for first_row in (0..shape.n_out).step_by(rows_per_chunk) {
             let n_rows = rows_per_chunk.min(shape.n_out - first_row);
             let data = &bytes[first_row * row_bytes..(first_row + n_rows) * row_bytes];
-            let buffer = gpu
-                .device
-                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            let mut contents = layout::gpu_bytes(shape.format, data);
+            if !contents.len().is_multiple_of(4) {
+                // write_buffer takes whole words.
+                let len = contents.len().next_multiple_of(4);
+                contents.to_mut().resize(len, 0);
+            }
+            // Created empty and then written: a buffer created mapped (`create_buffer_init`)
+            // that failed to allocate panics when mapped, before its error can be caught.
+            let buffer = gpu.allocate("a weight", contents.len() as u64, || {
+                gpu.device.create_buffer(&wgpu::BufferDescriptor {
                     label: None,
-                    contents: &layout::gpu_bytes(shape.format, data),
-                    usage: wgpu::BufferUsages::STORAGE,
-                });
+                    size: contents.len() as u64,
+                    usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                })
+            })?;
+            gpu.queue.write_buffer(&buffer, 0, &contents);
             chunks.push(WeightChunk {
                 buf: GpuBuffer::new(buffer),
                 first_row,

@@ -192,3 +192,39 @@ fn set_params_takes_effect() {
     // Op 1 adds to element 3 on each of the 4 submits; op 0 moves over elements 0..4.
     assert_eq!(out, [1.0, 1.0, 1.0, 5.0]);
 }
+
+/// An allocation the device refuses is an `OutOfMemory` error naming what was allocated,
+/// not wgpu's uncaptured-error panic; the device stays usable after it.
+#[test]
+fn refused_allocation_is_an_error() {
+    let Some(gpu) = testutil::gpu() else { return };
+    // Over the device's buffer size limit: refused by wgpu at creation, on any device.
+    let size = gpu.device.limits().max_buffer_size.saturating_add(4);
+    let made = gpu.allocate("a test buffer", size, || {
+        gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size,
+            usage: wgpu::BufferUsages::STORAGE,
+            mapped_at_creation: false,
+        })
+    });
+    match made {
+        Err(e @ crate::GpuError::OutOfMemory { what, bytes, .. }) => {
+            assert_eq!((what, bytes), ("a test buffer", size));
+            assert!(e.is_out_of_memory());
+        }
+        other => panic!("expected OutOfMemory, got {other:?}"),
+    }
+    // A small allocation afterwards succeeds, and the weight upload path goes through it.
+    let ok = gpu.allocate("a small buffer", 16, || {
+        GpuTensor::zeros(gpu, &[4], Dtype::F32)
+    });
+    assert!(ok.is_ok());
+    let shape = WeightShape {
+        format: GpuFormat::F32,
+        n_in: 4,
+        n_out: 2,
+    };
+    let bytes: Vec<u8> = [1.0f32; 8].iter().flat_map(|v| v.to_le_bytes()).collect();
+    assert!(GpuWeight::upload(gpu, shape, &bytes).is_ok());
+}

@@ -78,6 +78,13 @@ pub enum ModelError {
     },
 }
 
+impl ModelError {
+    /// Whether the GPU could not allocate what was asked (a smaller context may fit).
+    pub fn is_out_of_memory(&self) -> bool {
+        matches!(self, ModelError::Gpu { source, .. } if source.is_out_of_memory())
+    }
+}
+
 impl From<GgufError> for ModelError {
     fn from(e: GgufError) -> Self {
         match e.kind() {

@@ -129,7 +129,12 @@ impl<B: Backend> Model<B> {
     /// A session with its own cache of `n_ctx` positions.
     pub fn session(&mut self, n_ctx: usize) -> Result<Session<'_, B>> {
         let cache = self.new_cache(n_ctx)?;
-        Ok(Session { model: self, cache })
+        Ok(self.session_with(cache))
+    }
+
+    /// A session over a cache [`Model::new_cache`] made.
+    pub fn session_with(&mut self, cache: KvCache<B>) -> Session<'_, B> {
+        Session { model: self, cache }
     }
 
     /// Run `tokens` at positions `start_pos..start_pos + n` (a prompt block or one token:

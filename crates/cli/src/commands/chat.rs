@@ -44,7 +44,7 @@ impl ModelTask for Conversation<'_> {
         let args = self.args;
         let template = ChatTemplate::for_model(tokenizer)?;
         let mut sampler = args.generation.sampler();
-        let mut session = model.session(args.generation.ctx)?;
+        let mut session = generation::open_session(model, args.generation.ctx)?;
         let mut messages: Vec<ChatMessage> = args
             .system
             .iter()

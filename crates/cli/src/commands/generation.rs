@@ -48,9 +48,11 @@ pub struct GenerationArgs {
     /// Seed of the random draw; the same seed gives the same text. Random when left out.
     #[arg(long)]
     pub seed: Option<u32>,
-    /// Context length in tokens (prompt plus generated text).
-    #[arg(long, default_value_t = 4096)]
-    pub ctx: usize,
+    /// Context length in tokens (prompt plus generated text). Default: the model's training
+    /// context up to 4096 (llama.cpp's default); run and chat halve it while the GPU cannot
+    /// allocate its KV cache. A context given here is used as is.
+    #[arg(long)]
+    pub ctx: Option<usize>,
     /// Which executor runs the model.
     #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
     pub backend: BackendChoice,
@@ -64,7 +66,48 @@ pub struct GenerationArgs {
     pub verbose: bool,
 }
 
+/// The context `--ctx` gives by default, where the model was trained with at least as many.
+pub const DEFAULT_CTX: usize = 4096;
+/// The smallest context the default halves to before it gives up.
+const MIN_AUTO_CTX: usize = 256;
+
+/// A session with `ctx` positions, or by default ([`GenerationArgs::ctx`]) the model's
+/// training context up to [`DEFAULT_CTX`], halved (to [`MIN_AUTO_CTX`] at the least) while
+/// the device runs out of memory allocating its KV cache; a shrunken context is said on
+/// stderr.
+pub fn open_session<B: Backend>(
+    model: &mut Model<B>,
+    ctx: Option<usize>,
+) -> Result<Session<'_, B>, CliError> {
+    if let Some(n) = ctx {
+        return Ok(model.session(n)?);
+    }
+    let wanted = model.config().n_ctx_train.clamp(1, DEFAULT_CTX);
+    let mut n = wanted;
+    // Each failed try drops its cache before the next; the last error is the one returned.
+    loop {
+        match model.new_cache(n) {
+            Ok(cache) => {
+                if n < wanted {
+                    eprintln!(
+                        "note: a context of {wanted} tokens does not fit the GPU's memory;                          using {n} (--ctx sets it)"
+                    );
+                }
+                return Ok(model.session_with(cache));
+            }
+            Err(e) if e.is_out_of_memory() && n / 2 >= MIN_AUTO_CTX => n /= 2,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 impl GenerationArgs {
+    /// `--ctx`, or [`DEFAULT_CTX`] where a fixed length is needed before a model is loaded
+    /// (perplexity's chunks).
+    pub fn ctx_or_default(&self) -> usize {
+        self.ctx.unwrap_or(DEFAULT_CTX)
+    }
+
     pub fn sampler(&self) -> Sampler {
         Sampler::new(SamplerParams {
             seed: self.seed.unwrap_or(RANDOM_SEED),

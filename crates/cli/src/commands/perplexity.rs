@@ -35,7 +35,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     let text = std::fs::read_to_string(&args.file)
         .map_err(|e| CliError::Usage(format!("reading {}: {e}", args.file.display())))?;
     let mut loaded = generation::load(&args.model, &args.generation)?;
-    let ctx = args.generation.ctx;
+    let ctx = args.generation.ctx_or_default();
     if ctx < 4 {
         return Err(CliError::Usage(format!(
             "--ctx {ctx} is too small to score half a chunk"

@@ -78,7 +78,7 @@ impl ModelTask for Generate<'_> {
         tokenizer: &Tokenizer,
     ) -> Result<Stats, CliError> {
         let mut sampler = self.args.sampler();
-        let mut session = model.session(self.args.ctx)?;
+        let mut session = generation::open_session(model, self.args.ctx)?;
         let mut out = std::io::stdout().lock();
         let turn = Turn {
             prompt: &self.prompt,

@@ -109,11 +109,13 @@ impl KvCache {
             KvDtype::F32 => Dtype::F32,
             KvDtype::F16 => Dtype::U32,
         };
-        Ok(KvCache {
-            k: GpuTensor::zeros(gpu, &[words], dtype),
-            v: GpuTensor::zeros(gpu, &[words], dtype),
-            layout,
-        })
+        let (k, v) = gpu.allocate("one layer's KV cache", 2 * bytes, || {
+            (
+                GpuTensor::zeros(gpu, &[words], dtype),
+                GpuTensor::zeros(gpu, &[words], dtype),
+            )
+        })?;
+        Ok(KvCache { k, v, layout })
     }
 }
 
