@@ -19,6 +19,8 @@
 
 mod common;
 
+use common::gpu::skip;
+
 use rullama_model::gpu::{GpuOptions, KvDtype};
 use rullama_model::logits::log_softmax;
 use rullama_model::sampler::{PenaltyParams, Sampler, SamplerParams};
@@ -33,14 +35,6 @@ const TOP10_NATS_F16: f64 = 0.05;
 const PROMPT: usize = 6;
 /// Of those, the first block goes through prefill (tiled matmul); the rest one by one (matvec).
 const PREFILL: usize = 3;
-
-fn skip() -> bool {
-    let skip = std::env::var_os("RULLAMA_NO_GPU_TESTS").is_some();
-    if skip {
-        eprintln!("RULLAMA_NO_GPU_TESTS is set: GPU backend tests skipped");
-    }
-    skip
-}
 
 /// The GPU executor with an f32 KV cache: the same arithmetic as the CPU reference, so the
 /// tight bars below hold.

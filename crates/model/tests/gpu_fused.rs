@@ -7,6 +7,8 @@
 
 mod common;
 
+use common::gpu::skip;
+
 use rullama_gguf::{GgmlType, GgufFile, GgufWriter};
 use rullama_kernels::ops::epilogue::Epilogue;
 use rullama_kernels::{GpuFormat, Kernel};
@@ -125,14 +127,6 @@ fn run_gpu(file: &GgufFile<Vec<u8>>, stack_projections: bool) -> Run {
         decode,
         logits,
     }
-}
-
-fn skip() -> bool {
-    let skip = std::env::var_os("RULLAMA_NO_GPU_TESTS").is_some();
-    if skip {
-        eprintln!("RULLAMA_NO_GPU_TESTS is set: GPU backend tests skipped");
-    }
-    skip
 }
 
 /// The logits within `tests/gpu.rs`'s bar of the CPU reference at every position.

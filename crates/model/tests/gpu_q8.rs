@@ -7,61 +7,25 @@
 //!
 //! No adapter: the tests fail, unless `RULLAMA_NO_GPU_TESTS=1`, which skips them.
 
-use std::sync::Arc;
+mod common;
 
-use rullama_gguf::GgufFile;
+use common::gpu::{Script, count, device, file, run, skip};
+use rullama_kernels::Kernel;
 use rullama_kernels::ops::residual_norm::ResidualOut;
-use rullama_kernels::{Gpu, Kernel};
+use rullama_model::OutputRows;
 use rullama_model::gpu::{GpuOptions, KvDtype};
 use rullama_model::logits::log_softmax;
-use rullama_model::{GpuBackend, Model, OutputRows};
 
 /// The default mode's bar on top-10 log-probs (the text-generation issue's 0.05 nats).
 const NATS_BAR: f64 = 0.05;
 
-fn skip() -> bool {
-    let skip = std::env::var_os("RULLAMA_NO_GPU_TESTS").is_some();
-    if skip {
-        eprintln!("RULLAMA_NO_GPU_TESTS is set: GPU backend tests skipped");
-    }
-    skip
-}
-
-/// A prompt of 4 tokens, then 6 decode steps fed the given continuation.
-const PROMPT: [u32; 4] = [2, 1000, 3000, 40];
-const CONTINUATION: [u32; 6] = [4000, 17, 900, 250, 31, 12000];
-
-/// The logits of the prompt's last row and of each decode step, and the last step's kernels.
-struct Run {
-    logits: Vec<Vec<f32>>,
-    decode: Vec<Kernel>,
-}
-
-fn run(gpu: &Arc<Gpu>, file: &GgufFile, q8_inputs: bool) -> Run {
-    let backend = GpuBackend::shared(Arc::clone(gpu)).with_options(GpuOptions {
-        kv_dtype: KvDtype::F32,
-        q8_inputs,
-        ..GpuOptions::default()
-    });
-    let mut model = Model::load(file, backend).unwrap();
-    let mut cache = model.new_cache(64).unwrap();
-    let mut logits = vec![
-        model
-            .forward(&mut cache, &PROMPT, 0, OutputRows::Last)
-            .unwrap()
-            .data,
-    ];
-    for (i, &t) in CONTINUATION.iter().enumerate() {
-        let step = model
-            .forward(&mut cache, &[t], PROMPT.len() + i, OutputRows::Last)
-            .unwrap();
-        logits.push(step.data);
-    }
-    Run {
-        logits,
-        decode: model.backend_mut().last_step_kernels(),
-    }
-}
+/// A prompt of 4 tokens (its last row's logits), then 6 decode steps fed a continuation.
+const SCRIPT: Script<'static> = Script {
+    ctx: 64,
+    prompt: &[2, 1000, 3000, 40],
+    prompt_rows: OutputRows::Last,
+    steps: &[4000, 17, 900, 250, 31, 12000],
+};
 
 /// The largest |difference| of log-probs over the reference's 10 most likely tokens.
 fn top10_nats(reference: &[f32], other: &[f32]) -> f64 {
@@ -78,14 +42,18 @@ fn q8_decode_keeps_the_bar(name: &str) {
     if skip() {
         return;
     }
-    let path = rullama_gguf::store::cached_test_model(name)
-        .unwrap_or_else(|| panic!("test model {name} is not cached: run `cargo xtask models`"));
-    let file = GgufFile::open(&path).unwrap();
-    let gpu = Arc::new(Gpu::open().expect("a GPU adapter (lavapipe will do)"));
-    let exact = run(&gpu, &file, false);
-    let q8 = run(&gpu, &file, true);
+    let file = file(name);
+    let gpu = device();
+    let run_with = |q8_inputs| {
+        let options = GpuOptions {
+            kv_dtype: KvDtype::F32,
+            q8_inputs,
+            ..GpuOptions::default()
+        };
+        run(&gpu, &file, options, &SCRIPT)
+    };
+    let (exact, q8) = (run_with(false), run_with(true));
 
-    let count = |ks: &[Kernel], f: fn(&Kernel) -> bool| ks.iter().filter(|k| f(k)).count();
     let q8_products = count(&q8.decode, |k| matches!(k, Kernel::MatvecQ8(..)));
     let quantizes = count(&q8.decode, |k| {
         matches!(k, Kernel::QuantizeQ8 | Kernel::QuantizeQ8Glu(_))

@@ -10,21 +10,13 @@
 
 mod common;
 
-use std::sync::Arc;
+use common::gpu::{Script, device, file, run, skip};
 
 use rullama_gguf::{GgmlType, GgufFile, GgufWriter};
-use rullama_kernels::{Gpu, Kernel};
+use rullama_kernels::Kernel;
 use rullama_model::backend::LinearView;
 use rullama_model::gpu::{GpuOptions, KvDtype};
-use rullama_model::{Backend, CpuBackend, GpuBackend, Model, OutputRows};
-
-fn skip() -> bool {
-    let skip = std::env::var_os("RULLAMA_NO_GPU_TESTS").is_some();
-    if skip {
-        eprintln!("RULLAMA_NO_GPU_TESTS is set: GPU backend tests skipped");
-    }
-    skip
-}
+use rullama_model::{Backend, CpuBackend, GpuBackend, OutputRows};
 
 /// Runs of consecutive tensors with one (type, width): how many products they need stacked.
 fn runs<F: AsRef<[u8]>>(file: &GgufFile<F>, names: &[String]) -> usize {
@@ -54,40 +46,14 @@ fn stacked_products<F: AsRef<[u8]>>(file: &GgufFile<F>, n_layer: usize) -> Vec<u
         .collect()
 }
 
-/// The kernels of a prefill of 3 tokens and of one decode step after it, and their logits.
-struct Run {
-    n_layer: usize,
-    prefill: Vec<Kernel>,
-    decode: Vec<Kernel>,
-    logits: Vec<f32>,
-}
-
-fn run(gpu: &Arc<Gpu>, file: &GgufFile, stack_projections: bool) -> Run {
-    let backend = GpuBackend::shared(Arc::clone(gpu)).with_options(GpuOptions {
-        kv_dtype: KvDtype::F32,
-        stack_projections,
-        ..GpuOptions::default()
-    });
-    let mut model = Model::load(file, backend).unwrap();
-    // 600 positions: decode attention in splits, as `tests/gpu.rs` runs it.
-    let mut cache = model.new_cache(600).unwrap();
-    let mut logits = model
-        .forward(&mut cache, &[2, 1000, 3000], 0, OutputRows::All)
-        .unwrap()
-        .data;
-    let prefill = model.backend_mut().last_step_kernels();
-    let l = model
-        .forward(&mut cache, &[4000], 3, OutputRows::Last)
-        .unwrap();
-    logits.extend_from_slice(&l.data);
-    let decode = model.backend_mut().last_step_kernels();
-    Run {
-        n_layer: model.config().n_layer,
-        prefill,
-        decode,
-        logits,
-    }
-}
+/// A prefill of 3 tokens and one decode step after it; 600 positions: decode attention in
+/// splits, as `tests/gpu.rs` runs it.
+const SCRIPT: Script<'static> = Script {
+    ctx: 600,
+    prompt: &[2, 1000, 3000],
+    prompt_rows: OutputRows::All,
+    steps: &[4000],
+};
 
 fn matrix_products(kernels: &[Kernel]) -> usize {
     let matrix = |k: &&Kernel| {
@@ -103,12 +69,17 @@ fn stacks_as_the_file_allows(name: &str) {
     if skip() {
         return;
     }
-    let path = rullama_gguf::store::cached_test_model(name)
-        .unwrap_or_else(|| panic!("test model {name} is not cached: run `cargo xtask models`"));
-    let file = GgufFile::open(&path).unwrap();
-    let gpu = Arc::new(Gpu::open().expect("a GPU adapter (lavapipe will do)"));
-    let stacked = run(&gpu, &file, true);
-    let alone = run(&gpu, &file, false);
+    let file = file(name);
+    let gpu = device();
+    let run_with = |stack_projections| {
+        let options = GpuOptions {
+            kv_dtype: KvDtype::F32,
+            stack_projections,
+            ..GpuOptions::default()
+        };
+        run(&gpu, &file, options, &SCRIPT)
+    };
+    let (stacked, alone) = (run_with(true), run_with(false));
     let n_layer = stacked.n_layer;
     let layers = stacked_products(&file, n_layer);
     // The LM head: a dispatch per chunk of the output matrix (2 on lavapipe for 150k+
@@ -137,9 +108,8 @@ fn stacks_as_the_file_allows(name: &str) {
         matrix_products(&alone.prefill) - matrix_products(&stacked.prefill),
         saving
     );
-    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
     assert!(
-        bits(&stacked.logits) == bits(&alone.logits),
+        stacked.bits() == alone.bits(),
         "{name}: stacked logits differ from the separate products'"
     );
 }

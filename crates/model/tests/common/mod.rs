@@ -10,6 +10,8 @@ use std::sync::{Mutex, OnceLock};
 use rullama_model::cpu::WeightStorage;
 use rullama_model::{CpuBackend, Model};
 
+pub mod gpu;
+
 pub const MODELS: [&str; 3] = ["gemma3-270m", "smollm2-135m", "qwen2.5-0.5b"];
 
 type Shared = &'static Mutex<Model<CpuBackend>>;

@@ -1,0 +1,89 @@
+//! What the GPU executor's integration tests share: the skip switch, the device, a cached
+//! model's file, and one run of a prompt block then decode steps with the kernels each ran.
+
+use std::sync::Arc;
+
+use rullama_gguf::GgufFile;
+use rullama_kernels::{Gpu, Kernel};
+use rullama_model::gpu::GpuOptions;
+use rullama_model::{GpuBackend, Model, OutputRows};
+
+/// Whether `RULLAMA_NO_GPU_TESTS` is set: the GPU tests then skip (and say so) instead of
+/// failing for want of an adapter.
+pub fn skip() -> bool {
+    let skip = std::env::var_os("RULLAMA_NO_GPU_TESTS").is_some();
+    if skip {
+        eprintln!("RULLAMA_NO_GPU_TESTS is set: GPU backend tests skipped");
+    }
+    skip
+}
+
+/// A device for one test (lavapipe will do).
+pub fn device() -> Arc<Gpu> {
+    Arc::new(Gpu::open().expect("a GPU adapter (lavapipe will do)"))
+}
+
+/// The cached test model `name`'s file.
+pub fn file(name: &str) -> GgufFile {
+    let path = rullama_gguf::store::cached_test_model(name)
+        .unwrap_or_else(|| panic!("test model {name} is not cached: run `cargo xtask models`"));
+    GgufFile::open(&path).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// A prompt block, then one-token steps: what [`run`] feeds.
+pub struct Script<'a> {
+    pub ctx: usize,
+    pub prompt: &'a [u32],
+    /// The logits of every prompt row (`All`) or of its last (`Last`).
+    pub prompt_rows: OutputRows,
+    /// Tokens fed one step each after the prompt.
+    pub steps: &'a [u32],
+}
+
+/// The logits of the prompt and of each step, the kernels of the prompt's step and of the
+/// last decode step, and the model's layer count.
+pub struct Run {
+    pub n_layer: usize,
+    pub prefill: Vec<Kernel>,
+    pub decode: Vec<Kernel>,
+    pub logits: Vec<Vec<f32>>,
+}
+
+impl Run {
+    /// Every logit, prompt first, as bits (for bit-for-bit comparisons).
+    pub fn bits(&self) -> Vec<u32> {
+        self.logits.iter().flatten().map(|f| f.to_bits()).collect()
+    }
+}
+
+/// Loads `file` on `gpu` with `options` and runs `script`.
+pub fn run(gpu: &Arc<Gpu>, file: &GgufFile, options: GpuOptions, script: &Script<'_>) -> Run {
+    let backend = GpuBackend::shared(Arc::clone(gpu)).with_options(options);
+    let mut model = Model::load(file, backend).unwrap();
+    let mut cache = model.new_cache(script.ctx).unwrap();
+    let prompt = model
+        .forward(&mut cache, script.prompt, 0, script.prompt_rows)
+        .unwrap();
+    let mut logits = vec![prompt.data];
+    let prefill = model.backend_mut().last_step_kernels();
+    let mut decode = Vec::new();
+    for (i, &t) in script.steps.iter().enumerate() {
+        let pos = script.prompt.len() + i;
+        let step = model
+            .forward(&mut cache, &[t], pos, OutputRows::Last)
+            .unwrap();
+        logits.push(step.data);
+        decode = model.backend_mut().last_step_kernels();
+    }
+    Run {
+        n_layer: model.config().n_layer,
+        prefill,
+        decode,
+        logits,
+    }
+}
+
+/// How many of `kernels` match `f`.
+pub fn count(kernels: &[Kernel], f: impl Fn(&Kernel) -> bool) -> usize {
+    kernels.iter().filter(|k| f(k)).count()
+}
