@@ -8,8 +8,9 @@
 //
 // One workgroup of WG per (tensor, token, head): workgroups 0 .. n_tokens * q_heads do q, the
 // rest do k. Invocation tid holds pairs j = tid + m * WG (m < PAIRS, so head_dim <= 2 * PAIRS
-// * WG = 512), loaded together (all in flight) and kept in registers through the norm's sum
-// and the rotation. Pair j < n_rot / 2 is the rotated pair (j, j + n_rot/2) (NEOX) or
+// * WG = 512), loaded together with their gains, frequencies and the token's position (all in
+// flight before the norm's reduction) and kept in registers through the norm's sum and the
+// rotation. Pair j < n_rot / 2 is the rotated pair (j, j + n_rot/2) (NEOX) or
 // (2j, 2j + 1); pairs past n_rot / 2 are the unrotated dims (2j, 2j + 1), only normed.
 //
 // A k head also goes through `keep` (each finished pair) and `cache_head` (once the head is
@@ -109,13 +110,26 @@ fn main(
     let n_pairs = p.head_dim / 2u;
     let last = p.head_dim - 1u;
 
+    // Every load up front (values, gains, position, frequencies), so they are in flight
+    // together: each round of dependent loads costs a global latency, and the norm's
+    // reduction (barriers) would otherwise sit between the values and the rest.
+    let ps = f32(pos[p.pos_offset + t]);
+    let half = p.n_rot / 2u;
     var x0: array<f32, PAIRS>;
     var x1: array<f32, PAIRS>;
+    var g0: array<f32, PAIRS>;
+    var g1: array<f32, PAIRS>;
+    var fr: array<f32, PAIRS>;
     for (var m = 0u; m < PAIRS; m++) {
         let j = tid + m * WG;
         let d = min(pair(j), vec2<u32>(last));
         x0[m] = select(0.0, load(is_k, base + d.x), j < n_pairs);
         x1[m] = select(0.0, load(is_k, base + d.y), j < n_pairs);
+        if NORM == 1u {
+            g0[m] = gain(is_k, d.x);
+            g1[m] = gain(is_k, d.y);
+        }
+        fr[m] = freqs[min(j, max(half, 1u) - 1u)];
     }
     if NORM == 1u {
         var ss = 0.0;
@@ -124,13 +138,10 @@ fn main(
         }
         let r = 1.0 / sqrt(workgroup_sum(ss, tid) / f32(p.head_dim) + p.eps);
         for (var m = 0u; m < PAIRS; m++) {
-            let d = min(pair(tid + m * WG), vec2<u32>(last));
-            x0[m] = x0[m] * r * gain(is_k, d.x);
-            x1[m] = x1[m] * r * gain(is_k, d.y);
+            x0[m] = x0[m] * r * g0[m];
+            x1[m] = x1[m] * r * g1[m];
         }
     }
-    let ps = f32(pos[p.pos_offset + t]);
-    let half = p.n_rot / 2u;
     for (var m = 0u; m < PAIRS; m++) {
         let j = tid + m * WG;
         // Not a `break`: cache_head's barrier below must stay in uniform control flow.
@@ -139,7 +150,7 @@ fn main(
             var y0 = x0[m];
             var y1 = x1[m];
             if j < half {
-                let a = ps * freqs[j];
+                let a = ps * fr[m];
                 let c = cos(a);
                 let s = sin(a);
                 y0 = x0[m] * c - x1[m] * s;
