@@ -367,3 +367,21 @@ pub fn generate<B: Backend>(
     stats.generation_time = start.elapsed();
     Ok((generated, stats))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Without `--ctx` the session holds the model's training context up to DEFAULT_CTX
+    /// (SmolLM2-135M was trained with 8192); a given `--ctx` is used as is.
+    #[test]
+    fn default_context_is_the_training_context_up_to_4096() {
+        let path = store::cached_test_model("smollm2-135m")
+            .expect("test model smollm2-135m is not cached: run `cargo xtask models`");
+        let mut model = Model::open(path, CpuBackend::new()).unwrap();
+        assert!(model.config().n_ctx_train > DEFAULT_CTX);
+        assert_eq!(open_session(&mut model, None).unwrap().n_ctx(), DEFAULT_CTX);
+        assert_eq!(open_session(&mut model, Some(100)).unwrap().n_ctx(), 100);
+        assert!(open_session(&mut model, Some(0)).is_err());
+    }
+}
