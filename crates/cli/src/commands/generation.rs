@@ -90,7 +90,8 @@ pub fn open_session<B: Backend>(
             Ok(cache) => {
                 if n < wanted {
                     eprintln!(
-                        "note: a context of {wanted} tokens does not fit the GPU's memory;                          using {n} (--ctx sets it)"
+                        "note: a context of {wanted} tokens does not fit the GPU's memory; \
+                         using {n} (--ctx sets it)"
                     );
                 }
                 return Ok(model.session_with(cache));
