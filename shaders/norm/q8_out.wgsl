@@ -19,7 +19,7 @@ var<workgroup> y_round: array<f32, 1024>;
 // invocation, in uniform control flow.
 fn store_q8_group(t: u32, g: u32, tid: u32, v: vec4<f32>) {
     // Row-relative index of the group's first input: a group that starts past n is empty.
-    let start = t * tile_len() + 4u * g * WG;
+    let start = group_start(t, g);
     if start >= p.n {
         return;
     }

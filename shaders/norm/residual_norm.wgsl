@@ -72,10 +72,20 @@ fn tiles() -> u32 {
     return (p.n + tile_len() - 1u) / tile_len();
 }
 
-// Invocation tid's indices in tile t: part c of group g at t * tile_len() + (4g + c) * WG + tid.
+// Row-relative index of group g's first element in tile t.
+fn group_start(t: u32, g: u32) -> u32 {
+    return t * tile_len() + 4u * g * WG;
+}
+
+// Invocation tid's indices in tile t: part c of group g at group_start(t, g) + c * WG + tid.
 fn index(t: u32, tid: u32) -> Index {
-    let i = t * tile_len() + tid + vec4<u32>(0u, WG, 2u * WG, 3u * WG);
-    return Index(i, i + 4u * WG, i + 8u * WG, i + 12u * WG);
+    let parts = vec4<u32>(tid, WG + tid, 2u * WG + tid, 3u * WG + tid);
+    return Index(
+        group_start(t, 0u) + parts,
+        group_start(t, 1u) + parts,
+        group_start(t, 2u) + parts,
+        group_start(t, 3u) + parts,
+    );
 }
 
 // The row's elements of group g at indices i (0 past n, and for a group at or past GROUPS,
