@@ -43,8 +43,7 @@ fn gpu_model(name: &str) -> Model<GpuBackend> {
 }
 
 fn gpu_model_with(name: &str, kv_dtype: KvDtype) -> Model<GpuBackend> {
-    let path = rullama_gguf::store::cached_test_model(name)
-        .unwrap_or_else(|| panic!("test model {name} is not cached: run `cargo xtask models`"));
+    let path = common::cached(name);
     let backend = GpuBackend::open()
         .expect("a GPU adapter (lavapipe will do)")
         .with_options(GpuOptions {
@@ -367,8 +366,7 @@ fn device_memory_is_what_the_backend_allocated() {
     };
     let loaded = model.backend_mut().memory();
     let tensor_bytes = {
-        let path = rullama_gguf::store::cached_test_model("smollm2-135m").unwrap();
-        let file = rullama_gguf::GgufFile::open(path).unwrap();
+        let file = common::gpu::file("smollm2-135m");
         file.tensors().map(|t| t.n_bytes).sum::<u64>()
     };
     assert!(loaded.weights >= tensor_bytes && loaded.weights < tensor_bytes + tensor_bytes / 100);

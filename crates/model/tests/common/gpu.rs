@@ -25,9 +25,7 @@ pub fn device() -> Arc<Gpu> {
 
 /// The cached test model `name`'s file.
 pub fn file(name: &str) -> GgufFile {
-    let path = rullama_gguf::store::cached_test_model(name)
-        .unwrap_or_else(|| panic!("test model {name} is not cached: run `cargo xtask models`"));
-    GgufFile::open(&path).unwrap_or_else(|e| panic!("{name}: {e}"))
+    GgufFile::open(super::cached(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 /// A prompt block, then one-token steps: what [`run`] feeds.

@@ -16,7 +16,8 @@ pub const MODELS: [&str; 3] = ["gemma3-270m", "smollm2-135m", "qwen2.5-0.5b"];
 
 type Shared = &'static Mutex<Model<CpuBackend>>;
 
-fn cached(name: &str) -> PathBuf {
+/// The cached test model `name`'s path (panics, saying how to fetch it, when it is not cached).
+pub fn cached(name: &str) -> PathBuf {
     rullama_gguf::store::cached_test_model(name)
         .unwrap_or_else(|| panic!("test model {name} is not cached: run `cargo xtask models`"))
 }
