@@ -1,17 +1,18 @@
 // Q4_K: 144 bytes per 256 weights = f16 d, f16 dmin, 12 bytes of packed 6-bit (scale, min) for
-// 8 sub-blocks of 32 (formats/scale_min_k4.wgsl), 128 bytes of nibbles. Sub-block u uses bytes
-// 32*(u/2).. of qs, low nibbles when u is even, high when odd. w = d * sc[u] * q - dmin * m[u].
+// 8 sub-blocks of 32 (regrouped at upload: formats/scales_k4.wgsl), 128 bytes of nibbles.
+// Sub-block u uses bytes 32*(u/2).. of qs, low nibbles when u is even, high when odd. w = d * sc[u] * q - dmin * m[u].
 const BLOCK_BYTES: u32 = 144u;
 const BLOCK_UNITS: u32 = 8u;
+// Rows are whole blocks (n_in a multiple of the block): matvec input reads skip the end check.
+const PARTIAL_UNITS: bool = false;
 
 // A matvec row's part of units 2g and 2g + 1 from its sums over their inputs: qa, qb =
 // sum q x, sa, sb = sum x; `head` is the super-block's first vec4 (d, dmin, packed scales).
 // Shared by the f32 and the int8-input dot files (matvec/dot_q4_k.wgsl, dot8_q4_k.wgsl).
 fn q4_k_row(head: vec4<u32>, g: u32, qa: f32, qb: f32, sa: f32, sb: f32) -> f32 {
-    let a = scale_min_k4_words(head.yzw, 2u * g);
-    let b = scale_min_k4_words(head.yzw, 2u * g + 1u);
+    let s = scales_k4_pair(head.yzw, g);
     let dm = unpack2x16float(head.x);
-    return dm.x * (a.x * qa + b.x * qb) - dm.y * (a.y * sa + b.y * sb);
+    return dm.x * (s.x * qa + s.y * qb) - dm.y * (s.z * sa + s.w * sb);
 }
 
 fn decode_unit(blk: u32, unit: u32) {

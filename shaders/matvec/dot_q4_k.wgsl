@@ -3,7 +3,7 @@
 // neighbouring lanes. Lane j (g = j / 2, h = j % 2) loads one vec4, bytes 32g + 16h .. + 16
 // of the 128 bytes of nibbles: positions 16h .. 16h + 15 of unit 2g (low
 // nibbles) and of unit 2g + 1 (high nibbles). The first vec4 holds f16 d, f16 dmin and the 12
-// bytes of packed 6-bit (scale, min) (formats/scale_min_k4.wgsl); `q4_k_row` (formats/q4_k.wgsl)
+// bytes of packed 6-bit (scale, min) (formats/scales_k4.wgsl); `q4_k_row` (formats/q4_k.wgsl)
 // applies them. w = d * sc * q - dmin * m.
 const PARTS: u32 = 8u;
 const STEP_UNITS: u32 = 8u;

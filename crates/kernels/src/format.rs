@@ -55,8 +55,9 @@ const Q5K: ShaderFile = shader_file!("formats/q5_k.wgsl");
 const Q6K: ShaderFile = shader_file!("formats/q6_k.wgsl");
 /// Q5_0's and Q5_1's 5-bit codes: one copy for both decoders and dot files.
 const Q5_CODES: ShaderFile = shader_file!("formats/q5_codes.wgsl");
-/// Q4_K's and Q5_K's packed 6-bit (scale, min) pairs: one copy for both decoders and dot files.
-const SCALE_MIN_K4: ShaderFile = shader_file!("formats/scale_min_k4.wgsl");
+/// Q4_K's and Q5_K's 6-bit (scale, min) pairs, regrouped at upload: one copy for both decoders
+/// and dot files.
+const SCALES_K4: ShaderFile = shader_file!("formats/scales_k4.wgsl");
 
 impl GpuFormat {
     pub const ALL: [GpuFormat; 13] = [
@@ -123,8 +124,8 @@ impl GpuFormat {
             GpuFormat::Q5_1 => &[&Q5_CODES, &Q5_1],
             GpuFormat::Q2K => &[&Q2K],
             GpuFormat::Q3K => &[&Q3K],
-            GpuFormat::Q4K => &[&SCALE_MIN_K4, &Q4K],
-            GpuFormat::Q5K => &[&SCALE_MIN_K4, &Q5K],
+            GpuFormat::Q4K => &[&SCALES_K4, &Q4K],
+            GpuFormat::Q5K => &[&SCALES_K4, &Q5K],
             GpuFormat::Q6K => &[&Q6K],
         }
     }
@@ -150,6 +151,13 @@ impl GpuFormat {
             GpuFormat::Q6K => Some(Q6K_FIELDS),
             _ => None,
         }
+    }
+
+    /// Whether the GPU holds the block's 6-bit scales and mins regrouped
+    /// ([`crate::layout::regroup_scales_k4`]; WGSL `formats/scales_k4.wgsl`): Q4_K and Q5_K,
+    /// whose blocks otherwise keep GGUF's layout (144 and 176 bytes: 16-byte aligned already).
+    pub fn regroups_scales(self) -> bool {
+        matches!(self, GpuFormat::Q4K | GpuFormat::Q5K)
     }
 
     pub fn name(self) -> &'static str {
