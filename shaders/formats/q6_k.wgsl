@@ -6,23 +6,21 @@
 // w = d * scale * (q - 32).
 const BLOCK_BYTES: u32 = 210u;
 const BLOCK_UNITS: u32 = 8u;
+// Rows are whole blocks (n_in a multiple of the block): matvec input reads skip the end check.
+const PARTIAL_UNITS: bool = false;
 
 // int8 scale `s` (0..15) of a block's scale vec4.
 fn q6_k_scale(sc: vec4<u32>, s: u32) -> f32 {
     return f32(sbyte(sc[s >> 2u], s & 3u));
 }
 
-// A matvec lane's part of a row (positions 16h .. 16h + 15 of the four quarters of half n)
-// from its quarter sums s (sum (q - 32) x), the block's 16 scales `sc` and its d. Shared by
-// the f32 and the int8-input dot files (matvec/dot_q6_k.wgsl, dot8_q6_k.wgsl).
-fn q6_k_row(sc: vec4<u32>, d: f32, n: u32, h: u32, s: vec4<f32>) -> f32 {
-    let scales = vec4<f32>(
-        q6_k_scale(sc, 8u * n + h),
-        q6_k_scale(sc, 8u * n + 2u + h),
-        q6_k_scale(sc, 8u * n + 4u + h),
-        q6_k_scale(sc, 8u * n + 6u + h),
-    );
-    return d * dot(scales, s);
+// A matvec lane's scales, of quarters j and j + 2 of half n at positions 16h .. 16h + 15 of
+// block bi (scale indices 8n + 2j + h and 8n + 2j + 4 + h: byte
+// b = 2j + h of words 2n and 2n + 1 of the block's scale vec4). Shared by the f32 and the
+// int8-input dot files (matvec/dot_q6_k.wgsl, dot8_q6_k.wgsl).
+fn q6_k_scale_pair(bi: u32, n: u32, b: u32) -> vec2<f32> {
+    let s = 4u * plane_start(1u) + 4u * bi + 2u * n;
+    return vec2<f32>(f32(sbyte(wd(s), b)), f32(sbyte(wd(s + 1u), b)));
 }
 
 fn decode_unit(blk: u32, unit: u32) {

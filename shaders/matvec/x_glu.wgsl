@@ -37,7 +37,8 @@ fn up1(i: u32) -> f32 {
 fn x4(i: u32) -> vec4<f32> {
     var g: vec4<f32>;
     var u: vec4<f32>;
-    if x_aligned && i + 3u < x_end {
+    // No check for rows of whole blocks, as in x_plain.wgsl.
+    if !PARTIAL_UNITS || (x_aligned && i + 3u < x_end) {
         g = gate[i >> 2u];
         u = up[(i + up_shift) >> 2u];
     } else {

@@ -21,7 +21,10 @@ fn x1(i: u32) -> f32 {
 
 // x[i .. i + 4], zero past n_in.
 fn x4(i: u32) -> vec4<f32> {
-    if x_aligned && i + 3u < x_end {
+    // Rows of whole blocks (the format's PARTIAL_UNITS false) never read past the row, and
+    // `Input::bind` refuses their x at an offset that is not a multiple of 4: no check, which
+    // lets the loads issue back to back (H100, 4096x14336 Q6_K: 64.2% -> 68.9% of 2.18 TB/s).
+    if !PARTIAL_UNITS || (x_aligned && i + 3u < x_end) {
         return x[i >> 2u];
     }
     return vec4<f32>(x1(i), x1(i + 1u), x1(i + 2u), x1(i + 3u));

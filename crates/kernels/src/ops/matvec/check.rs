@@ -220,7 +220,9 @@ fn glu_parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
     let case = Case::random(rng);
     let act = rng.pick(&[Activation::GeluTanh, Activation::Silu]);
     let fused = rng.bool();
-    let aligned = rng.bool();
+    // Block formats refuse unaligned inputs (`check_vec4_start`): only F32/F16/BF16 rows
+    // take the scalar path.
+    let aligned = case.format.block_weights() > 1 || rng.bool();
     let mut offset = || {
         if aligned {
             4 * rng.range(0, 2)
@@ -377,6 +379,36 @@ mod tests {
         assert!(matches!(r, Err(GpuError::InvalidParams { .. })), "{r:?}");
     }
 
+    /// Block formats read their input as unchecked vec4s, so an input that does not start at
+    /// a multiple of 4 floats is refused (plain and GLU); F32 rows check every read and take it.
+    #[test]
+    fn block_formats_refuse_unaligned_inputs() {
+        let Some(gpu) = testutil::gpu() else { return };
+        let y = GpuTensor::zeros(gpu, &[4], crate::Dtype::F32);
+        for (format, refused) in [(GpuFormat::Q4K, true), (GpuFormat::F32, false)] {
+            let case = Case {
+                format,
+                n_out: 4,
+                n_blocks: 1,
+                chunk_rows: 4,
+                seed: 1,
+                bias: false,
+            };
+            let (wt, _) = case.weight(gpu).unwrap();
+            let n_in = wt.shape.n_in;
+            let t = GpuTensor::zeros(gpu, &[n_in + 4], crate::Dtype::F32);
+            let plain = ops(&wt, Input::Plain(View::at(&t, 2)), None, (&y).into());
+            assert_eq!(plain.is_err(), refused, "{format:?} plain: {plain:?}");
+            let glu = Input::Glu {
+                act: Activation::Silu,
+                gate: View::at(&t, 0),
+                up: View::at(&t, 1),
+            };
+            let glu = ops(&wt, glu, None, (&y).into());
+            assert_eq!(glu.is_err(), refused, "{format:?} GLU: {glu:?}");
+        }
+    }
+
     /// The entry point without subgroup operations, on a device opened without SUBGROUP.
     #[test]
     fn plain_reduction() {
@@ -424,7 +456,12 @@ mod tests {
                 bias: false,
             };
             let act = [Activation::GeluTanh, Activation::Silu][i % 2];
-            let (gate_at, up_gap) = [(0, 0), (1, 2), (4, 3), (3, 4)][i % 4];
+            // Unaligned views only for the formats that take them (`check_vec4_start`).
+            let (gate_at, up_gap) = if f.block_weights() > 1 {
+                [(0, 0), (4, 4), (4, 0), (0, 4)][i % 4]
+            } else {
+                [(0, 0), (1, 2), (4, 3), (3, 4)][i % 4]
+            };
             for fused in [false, true] {
                 let place = GluPlace {
                     act,
@@ -450,7 +487,7 @@ mod tests {
                 assert_eq!(lane_layout(f, InputKind::Q8), (parts, step_units), "{f:?}");
             }
         }
-        assert_eq!(workgroup_size(GpuFormat::Q6K, InputKind::Plain, 4096), 64);
+        assert_eq!(workgroup_size(GpuFormat::Q6K, InputKind::Plain, 2048), 64);
         assert_eq!(workgroup_size(GpuFormat::Q8_0, InputKind::Plain, 4096), 128);
         assert_eq!(workgroup_size(GpuFormat::Q4_0, InputKind::Plain, 640), 32);
         assert!(

@@ -209,8 +209,8 @@ pub const ROWS: usize = 4;
 
 /// Invocations per workgroup for rows of `n_in` weights read with input `input`: one lane per
 /// (step, part) of a row, rounded up to a power of two, between 32 (a subgroup) and
-/// [`MAX_WORKGROUP`]. Shorter rows would otherwise leave lanes idle (Q6_K at n_in 4096 has
-/// 16 steps of 4 parts). Only speed depends on it: the kernel loops over whatever steps its
+/// [`MAX_WORKGROUP`]. Shorter rows would otherwise leave lanes idle (Q6_K at n_in 2048 has
+/// 8 steps of 8 parts). Only speed depends on it: the kernel loops over whatever steps its
 /// lanes do not cover.
 pub fn workgroup_size(f: GpuFormat, input: InputKind, n_in: usize) -> u32 {
     let (parts, step_units) = lane_layout(f, input);
@@ -430,6 +430,19 @@ fn invalid(op: &'static str, detail: String) -> GpuError {
     GpuError::InvalidParams { op, detail }
 }
 
+/// The matvec of a block format reads its input as whole vec4s with no end check (the
+/// format file's `PARTIAL_UNITS` is false: rows are whole blocks), so the input must start at
+/// a multiple of 4 floats. F32/F16/BF16 rows of any length check every read instead.
+fn check_vec4_start(what: &'static str, f: GpuFormat, offset: usize) -> Result<(), GpuError> {
+    if f.block_weights() > 1 && !offset.is_multiple_of(4) {
+        return Err(invalid(
+            what,
+            format!("{f:?} input at float {offset}: not a multiple of 4 (vec4 reads)"),
+        ));
+    }
+    Ok(())
+}
+
 impl<'a> Input<'a> {
     /// Checks this input against a weight of shape `s` and the epilogue `out`, and binds it.
     fn bind(self, s: WeightShape, out: Epilogue) -> Result<Bound<'a>, GpuError> {
@@ -446,6 +459,7 @@ impl<'a> Input<'a> {
         match self {
             Input::Plain(x) => {
                 x.check("matvec x", s.n_in)?;
+                check_vec4_start("matvec x", f, x.offset)?;
                 Ok(bound(Kernel::Matvec(f, out), InputKind::Plain, x))
             }
             Input::Glu { .. } if out != Epilogue::STORE => Err(invalid(
@@ -455,6 +469,8 @@ impl<'a> Input<'a> {
             Input::Glu { act, gate, up } => {
                 gate.check("matvec_glu gate", s.n_in)?;
                 up.check("matvec_glu up", s.n_in)?;
+                check_vec4_start("matvec_glu gate", f, gate.offset)?;
+                check_vec4_start("matvec_glu up", f, up.offset)?;
                 Ok(Bound {
                     up: Some(&up.t.buf),
                     up_offset: up.offset as u32,
