@@ -278,9 +278,12 @@ fn bench_quantize(ctx: &Ctx, c: &mut Criterion) {
 /// it replaces (`glu` then `matvec`); gate and up are one fused gate|up tensor.
 fn bench_matvec_glu(ctx: &Ctx, c: &mut Criterion) {
     let gpu = &ctx.gpu;
-    // gemma-3-270m's down projection (GEGLU), a 7B-sized one (SwiGLU).
+    // gemma-3-270m's down projection (GEGLU), gemma3-4b's (GEGLU; Q4_K or Q6_K by layer in
+    // llama.cpp's Q4_K_M mix), a 7B-sized one (SwiGLU).
     let mut cases = vec![
         (GpuFormat::Q4K, 2048, 640, Activation::GeluTanh),
+        (GpuFormat::Q4K, 10240, 2560, Activation::GeluTanh),
+        (GpuFormat::Q6K, 10240, 2560, Activation::GeluTanh),
         (GpuFormat::Q4K, 14336, 4096, Activation::Silu),
     ];
     if gpu.info.device_type == wgpu::DeviceType::Cpu {
