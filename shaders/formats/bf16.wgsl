@@ -3,8 +3,6 @@
 // shift (exact, no float feature needed).
 const BLOCK_BYTES: u32 = 64u;
 const BLOCK_UNITS: u32 = 1u;
-// Rows may end inside a unit of 32 (n_in is any length): matvec input reads check the end.
-const PARTIAL_UNITS: bool = true;
 
 // The two bf16 of a little-endian word (the low half first), widened to f32.
 fn bf16_pair(word: u32) -> vec2<f32> {

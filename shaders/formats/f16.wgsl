@@ -2,8 +2,6 @@
 // the caller masks weights past n_in).
 const BLOCK_BYTES: u32 = 64u;
 const BLOCK_UNITS: u32 = 1u;
-// Rows may end inside a unit of 32 (n_in is any length): matvec input reads check the end.
-const PARTIAL_UNITS: bool = true;
 
 fn decode_unit(blk: u32, unit: u32) {
     for (var i = 0u; i < 16u; i++) {

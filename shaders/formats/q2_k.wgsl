@@ -5,8 +5,6 @@
 // w = (d * sc) * q - dmin * m.
 const BLOCK_BYTES: u32 = 84u;
 const BLOCK_UNITS: u32 = 8u;
-// Rows are whole blocks (n_in a multiple of the block): matvec input reads skip the end check.
-const PARTIAL_UNITS: bool = false;
 
 // (d * sc, dmin * m) of sub-block `s` (0..15, 16 weights), formed as the quant crate forms them.
 fn q2_k_scale_min(blk: u32, s: u32) -> vec2<f32> {

@@ -4,8 +4,6 @@
 // (low | h << 2) - 4 (h set: low; clear: low - 4). w = (d * (sc - 32)) * level.
 const BLOCK_BYTES: u32 = 110u;
 const BLOCK_UNITS: u32 = 8u;
-// Rows are whole blocks (n_in a multiple of the block): matvec input reads skip the end check.
-const PARTIAL_UNITS: bool = false;
 
 // d * (sc - 32) of sub-block `j` (0..15, 16 weights): sc's low 4 bits are nibble j / 8 of byte
 // j % 8, its top 2 bits are bits 2 (j / 4) of byte 8 + j % 4.

@@ -3,8 +3,6 @@
 // high nibbles 16..31. w = d * q + m.
 const BLOCK_BYTES: u32 = 20u;
 const BLOCK_UNITS: u32 = 1u;
-// Rows are whole blocks (n_in a multiple of the block): matvec input reads skip the end check.
-const PARTIAL_UNITS: bool = false;
 
 fn decode_unit(blk: u32, unit: u32) {
     let bi = blk / BLOCK_BYTES;

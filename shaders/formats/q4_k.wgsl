@@ -1,10 +1,9 @@
 // Q4_K: 144 bytes per 256 weights = f16 d, f16 dmin, 12 bytes of packed 6-bit (scale, min) for
 // 8 sub-blocks of 32 (regrouped at upload: formats/scales_k4.wgsl), 128 bytes of nibbles.
-// Sub-block u uses bytes 32*(u/2).. of qs, low nibbles when u is even, high when odd. w = d * sc[u] * q - dmin * m[u].
+// Sub-block u uses bytes 32*(u/2).. of qs, low nibbles when u is even, high when odd.
+// w = d * sc[u] * q - dmin * m[u].
 const BLOCK_BYTES: u32 = 144u;
 const BLOCK_UNITS: u32 = 8u;
-// Rows are whole blocks (n_in a multiple of the block): matvec input reads skip the end check.
-const PARTIAL_UNITS: bool = false;
 
 // A matvec row's part of units 2g and 2g + 1 from its sums over their inputs: qa, qb =
 // sum q x, sa, sb = sum x; `head` is the super-block's first vec4 (d, dmin, packed scales).

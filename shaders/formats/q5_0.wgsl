@@ -5,8 +5,6 @@
 // w = d * (q - 16).
 const BLOCK_BYTES: u32 = 22u;
 const BLOCK_UNITS: u32 = 1u;
-// Rows are whole blocks (n_in a multiple of the block): matvec input reads skip the end check.
-const PARTIAL_UNITS: bool = false;
 
 fn decode_unit(blk: u32, unit: u32) {
     let bi = blk / BLOCK_BYTES;

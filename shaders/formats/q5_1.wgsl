@@ -2,8 +2,6 @@
 // formats/q5_codes.wgsl. w = q * d + m (the quant crate's order, so weights match exactly).
 const BLOCK_BYTES: u32 = 24u;
 const BLOCK_UNITS: u32 = 1u;
-// Rows are whole blocks (n_in a multiple of the block): matvec input reads skip the end check.
-const PARTIAL_UNITS: bool = false;
 
 fn decode_unit(blk: u32, unit: u32) {
     let d = load_f16(blk);

@@ -1,11 +1,9 @@
 // Q5_K: 176 bytes per 256 weights = Q4_K's layout (f16 d, f16 dmin, 12 bytes of packed 6-bit
 // (scale, min), regrouped at upload: formats/scales_k4.wgsl) with 32 bytes of fifth bits qh
-// before the 128 bytes of nibbles qs: weight l of unit u (32 weights) is nibble u % 2 of qs[32 (u / 2) + l]
-// with bit u of qh[l] as its fifth bit. w = (d * sc[u]) * q - dmin * m[u].
+// before the 128 bytes of nibbles qs: weight l of unit u (32 weights) is nibble u % 2 of
+// qs[32 (u / 2) + l] with bit u of qh[l] as its fifth bit. w = (d * sc[u]) * q - dmin * m[u].
 const BLOCK_BYTES: u32 = 176u;
 const BLOCK_UNITS: u32 = 8u;
-// Rows are whole blocks (n_in a multiple of the block): matvec input reads skip the end check.
-const PARTIAL_UNITS: bool = false;
 
 fn decode_unit(blk: u32, unit: u32) {
     let sm = scale_min_k4(blk + 4u, unit);

@@ -6,8 +6,6 @@
 // w = d * scale * (q - 32).
 const BLOCK_BYTES: u32 = 210u;
 const BLOCK_UNITS: u32 = 8u;
-// Rows are whole blocks (n_in a multiple of the block): matvec input reads skip the end check.
-const PARTIAL_UNITS: bool = false;
 
 // int8 scale `s` (0..15) of a block's scale vec4.
 fn q6_k_scale(sc: vec4<u32>, s: u32) -> f32 {

@@ -18,14 +18,11 @@ fn scales_k4_pair(s: vec3<u32>, g: u32) -> vec4<f32> {
     return vec4<f32>(low | (high << vec4<u32>(4u)));
 }
 
-// (sc[unit], m[unit]) from the three scale words `s`. Branch-free: neighbouring lanes of a
-// kernel take different units.
+// (sc[unit], m[unit]) from the three scale words `s`: its pair's, picked without a branch
+// (neighbouring lanes of a kernel take different units).
 fn scale_min_k4_words(s: vec3<u32>, unit: u32) -> vec2<f32> {
-    let b = (s >> vec3<u32>(8u * (unit >> 1u))) & vec3<u32>(0xffu);
-    let o = unit & 1u;
-    let sc = ((b.x >> (4u * o)) & 15u) | (((b.z >> (2u * o)) & 3u) << 4u);
-    let m = ((b.y >> (4u * o)) & 15u) | (((b.z >> (4u + 2u * o)) & 3u) << 4u);
-    return vec2<f32>(f32(sc), f32(m));
+    let v = scales_k4_pair(s, unit >> 1u);
+    return select(v.xz, v.yw, (unit & 1u) == 1u);
 }
 
 // (sc[unit], m[unit]) from the 12 scale bytes at byte offset `s`.

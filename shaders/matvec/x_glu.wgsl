@@ -14,6 +14,8 @@ var<private> x_end: u32;
 var<private> x_aligned: bool;
 // up's index minus gate's (mod 2^32).
 var<private> up_shift: u32;
+// As in x_plain.wgsl: false for rows of whole blocks, whose reads need no check.
+override PARTIAL_UNITS: bool = true;
 
 fn x_begin() {
     x_end = p.x_offset + p.n_in;

@@ -8,6 +8,10 @@
 var<private> x_end: u32;
 // x_offset % 4 == 0: every x4(i) the parts ask for is then vec4-aligned.
 var<private> x_aligned: bool;
+// Whether a row may end inside a unit of 32 (F32/F16/BF16 rows of any length): set from Rust
+// (`matvec::whole_block_rows`), which refuses block-format inputs that do not start at a
+// multiple of 4 floats (`check_vec4_start`), so their reads need no check.
+override PARTIAL_UNITS: bool = true;
 
 fn x_begin() {
     x_end = p.x_offset + p.n_in;
@@ -21,9 +25,8 @@ fn x1(i: u32) -> f32 {
 
 // x[i .. i + 4], zero past n_in.
 fn x4(i: u32) -> vec4<f32> {
-    // Rows of whole blocks (the format's PARTIAL_UNITS false) never read past the row, and
-    // `Input::bind` refuses their x at an offset that is not a multiple of 4: no check, which
-    // lets the loads issue back to back (H100, 4096x14336 Q6_K: 64.2% -> 68.9% of 2.18 TB/s).
+    // Rows of whole blocks never read past the row and start at a multiple of 4: no check,
+    // which lets the loads issue back to back (H100, 4096x14336 Q6_K: 64.2% -> 68.9% of 2.18 TB/s).
     if !PARTIAL_UNITS || (x_aligned && i + 3u < x_end) {
         return x[i >> 2u];
     }

@@ -166,7 +166,7 @@ mod tests {
             // Every value 0..63 appears as a scale and a min in the first 8 cases.
             if case < 8 {
                 let v: [u8; 8] = std::array::from_fn(|j| (8 * case + j) as u8);
-                packed = pack_k4(&v, &v.map(|x| 63 - x));
+                packed = rullama_quant::kquants::pack_scale_min_k4(&v, &v.map(|x| 63 - x));
             }
             let (sc, m) = rullama_quant::kquants::unpack_scale_min_k4(&packed);
             let r = regroup_scales_k4(&packed);
@@ -184,22 +184,6 @@ mod tests {
                 assert_eq!(pair, want, "case {case} pair {g}");
             }
         }
-    }
-
-    /// GGML's packing of eight scales and mins (test input for the regrouping).
-    fn pack_k4(sc: &[u8; 8], m: &[u8; 8]) -> [u8; 12] {
-        let mut q = [0u8; 12];
-        for j in 0..8 {
-            if j < 4 {
-                q[j] = sc[j];
-                q[j + 4] = m[j];
-            } else {
-                q[j + 4] = (sc[j] & 15) | ((m[j] & 15) << 4);
-                q[j - 4] |= (sc[j] >> 4) << 6;
-                q[j] |= (m[j] >> 4) << 6;
-            }
-        }
-        q
     }
 
     /// Q4_K and Q5_K blocks keep their bytes in place except the 12 scale bytes.

@@ -228,9 +228,9 @@ impl Kernel {
     /// WGSL `override` constants this variant sets (besides the workgroup size).
     fn constants(self) -> Vec<(&'static str, f64)> {
         match self {
-            Kernel::Glu(a) | Kernel::MatvecGlu(_, a) | Kernel::QuantizeQ8Glu(a) => {
-                vec![("ACT", a.code())]
-            }
+            Kernel::Glu(a) | Kernel::QuantizeQ8Glu(a) => vec![("ACT", a.code())],
+            Kernel::MatvecGlu(f, a) => vec![("ACT", a.code()), partial_units(f)],
+            Kernel::Matvec(f, _) => vec![partial_units(f)],
             Kernel::Rope(m) => vec![("NEOX", m.code())],
             Kernel::ResidualNorm {
                 pre_norm, groups, ..
@@ -246,6 +246,14 @@ impl Kernel {
             _ => Vec::new(),
         }
     }
+}
+
+/// The matvec input files' `PARTIAL_UNITS` override for weights of format `f`.
+fn partial_units(f: GpuFormat) -> (&'static str, f64) {
+    (
+        "PARTIAL_UNITS",
+        f64::from(u8::from(!matvec::whole_block_rows(f))),
+    )
 }
 
 /// What identifies one pipeline: the kernel and the WGSL overrides it is built with.

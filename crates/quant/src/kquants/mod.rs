@@ -22,7 +22,7 @@ pub use q4_k::{BlockQ4K, Q4K};
 pub use q5_k::{BlockQ5K, Q5K};
 pub use q6_k::{BlockQ6K, Q6K};
 pub use q8_k::{BlockQ8K, Q8K};
-pub use scales::unpack_scale_min_k4;
+pub use scales::{pack_scale_min_k4, unpack_scale_min_k4};
 
 /// Weights per super-block, for every k-quant (GGML's `QK_K`).
 pub const QK_K: usize = 256;

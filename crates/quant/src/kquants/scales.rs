@@ -258,7 +258,7 @@ pub fn unpack_scale_min_k4(q: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
 }
 
 /// The inverse of [`get_scale_min_k4`]: packs eight 6-bit scales and mins.
-pub(super) fn pack_scale_min_k4(scales: &[u8; 8], mins: &[u8; 8]) -> [u8; 12] {
+pub fn pack_scale_min_k4(scales: &[u8; 8], mins: &[u8; 8]) -> [u8; 12] {
     let mut q = [0u8; 12];
     for j in 0..8 {
         let (ls, lm) = (scales[j], mins[j]);

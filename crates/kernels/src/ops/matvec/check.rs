@@ -10,7 +10,7 @@ use crate::parity::data::{Rng, n_in_step, random_f32, random_weight};
 use crate::parity::{Check, Compare, U, run_read};
 use crate::tensor::{GpuTensor, GpuWeight, View, WeightShape};
 
-use super::{Input, matvec_bias_input, matvec_glu, matvec_input};
+use super::{Input, matvec_bias_input, matvec_glu, matvec_input, whole_block_rows};
 
 /// CPU reference: `y = W x` in f64 over the dequantized rows (`w` is `n_out * n_in`, row-major).
 /// Also returns `sum_i |w_i x_i|` per row, the scale of the rounding error bound.
@@ -222,7 +222,7 @@ fn glu_parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
     let fused = rng.bool();
     // Block formats refuse unaligned inputs (`check_vec4_start`): only F32/F16/BF16 rows
     // take the scalar path.
-    let aligned = case.format.block_weights() > 1 || rng.bool();
+    let aligned = whole_block_rows(case.format) || rng.bool();
     let mut offset = || {
         if aligned {
             4 * rng.range(0, 2)
@@ -457,7 +457,7 @@ mod tests {
             };
             let act = [Activation::GeluTanh, Activation::Silu][i % 2];
             // Unaligned views only for the formats that take them (`check_vec4_start`).
-            let (gate_at, up_gap) = if f.block_weights() > 1 {
+            let (gate_at, up_gap) = if whole_block_rows(f) {
                 [(0, 0), (4, 4), (4, 0), (0, 4)][i % 4]
             } else {
                 [(0, 0), (1, 2), (4, 3), (3, 4)][i % 4]

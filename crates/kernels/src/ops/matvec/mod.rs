@@ -430,11 +430,18 @@ fn invalid(op: &'static str, detail: String) -> GpuError {
     GpuError::InvalidParams { op, detail }
 }
 
-/// The matvec of a block format reads its input as whole vec4s with no end check (the
-/// format file's `PARTIAL_UNITS` is false: rows are whole blocks), so the input must start at
-/// a multiple of 4 floats. F32/F16/BF16 rows of any length check every read instead.
+/// Whether rows of `f` are whole blocks of 32 or more weights: then no input read passes the
+/// row's end, and the matvec reads its input as unchecked vec4s (WGSL override
+/// `PARTIAL_UNITS` false in matvec/x_plain.wgsl and x_glu.wgsl). F32/F16/BF16 rows may have
+/// any length and check every read.
+pub(crate) fn whole_block_rows(f: GpuFormat) -> bool {
+    f.block_weights() > 1
+}
+
+/// Unchecked vec4 reads (`whole_block_rows`) need the input to start at a multiple of 4
+/// floats.
 fn check_vec4_start(what: &'static str, f: GpuFormat, offset: usize) -> Result<(), GpuError> {
-    if f.block_weights() > 1 && !offset.is_multiple_of(4) {
+    if whole_block_rows(f) && !offset.is_multiple_of(4) {
         return Err(invalid(
             what,
             format!("{f:?} input at float {offset}: not a multiple of 4 (vec4 reads)"),
