@@ -25,7 +25,12 @@ fn scale_min_k4_words(s: vec3<u32>, unit: u32) -> vec2<f32> {
     return select(v.xz, v.yw, (unit & 1u) == 1u);
 }
 
+// The three scale words at byte offset `s` (any alignment).
+fn scales_k4_words_at(s: u32) -> vec3<u32> {
+    return vec3<u32>(load_u32(s), load_u32(s + 4u), load_u32(s + 8u));
+}
+
 // (sc[unit], m[unit]) from the 12 scale bytes at byte offset `s`.
 fn scale_min_k4(s: u32, unit: u32) -> vec2<f32> {
-    return scale_min_k4_words(vec3<u32>(load_u32(s), load_u32(s + 4u), load_u32(s + 8u)), unit);
+    return scale_min_k4_words(scales_k4_words_at(s), unit);
 }

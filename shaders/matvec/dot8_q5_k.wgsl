@@ -21,11 +21,11 @@ fn part_dot(blk: u32, unit: u32, part: u32, xb: u32) -> f32 {
     let a2 = xq4_lo(ia);
     let c1 = xq4(ic);
     let c2 = xq4_lo(ic);
-    let a = scale_min_k4(blk + 4u, 2u * g);
-    let b = scale_min_k4(blk + 4u, 2u * g + 1u);
+    // (sc, sc, m, m) of units 2g and 2g + 1.
+    let s = scales_k4_pair(scales_k4_words_at(blk + 4u), g);
     let d = load_f16(blk);
     let dmin = load_f16(blk + 2u);
-    let ua = d * a.x * f32(dot8(ca, a1, a2)) - dmin * a.y * f32(dot8(0x01010101u, a1, a2));
-    let uc = d * b.x * f32(dot8(cc, c1, c2)) - dmin * b.y * f32(dot8(0x01010101u, c1, c2));
+    let ua = d * s.x * f32(dot8(ca, a1, a2)) - dmin * s.z * f32(dot8(0x01010101u, a1, a2));
+    let uc = d * s.y * f32(dot8(cc, c1, c2)) - dmin * s.w * f32(dot8(0x01010101u, c1, c2));
     return xd(ia) * ua + xd(ic) * uc;
 }

@@ -16,11 +16,11 @@ fn part_dot(blk: u32, unit: u32, part: u32, xb: u32) -> f32 {
     let cc = ((q >> 4u) & 0x0f0f0f0fu) | (((h >> 1u) & 0x01010101u) << 4u);
     let xa = x4(xb + 64u * g + l);
     let xc = x4(xb + 64u * g + 32u + l);
-    let a = scale_min_k4(blk + 4u, 2u * g);
-    let b = scale_min_k4(blk + 4u, 2u * g + 1u);
+    // (sc, sc, m, m) of units 2g and 2g + 1.
+    let s = scales_k4_pair(scales_k4_words_at(blk + 4u), g);
     let d = load_f16(blk);
     let dmin = load_f16(blk + 2u);
     let one = vec4<f32>(1.0);
-    return d * (a.x * dot(vec4<f32>(unpack4xU8(ca)), xa) + b.x * dot(vec4<f32>(unpack4xU8(cc)), xc))
-        - dmin * (a.y * dot(xa, one) + b.y * dot(xc, one));
+    return d * (s.x * dot(vec4<f32>(unpack4xU8(ca)), xa) + s.y * dot(vec4<f32>(unpack4xU8(cc)), xc))
+        - dmin * (s.z * dot(xa, one) + s.w * dot(xc, one));
 }
