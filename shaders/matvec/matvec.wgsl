@@ -16,7 +16,9 @@
 // workgroup-memory tree; reduce_subgroup.wgsl: subgroupAdd, then one value per subgroup),
 // which also writes y. The input comes through `x4(i)` (inputs i .. i + 4, i counted from
 // the buffer's start, so x_offset included), defined by the input file: matvec/x_plain.wgsl
-// (a vector) or matvec/x_glu.wgsl (act(gate) * up, computed as it is read); or, for a vector
+// (a vector), matvec/x_glu.wgsl (act(gate) * up, computed as it is read) or
+// matvec/x_norm.wgsl (a residual add and RMSNorm, computed into workgroup memory by
+// `x_begin` before the loop); or, for a vector
 // quantized to two int8 digits per input in blocks of 32 (matvec/x_q8.wgsl, read by the
 // dot8_<type>.wgsl files), through `xq16(i)` / `xq4(i)` and `xq16_lo(i)` / `xq4_lo(i)` (the
 // packed first and second digits), `dot8` (their exact integer dot with weight codes) and
@@ -46,6 +48,17 @@ struct Params {
     _pad_split: u32,
     y_offsets: vec4<u32>,
     y_strides: vec4<u32>,
+    // The residual stream and the norms of matvec/x_norm.wgsl (unused by the other inputs):
+    // where h starts, where the updated h and the normed x are stored, the norms' eps, and
+    // 1 when `a` takes its own norm first (Gemma's post-norms).
+    h_offset: u32,
+    h_out_offset: u32,
+    x_out_offset: u32,
+    eps: f32,
+    pre: u32,
+    _pad_norm0: u32,
+    _pad_norm1: u32,
+    _pad_norm2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -71,7 +84,7 @@ fn first_row(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
 // This invocation's partial dot products for rows row0 .. row0 + R (rows past the chunk
 // repeat its last row; their sums are never stored).
 fn accumulate(row0: u32, tid: u32) -> vec4<f32> {
-    x_begin();
+    x_begin(row0, tid);
     planes_begin();
     let last = p.n_rows - 1u;
     let r0 = w_row(row0) * p.row_bytes;

@@ -17,7 +17,7 @@ var<private> up_shift: u32;
 // As in x_plain.wgsl: false for rows of whole blocks, whose reads need no check.
 override PARTIAL_UNITS: bool = true;
 
-fn x_begin() {
+fn x_begin(row0: u32, tid: u32) {
     x_end = p.x_offset + p.n_in;
     x_aligned = ((p.x_offset | p.up_offset) & 3u) == 0u;
     up_shift = p.up_offset - p.x_offset;

@@ -13,7 +13,7 @@ var<private> x_aligned: bool;
 // multiple of 4 floats (`check_vec4_start`), so their reads need no check.
 override PARTIAL_UNITS: bool = true;
 
-fn x_begin() {
+fn x_begin(row0: u32, tid: u32) {
     x_end = p.x_offset + p.n_in;
     x_aligned = (p.x_offset & 3u) == 0u;
 }

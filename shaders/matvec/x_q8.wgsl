@@ -16,7 +16,7 @@
 @group(0) @binding(2) var<storage, read> xq: array<vec4<u32>>;
 
 // Nothing to set up: the planes' places follow from x_offset, n_in and x_scales.
-fn x_begin() {
+fn x_begin(row0: u32, tid: u32) {
 }
 
 // First digits of inputs i .. i + 16 (i - x_offset a multiple of 16): 4 words of 4 int8.

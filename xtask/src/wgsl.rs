@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use naga::valid::{Capabilities, SubgroupOperationSet, ValidationFlags, Validator};
-use rullama_kernels::shader::{BindingKind, Program, all_programs};
+use rullama_kernels::shader::{BindingKind, Program, all_programs, bound};
 
 use crate::spirv;
 
@@ -180,10 +180,7 @@ fn check_program(shaders: &Path, program: &Program) -> Result<(), String> {
         found.push(((rb.group, rb.binding, kind), used));
     }
     found.sort_by_key(|&((g, b, _), _)| (g, b));
-    let expected: Vec<_> = (0u32..)
-        .zip(program.bindings)
-        .map(|(i, &k)| (0, i, k))
-        .collect();
+    let expected: Vec<_> = bound(program.bindings).map(|(i, k)| (0, i, k)).collect();
     // Every binding the entry point uses is bound, and everything bound is declared with that
     // kind. A declared binding may go unused: weight kernels bind the chunk both as vec4s and as
     // words, and a format that reads only words leaves the vec4 view unused.

@@ -31,6 +31,9 @@ pub enum Kernel {
     /// `y = W x' [+ bias]` with x' a q8 vector (two int8 digits per input, blocks of 32 with
     /// f32 scales), integer dot products; only for `matvec::q8_supported` formats.
     MatvecQ8(GpuFormat, Epilogue),
+    /// `y = W x [+ bias]` with x = rms_norm(h + [rms_norm(a)]) computed by every workgroup
+    /// (and h's update stored): a decode step's residual_norm folded into its product.
+    MatvecNorm(GpuFormat, Epilogue),
     /// A vector rounded to the q8 layout (the matvec's q8 input).
     QuantizeQ8,
     /// `act(gate) * up` computed as it is read, rounded to the q8 layout.
@@ -100,6 +103,7 @@ impl Kernel {
             if matvec::q8_supported(f) {
                 all.extend(Epilogue::ALL.map(|out| Kernel::MatvecQ8(f, out)));
             }
+            all.extend(Epilogue::ALL.map(|out| Kernel::MatvecNorm(f, out)));
             all.push(Kernel::EmbedRows(f));
         }
         for weighted in [false, true] {
@@ -160,6 +164,7 @@ impl Kernel {
                 matvec::program(f, InputKind::Glu, Epilogue::STORE, caps.subgroup)
             }
             Kernel::MatvecQ8(f, out) => matvec::program(f, InputKind::Q8, out, caps.subgroup),
+            Kernel::MatvecNorm(f, out) => matvec::program(f, InputKind::Norm, out, caps.subgroup),
             // `Matmul::kernel` picks MatmulCoop only with coop_f16; tests build it elsewhere
             // to run its body over emulated coop ops.
             Kernel::MatmulCoop(f, out) => matmul_coop::program(f, out, !caps.coop_f16),
@@ -182,6 +187,10 @@ impl Kernel {
                 matvec::program(f, InputKind::Q8, out, false),
                 matvec::program(f, InputKind::Q8, out, true),
             ],
+            Kernel::MatvecNorm(f, out) => vec![
+                matvec::program(f, InputKind::Norm, out, false),
+                matvec::program(f, InputKind::Norm, out, true),
+            ],
             Kernel::MatmulCoop(f, out) => vec![
                 matmul_coop::program(f, out, false),
                 matmul_coop::program(f, out, true),
@@ -198,6 +207,7 @@ impl Kernel {
             Kernel::Matvec(f, out) => matvec::program(f, InputKind::Plain, out, false),
             Kernel::MatvecGlu(f, _) => matvec::program(f, InputKind::Glu, Epilogue::STORE, false),
             Kernel::MatvecQ8(f, out) => matvec::program(f, InputKind::Q8, out, false),
+            Kernel::MatvecNorm(f, out) => matvec::program(f, InputKind::Norm, out, false),
             Kernel::QuantizeQ8 => quantize::program(false),
             Kernel::QuantizeQ8Glu(_) => quantize::program(true),
             Kernel::EmbedRows(f) => embed::program(f),
@@ -297,6 +307,7 @@ fn layout_entry(binding: u32, kind: BindingKind) -> wgpu::BindGroupLayoutEntry {
         BindingKind::Uniform => wgpu::BufferBindingType::Uniform,
         BindingKind::StorageRead => wgpu::BufferBindingType::Storage { read_only: true },
         BindingKind::StorageReadWrite => wgpu::BufferBindingType::Storage { read_only: false },
+        BindingKind::Absent => unreachable!("create_layout leaves absent bindings out"),
     };
     wgpu::BindGroupLayoutEntry {
         binding,
@@ -311,9 +322,8 @@ fn layout_entry(binding: u32, kind: BindingKind) -> wgpu::BindGroupLayoutEntry {
 }
 
 fn create_layout(device: &wgpu::Device, kinds: &'static [BindingKind]) -> Layout {
-    let entries: Vec<_> = (0u32..)
-        .zip(kinds)
-        .map(|(i, &k)| layout_entry(i, k))
+    let entries: Vec<_> = crate::shader::bound(kinds)
+        .map(|(i, k)| layout_entry(i, k))
         .collect();
     let bind_group = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
         label: None,

@@ -17,6 +17,17 @@ pub enum BindingKind {
     Uniform,
     StorageRead,
     StorageReadWrite,
+    /// No binding at this number: a program whose optional binding (a bias at 5) is left out
+    /// while later numbers are used keeps those numbers. The op passes no buffer for it.
+    Absent,
+}
+
+/// The binding numbers a program binds a buffer at (every kind but [`BindingKind::Absent`]),
+/// with their kinds.
+pub fn bound(kinds: &[BindingKind]) -> impl Iterator<Item = (u32, BindingKind)> + '_ {
+    (0u32..)
+        .zip(kinds.iter().copied())
+        .filter(|&(_, k)| k != BindingKind::Absent)
 }
 
 /// One `.wgsl` file under `shaders/`, compiled into the crate.

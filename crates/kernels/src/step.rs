@@ -15,6 +15,7 @@ use std::sync::Arc;
 use crate::device::Gpu;
 use crate::op::Op;
 use crate::pipeline::{Kernel, Pipeline};
+use crate::shader::bound;
 use crate::tensor::BufferId;
 
 /// Index of an op in its step.
@@ -104,7 +105,7 @@ impl Step {
         for (op, slot) in ops.iter().zip(&slots) {
             mirror[slot.offset..slot.offset + slot.len].copy_from_slice(&op.params);
             let pipeline = gpu.pipeline(op.key);
-            let n_bind = pipeline.layout.kinds.len();
+            let n_bind = bound(pipeline.layout.kinds).count();
             assert_eq!(
                 op.buffers.len() + 1,
                 n_bind,
@@ -246,7 +247,8 @@ fn create_bind_group(
             size: NonZeroU64::new(op.params.len() as u64),
         }),
     }];
-    for (i, b) in (1u32..).zip(&op.buffers) {
+    let numbers = bound(pipeline.layout.kinds).map(|(i, _)| i).skip(1);
+    for (i, b) in numbers.zip(&op.buffers) {
         entries.push(wgpu::BindGroupEntry {
             binding: i,
             resource: b.buffer.as_entire_binding(),

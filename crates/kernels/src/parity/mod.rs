@@ -175,6 +175,7 @@ pub fn checks() -> Vec<Check> {
     vec![
         matvec::CHECK,
         matvec::GLU_CHECK,
+        matvec::NORM_CHECK,
         matvec::BIAS_CHECK,
         quantize::CHECK,
         quantize::GLU_CHECK,

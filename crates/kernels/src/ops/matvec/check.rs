@@ -87,7 +87,7 @@ pub(crate) struct Case {
 }
 
 impl Case {
-    fn random(rng: &mut Rng) -> Case {
+    pub(crate) fn random(rng: &mut Rng) -> Case {
         let format = rng.pick(&GpuFormat::ALL);
         Case::random_of(rng, format)
     }
@@ -427,6 +427,7 @@ mod tests {
             CHECK,
             GLU_CHECK,
             BIAS_CHECK,
+            super::super::NORM_CHECK,
             split::MATVEC_CHECK,
             matvec_q8::CHECK,
             matvec_q8::SPLIT_CHECK,

@@ -38,15 +38,18 @@ use crate::format::GpuFormat;
 use crate::op::{Op, grid_1d};
 use crate::ops::epilogue::Epilogue;
 use crate::ops::glu::{self, Activation};
+use crate::ops::norm::REDUCE;
 use crate::ops::quantize::q8_words;
 use crate::ops::split::{self, Out, SplitParams};
 use crate::pipeline::Kernel;
 use crate::shader::{BLOCKS, BindingKind, Program, ShaderFile, shader_file};
-use crate::tensor::{GpuBuffer, GpuWeight, View, WeightRows, WeightShape};
+use crate::tensor::{GpuBuffer, GpuTensor, GpuWeight, View, WeightRows, WeightShape};
 
 mod check;
+mod norm_check;
 pub use check::{BIAS_CHECK, CHECK, GLU_CHECK, matvec_bias_ref, matvec_ref};
 pub(crate) use check::{Case, CaseInput, compare_input};
+pub use norm_check::CHECK as NORM_CHECK;
 
 /// Parameters of one matvec dispatch (WGSL `Params` in `matvec/matvec.wgsl`).
 #[repr(C)]
@@ -70,6 +73,21 @@ pub struct MatvecParams {
     pub x_scales: u32,
     /// Split outputs (the split epilogue only; zero otherwise).
     pub split: SplitParams,
+    /// The residual stream and norms of a [`NormInput`] (zero otherwise).
+    pub norm: NormParams,
+}
+
+/// The parameters of a [`NormInput`] (offsets in floats).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct NormParams {
+    pub h_offset: u32,
+    pub h_out_offset: u32,
+    pub x_out_offset: u32,
+    pub eps: f32,
+    /// 1: `a` takes its own norm (`w_in`) before the add.
+    pub pre: u32,
+    pub _pad: [u32; 3],
 }
 
 /// What a matvec multiplies: a vector, a gated linear unit of two vectors computed as the
@@ -88,7 +106,33 @@ pub enum Input<'a> {
     /// begin, a multiple of 4 (16-byte aligned); it takes `q8_words(n_in)` words. Only for
     /// the formats [`q8_supported`] names.
     Q8(View<'a>),
+    /// A residual add and RMSNorm computed by every workgroup before its rows
+    /// ([`NormInput`]): a decode step's `residual_norm` folded into the product reading it.
+    Norm(NormInput<'a>),
 }
+
+/// `h' = h + [rms_norm(a) * w_in]` (stored to `h_out`), then the input
+/// `x = rms_norm(h') * w_out` (stored to `x_out`, for other products that read it), as
+/// `ops::residual_norm` computes them for one row, with rms(v) = sqrt(mean(v^2) + eps).
+/// Every workgroup computes x whole into workgroup memory (`matvec/x_norm.wgsl`), so `n_in`
+/// is at most [`NORM_MAX_IN`], a multiple of 4, and every view starts at a multiple of 4
+/// floats; `h_out` and `x_out` are views of one tensor (one binding), which neither `a` nor
+/// `h` is.
+#[derive(Debug, Clone, Copy)]
+pub struct NormInput<'a> {
+    pub a: View<'a>,
+    /// The norm of `a` before the add (Gemma's post-norms); `None`: `a` is added as it is.
+    pub w_in: Option<&'a GpuTensor>,
+    pub h: View<'a>,
+    pub w_out: &'a GpuTensor,
+    pub h_out: View<'a>,
+    pub x_out: View<'a>,
+    pub eps: f32,
+}
+
+/// The widest input a [`NormInput`] takes (`XS_VEC4` vec4s of workgroup memory in
+/// `matvec/x_norm.wgsl`).
+pub const NORM_MAX_IN: usize = 2048;
 
 /// The input file of a matvec program (what the dot files read inputs through).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -101,6 +145,20 @@ pub enum InputKind {
     /// `matvec/x_q8.wgsl`: a q8 vector at binding 2 (`xq16`, `xq16_lo`, `xq4`, `xq4_lo`,
     /// `dot8`, `xd`), read by the format's `matvec/dot8_<type>.wgsl`.
     Q8,
+    /// `matvec/x_norm.wgsl` + `norm/reduce.wgsl`: a at 2, h, w_in, w_out and the h'|x
+    /// output at 6..9 ([`norm_bindings`]), the input computed into workgroup memory (`x4`).
+    Norm,
+}
+
+/// The bindings of a matvec with a [`NormInput`]: the epilogue's (the bias at 5, or nothing
+/// there), then h, w_in, w_out and the tensor of h_out and x_out at 6 to 9.
+pub fn norm_bindings(out: Epilogue) -> &'static [BindingKind] {
+    use BindingKind::{Absent, StorageRead as R, StorageReadWrite as Rw, Uniform};
+    if out.bias {
+        &[Uniform, R, R, Rw, R, R, R, R, R, Rw]
+    } else {
+        &[Uniform, R, R, Rw, R, Absent, R, R, R, Rw]
+    }
 }
 
 /// The bindings of a matvec with a GLU input: [`WEIGHT_KERNEL_BINDINGS`] (input = gate) and
@@ -120,6 +178,7 @@ static SKELETON: ShaderFile = shader_file!("matvec/matvec.wgsl");
 static X_PLAIN: ShaderFile = shader_file!("matvec/x_plain.wgsl");
 static X_GLU: ShaderFile = shader_file!("matvec/x_glu.wgsl");
 static X_Q8: ShaderFile = shader_file!("matvec/x_q8.wgsl");
+static X_NORM: ShaderFile = shader_file!("matvec/x_norm.wgsl");
 static REDUCE_PLAIN: ShaderFile = shader_file!("matvec/reduce_plain.wgsl");
 static REDUCE_SUBGROUP: ShaderFile = shader_file!("matvec/reduce_subgroup.wgsl");
 // `const`, not `static`: `dot_files` returns promoted `&'static` slices of them.
@@ -194,7 +253,7 @@ pub fn q8_supported(f: GpuFormat) -> bool {
 /// The dot files of a program with input `input`.
 fn dots(f: GpuFormat, input: InputKind) -> &'static [&'static ShaderFile] {
     match input {
-        InputKind::Plain | InputKind::Glu => dot_files(f),
+        InputKind::Plain | InputKind::Glu | InputKind::Norm => dot_files(f),
         InputKind::Q8 => dot8_files(f).unwrap_or_else(|| {
             panic!("no q8-input matvec for {f:?} (ops check q8_supported first)")
         }),
@@ -259,6 +318,7 @@ pub(crate) fn program(f: GpuFormat, input: InputKind, out: Epilogue, subgroup: b
             (&[&X_GLU, &glu::ACT], "matvec_glu", GLU_BINDINGS)
         }
         InputKind::Q8 => (&[&X_Q8], "matvec_q8", out.bindings()),
+        InputKind::Norm => (&[&X_NORM, &REDUCE], "matvec_norm", norm_bindings(out)),
     };
     Program {
         name: format!("{prefix}{}_{}{suffix}", out.infix(), f.name()),
@@ -409,6 +469,9 @@ struct Bound<'a> {
     x_offset: u32,
     up_offset: u32,
     x_scales: u32,
+    /// Bindings 6.. (a norm input's h, w_in, w_out, h_out).
+    more: Vec<&'a GpuBuffer>,
+    norm: NormParams,
 }
 
 /// Where a dispatch's outputs go: y, and the bias it adds (binding 5).
@@ -462,6 +525,8 @@ impl<'a> Input<'a> {
             x_offset: x.offset as u32,
             up_offset: 0,
             x_scales: 0,
+            more: Vec::new(),
+            norm: NormParams::default(),
         };
         match self {
             Input::Plain(x) => {
@@ -510,6 +575,51 @@ impl<'a> Input<'a> {
                     ..bound(Kernel::MatvecQ8(f, out), InputKind::Q8, q)
                 })
             }
+            Input::Norm(n) => {
+                let what = "matvec norm input";
+                if s.n_in > NORM_MAX_IN || !s.n_in.is_multiple_of(4) {
+                    return Err(invalid(
+                        what,
+                        format!(
+                            "n_in {} is not a multiple of 4 at most {NORM_MAX_IN}",
+                            s.n_in
+                        ),
+                    ));
+                }
+                if n.h_out.t.buf.id != n.x_out.t.buf.id {
+                    return Err(invalid(what, "h_out and x_out in two tensors".into()));
+                }
+                for (name, v) in [
+                    ("a", n.a),
+                    ("h", n.h),
+                    ("h_out", n.h_out),
+                    ("x_out", n.x_out),
+                ] {
+                    v.check(what, s.n_in)?;
+                    if !v.offset.is_multiple_of(4) {
+                        return Err(invalid(
+                            what,
+                            format!("{name} at float {}: not a multiple of 4", v.offset),
+                        ));
+                    }
+                }
+                for w in n.w_in.iter().chain([&n.w_out]) {
+                    View::from(*w).check(what, s.n_in)?;
+                }
+                let w_in = n.w_in.unwrap_or(n.w_out);
+                Ok(Bound {
+                    more: vec![&n.h.t.buf, &w_in.buf, &n.w_out.buf, &n.h_out.t.buf],
+                    norm: NormParams {
+                        h_offset: n.h.offset as u32,
+                        h_out_offset: n.h_out.offset as u32,
+                        x_out_offset: n.x_out.offset as u32,
+                        eps: n.eps,
+                        pre: u32::from(n.w_in.is_some()),
+                        _pad: [0; 3],
+                    },
+                    ..bound(Kernel::MatvecNorm(f, out), InputKind::Norm, n.a)
+                })
+            }
         }
     }
 }
@@ -527,10 +637,12 @@ impl Bound<'_> {
             bias_offset: place.bias_offset,
             x_scales: self.x_scales,
             split: place.split,
+            norm: self.norm,
         };
         let mut buffers = vec![chunk, self.x, to.y, chunk];
         // Binding 5: the bias, or a GLU's up (never both: `bind` refuses it).
         buffers.extend(to.bias.or(self.up));
+        buffers.extend(self.more.iter().copied());
         Op::new(
             self.kernel,
             workgroup_size(s.format, self.kind, s.n_in),
