@@ -98,13 +98,21 @@ struct Run {
 const PROMPT: [u32; 5] = [1, 5, 9, 13, 17];
 
 fn run_gpu(file: &GgufFile<Vec<u8>>, stack_projections: bool) -> Run {
-    let backend = GpuBackend::open()
-        .expect("a GPU adapter (lavapipe will do)")
-        .with_options(GpuOptions {
+    run_with(
+        file,
+        GpuOptions {
             kv_dtype: KvDtype::F32,
             stack_projections,
             ..GpuOptions::default()
-        });
+        },
+    )
+}
+
+fn run_with(file: &GgufFile<Vec<u8>>, options: GpuOptions) -> Run {
+    let stack_projections = options.stack_projections;
+    let backend = GpuBackend::open()
+        .expect("a GPU adapter (lavapipe will do)")
+        .with_options(options);
     let mut gpu = Model::load(file, backend).unwrap();
     let mut cache = gpu.new_cache(16).unwrap();
     let mut logits = gpu
@@ -169,6 +177,7 @@ fn qwen2_biases_are_projection_epilogues() {
         matches!(
             k,
             Kernel::Matvec(_, Epilogue::BIAS)
+                | Kernel::MatvecNorm(_, Epilogue::BIAS)
                 | Kernel::Matmul(_, Epilogue::BIAS)
                 | Kernel::MatmulCoop(_, Epilogue::BIAS)
         )
@@ -214,7 +223,13 @@ fn qwen2_projections_are_stacked() {
     let matmuls = |k: &Kernel| matches!(k, Kernel::Matmul(..) | Kernel::MatmulCoop(..));
     // q|k|v, o, gate|up, down per layer, and the LM head.
     assert_eq!(count(prefill, matmuls), 4 * LAYERS + 1, "{prefill:?}");
-    let one = |e| move |k: &Kernel| *k == Kernel::Matvec(GpuFormat::F32, e);
+    // A product over one output, with its input as it is or computed from the residual op
+    // before it (`GpuOptions::fold_norm`).
+    let one = |e| {
+        move |k: &Kernel| {
+            *k == Kernel::Matvec(GpuFormat::F32, e) || *k == Kernel::MatvecNorm(GpuFormat::F32, e)
+        }
+    };
     assert_eq!(count(decode, one(Epilogue::BIAS)), LAYERS, "{decode:?}");
     // gate|up, o per layer, and the LM head.
     assert_eq!(
@@ -224,6 +239,12 @@ fn qwen2_projections_are_stacked() {
     );
     let glu = |k: &Kernel| matches!(k, Kernel::MatvecGlu(..));
     assert_eq!(count(decode, glu), LAYERS, "{decode:?}");
+    // Every residual op is computed by the product that reads its norm: gate|up, the next
+    // layer's q|k|v, the LM head (small enough here).
+    let norm_in = |k: &Kernel| matches!(k, Kernel::MatvecNorm(..));
+    assert_eq!(count(decode, norm_in), 2 * LAYERS, "{decode:?}");
+    let residual = |k: &Kernel| matches!(k, Kernel::ResidualNorm { .. });
+    assert_eq!(count(decode, residual), 0, "{decode:?}");
     let rope = |k: &Kernel| matches!(k, Kernel::HeadNormRope { .. });
     assert_eq!(count(decode, rope), LAYERS, "{decode:?}");
     assert_eq!(count(decode, |k| *k == Kernel::AddInPlace), 0);
@@ -235,4 +256,34 @@ fn qwen2_projections_are_stacked() {
     let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
     assert!(bits(&stacked.logits) == bits(&alone.logits));
     assert_matches_cpu(&file, &stacked.logits);
+}
+
+/// The residual ops folded into the products that read their norms (`GpuOptions::fold_norm`,
+/// the default) against the separate `residual_norm` dispatches: two dispatches fewer a
+/// layer in decode, none in prefill (the fold is for one token), and logits within the CPU
+/// bar either way (the sums of squares go in another order, so not bit for bit).
+#[test]
+fn qwen2_residual_norms_fold_into_products() {
+    if skip() {
+        return;
+    }
+    let file = qwen2_file();
+    let options = GpuOptions {
+        kv_dtype: KvDtype::F32,
+        ..GpuOptions::default()
+    };
+    let folded = run_with(&file, options);
+    let separate = run_with(
+        &file,
+        GpuOptions {
+            fold_norm: false,
+            ..options
+        },
+    );
+    let residual = |k: &Kernel| matches!(k, Kernel::ResidualNorm { .. });
+    assert_eq!(count(&separate.decode, residual), 2 * LAYERS);
+    assert_eq!(separate.decode.len() - folded.decode.len(), 2 * LAYERS);
+    assert_eq!(separate.prefill, folded.prefill);
+    assert_matches_cpu(&file, &folded.logits);
+    assert_matches_cpu(&file, &separate.logits);
 }

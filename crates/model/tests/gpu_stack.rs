@@ -59,7 +59,10 @@ fn matrix_products(kernels: &[Kernel]) -> usize {
     let matrix = |k: &&Kernel| {
         matches!(
             k,
-            Kernel::Matvec(..) | Kernel::MatvecGlu(..) | Kernel::Matmul(..)
+            Kernel::Matvec(..)
+                | Kernel::MatvecNorm(..)
+                | Kernel::MatvecGlu(..)
+                | Kernel::Matmul(..)
         )
     };
     kernels.iter().filter(matrix).count()

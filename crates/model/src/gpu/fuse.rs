@@ -27,13 +27,19 @@
 //!   same positions, with v ready before that op: the op stores k's finished heads and v's
 //!   into the cache (`head_norm_rope_kv`, [`Fuse::Rope`]'s `append`) and the attention only
 //!   attends ([`Fuse::Attend`]). Found last, over the other patterns' emission points, and
-//!   only when the lowering asks for it (`GpuOptions::fold_kv_append`).
+//!   only when the lowering asks for it (`GpuOptions::fold_kv_append`);
+//! - a decode step's residual op (above) whose norm a product reads: the first product that
+//!   reads the norm computes the add and the norm itself, every workgroup into its own
+//!   workgroup memory, and stores h and the normed vector for the later readers
+//!   ([`NormInto`]; `matvec/x_norm.wgsl`), where the product is small enough
+//!   ([`NORM_FUSE_MAX_BYTES`]). Found last, and only when the lowering asks for it
+//!   (`GpuOptions::fold_norm`).
 //!
 //! A node folds only when its value has no other reader and the shapes are whole rows, so
 //! every other graph lowers as before. [`Fusion::emit_at`] says where each node's work
 //! happens, which the lowering's liveness follows.
 
-use rullama_kernels::ops::matvec::q8_supported;
+use rullama_kernels::ops::matvec::{NORM_MAX_IN, ROWS, q8_supported};
 
 use super::GpuOptions;
 use super::ir::{Key, Node, Src};
@@ -45,6 +51,22 @@ use super::weight::GpuWeightRef;
 /// on the H100 (2026-11-23), while at 2048x640 (0.7 MB) the saved dispatch wins.
 const GLU_FUSE_MAX_BYTES: u64 = 4 << 20;
 
+/// The most bytes a product's workgroups may read for a folded norm: each of them reads a,
+/// h and the gains whole (n_in floats each), so the reads grow with rows * n_in / 4 while the
+/// saved dispatch is a fixed few microseconds. gemma-3-270m's gate|up (4096 x 640) reads
+/// 10.5 MB, its q|k|v 3.9 MB; qwen2.5-0.5b's gate|up 26 MB; an LM head hundreds.
+const NORM_FUSE_MAX_BYTES: u64 = 12 << 20;
+
+/// A residual op computed by the product that reads its norm first (emitted there): the add
+/// node, the norm of its operand that it folds (Gemma's post-norm) and the norm after it,
+/// whose value the product stores for the other readers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NormInto {
+    pub add: usize,
+    pub pre: Option<usize>,
+    pub out: usize,
+}
+
 /// What the lowering does at a node.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Fuse {
@@ -52,7 +74,8 @@ pub(crate) enum Fuse {
     Plain,
     /// Computed inside another node's fused kernel (emitted there).
     Folded,
-    /// Computed by an earlier node's fused kernel, which set its location.
+    /// Computed by another node's fused kernel, which sets its location: an earlier one, or
+    /// the product a residual op folds into ([`NormInto`]).
     Done,
     /// The add: `h += [rms_norm(pre)]`, then `[out = rms_norm(h)]`.
     Residual {
@@ -125,6 +148,9 @@ pub(crate) struct Fusion {
     pub folded: Vec<bool>,
     /// The node whose lowering computes each node's value.
     pub emit_at: Vec<usize>,
+    /// For a product (a matmul lowered as itself, with its bias, or as a stack's first
+    /// part): the residual op it computes its input from.
+    pub norm_input: Vec<Option<NormInto>>,
 }
 
 impl Fusion {
@@ -145,6 +171,7 @@ impl Fusion {
             fuse: vec![Fuse::Plain; n],
             folded: vec![false; n],
             emit_at: (0..n).collect(),
+            norm_input: vec![None; n],
         };
         let whole = |s: &Src| s.row0 == 0 && s.rows == key.shapes[s.value].0;
         for i in 0..n {
@@ -165,6 +192,11 @@ impl Fusion {
         if options.fold_kv_append {
             for i in 0..n {
                 f.append(key, i, &whole);
+            }
+        }
+        if options.fold_norm {
+            for i in 0..n {
+                f.norm_into(key, i, options.q8_inputs, &whole);
             }
         }
         f
@@ -372,6 +404,53 @@ impl Fusion {
             self.folded[g] = true;
             self.emit_at[g] = d;
             self.fuse[d] = Fuse::GluDown { glu: g, q8 };
+        }
+    }
+
+    /// The residual op at `i` into the product that reads its norm first: one token, a width
+    /// the kernel stages (at most `NORM_MAX_IN`, a multiple of 4), a product lowered at its
+    /// own node that reads the norm whole, f32 inputs (a q8 copy would need the norm
+    /// first), and reads for the norm within [`NORM_FUSE_MAX_BYTES`].
+    fn norm_into(&mut self, key: &Key, i: usize, q8_inputs: bool, whole: &impl Fn(&Src) -> bool) {
+        let Fuse::Residual { pre, out: Some(o) } = self.fuse[i] else {
+            return;
+        };
+        let (rows, cols) = key.shapes[i];
+        if rows != 1 || cols > NORM_MAX_IN || !cols.is_multiple_of(4) {
+            return;
+        }
+        let nodes = &key.nodes;
+        let first = (0..nodes.len())
+            .filter(|&r| nodes[r].inputs().iter().any(|s| s.value == o))
+            .min_by_key(|&r| self.emit_at[r]);
+        let Some(j) = first.map(|r| self.emit_at[r]) else {
+            return;
+        };
+        let Node::Matmul { w, x } = &nodes[j] else {
+            return;
+        };
+        let product_rows = match &self.fuse[j] {
+            Fuse::Plain | Fuse::Biased { .. } => key.shapes[j].1,
+            Fuse::Stack { parts } => parts.iter().map(|p| key.shapes[p.matmul].1).sum(),
+            _ => return,
+        };
+        let Some(m) = w.matrix() else {
+            return;
+        };
+        let vectors = if pre.is_some() { 4 } else { 3 };
+        let reads = (product_rows.div_ceil(ROWS) * vectors * cols * 4) as u64;
+        let q8 = q8_inputs && q8_supported(m.shape.format);
+        if x.value != o || !whole(x) || q8 || reads > NORM_FUSE_MAX_BYTES {
+            return;
+        }
+        self.norm_input[j] = Some(NormInto {
+            add: i,
+            pre,
+            out: o,
+        });
+        self.fuse[i] = Fuse::Done;
+        for v in [Some(i), Some(o), pre].into_iter().flatten() {
+            self.emit_at[v] = j;
         }
     }
 

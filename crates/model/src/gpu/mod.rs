@@ -89,6 +89,12 @@ pub struct GpuOptions {
     /// `false` keeps the separate append (for comparisons: the logits are the same bit for
     /// bit).
     pub fold_kv_append: bool,
+    /// Fold a decode step's residual add and RMSNorm into the product that reads the norm
+    /// (`matvec/x_norm.wgsl`: each of its workgroups computes the normed input itself) where
+    /// that product is small enough for the repeated reads to cost less than the dispatch
+    /// they save (`fuse.rs`). `false` keeps the separate `residual_norm` (for comparisons:
+    /// the same arithmetic per element, the sums of squares in another order).
+    pub fold_norm: bool,
 }
 
 impl Default for GpuOptions {
@@ -100,6 +106,7 @@ impl Default for GpuOptions {
             stack_projections: true,
             q8_inputs: false,
             fold_kv_append: true,
+            fold_norm: true,
         }
     }
 }

@@ -20,7 +20,7 @@ use rullama_kernels::ops::head_norm_rope_kv::KvStore;
 use rullama_kernels::ops::kv::KvAppend;
 use rullama_kernels::ops::matmul::{Matmul, Strides};
 use rullama_kernels::ops::matvec::{
-    Input, matvec_bias_input, matvec_glu, matvec_input, matvec_split_input, q8_supported,
+    Input, NormInput, matvec_bias_input, matvec_glu, matvec_input, matvec_split_input, q8_supported,
 };
 use rullama_kernels::ops::norm::RmsNorm;
 use rullama_kernels::ops::quantize::{Q8_BLOCK, q8_words, quantize_q8, quantize_q8_glu};
@@ -35,7 +35,7 @@ use rullama_kernels::{
 };
 
 use super::GpuOptions;
-use super::fuse::{Fuse, Fusion, RopeUnit, StackPart};
+use super::fuse::{Fuse, Fusion, NormInto, RopeUnit, StackPart};
 use super::ir::{AttnNode, IdsInput, IdsKey, Key, Node, RopeSpec, Src};
 use super::weight::GpuWeightRef;
 
@@ -133,6 +133,8 @@ impl Plan {
         }
         let mut l = Lower {
             gpu,
+            key,
+            norm_into: fusion.norm_input.clone(),
             pool: Pool::default(),
             locs: vec![None; key.nodes.len()],
             last_use,
@@ -282,6 +284,37 @@ impl Plan {
     }
 }
 
+/// How a product reads its input ([`Lower::feed`]).
+#[derive(Debug, Clone, Copy)]
+enum Feed {
+    /// The input vector as it is.
+    Vector,
+    /// A q8 copy of it.
+    Q8(Loc),
+    /// Computed by the product from a residual op.
+    Norm(NormInto),
+}
+
+/// The operands of a residual op ([`Lower::residual_parts`]).
+struct ResidualParts<'k> {
+    a: Src,
+    h: Src,
+    w_in: Option<&'k GpuTensor>,
+    w_out: Option<&'k GpuTensor>,
+    eps: f32,
+}
+
+/// The whole value of node `v`.
+fn key_src(key: &Key, v: usize) -> Src {
+    let (rows, cols) = key.shapes[v];
+    Src {
+        value: v,
+        row0: 0,
+        rows,
+        cols,
+    }
+}
+
 /// A buffer and an element offset in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Loc {
@@ -344,6 +377,9 @@ impl Pool {
 /// The state of one lowering.
 struct Lower<'a> {
     gpu: &'a Gpu,
+    key: &'a Key,
+    /// The residual op each product computes its input from (`fuse.rs`).
+    norm_into: Vec<Option<NormInto>>,
     pool: Pool,
     /// Where each value lives (`None`: not lowered yet, or folded into a fused kernel).
     locs: Vec<Option<Loc>>,
@@ -458,7 +494,7 @@ impl Lower<'_> {
                 self.extend(ops)?;
                 out
             }
-            Node::Matmul { w, x } => self.linear(w, *x, None, len)?,
+            Node::Matmul { w, x } => self.linear(i, w, *x, None, len)?,
             Node::AddBias { x, bias } => {
                 let out = self.inplace(i, *x, &[])?;
                 let bias = values(bias)?;
@@ -537,27 +573,14 @@ impl Lower<'_> {
         pre: Option<usize>,
         out: Option<usize>,
     ) -> Result<(), GpuError> {
-        let Node::Add { a, b } = &key.nodes[i] else {
-            return Err(mismatch("a residual fusion on a node other than an add"));
-        };
-        // h: the operand that is not the folded norm (either, without one: the one this
-        // add reads last, so it is updated in place).
-        let (h, a) = match pre {
-            Some(p) if a.value == p => (*b, *a),
-            Some(_) => (*a, *b),
-            None if self.last_use[a.value] == Some(i) => (*a, *b),
-            None => (*b, *a),
-        };
+        let ResidualParts {
+            a: a_src,
+            h,
+            w_in,
+            w_out,
+            eps,
+        } = self.residual_parts(key, i, pre, out)?;
         let (rows, cols) = key.shapes[i];
-        let (a_src, w_in, eps) = match pre.map(|p| &key.nodes[p]) {
-            Some(Node::RmsNorm { x, weight, eps, .. }) => (*x, weight.as_ref(), *eps),
-            _ => (a, None, 0.0),
-        };
-        let norm_out = out.map(|o| match &key.nodes[o] {
-            Node::RmsNorm { weight, eps, .. } => (weight.as_ref(), *eps),
-            _ => (None, 0.0),
-        });
-        let eps = norm_out.map_or(eps, |(_, e)| e);
         let h_loc = self.inplace(i, h, &[a_src])?;
         self.locs[i] = Some(h_loc);
         let y_loc = match out {
@@ -573,11 +596,6 @@ impl Lower<'_> {
             _ => None,
         };
         let q_loc = q8.map(|_| self.alloc(q8_words(cols))).transpose()?;
-        let w_in = w_in.map(vector).transpose()?;
-        let w_out = match norm_out {
-            Some((Some(w), _)) => Some(vector(w)?),
-            _ => None,
-        };
         let norm = ResidualNorm {
             n: cols,
             n_rows: rows,
@@ -597,6 +615,48 @@ impl Lower<'_> {
             self.q8.push((x, q.buf));
         }
         Ok(())
+    }
+
+    /// The operands of the residual op at add node `i`: `a` (the folded norm's input, or
+    /// the add's other operand), `h` (the operand that is not the folded norm; either,
+    /// without one: the one this add reads last, so it is updated in place), the gains and
+    /// the eps (the norms share one: `fuse.rs`).
+    fn residual_parts<'k>(
+        &self,
+        key: &'k Key,
+        i: usize,
+        pre: Option<usize>,
+        out: Option<usize>,
+    ) -> Result<ResidualParts<'k>, GpuError> {
+        let Node::Add { a, b } = &key.nodes[i] else {
+            return Err(mismatch("a residual fusion on a node other than an add"));
+        };
+        let (h, a) = match pre {
+            Some(p) if a.value == p => (*b, *a),
+            Some(_) => (*a, *b),
+            None if self.last_use[a.value] == Some(i) => (*a, *b),
+            None => (*b, *a),
+        };
+        let (a, w_in, eps) = match pre.map(|p| &key.nodes[p]) {
+            Some(Node::RmsNorm { x, weight, eps, .. }) => (*x, weight.as_ref(), *eps),
+            _ => (a, None, 0.0),
+        };
+        let norm_out = out.map(|o| match &key.nodes[o] {
+            Node::RmsNorm { weight, eps, .. } => (weight.as_ref(), *eps),
+            _ => (None, 0.0),
+        });
+        let eps = norm_out.map_or(eps, |(_, e)| e);
+        let w_out = match norm_out {
+            Some((Some(w), _)) => Some(vector(w)?),
+            _ => None,
+        };
+        Ok(ResidualParts {
+            a,
+            h,
+            w_in: w_in.map(vector).transpose()?,
+            w_out,
+            eps,
+        })
     }
 
     /// How a decode product over a weight with an integer-dot kernel reads value `v`, when one
@@ -708,6 +768,7 @@ impl Lower<'_> {
     /// backend allows).
     fn linear(
         &mut self,
+        m: usize,
         w: &GpuWeightRef,
         x: Src,
         bias: Option<&GpuWeightRef>,
@@ -715,10 +776,50 @@ impl Lower<'_> {
     ) -> Result<Loc, GpuError> {
         let out = self.alloc(len)?;
         let rows = rows(w)?;
-        let q8 = self.q8_input(x, rows)?;
-        let ops = self.product(rows, x, q8, bias, &[Out::new(self.view(out), rows.n)]);
+        let feed = self.feed(m, x, rows)?;
+        let ops = self.product(rows, x, feed, bias, &[Out::new(self.view(out), rows.n)]);
         self.extend(ops)?;
         Ok(out)
+    }
+
+    /// How the product at matmul node `m` reads `x`: computed from the residual op folded
+    /// into it (`fuse.rs`, [`NormInto`]; its h and x then get one buffer, which the kernel
+    /// writes), as a q8 copy ([`Lower::q8_input`]), or as it is.
+    fn feed(&mut self, m: usize, x: Src, rows: WeightRows<'_>) -> Result<Feed, GpuError> {
+        if let Some(n) = self.norm_into[m] {
+            let buf = self.alloc(2 * x.cols)?.buf;
+            self.pool.retain(buf);
+            self.locs[n.add] = Some(Loc { buf, offset: 0 });
+            self.locs[n.out] = Some(Loc {
+                buf,
+                offset: x.cols,
+            });
+            return Ok(Feed::Norm(n));
+        }
+        Ok(match self.q8_input(x, rows)? {
+            Some(q) => Feed::Q8(q),
+            None => Feed::Vector,
+        })
+    }
+
+    /// The input of a product that computes it from the residual op `n` ([`Lower::feed`]
+    /// placed its outputs).
+    fn norm_input(&self, n: NormInto) -> Result<NormInput<'_>, GpuError> {
+        let key = self.key;
+        let parts = self.residual_parts(key, n.add, n.pre, Some(n.out))?;
+        let w_out = parts
+            .w_out
+            .ok_or_else(|| mismatch("a folded residual op without its norm's gain"))?;
+        let h_out = self.loc(key_src(key, n.add));
+        Ok(NormInput {
+            a: self.src(parts.a),
+            w_in: parts.w_in,
+            h: self.src(parts.h),
+            w_out,
+            h_out: self.view(h_out),
+            x_out: self.view(self.loc(key_src(key, n.out))),
+            eps: parts.eps,
+        })
     }
 
     /// Where the q8 copy of `x` lives for a decode product over `rows`, when the q8 mode is
@@ -757,20 +858,21 @@ impl Lower<'_> {
     /// when `x` is one token): a weight taken whole into one output runs the one-output
     /// kernel, anything else its split outputs; a block of tokens on the tensor cores where
     /// the device has them and the backend allows.
-    /// A decode product reads the q8 copy `q8` instead of `x` where one is given.
+    /// A decode product reads its input as `feed` says.
     fn product(
         &self,
         rows: WeightRows<'_>,
         x: Src,
-        q8: Option<Loc>,
+        feed: Feed,
         bias: Option<&GpuWeightRef>,
         outs: &[Out<'_>],
     ) -> Result<Vec<Op>, GpuError> {
         let bias = bias.map(values).transpose()?;
         let xv = self.src(x);
-        let input = match q8 {
-            Some(q) => Input::Q8(self.view(q)),
-            None => Input::Plain(xv),
+        let input = match feed {
+            Feed::Vector => Input::Plain(xv),
+            Feed::Q8(q) => Input::Q8(self.view(q)),
+            Feed::Norm(n) => Input::Norm(self.norm_input(n)?),
         };
         let n = x.rows;
         let block = Matmul {
@@ -816,7 +918,7 @@ impl Lower<'_> {
         }
         let first = rows(w)?;
         let rows = first.w.rows(first.first..first.first + total);
-        let q8 = self.q8_input(*x, rows)?;
+        let feed = self.feed(parts[0].matmul, *x, rows)?;
         let t = &self.pool.bufs[buf];
         let outs: Vec<Out<'_>> = if x.rows == 1 {
             vec![Out::new(View::from(t), total)]
@@ -831,7 +933,7 @@ impl Lower<'_> {
                 })
                 .collect()
         };
-        let ops = self.product(rows, *x, q8, bias, &outs);
+        let ops = self.product(rows, *x, feed, bias, &outs);
         self.extend(ops)
     }
 
@@ -842,7 +944,7 @@ impl Lower<'_> {
             return Err(mismatch("a bias fusion on other nodes"));
         };
         let (rows, cols) = key.shapes[m];
-        let out = self.linear(w, *x, Some(bias), rows * cols)?;
+        let out = self.linear(m, w, *x, Some(bias), rows * cols)?;
         self.locs[b] = Some(out);
         Ok(())
     }
