@@ -17,8 +17,8 @@
 // which also writes y. The input comes through `x4(i)` (inputs i .. i + 4, i counted from
 // the buffer's start, so x_offset included), defined by the input file: matvec/x_plain.wgsl
 // (a vector), matvec/x_glu.wgsl (act(gate) * up, computed as it is read) or
-// matvec/x_norm.wgsl (a residual add and RMSNorm, computed into workgroup memory by
-// `x_begin` before the loop); or, for a vector
+// matvec/x_norm.wgsl (a residual add and RMSNorm, computed as it is read, its scale applied
+// to the row totals through `x_scale`); or, for a vector
 // quantized to two int8 digits per input in blocks of 32 (matvec/x_q8.wgsl, read by the
 // dot8_<type>.wgsl files), through `xq16(i)` / `xq4(i)` and `xq16_lo(i)` / `xq4_lo(i)` (the
 // packed first and second digits), `dot8` (their exact integer dot with weight codes) and
@@ -48,17 +48,12 @@ struct Params {
     _pad_split: u32,
     y_offsets: vec4<u32>,
     y_strides: vec4<u32>,
-    // The residual stream and the norms of matvec/x_norm.wgsl (unused by the other inputs):
-    // where h starts, where the updated h and the normed x are stored, the norms' eps, and
-    // 1 when `a` takes its own norm first (Gemma's post-norms).
+    // The residual stream and norm of matvec/x_norm.wgsl (unused by the other inputs): where
+    // h starts, where the updated h and the normed x are stored, the norm's eps.
     h_offset: u32,
     h_out_offset: u32,
     x_out_offset: u32,
     eps: f32,
-    pre: u32,
-    _pad_norm0: u32,
-    _pad_norm1: u32,
-    _pad_norm2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -112,9 +107,12 @@ fn rows_dot(r0: u32, r1: u32, r2: u32, r3: u32, s: u32, part: u32) -> vec4<f32> 
     return rows_dot4(vec4<u32>(r0, r1, r2, r3) + blk, unit, part, xb);
 }
 
+// Called by every invocation (the input's `x_scale` may reduce across the workgroup): the
+// row total of invocation tid < R, scaled by the input's factor (1 but for x_norm.wgsl).
 fn store_rows(row0: u32, tid: u32, v: f32) {
+    let scale = x_scale(tid);
     let r = row0 + tid;
     if tid < R && r < p.n_rows {
-        y[y_index(r, 0u, p.y_offset + r)] = y_out(r, v);
+        y[y_index(r, 0u, p.y_offset + r)] = y_out(r, v * scale);
     }
 }

@@ -49,3 +49,8 @@ fn x4(i: u32) -> vec4<f32> {
     }
     return vec4<f32>(act(g.x), act(g.y), act(g.z), act(g.w)) * u;
 }
+
+// The factor of the row totals: none.
+fn x_scale(tid: u32) -> f32 {
+    return 1.0;
+}

@@ -32,3 +32,8 @@ fn x4(i: u32) -> vec4<f32> {
     }
     return vec4<f32>(x1(i), x1(i + 1u), x1(i + 2u), x1(i + 3u));
 }
+
+// The factor of the row totals: none.
+fn x_scale(tid: u32) -> f32 {
+    return 1.0;
+}

@@ -241,6 +241,7 @@ impl Kernel {
             Kernel::Glu(a) | Kernel::QuantizeQ8Glu(a) => vec![("ACT", a.code())],
             Kernel::MatvecGlu(f, a) => vec![("ACT", a.code()), partial_units(f)],
             Kernel::Matvec(f, _) => vec![partial_units(f)],
+            Kernel::MatvecNorm(f, _) => vec![("X_READS", f64::from(matvec::input_reads(f)))],
             Kernel::Rope(m) => vec![("NEOX", m.code())],
             Kernel::ResidualNorm {
                 pre_norm, groups, ..

@@ -28,10 +28,10 @@
 //!   into the cache (`head_norm_rope_kv`, [`Fuse::Rope`]'s `append`) and the attention only
 //!   attends ([`Fuse::Attend`]). Found last, over the other patterns' emission points, and
 //!   only when the lowering asks for it (`GpuOptions::fold_kv_append`);
-//! - a decode step's residual op (above) whose norm a product reads: the first product that
-//!   reads the norm computes the add and the norm itself, every workgroup into its own
-//!   workgroup memory, and stores h and the normed vector for the later readers
-//!   ([`NormInto`]; `matvec/x_norm.wgsl`), where the product is small enough
+//! - a decode step's residual op (above) without a norm of its own operand (Llama's block)
+//!   whose norm a product reads: the first product that reads the norm computes the add and
+//!   the norm as it reads its input, and stores h and the normed vector for the later
+//!   readers ([`NormInto`]; `matvec/x_norm.wgsl`), where the product is small enough
 //!   ([`NORM_FUSE_MAX_BYTES`]). Found last, and only when the lowering asks for it
 //!   (`GpuOptions::fold_norm`).
 //!
@@ -39,7 +39,7 @@
 //! every other graph lowers as before. [`Fusion::emit_at`] says where each node's work
 //! happens, which the lowering's liveness follows.
 
-use rullama_kernels::ops::matvec::{NORM_MAX_IN, ROWS, q8_supported};
+use rullama_kernels::ops::matvec::{ROWS, q8_supported};
 
 use super::GpuOptions;
 use super::ir::{Key, Node, Src};
@@ -51,19 +51,19 @@ use super::weight::GpuWeightRef;
 /// on the H100 (2026-11-23), while at 2048x640 (0.7 MB) the saved dispatch wins.
 const GLU_FUSE_MAX_BYTES: u64 = 4 << 20;
 
-/// The most bytes a product's workgroups may read for a folded norm: each of them reads a,
-/// h and the gains whole (n_in floats each), so the reads grow with rows * n_in / 4 while the
-/// saved dispatch is a fixed few microseconds. gemma-3-270m's gate|up (4096 x 640) reads
-/// 10.5 MB, its q|k|v 3.9 MB; qwen2.5-0.5b's gate|up 26 MB; an LM head hundreds.
+/// The most bytes a product's workgroups may read besides its plain input for a folded
+/// norm: each of them reads h and the gain (n_in floats each) beside `a`, so the reads grow
+/// with rows * n_in / 4 while the saved dispatch is a fixed few microseconds.
+/// SmolLM2-135M's gate|up (3072 x 576) reads 3.5 MB more, qwen2.5-0.5b's 17 MB, an LM head
+/// hundreds.
 const NORM_FUSE_MAX_BYTES: u64 = 12 << 20;
 
-/// A residual op computed by the product that reads its norm first (emitted there): the add
-/// node, the norm of its operand that it folds (Gemma's post-norm) and the norm after it,
-/// whose value the product stores for the other readers.
+/// A residual op `h + a` computed by the product that reads its norm first (emitted there):
+/// the add node and the norm after it, whose value the product stores for the other
+/// readers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct NormInto {
     pub add: usize,
-    pub pre: Option<usize>,
     pub out: usize,
 }
 
@@ -407,16 +407,21 @@ impl Fusion {
         }
     }
 
-    /// The residual op at `i` into the product that reads its norm first: one token, a width
-    /// the kernel stages (at most `NORM_MAX_IN`, a multiple of 4), a product lowered at its
-    /// own node that reads the norm whole, f32 inputs (a q8 copy would need the norm
-    /// first), and reads for the norm within [`NORM_FUSE_MAX_BYTES`].
+    /// The residual op at `i` into the product that reads its norm first: no norm of its own
+    /// operand (the kernel scales by the norm after the sum, which a second norm before the
+    /// add would not allow), one token of whole units of 32, a product lowered at its own
+    /// node that reads the norm whole, f32 inputs (a q8 copy would need the norm first), and
+    /// extra reads within [`NORM_FUSE_MAX_BYTES`].
     fn norm_into(&mut self, key: &Key, i: usize, q8_inputs: bool, whole: &impl Fn(&Src) -> bool) {
-        let Fuse::Residual { pre, out: Some(o) } = self.fuse[i] else {
+        let Fuse::Residual {
+            pre: None,
+            out: Some(o),
+        } = self.fuse[i]
+        else {
             return;
         };
         let (rows, cols) = key.shapes[i];
-        if rows != 1 || cols > NORM_MAX_IN || !cols.is_multiple_of(4) {
+        if rows != 1 || !cols.is_multiple_of(32) {
             return;
         }
         let nodes = &key.nodes;
@@ -437,21 +442,15 @@ impl Fusion {
         let Some(m) = w.matrix() else {
             return;
         };
-        let vectors = if pre.is_some() { 4 } else { 3 };
-        let reads = (product_rows.div_ceil(ROWS) * vectors * cols * 4) as u64;
+        let reads = (product_rows.div_ceil(ROWS) * 2 * cols * 4) as u64;
         let q8 = q8_inputs && q8_supported(m.shape.format);
         if x.value != o || !whole(x) || q8 || reads > NORM_FUSE_MAX_BYTES {
             return;
         }
-        self.norm_input[j] = Some(NormInto {
-            add: i,
-            pre,
-            out: o,
-        });
+        self.norm_input[j] = Some(NormInto { add: i, out: o });
         self.fuse[i] = Fuse::Done;
-        for v in [Some(i), Some(o), pre].into_iter().flatten() {
-            self.emit_at[v] = j;
-        }
+        self.emit_at[i] = j;
+        self.emit_at[o] = j;
     }
 
     /// `add_bias` node `b` on the whole output of a matmul that nothing else reads (and whose

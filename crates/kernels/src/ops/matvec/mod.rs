@@ -85,9 +85,6 @@ pub struct NormParams {
     pub h_out_offset: u32,
     pub x_out_offset: u32,
     pub eps: f32,
-    /// 1: `a` takes its own norm (`w_in`) before the add.
-    pub pre: u32,
-    pub _pad: [u32; 3],
 }
 
 /// What a matvec multiplies: a vector, a gated linear unit of two vectors computed as the
@@ -106,33 +103,27 @@ pub enum Input<'a> {
     /// begin, a multiple of 4 (16-byte aligned); it takes `q8_words(n_in)` words. Only for
     /// the formats [`q8_supported`] names.
     Q8(View<'a>),
-    /// A residual add and RMSNorm computed by every workgroup before its rows
-    /// ([`NormInput`]): a decode step's `residual_norm` folded into the product reading it.
+    /// A residual add and RMSNorm computed as the kernel reads it ([`NormInput`]): a decode
+    /// step's `residual_norm` folded into the product reading it.
     Norm(NormInput<'a>),
 }
 
-/// `h' = h + [rms_norm(a) * w_in]` (stored to `h_out`), then the input
-/// `x = rms_norm(h') * w_out` (stored to `x_out`, for other products that read it), as
-/// `ops::residual_norm` computes them for one row, with rms(v) = sqrt(mean(v^2) + eps).
-/// Every workgroup computes x whole into workgroup memory (`matvec/x_norm.wgsl`), so `n_in`
-/// is at most [`NORM_MAX_IN`], a multiple of 4, and every view starts at a multiple of 4
-/// floats; `h_out` and `x_out` are views of one tensor (one binding), which neither `a` nor
-/// `h` is.
+/// `h' = h + a` (stored to `h_out`), then the input `x = rms_norm(h') * w_out` (stored to
+/// `x_out`, for other products that read it), as `ops::residual_norm` computes them for one
+/// row of Llama's block, with rms(v) = sqrt(mean(v^2) + eps). The kernel multiplies by
+/// h' * w_out as it reads them and scales each row total by 1 / rms(h') at the end
+/// (`matvec/x_norm.wgsl`), so `n_in` is a multiple of 32 and every view starts at a multiple
+/// of 4 floats; `h_out` and `x_out` are views of one tensor (one binding), which neither `a`
+/// nor `h` is.
 #[derive(Debug, Clone, Copy)]
 pub struct NormInput<'a> {
     pub a: View<'a>,
-    /// The norm of `a` before the add (Gemma's post-norms); `None`: `a` is added as it is.
-    pub w_in: Option<&'a GpuTensor>,
     pub h: View<'a>,
     pub w_out: &'a GpuTensor,
     pub h_out: View<'a>,
     pub x_out: View<'a>,
     pub eps: f32,
 }
-
-/// The widest input a [`NormInput`] takes (`XS_VEC4` vec4s of workgroup memory in
-/// `matvec/x_norm.wgsl`).
-pub const NORM_MAX_IN: usize = 2048;
 
 /// The input file of a matvec program (what the dot files read inputs through).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -145,19 +136,19 @@ pub enum InputKind {
     /// `matvec/x_q8.wgsl`: a q8 vector at binding 2 (`xq16`, `xq16_lo`, `xq4`, `xq4_lo`,
     /// `dot8`, `xd`), read by the format's `matvec/dot8_<type>.wgsl`.
     Q8,
-    /// `matvec/x_norm.wgsl` + `norm/reduce.wgsl`: a at 2, h, w_in, w_out and the h'|x
-    /// output at 6..9 ([`norm_bindings`]), the input computed into workgroup memory (`x4`).
+    /// `matvec/x_norm.wgsl` + `norm/reduce.wgsl`: a at 2, h, w_out and the h'|x output at
+    /// 6..8 ([`norm_bindings`]), `x4` and the rows' factor `x_scale`.
     Norm,
 }
 
 /// The bindings of a matvec with a [`NormInput`]: the epilogue's (the bias at 5, or nothing
-/// there), then h, w_in, w_out and the tensor of h_out and x_out at 6 to 9.
+/// there), then h, w_out and the tensor of h_out and x_out at 6 to 8.
 pub fn norm_bindings(out: Epilogue) -> &'static [BindingKind] {
     use BindingKind::{Absent, StorageRead as R, StorageReadWrite as Rw, Uniform};
     if out.bias {
-        &[Uniform, R, R, Rw, R, R, R, R, R, Rw]
+        &[Uniform, R, R, Rw, R, R, R, R, Rw]
     } else {
-        &[Uniform, R, R, Rw, R, Absent, R, R, R, Rw]
+        &[Uniform, R, R, Rw, R, Absent, R, R, Rw]
     }
 }
 
@@ -224,6 +215,17 @@ fn dot_files(f: GpuFormat) -> &'static [&'static ShaderFile] {
         GpuFormat::Q4K => &[&DOT_Q4K],
         GpuFormat::Q5K => &[&ROWS_EACH, &DOT_Q5K],
         GpuFormat::Q6K => &[&DOT_Q6K],
+    }
+}
+
+/// How many times the dot files of `f` read each input of a step (`X_READS` in
+/// `matvec/x_norm.wgsl`): once for the 4 rows together, or once per row through
+/// `rows_each.wgsl`.
+pub(crate) fn input_reads(f: GpuFormat) -> u32 {
+    if dot_files(f).iter().any(|d| d.path == ROWS_EACH.path) {
+        ROWS as u32
+    } else {
+        1
     }
 }
 
@@ -577,13 +579,10 @@ impl<'a> Input<'a> {
             }
             Input::Norm(n) => {
                 let what = "matvec norm input";
-                if s.n_in > NORM_MAX_IN || !s.n_in.is_multiple_of(4) {
+                if !s.n_in.is_multiple_of(32) {
                     return Err(invalid(
                         what,
-                        format!(
-                            "n_in {} is not a multiple of 4 at most {NORM_MAX_IN}",
-                            s.n_in
-                        ),
+                        format!("n_in {} is not a multiple of 32", s.n_in),
                     ));
                 }
                 if n.h_out.t.buf.id != n.x_out.t.buf.id {
@@ -603,19 +602,14 @@ impl<'a> Input<'a> {
                         ));
                     }
                 }
-                for w in n.w_in.iter().chain([&n.w_out]) {
-                    View::from(*w).check(what, s.n_in)?;
-                }
-                let w_in = n.w_in.unwrap_or(n.w_out);
+                View::from(n.w_out).check(what, s.n_in)?;
                 Ok(Bound {
-                    more: vec![&n.h.t.buf, &w_in.buf, &n.w_out.buf, &n.h_out.t.buf],
+                    more: vec![&n.h.t.buf, &n.w_out.buf, &n.h_out.t.buf],
                     norm: NormParams {
                         h_offset: n.h.offset as u32,
                         h_out_offset: n.h_out.offset as u32,
                         x_out_offset: n.x_out.offset as u32,
                         eps: n.eps,
-                        pre: u32::from(n.w_in.is_some()),
-                        _pad: [0; 3],
                     },
                     ..bound(Kernel::MatvecNorm(f, out), InputKind::Norm, n.a)
                 })
