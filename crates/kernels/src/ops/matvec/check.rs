@@ -273,20 +273,29 @@ pub(crate) fn compare_glu(gpu: &Gpu, case: Case, place: GluPlace) -> Result<Comp
         .map(|(&g, &u)| glu::tolerance(g, u))
         .collect();
     let (want, abs) = matvec_ref(&w, &a);
-    let n = (n_in + 4) as f64 * U;
     let mut c = Compare::default();
     for (r, row) in w.chunks_exact(n_in).enumerate() {
-        let we: f64 = row
-            .iter()
-            .zip(&e)
-            .map(|(&w, e)| f64::from(w).abs() * e)
-            .sum();
-        let bound = n * f64::from(abs[r]) + (1.0 + n) * we;
+        let bound = perturbed_input_bound(row, &e, f64::from(abs[r]));
         c.add(f64::from(y[r]), f64::from(want[r]), bound, || {
             format!("{} {place:?} row {r}", case.name())
         });
     }
     Ok(c)
+}
+
+/// The bound of one row of a matvec whose input the kernel computes within `e[i]` of the
+/// reference's x (a GLU, a norm): `(n_in + 4) u abs + (1 + (n_in + 4) u) sum_i |w_i| e_i`,
+/// `abs` = sum_i |w_i x_i|. The exact sum over the kernel's inputs is within
+/// sum |w_i| e_i of the reference's, and its f32 sum errs by the matvec's bound over
+/// |w_i x'_i| <= |w_i| (|x_i| + e_i).
+pub(crate) fn perturbed_input_bound(row: &[f32], e: &[f64], abs: f64) -> f64 {
+    let n = (row.len() + 4) as f64 * U;
+    let we: f64 = row
+        .iter()
+        .zip(e)
+        .map(|(&w, e)| f64::from(w).abs() * e)
+        .sum();
+    n * abs + (1.0 + n) * we
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use crate::parity::{Check, Compare, U, run_read};
 use crate::readback::Readback;
 use crate::tensor::{Dtype, GpuTensor, View};
 
-use super::check::{Case, matvec_bias_ref};
+use super::check::{Case, matvec_bias_ref, perturbed_input_bound};
 use super::{Input, NormInput, ops};
 
 /// Tolerance. h' = h + a exactly (one f32 add, as the reference rounds it). The stored x as
@@ -106,15 +106,14 @@ pub(crate) fn compare_norm(gpu: &Gpu, case: Case, place: NormPlace) -> Result<Co
         });
     }
     let (want, abs) = matvec_bias_ref(&w, &x, b.as_deref());
-    let k = (n + 4) as f64 * U;
+    let e: Vec<f64> = x.iter().map(|&x| ulps * U * f64::from(x).abs()).collect();
     for (r, row) in w.chunks_exact(n).enumerate() {
-        let we: f64 = row
-            .iter()
-            .zip(&x)
-            .map(|(&w, &x)| f64::from(w).abs() * ulps * U * f64::from(x).abs())
-            .sum();
+        // The bias is one more term of the sum (`epilogue::bias_bound`).
         let bias = b.as_ref().map_or(0.0, |b| f64::from(b[r]).abs());
-        let bound = (n + 5) as f64 * U * (f64::from(abs[r]) + bias) + (1.0 + k) * we + 1e-30;
+        let bound = perturbed_input_bound(row, &e, f64::from(abs[r]))
+            + (n + 5) as f64 * U * bias
+            + U * f64::from(abs[r])
+            + 1e-30;
         c.add(f64::from(y[r]), f64::from(want[r]), bound, || {
             format!("{} row {r}", name())
         });
