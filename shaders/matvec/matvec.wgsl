@@ -25,7 +25,10 @@
 // or common/out_bias.wgsl (sum + bias); the weight row a dispatch row reads and where it
 // lands go through `w_row` and `y_index`, defined by the place file: common/out_one.wgsl
 // (the chunk's rows, into y from y_offset) or common/out_split.wgsl (a row range, split over
-// up to 3 outputs).
+// up to 3 outputs). The entry point hands the row totals to `store_rows(row0, tid, v)`,
+// defined by the store file matvec/out_rows.wgsl (each row through y_out and y_index).
+// Every invocation of a workgroup calls store_rows, in uniform control flow, with its row's
+// total in v for tid < R.
 
 struct Params {
     n_in: u32,
@@ -99,9 +102,3 @@ fn rows_dot(r0: u32, r1: u32, r2: u32, r3: u32, s: u32, part: u32) -> vec4<f32> 
     return rows_dot4(vec4<u32>(r0, r1, r2, r3) + blk, unit, part, xb);
 }
 
-fn store_rows(row0: u32, tid: u32, v: f32) {
-    let r = row0 + tid;
-    if tid < R && r < p.n_rows {
-        y[y_index(r, 0u, p.y_offset + r)] = y_out(r, v);
-    }
-}

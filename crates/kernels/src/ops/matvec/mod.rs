@@ -122,6 +122,8 @@ static X_GLU: ShaderFile = shader_file!("matvec/x_glu.wgsl");
 static X_Q8: ShaderFile = shader_file!("matvec/x_q8.wgsl");
 static REDUCE_PLAIN: ShaderFile = shader_file!("matvec/reduce_plain.wgsl");
 static REDUCE_SUBGROUP: ShaderFile = shader_file!("matvec/reduce_subgroup.wgsl");
+// The store file: `store_rows`, each row through the epilogue's `y_out` and `y_index`.
+static OUT_ROWS: ShaderFile = shader_file!("matvec/out_rows.wgsl");
 // `const`, not `static`: `dot_files` returns promoted `&'static` slices of them.
 const ROWS_EACH: ShaderFile = shader_file!("matvec/rows_each.wgsl");
 const DOT_F32: ShaderFile = shader_file!("matvec/dot_f32.wgsl");
@@ -266,7 +268,7 @@ pub(crate) fn program(f: GpuFormat, input: InputKind, out: Epilogue, subgroup: b
             .into_iter()
             .chain(x_files.iter().copied())
             .chain(out.files())
-            .chain([reduce, &BLOCKS])
+            .chain([&OUT_ROWS, reduce, &BLOCKS])
             .chain(f.decoder().iter().copied())
             .chain(dots(f, input).iter().copied())
             .collect(),
