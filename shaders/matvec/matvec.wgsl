@@ -26,7 +26,9 @@
 // lands go through `w_row` and `y_index`, defined by the place file: common/out_one.wgsl
 // (the chunk's rows, into y from y_offset) or common/out_split.wgsl (a row range, split over
 // up to 3 outputs). The entry point hands the row totals to `store_rows(row0, tid, v)`,
-// defined by the store file matvec/out_rows.wgsl (each row through y_out and y_index).
+// defined by the store file: matvec/out_rows.wgsl (each row through y_out and y_index) or
+// matvec/out_glu.wgsl (the GLU epilogue: dispatch rows are gate and up rows in pairs, and
+// act(gate) * up is stored; it defines `w_row` itself and takes no value or place file).
 // Every invocation of a workgroup calls store_rows, in uniform control flow, with its row's
 // total in v for tid < R.
 

@@ -31,6 +31,9 @@ pub enum Kernel {
     /// `y = W x' [+ bias]` with x' a q8 vector (two int8 digits per input, blocks of 32 with
     /// f32 scales), integer dot products; only for `matvec::q8_supported` formats.
     MatvecQ8(GpuFormat, Epilogue),
+    /// `y = act(W_gate x) * (W_up x)` (the GLU epilogue: gate|up stacked, the GLU stored)
+    /// with x a vector (`InputKind::Plain`) or a q8 vector (`InputKind::Q8`).
+    MatvecGluOut(GpuFormat, InputKind, Activation),
     /// A vector rounded to the q8 layout (the matvec's q8 input).
     QuantizeQ8,
     /// `act(gate) * up` computed as it is read, rounded to the q8 layout.
@@ -100,6 +103,12 @@ impl Kernel {
             if matvec::q8_supported(f) {
                 all.extend(Epilogue::ALL.map(|out| Kernel::MatvecQ8(f, out)));
             }
+            for act in [Activation::GeluTanh, Activation::Silu] {
+                all.push(Kernel::MatvecGluOut(f, InputKind::Plain, act));
+                if matvec::q8_supported(f) {
+                    all.push(Kernel::MatvecGluOut(f, InputKind::Q8, act));
+                }
+            }
             all.push(Kernel::EmbedRows(f));
         }
         for weighted in [false, true] {
@@ -160,6 +169,7 @@ impl Kernel {
                 matvec::program(f, InputKind::Glu, Epilogue::STORE, caps.subgroup)
             }
             Kernel::MatvecQ8(f, out) => matvec::program(f, InputKind::Q8, out, caps.subgroup),
+            Kernel::MatvecGluOut(f, input, _) => matvec::glu_out_program(f, input, caps.subgroup),
             // `Matmul::kernel` picks MatmulCoop only with coop_f16; tests build it elsewhere
             // to run its body over emulated coop ops.
             Kernel::MatmulCoop(f, out) => matmul_coop::program(f, out, !caps.coop_f16),
@@ -182,6 +192,10 @@ impl Kernel {
                 matvec::program(f, InputKind::Q8, out, false),
                 matvec::program(f, InputKind::Q8, out, true),
             ],
+            Kernel::MatvecGluOut(f, input, _) => vec![
+                matvec::glu_out_program(f, input, false),
+                matvec::glu_out_program(f, input, true),
+            ],
             Kernel::MatmulCoop(f, out) => vec![
                 matmul_coop::program(f, out, false),
                 matmul_coop::program(f, out, true),
@@ -198,6 +212,7 @@ impl Kernel {
             Kernel::Matvec(f, out) => matvec::program(f, InputKind::Plain, out, false),
             Kernel::MatvecGlu(f, _) => matvec::program(f, InputKind::Glu, Epilogue::STORE, false),
             Kernel::MatvecQ8(f, out) => matvec::program(f, InputKind::Q8, out, false),
+            Kernel::MatvecGluOut(f, input, _) => matvec::glu_out_program(f, input, false),
             Kernel::QuantizeQ8 => quantize::program(false),
             Kernel::QuantizeQ8Glu(_) => quantize::program(true),
             Kernel::EmbedRows(f) => embed::program(f),
@@ -231,6 +246,9 @@ impl Kernel {
             Kernel::Glu(a) | Kernel::QuantizeQ8Glu(a) => vec![("ACT", a.code())],
             Kernel::MatvecGlu(f, a) => vec![("ACT", a.code()), partial_units(f)],
             Kernel::Matvec(f, _) => vec![partial_units(f)],
+            // x_q8.wgsl has no PARTIAL_UNITS (a q8 row is whole blocks of 32).
+            Kernel::MatvecGluOut(_, InputKind::Q8, a) => vec![("ACT", a.code())],
+            Kernel::MatvecGluOut(f, _, a) => vec![("ACT", a.code()), partial_units(f)],
             Kernel::Rope(m) => vec![("NEOX", m.code())],
             Kernel::ResidualNorm {
                 pre_norm, groups, ..
