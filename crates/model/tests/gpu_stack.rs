@@ -72,9 +72,12 @@ fn stacks_as_the_file_allows(name: &str) {
     let file = file(name);
     let gpu = device();
     let run_with = |stack_projections| {
+        // Without the GLU epilogue (which needs a stacked gate|up: `tests/gpu_glu_epilogue.rs`),
+        // so both runs' down projections read the GLU alike.
         let options = GpuOptions {
             kv_dtype: KvDtype::F32,
             stack_projections,
+            glu_epilogue: false,
             ..GpuOptions::default()
         };
         run(&gpu, &file, options, &SCRIPT)

@@ -89,6 +89,12 @@ pub struct GpuOptions {
     /// `false` keeps the separate append (for comparisons: the logits are the same bit for
     /// bit).
     pub fold_kv_append: bool,
+    /// In a decode step, the matvec over a stacked gate|up stores `act(gate) * up` (the
+    /// matvec's GLU epilogue), so the down projection is a plain matvec: no `glu` dispatch,
+    /// and no GLU recomputed by every workgroup of the down projection (`matvec_glu`).
+    /// `false` keeps the GLU apart or in the down projection's input (for comparisons: the
+    /// logits are the same bit for bit).
+    pub glu_epilogue: bool,
 }
 
 impl Default for GpuOptions {
@@ -100,6 +106,7 @@ impl Default for GpuOptions {
             stack_projections: true,
             q8_inputs: false,
             fold_kv_append: true,
+            glu_epilogue: true,
         }
     }
 }

@@ -20,7 +20,8 @@ use rullama_kernels::ops::head_norm_rope_kv::KvStore;
 use rullama_kernels::ops::kv::KvAppend;
 use rullama_kernels::ops::matmul::{Matmul, Strides};
 use rullama_kernels::ops::matvec::{
-    Input, matvec_bias_input, matvec_glu, matvec_input, matvec_split_input, q8_supported,
+    Input, matvec_bias_input, matvec_glu, matvec_glu_out, matvec_input, matvec_split_input,
+    q8_supported,
 };
 use rullama_kernels::ops::norm::RmsNorm;
 use rullama_kernels::ops::quantize::{Q8_BLOCK, q8_words, quantize_q8, quantize_q8_glu};
@@ -142,6 +143,7 @@ impl Plan {
             tensor_cores: options.tensor_cores,
             q8_inputs: options.q8_inputs,
             q8: Vec::new(),
+            keep_f32: fusion.keep_f32.clone(),
         };
         for (i, node) in key.nodes.iter().enumerate() {
             let shape = key.shapes[i];
@@ -163,6 +165,7 @@ impl Plan {
                 Fuse::GluDown { glu, q8 } => l.glu_down(key, i, *glu, *q8)?,
                 Fuse::Biased { bias } => l.biased(key, i, *bias)?,
                 Fuse::Stack { parts } => l.stack(key, parts)?,
+                Fuse::GluStack { up, glu } => l.glu_stack(key, i, *up, *glu)?,
             }
             for &v in &release_after[i] {
                 let buf = l.locs[v].expect("a released value was lowered").buf;
@@ -361,6 +364,8 @@ struct Lower<'a> {
     /// `residual_norm` that made the source): products reading the same input share one,
     /// which lives as long as its source value.
     q8: Vec<(Src, usize)>,
+    /// Values that decode products read as f32 even with q8 inputs (`Fusion::keep_f32`).
+    keep_f32: Vec<bool>,
 }
 
 fn mismatch(detail: &str) -> GpuError {
@@ -614,7 +619,8 @@ impl Lower<'_> {
     }
 
     /// Whether a product over `rows` reads `x` through a q8 copy: the q8 mode is on, `x` is
-    /// one row of whole blocks (decode) and the weight's format has an integer-dot kernel.
+    /// one row of whole blocks (decode), the weight's format has an integer-dot kernel and
+    /// the fusions do not keep `x` in f32 (a GLU stored for a small down projection).
     /// The one rule for both who makes the copy ([`Lower::q8_read`]) and who reads it
     /// ([`Lower::q8_input`]).
     fn reads_q8(&self, x: &Src, rows: WeightRows<'_>) -> bool {
@@ -622,6 +628,7 @@ impl Lower<'_> {
             && x.rows == 1
             && x.cols.is_multiple_of(Q8_BLOCK)
             && q8_supported(rows.w.shape.format)
+            && !self.keep_f32[x.value]
     }
 
     /// Per-head norm (where the graph has one) and RoPE of q and k, in place, one op; with
@@ -832,6 +839,32 @@ impl Lower<'_> {
                 .collect()
         };
         let ops = self.product(rows, *x, q8, bias, &outs);
+        self.extend(ops)
+    }
+
+    /// The matvec over gate|up (matmul nodes `gate` and `up`, one token, consecutive rows of
+    /// one stacked upload) that stores GLU node `g`'s value (`fuse.rs`, [`Fuse::GluStack`]):
+    /// gate's and up's values are never stored. With q8 inputs it reads the q8 copy of its
+    /// input as the stacked product would.
+    fn glu_stack(&mut self, key: &Key, gate: usize, up: usize, g: usize) -> Result<(), GpuError> {
+        let nodes = &key.nodes;
+        let (Node::Matmul { w, x }, Node::Glu { act, .. }) = (&nodes[gate], &nodes[g]) else {
+            return Err(mismatch("a GLU epilogue on other nodes"));
+        };
+        let n_ff = key.shapes[gate].1;
+        if key.shapes[up].1 != n_ff || x.rows != 1 {
+            return Err(mismatch("a GLU epilogue over gate and up of other shapes"));
+        }
+        let out = self.alloc(n_ff)?;
+        self.locs[g] = Some(out);
+        let first = rows(w)?;
+        let rows = first.w.rows(first.first..first.first + 2 * n_ff);
+        let q8 = self.q8_input(*x, rows)?;
+        let input = match q8 {
+            Some(q) => Input::Q8(self.view(q)),
+            None => Input::Plain(self.src(*x)),
+        };
+        let ops = matvec_glu_out(rows, *act, input, self.view(out));
         self.extend(ops)
     }
 
