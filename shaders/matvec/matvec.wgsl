@@ -27,7 +27,12 @@
 // or common/out_bias.wgsl (sum + bias); the weight row a dispatch row reads and where it
 // lands go through `w_row` and `y_index`, defined by the place file: common/out_one.wgsl
 // (the chunk's rows, into y from y_offset) or common/out_split.wgsl (a row range, split over
-// up to 3 outputs).
+// up to 3 outputs). The entry point hands the row totals to `store_rows(row0, tid, v)`,
+// defined by the store file: matvec/out_rows.wgsl (each row through y_out and y_index) or
+// matvec/out_glu.wgsl (the GLU epilogue: dispatch rows are gate and up rows in pairs, and
+// act(gate) * up is stored; it defines `w_row` itself and takes no value or place file).
+// Every invocation of a workgroup calls store_rows, in uniform control flow, with its row's
+// total in v for tid < R.
 
 struct Params {
     n_in: u32,
@@ -107,12 +112,3 @@ fn rows_dot(r0: u32, r1: u32, r2: u32, r3: u32, s: u32, part: u32) -> vec4<f32> 
     return rows_dot4(vec4<u32>(r0, r1, r2, r3) + blk, unit, part, xb);
 }
 
-// Called by every invocation (the input's `x_scale` may reduce across the workgroup): the
-// row total of invocation tid < R, scaled by the input's factor (1 but for x_norm.wgsl).
-fn store_rows(row0: u32, tid: u32, v: f32) {
-    let scale = x_scale(tid);
-    let r = row0 + tid;
-    if tid < R && r < p.n_rows {
-        y[y_index(r, 0u, p.y_offset + r)] = y_out(r, v * scale);
-    }
-}

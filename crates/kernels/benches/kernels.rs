@@ -1,7 +1,8 @@
 //! Kernel speed: matvec per weight format at real model shapes (`matvec/...`; beside it
 //! `matvec_q8/...`, the same product from a q8 input, for the formats that take one, and
 //! `quantize_q8/<n>`, the dispatch that rounds x to it), the matvec with a GLU input
-//! beside the glu + matvec it replaces, stacked projections (q|k|v, gate|up: one matvec or
+//! beside the glu + matvec it replaces, the gate|up matvec with the GLU epilogue beside the
+//! matvec + glu it replaces, stacked projections (q|k|v, gate|up: one matvec or
 //! split matmul beside the separate products), the prompt matmul (`matmul/...`: f32; beside
 //! it `matmul_coop/...`, the tensor-core kernel, where the device has cooperative matrices),
 //! decode and prompt attention.
@@ -24,7 +25,9 @@ use rullama_kernels::ops::glu::{Activation, glu};
 use rullama_kernels::ops::head_norm_rope::{HeadNormRope, Heads};
 use rullama_kernels::ops::kv::{KvAppend, KvCache, KvDtype, KvLayout};
 use rullama_kernels::ops::matmul::{Matmul, Strides};
-use rullama_kernels::ops::matvec::{Input, matvec, matvec_glu, matvec_input, q8_supported};
+use rullama_kernels::ops::matvec::{
+    Input, matvec, matvec_glu, matvec_glu_out, matvec_input, q8_supported,
+};
 use rullama_kernels::ops::norm::RmsNorm;
 use rullama_kernels::ops::quantize::{q8_words, quantize_q8, quantize_q8_ref};
 use rullama_kernels::ops::residual_norm::{NormOut, ResidualNorm};
@@ -312,6 +315,48 @@ fn bench_matvec_glu(ctx: &Ctx, c: &mut Criterion) {
         ctx.bench(c, &name, fused, work, reps_for(bytes));
         let mut two = vec![glu(act, gate, up, (&a).into(), n_in).unwrap()];
         two.extend(matvec(&w, (&a).into(), (&y).into()).unwrap());
+        ctx.bench(c, &format!("{name}/unfused"), two, work, reps_for(bytes));
+    }
+}
+
+/// The gate|up matvec that stores the GLU (its GLU epilogue) beside the two dispatches it
+/// replaces (the gate|up matvec, then `glu`), gate|up stacked in one weight.
+fn bench_glu_out(ctx: &Ctx, c: &mut Criterion) {
+    let gpu = &ctx.gpu;
+    // gemma-3-270m's gate|up (GEGLU, Q5_0 in the file), gemma3-4b's (GEGLU, Q4_K), a
+    // 7B-sized one (SwiGLU).
+    let mut cases = vec![
+        (GpuFormat::Q5_0, 640, 2048, Activation::GeluTanh),
+        (GpuFormat::Q4K, 2560, 10240, Activation::GeluTanh),
+        (GpuFormat::Q4K, 4096, 14336, Activation::Silu),
+    ];
+    if gpu.info.device_type == wgpu::DeviceType::Cpu {
+        cases.truncate(1);
+    }
+    for (f, n_in, n_ff, act) in cases {
+        let name = format!("glu_out/{}/{n_in}x{n_ff}+{n_ff}", f.name());
+        if ctx
+            .filter
+            .as_ref()
+            .is_some_and(|s| !format!("{name}/unfused").contains(s.as_str()))
+        {
+            continue;
+        }
+        let w = weight(gpu, f, n_in, 2 * n_ff);
+        let x = GpuTensor::from_f32(gpu, &[n_in], &random_f32(n_in, 1));
+        let gu = GpuTensor::zeros(gpu, &[2 * n_ff], Dtype::F32);
+        let y = GpuTensor::zeros(gpu, &[n_ff], Dtype::F32);
+        let bytes = f.row_bytes(n_in) * 2 * n_ff;
+        let work = Work {
+            bytes: bytes as u64,
+            flops: 2.0 * (n_in * 2 * n_ff) as f64,
+        };
+        let input = Input::Plain((&x).into());
+        let fused = matvec_glu_out(w.all_rows(), act, input, (&y).into()).unwrap();
+        ctx.bench(c, &name, fused, work, reps_for(bytes));
+        let mut two = matvec(&w, (&x).into(), (&gu).into()).unwrap();
+        let (gate, up) = ((&gu).into(), View::at(&gu, n_ff));
+        two.push(glu(act, gate, up, (&y).into(), n_ff).unwrap());
         ctx.bench(c, &format!("{name}/unfused"), two, work, reps_for(bytes));
     }
 }
@@ -798,6 +843,7 @@ fn main() {
     bench_matvec(&ctx, &mut c);
     bench_quantize(&ctx, &mut c);
     bench_matvec_glu(&ctx, &mut c);
+    bench_glu_out(&ctx, &mut c);
     bench_stacked(&ctx, &mut c);
     bench_matmul(&ctx, &mut c);
     bench_attention(&ctx, &mut c);

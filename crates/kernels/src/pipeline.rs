@@ -34,6 +34,9 @@ pub enum Kernel {
     /// `y = W x [+ bias]` with x = rms_norm(h + [rms_norm(a)]) computed by every workgroup
     /// (and h's update stored): a decode step's residual_norm folded into its product.
     MatvecNorm(GpuFormat, Epilogue),
+    /// `y = act(W_gate x) * (W_up x)` (the GLU epilogue: gate|up stacked, the GLU stored)
+    /// with x a vector (`InputKind::Plain`) or a q8 vector (`InputKind::Q8`).
+    MatvecGluOut(GpuFormat, InputKind, Activation),
     /// A vector rounded to the q8 layout (the matvec's q8 input).
     QuantizeQ8,
     /// `act(gate) * up` computed as it is read, rounded to the q8 layout.
@@ -104,6 +107,13 @@ impl Kernel {
                 all.extend(Epilogue::ALL.map(|out| Kernel::MatvecQ8(f, out)));
             }
             all.extend(Epilogue::ALL.map(|out| Kernel::MatvecNorm(f, out)));
+            for act in [Activation::GeluTanh, Activation::Silu] {
+                all.push(Kernel::MatvecGluOut(f, InputKind::Plain, act));
+                all.push(Kernel::MatvecGluOut(f, InputKind::Norm, act));
+                if matvec::q8_supported(f) {
+                    all.push(Kernel::MatvecGluOut(f, InputKind::Q8, act));
+                }
+            }
             all.push(Kernel::EmbedRows(f));
         }
         for weighted in [false, true] {
@@ -165,6 +175,7 @@ impl Kernel {
             }
             Kernel::MatvecQ8(f, out) => matvec::program(f, InputKind::Q8, out, caps.subgroup),
             Kernel::MatvecNorm(f, out) => matvec::program(f, InputKind::Norm, out, caps.subgroup),
+            Kernel::MatvecGluOut(f, input, _) => matvec::glu_out_program(f, input, caps.subgroup),
             // `Matmul::kernel` picks MatmulCoop only with coop_f16; tests build it elsewhere
             // to run its body over emulated coop ops.
             Kernel::MatmulCoop(f, out) => matmul_coop::program(f, out, !caps.coop_f16),
@@ -191,6 +202,10 @@ impl Kernel {
                 matvec::program(f, InputKind::Norm, out, false),
                 matvec::program(f, InputKind::Norm, out, true),
             ],
+            Kernel::MatvecGluOut(f, input, _) => vec![
+                matvec::glu_out_program(f, input, false),
+                matvec::glu_out_program(f, input, true),
+            ],
             Kernel::MatmulCoop(f, out) => vec![
                 matmul_coop::program(f, out, false),
                 matmul_coop::program(f, out, true),
@@ -208,6 +223,7 @@ impl Kernel {
             Kernel::MatvecGlu(f, _) => matvec::program(f, InputKind::Glu, Epilogue::STORE, false),
             Kernel::MatvecQ8(f, out) => matvec::program(f, InputKind::Q8, out, false),
             Kernel::MatvecNorm(f, out) => matvec::program(f, InputKind::Norm, out, false),
+            Kernel::MatvecGluOut(f, input, _) => matvec::glu_out_program(f, input, false),
             Kernel::QuantizeQ8 => quantize::program(false),
             Kernel::QuantizeQ8Glu(_) => quantize::program(true),
             Kernel::EmbedRows(f) => embed::program(f),
@@ -241,7 +257,11 @@ impl Kernel {
             Kernel::Glu(a) | Kernel::QuantizeQ8Glu(a) => vec![("ACT", a.code())],
             Kernel::MatvecGlu(f, a) => vec![("ACT", a.code()), partial_units(f)],
             Kernel::Matvec(f, _) => vec![partial_units(f)],
-            Kernel::MatvecNorm(f, _) => vec![("X_READS", f64::from(matvec::input_reads(f)))],
+            Kernel::MatvecNorm(f, _) => vec![x_reads(f)],
+            // x_q8.wgsl has no PARTIAL_UNITS (a q8 row is whole blocks of 32).
+            Kernel::MatvecGluOut(_, InputKind::Q8, a) => vec![("ACT", a.code())],
+            Kernel::MatvecGluOut(f, InputKind::Norm, a) => vec![("ACT", a.code()), x_reads(f)],
+            Kernel::MatvecGluOut(f, _, a) => vec![("ACT", a.code()), partial_units(f)],
             Kernel::Rope(m) => vec![("NEOX", m.code())],
             Kernel::ResidualNorm {
                 pre_norm, groups, ..
@@ -257,6 +277,11 @@ impl Kernel {
             _ => Vec::new(),
         }
     }
+}
+
+/// matvec/x_norm.wgsl's `X_READS` override for weights of format `f`.
+fn x_reads(f: GpuFormat) -> (&'static str, f64) {
+    ("X_READS", f64::from(matvec::input_reads(f)))
 }
 
 /// The matvec input files' `PARTIAL_UNITS` override for weights of format `f`.

@@ -11,6 +11,7 @@ use common::gpu::skip;
 
 use rullama_gguf::{GgmlType, GgufFile, GgufWriter};
 use rullama_kernels::ops::epilogue::Epilogue;
+use rullama_kernels::ops::matvec::InputKind;
 use rullama_kernels::{GpuFormat, Kernel};
 use rullama_model::gpu::{GpuOptions, KvDtype};
 use rullama_model::{CpuBackend, GpuBackend, Model, OutputRows};
@@ -26,12 +27,17 @@ const VOCAB: u64 = 64;
 
 /// A qwen2 file: `LAYERS` layers of the Llama block with q/k/v biases, untied output.
 fn qwen2_file() -> GgufFile<Vec<u8>> {
+    qwen2_file_with(FFN)
+}
+
+/// [`qwen2_file`] with a feed-forward width of `ffn`.
+fn qwen2_file_with(ffn: u64) -> GgufFile<Vec<u8>> {
     let mut w = GgufWriter::new();
     w.set("general.architecture", "qwen2");
     for (k, v) in [
         ("block_count", LAYERS as u32),
         ("embedding_length", D as u32),
-        ("feed_forward_length", FFN as u32),
+        ("feed_forward_length", ffn as u32),
         ("attention.head_count", HEADS),
         ("attention.head_count_kv", KV_HEADS),
         ("context_length", 128),
@@ -55,9 +61,9 @@ fn qwen2_file() -> GgufFile<Vec<u8>> {
             ("attn_v.bias", vec![KV_DIM]),
             ("attn_output.weight", vec![D, D]),
             ("ffn_norm.weight", vec![D]),
-            ("ffn_gate.weight", vec![D, FFN]),
-            ("ffn_up.weight", vec![D, FFN]),
-            ("ffn_down.weight", vec![FFN, D]),
+            ("ffn_gate.weight", vec![D, ffn]),
+            ("ffn_up.weight", vec![D, ffn]),
+            ("ffn_down.weight", vec![ffn, D]),
         ] {
             tensors.push((format!("blk.{il}.{name}"), dims));
         }
@@ -201,9 +207,10 @@ fn qwen2_biases_are_projection_epilogues() {
 /// With the projections stacked (the default; every matrix of the file is F32, so q|k|v and
 /// gate|up each stack): one biased product for q, k and v and one product for gate and up
 /// per layer, split over their outputs in prefill, one output in decode (their places are
-/// contiguous); RoPE still fused on the biased q and k, the GLU still folded into the down
-/// projection; the logits equal those of the unstacked projections bit for bit (with the
-/// residual ops unfolded in both).
+/// contiguous), where gate|up stores the GLU (the matvec's GLU epilogue) and the down
+/// projection is a plain matvec; RoPE still fused on the biased q and k; the logits equal
+/// those of the unstacked projections (whose down projection reads the GLU as its input)
+/// bit for bit.
 #[test]
 fn qwen2_projections_are_stacked() {
     if skip() {
@@ -232,17 +239,24 @@ fn qwen2_projections_are_stacked() {
         }
     };
     assert_eq!(count(decode, one(Epilogue::BIAS)), LAYERS, "{decode:?}");
-    // gate|up, o per layer, and the LM head.
+    // o, down per layer, and the LM head.
     assert_eq!(
         count(decode, one(Epilogue::STORE)),
         2 * LAYERS + 1,
         "{decode:?}"
     );
-    let glu = |k: &Kernel| matches!(k, Kernel::MatvecGlu(..));
-    assert_eq!(count(decode, glu), LAYERS, "{decode:?}");
-    // Every residual op is computed by the product that reads its norm: gate|up, the next
-    // layer's q|k|v, the LM head (small enough here).
-    let norm_in = |k: &Kernel| matches!(k, Kernel::MatvecNorm(..));
+    let glu_out = |k: &Kernel| matches!(k, Kernel::MatvecGluOut(GpuFormat::F32, ..));
+    assert_eq!(count(decode, glu_out), LAYERS, "{decode:?}");
+    let glu = |k: &Kernel| matches!(k, Kernel::MatvecGlu(..) | Kernel::Glu(_));
+    assert_eq!(count(decode, glu), 0, "{decode:?}");
+    // Every residual op is computed by the product that reads its norm: gate|up (with the
+    // GLU epilogue), the next layer's q|k|v, the LM head (small enough here).
+    let norm_in = |k: &Kernel| {
+        matches!(
+            k,
+            Kernel::MatvecNorm(..) | Kernel::MatvecGluOut(_, InputKind::Norm, _)
+        )
+    };
     assert_eq!(count(decode, norm_in), 2 * LAYERS, "{decode:?}");
     let residual = |k: &Kernel| matches!(k, Kernel::ResidualNorm { .. });
     assert_eq!(count(decode, residual), 0, "{decode:?}");
@@ -298,4 +312,46 @@ fn qwen2_residual_norms_fold_into_products() {
     assert_eq!(separate.prefill, folded.prefill);
     assert_matches_cpu(&file, &folded.logits);
     assert_matches_cpu(&file, &separate.logits);
+}
+
+/// A feed-forward width whose F32 down projection (ffn x D) is over the 4 MB up to which the
+/// down projection reads the GLU as its input (`matvec_glu`): without the GLU epilogue the
+/// GLU is a dispatch of its own.
+const WIDE_FFN: u64 = 4352;
+
+/// The gate|up matvec stores the GLU (its GLU epilogue) in decode: a down projection over
+/// 4 MB no longer needs a `glu` dispatch, one dispatch fewer a layer; the logits equal those
+/// of the separate `glu` bit for bit (the same row sums, the same expression); a prompt
+/// block is lowered as before.
+#[test]
+fn qwen2_glu_epilogue_saves_the_glu_dispatch() {
+    if skip() {
+        return;
+    }
+    const { assert!(WIDE_FFN * D * 4 > 4 << 20) };
+    let file = qwen2_file_with(WIDE_FFN);
+    let run_with = |glu_epilogue| {
+        let options = GpuOptions {
+            kv_dtype: KvDtype::F32,
+            glu_epilogue,
+            ..GpuOptions::default()
+        };
+        run_with(&file, options)
+    };
+    let (on, off) = (run_with(true), run_with(false));
+    let glu_out = |k: &Kernel| matches!(k, Kernel::MatvecGluOut(GpuFormat::F32, ..));
+    let glu = |k: &Kernel| matches!(k, Kernel::Glu(_));
+    assert_eq!(count(&on.decode, glu_out), LAYERS, "{:?}", on.decode);
+    assert_eq!(count(&on.decode, glu), 0, "{:?}", on.decode);
+    assert_eq!(count(&off.decode, glu), LAYERS, "{:?}", off.decode);
+    assert_eq!(off.decode.len() - on.decode.len(), LAYERS);
+    eprintln!(
+        "ffn {WIDE_FFN}: decode {} -> {} dispatches with the GLU epilogue",
+        off.decode.len(),
+        on.decode.len()
+    );
+    assert_eq!(on.prefill, off.prefill);
+    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+    assert!(bits(&on.logits) == bits(&off.logits));
+    assert_matches_cpu(&file, &on.logits);
 }

@@ -11,6 +11,7 @@ mod common;
 
 use common::gpu::{Script, count, device, file, run, skip};
 use rullama_kernels::Kernel;
+use rullama_kernels::ops::matvec::InputKind;
 use rullama_kernels::ops::residual_norm::ResidualOut;
 use rullama_model::OutputRows;
 use rullama_model::gpu::{GpuOptions, KvDtype};
@@ -54,12 +55,19 @@ fn q8_decode_keeps_the_bar(name: &str) {
     };
     let (exact, q8) = (run_with(false), run_with(true));
 
-    let q8_products = count(&q8.decode, |k| matches!(k, Kernel::MatvecQ8(..)));
+    // The q8 products: plain, and the gate|up matvecs that store the GLU.
+    let q8_product = |k: &Kernel| {
+        matches!(
+            k,
+            Kernel::MatvecQ8(..) | Kernel::MatvecGluOut(_, InputKind::Q8, _)
+        )
+    };
+    let q8_products = count(&q8.decode, q8_product);
     let quantizes = count(&q8.decode, |k| {
         matches!(k, Kernel::QuantizeQ8 | Kernel::QuantizeQ8Glu(_))
     });
     assert_eq!(
-        count(&exact.decode, |k| matches!(k, Kernel::MatvecQ8(..))),
+        count(&exact.decode, q8_product),
         0,
         "{name}: the default mode ran q8 products"
     );

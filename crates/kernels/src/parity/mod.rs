@@ -177,6 +177,8 @@ pub fn checks() -> Vec<Check> {
         matvec::GLU_CHECK,
         matvec::NORM_CHECK,
         matvec::BIAS_CHECK,
+        matvec::GLU_OUT_CHECK,
+        matvec::Q8_GLU_OUT_CHECK,
         quantize::CHECK,
         quantize::GLU_CHECK,
         matvec_q8::CHECK,

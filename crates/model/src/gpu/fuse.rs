@@ -1,7 +1,7 @@
 //! Which recorded nodes the lowering emits as one fused kernel.
 //!
 //! A decode step of a small model is bound by its number of dispatches (each costs a few
-//! microseconds on the H100 however little it does), so the lowering folds six patterns
+//! microseconds on the H100 however little it does), so the lowering folds seven patterns
 //! of the graph's plain ops into one kernel each, without changing what they compute:
 //!
 //! - `[rms_norm(a)] -> add(h, .) -> [rms_norm(sum)]`: the residual add with the block's
@@ -9,6 +9,14 @@
 //!   q8 inputs the op also writes the next norm's q8 copy where a decode product reads it:
 //!   `plan.rs`, `Lower::residual`);
 //! - `[per-head rms_norm] -> rope` of q, then of k: one `head_norm_rope` op for both;
+//! - `matmul(gate) -> matmul(up) -> glu(gate, up)` of one token, gate and up consecutive
+//!   rows of one stacked upload (`weight.rs`) read by nothing but the GLU: one matvec over
+//!   gate|up that stores the GLU (the kernels' GLU epilogue, `matvec_glu_out`;
+//!   [`Fuse::GluStack`]), so the down projection is a plain product. It takes precedence
+//!   over the next pattern (`GpuOptions::glu_epilogue`); a prompt block keeps the product
+//!   and the `glu` apart. With q8 inputs the gate|up matvec reads its input's q8 copy, and
+//!   a down projection of up to 4 MB reads the GLU in f32 ([`Fusion::keep_f32`]: a quantize
+//!   dispatch would cost more there, as for `matvec_glu`), a larger one a q8 copy;
 //! - `glu(gate, up) -> matmul` of one token: the down projection reads `act(gate) * up`
 //!   as its input (`matvec_glu`), for down projections of up to 4 MB (see
 //!   [`GLU_FUSE_MAX_BYTES`]); with q8 inputs, larger ones read a q8 copy of the GLU made by
@@ -39,7 +47,7 @@
 //! every other graph lowers as before. [`Fusion::emit_at`] says where each node's work
 //! happens, which the lowering's liveness follows.
 
-use rullama_kernels::ops::matvec::{ROWS, q8_supported};
+use rullama_kernels::ops::matvec::{ROWS, glu_out_supported, q8_supported};
 
 use super::GpuOptions;
 use super::ir::{Key, Node, Src};
@@ -102,6 +110,10 @@ pub(crate) enum Fuse {
     /// same input, their weights consecutive rows of one stacked upload); each part's value
     /// lands in its own place. The later parts are `Done`.
     Stack { parts: Vec<StackPart> },
+    /// The gate matmul (one token), whose matvec over gate|up (up's weight the rows after
+    /// its own in one stacked upload) stores the `glu` node's value: gate's and up's values
+    /// are folded, `up` and `glu` are `Done`.
+    GluStack { up: usize, glu: usize },
 }
 
 /// One projection of a stacked product: its matmul node and the `add_bias` node folded into
@@ -146,6 +158,11 @@ pub(crate) struct Fusion {
     pub fuse: Vec<Fuse>,
     /// The value is made and used inside one fused kernel only: no buffer holds it.
     pub folded: Vec<bool>,
+    /// Decode products read the value as f32 even with q8 inputs: a GLU stored by the
+    /// gate|up matvec for a down projection of up to [`GLU_FUSE_MAX_BYTES`], where a quantize
+    /// dispatch would cost more than the q8 product saves (the reason `matvec_glu` reads
+    /// f32 there too).
+    pub keep_f32: Vec<bool>,
     /// The node whose lowering computes each node's value.
     pub emit_at: Vec<usize>,
     /// For a product (a matmul lowered as itself, with its bias, or as a stack's first
@@ -155,7 +172,8 @@ pub(crate) struct Fusion {
 
 impl Fusion {
     /// The fusions of `key` under `options`: K/V appends into the rope op where they fit
-    /// (`fold_kv_append`); big GLU down projections folded too where decode matvecs read q8
+    /// (`fold_kv_append`); a decode GLU into the gate|up matvec where it can
+    /// (`glu_epilogue`); big GLU down projections folded too where decode matvecs read q8
     /// copies of their inputs (`q8_inputs`).
     pub fn plan(key: &Key, options: &GpuOptions) -> Fusion {
         let nodes = &key.nodes;
@@ -170,6 +188,7 @@ impl Fusion {
         let mut f = Fusion {
             fuse: vec![Fuse::Plain; n],
             folded: vec![false; n],
+            keep_f32: vec![false; n],
             emit_at: (0..n).collect(),
             norm_input: vec![None; n],
         };
@@ -181,7 +200,14 @@ impl Fusion {
             match &nodes[i] {
                 Node::Add { a, b } => f.residual(key, &uses, i, *a, *b, &whole),
                 Node::RmsNorm { .. } | Node::Rope { .. } => f.rope(key, &uses, i, &whole),
-                Node::Glu { .. } if uses[i] == 1 => f.glu_down(key, i, options.q8_inputs, &whole),
+                Node::Glu { .. } => {
+                    // The GLU epilogue first: it folds the glu without making the down
+                    // projection recompute it.
+                    let stored = options.glu_epilogue && f.glu_stack(key, &uses, i, &whole);
+                    if !stored && uses[i] == 1 {
+                        f.glu_down(key, i, options.q8_inputs, &whole);
+                    }
+                }
                 Node::AddBias { x, .. } if uses[x.value] == 1 => f.bias(key, i, *x, &whole),
                 _ => {}
             }
@@ -386,6 +412,63 @@ impl Fusion {
         }
     }
 
+    /// The GLU node `g` of one token whose gate and up are matmuls of one input over
+    /// consecutive rows of one stacked upload (gate's first, as many as up's, in one weight
+    /// chunk: `glu_out_supported`), each read whole and by nothing else: the gate matmul's
+    /// matvec stores the GLU ([`Fuse::GluStack`]). Whether it did.
+    fn glu_stack(
+        &mut self,
+        key: &Key,
+        uses: &[usize],
+        g: usize,
+        whole: &impl Fn(&Src) -> bool,
+    ) -> bool {
+        let nodes = &key.nodes;
+        let Node::Glu { gate, up, .. } = &nodes[g] else {
+            return false;
+        };
+        let (a, b) = (gate.value, up.value);
+        let (Node::Matmul { w: wa, x: xa }, Node::Matmul { w: wb, x: xb }) = (&nodes[a], &nodes[b])
+        else {
+            return false;
+        };
+        let stacked = wb.shares(wa)
+            && wa.rows.end == wb.rows.start
+            && wa.rows.len() == wb.rows.len()
+            && wa
+                .matrix_rows()
+                .is_some_and(|r| glu_out_supported(r.w.rows(wa.rows.start..wb.rows.end)));
+        let fits = a != b
+            && xa == xb
+            && xa.rows == 1
+            && whole(gate)
+            && whole(up)
+            && uses[a] == 1
+            && uses[b] == 1
+            && self.free(a)
+            && self.free(b)
+            && stacked;
+        if !fits {
+            return false;
+        }
+        for v in [a, b] {
+            self.folded[v] = true;
+            self.emit_at[v] = a;
+        }
+        self.fuse[a] = Fuse::GluStack { up: b, glu: g };
+        self.fuse[b] = Fuse::Done;
+        self.fuse[g] = Fuse::Done;
+        self.emit_at[g] = a;
+        // Read by small down projections only: f32 inputs (no quantize dispatch).
+        self.keep_f32[g] = nodes.iter().all(|node| match node {
+            Node::Matmul { w, x } if x.value == g => {
+                w.matrix_bytes().is_some_and(|b| b <= GLU_FUSE_MAX_BYTES)
+            }
+            _ => true,
+        });
+        true
+    }
+
     fn glu_down(&mut self, key: &Key, g: usize, q8_inputs: bool, whole: &impl Fn(&Src) -> bool) {
         let down = key
             .nodes
@@ -437,6 +520,7 @@ impl Fusion {
         let product_rows = match &self.fuse[j] {
             Fuse::Plain | Fuse::Biased { .. } => key.shapes[j].1,
             Fuse::Stack { parts } => parts.iter().map(|p| key.shapes[p.matmul].1).sum(),
+            Fuse::GluStack { .. } => 2 * key.shapes[j].1,
             _ => return,
         };
         let Some(m) = w.matrix() else {

@@ -95,6 +95,12 @@ pub struct GpuOptions {
     /// they save (`fuse.rs`). `false` keeps the separate `residual_norm` (for comparisons:
     /// the same arithmetic per element, the sums of squares in another order).
     pub fold_norm: bool,
+    /// In a decode step, the matvec over a stacked gate|up stores `act(gate) * up` (the
+    /// matvec's GLU epilogue), so the down projection is a plain matvec: no `glu` dispatch,
+    /// and no GLU recomputed by every workgroup of the down projection (`matvec_glu`).
+    /// `false` keeps the GLU apart or in the down projection's input (for comparisons: the
+    /// logits are the same bit for bit).
+    pub glu_epilogue: bool,
 }
 
 impl Default for GpuOptions {
@@ -107,6 +113,7 @@ impl Default for GpuOptions {
             q8_inputs: false,
             fold_kv_append: true,
             fold_norm: true,
+            glu_epilogue: true,
         }
     }
 }

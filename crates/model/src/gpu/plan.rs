@@ -20,7 +20,8 @@ use rullama_kernels::ops::head_norm_rope_kv::KvStore;
 use rullama_kernels::ops::kv::KvAppend;
 use rullama_kernels::ops::matmul::{Matmul, Strides};
 use rullama_kernels::ops::matvec::{
-    Input, NormInput, matvec_bias_input, matvec_glu, matvec_input, matvec_split_input, q8_supported,
+    Input, NormInput, matvec_bias_input, matvec_glu, matvec_glu_out, matvec_input,
+    matvec_split_input, q8_supported,
 };
 use rullama_kernels::ops::norm::RmsNorm;
 use rullama_kernels::ops::quantize::{Q8_BLOCK, q8_words, quantize_q8, quantize_q8_glu};
@@ -144,6 +145,7 @@ impl Plan {
             tensor_cores: options.tensor_cores,
             q8_inputs: options.q8_inputs,
             q8: Vec::new(),
+            keep_f32: fusion.keep_f32.clone(),
         };
         for (i, node) in key.nodes.iter().enumerate() {
             let shape = key.shapes[i];
@@ -165,6 +167,7 @@ impl Plan {
                 Fuse::GluDown { glu, q8 } => l.glu_down(key, i, *glu, *q8)?,
                 Fuse::Biased { bias } => l.biased(key, i, *bias)?,
                 Fuse::Stack { parts } => l.stack(key, parts)?,
+                Fuse::GluStack { up, glu } => l.glu_stack(key, i, *up, *glu)?,
             }
             for &v in &release_after[i] {
                 let buf = l.locs[v].expect("a released value was lowered").buf;
@@ -397,6 +400,8 @@ struct Lower<'a> {
     /// `residual_norm` that made the source): products reading the same input share one,
     /// which lives as long as its source value.
     q8: Vec<(Src, usize)>,
+    /// Values that decode products read as f32 even with q8 inputs (`Fusion::keep_f32`).
+    keep_f32: Vec<bool>,
 }
 
 fn mismatch(detail: &str) -> GpuError {
@@ -674,7 +679,8 @@ impl Lower<'_> {
     }
 
     /// Whether a product over `rows` reads `x` through a q8 copy: the q8 mode is on, `x` is
-    /// one row of whole blocks (decode) and the weight's format has an integer-dot kernel.
+    /// one row of whole blocks (decode), the weight's format has an integer-dot kernel and
+    /// the fusions do not keep `x` in f32 (a GLU stored for a small down projection).
     /// The one rule for both who makes the copy ([`Lower::q8_read`]) and who reads it
     /// ([`Lower::q8_input`]).
     fn reads_q8(&self, x: &Src, rows: WeightRows<'_>) -> bool {
@@ -682,6 +688,7 @@ impl Lower<'_> {
             && x.rows == 1
             && x.cols.is_multiple_of(Q8_BLOCK)
             && q8_supported(rows.w.shape.format)
+            && !self.keep_f32[x.value]
     }
 
     /// Per-head norm (where the graph has one) and RoPE of q and k, in place, one op; with
@@ -802,6 +809,15 @@ impl Lower<'_> {
         })
     }
 
+    /// What a decode product over `x` reads, as [`Lower::feed`] decided.
+    fn input(&self, x: Src, feed: Feed) -> Result<Input<'_>, GpuError> {
+        Ok(match feed {
+            Feed::Vector => Input::Plain(self.src(x)),
+            Feed::Q8(q) => Input::Q8(self.view(q)),
+            Feed::Norm(n) => Input::Norm(self.norm_input(n)?),
+        })
+    }
+
     /// The input of a product that computes it from the residual op `n` ([`Lower::feed`]
     /// placed its outputs).
     fn norm_input(&self, n: NormInto) -> Result<NormInput<'_>, GpuError> {
@@ -868,11 +884,7 @@ impl Lower<'_> {
     ) -> Result<Vec<Op>, GpuError> {
         let bias = bias.map(values).transpose()?;
         let xv = self.src(x);
-        let input = match feed {
-            Feed::Vector => Input::Plain(xv),
-            Feed::Q8(q) => Input::Q8(self.view(q)),
-            Feed::Norm(n) => Input::Norm(self.norm_input(n)?),
-        };
+        let input = self.input(x, feed)?;
         let n = x.rows;
         let block = Matmul {
             n_tokens: n,
@@ -933,6 +945,30 @@ impl Lower<'_> {
                 .collect()
         };
         let ops = self.product(rows, *x, feed, bias, &outs);
+        self.extend(ops)
+    }
+
+    /// The matvec over gate|up (matmul nodes `gate` and `up`, one token, consecutive rows of
+    /// one stacked upload) that stores GLU node `g`'s value (`fuse.rs`, [`Fuse::GluStack`]):
+    /// gate's and up's values are never stored. With q8 inputs it reads the q8 copy of its
+    /// input as the stacked product would.
+    fn glu_stack(&mut self, key: &Key, gate: usize, up: usize, g: usize) -> Result<(), GpuError> {
+        let nodes = &key.nodes;
+        let (Node::Matmul { w, x }, Node::Glu { act, .. }) = (&nodes[gate], &nodes[g]) else {
+            return Err(mismatch("a GLU epilogue on other nodes"));
+        };
+        let n_ff = key.shapes[gate].1;
+        if key.shapes[up].1 != n_ff || x.rows != 1 {
+            return Err(mismatch("a GLU epilogue over gate and up of other shapes"));
+        }
+        let out = self.alloc(n_ff)?;
+        self.locs[g] = Some(out);
+        let first = rows(w)?;
+        let rows = first.w.rows(first.first..first.first + 2 * n_ff);
+        let feed = self.feed(gate, *x, rows)?;
+        let ops = self
+            .input(*x, feed)
+            .and_then(|input| matvec_glu_out(rows, *act, input, self.view(out)));
         self.extend(ops)
     }
 

@@ -17,7 +17,10 @@
 //! weight chunk. With a vector input the stored row may take a bias ([`matvec_bias`], the
 //! [`Epilogue`]: `common/out_bias.wgsl` for `common/out_store.wgsl`), and the rows of a row
 //! range may go to several outputs ([`matvec_split`]: `common/out_split.wgsl` for
-//! `common/out_one.wgsl`; q|k|v of a stacked weight in one dispatch, [`crate::ops::split`]).
+//! `common/out_one.wgsl`; q|k|v of a stacked weight in one dispatch, [`crate::ops::split`]);
+//! both through the store file `matvec/out_rows.wgsl`. Its alternative, the GLU epilogue
+//! ([`matvec_glu_out`]: `matvec/out_glu.wgsl`), takes gate|up stacked and stores
+//! `act(gate) * up`, a gated FFN's GLU with no dispatch of its own.
 //!
 //! **The q8 input.** On the H100 the 4- to 6-bit formats are bound by the instructions per
 //! weight (docs/PERF.md): an integer-to-float decode, an FMA and a share of an f32 input load.
@@ -46,9 +49,14 @@ use crate::shader::{BLOCKS, BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::{GpuBuffer, GpuTensor, GpuWeight, View, WeightRows, WeightShape};
 
 mod check;
+mod glu_out;
 mod norm_check;
 pub use check::{BIAS_CHECK, CHECK, GLU_CHECK, matvec_bias_ref, matvec_ref};
 pub(crate) use check::{Case, CaseInput, compare_input};
+pub use glu_out::{
+    GLU_OUT_CHECK, GluOutRef, Q8_GLU_OUT_CHECK, glu_out_bound, glu_out_ref, glu_out_supported,
+    matvec_glu_out,
+};
 pub use norm_check::CHECK as NORM_CHECK;
 
 /// Parameters of one matvec dispatch (WGSL `Params` in `matvec/matvec.wgsl`).
@@ -172,6 +180,10 @@ static X_Q8: ShaderFile = shader_file!("matvec/x_q8.wgsl");
 static X_NORM: ShaderFile = shader_file!("matvec/x_norm.wgsl");
 static REDUCE_PLAIN: ShaderFile = shader_file!("matvec/reduce_plain.wgsl");
 static REDUCE_SUBGROUP: ShaderFile = shader_file!("matvec/reduce_subgroup.wgsl");
+// The store files (`store_rows`): each row through the epilogue's `y_out` and `y_index`, or
+// the GLU epilogue.
+static OUT_ROWS: ShaderFile = shader_file!("matvec/out_rows.wgsl");
+static OUT_GLU: ShaderFile = shader_file!("matvec/out_glu.wgsl");
 // `const`, not `static`: `dot_files` returns promoted `&'static` slices of them.
 const ROWS_EACH: ShaderFile = shader_file!("matvec/rows_each.wgsl");
 const DOT_F32: ShaderFile = shader_file!("matvec/dot_f32.wgsl");
@@ -299,35 +311,89 @@ fn lane_layout(f: GpuFormat, input: InputKind) -> (usize, usize) {
     (constant("PARTS"), constant("STEP_UNITS"))
 }
 
+/// What a matvec program does with its row totals (its store file, `store_rows`): store each
+/// row through an [`Epilogue`] (`matvec/out_rows.wgsl` with the epilogue's value and place
+/// files), or the GLU epilogue (`matvec/out_glu.wgsl` + `elementwise/act.wgsl`: gate and up
+/// rows in pairs, `act(gate) * up` stored; [`matvec_glu_out`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Store {
+    Rows(Epilogue),
+    Glu,
+}
+
+impl Store {
+    fn files(self) -> Vec<&'static ShaderFile> {
+        match self {
+            Store::Rows(out) => out.files().into_iter().chain([&OUT_ROWS]).collect(),
+            Store::Glu => vec![&OUT_GLU, &glu::ACT],
+        }
+    }
+
+    /// The bindings with a vector or q8 input (the GLU epilogue binds what the plain store
+    /// without a bias binds).
+    fn bindings(self) -> &'static [BindingKind] {
+        self.epilogue().bindings()
+    }
+
+    /// The epilogue whose bindings the store has (the GLU epilogue: the plain store's).
+    fn epilogue(self) -> Epilogue {
+        match self {
+            Store::Rows(out) => out,
+            Store::Glu => Epilogue::STORE,
+        }
+    }
+
+    fn infix(self) -> &'static str {
+        match self {
+            Store::Rows(out) => out.infix(),
+            Store::Glu => "_glu_out",
+        }
+    }
+}
+
 /// The matvec program for format `f`, input `input`, output `out`, with the subgroup
 /// reduction or without. Only the input, dot and output files differ between variants: one
 /// skeleton. A GLU input has no bias or split epilogue (its `up` takes binding 5, the
 /// bias's; no model stacks down projections).
 pub(crate) fn program(f: GpuFormat, input: InputKind, out: Epilogue, subgroup: bool) -> Program {
+    assemble(f, input, Store::Rows(out), subgroup)
+}
+
+/// The matvec program with the GLU epilogue ([`matvec_glu_out`]) for format `f` and input
+/// `input` (a vector or a q8 vector; a GLU input would be a second GLU).
+pub(crate) fn glu_out_program(f: GpuFormat, input: InputKind, subgroup: bool) -> Program {
+    assemble(f, input, Store::Glu, subgroup)
+}
+
+fn assemble(f: GpuFormat, input: InputKind, store: Store, subgroup: bool) -> Program {
     let (reduce, suffix) = if subgroup {
         (&REDUCE_SUBGROUP, "_sg")
     } else {
         (&REDUCE_PLAIN, "")
     };
     let (x_files, prefix, bindings): (&[&'static ShaderFile], _, _) = match input {
-        InputKind::Plain => (&[&X_PLAIN], "matvec", out.bindings()),
+        InputKind::Plain => (&[&X_PLAIN], "matvec", store.bindings()),
         InputKind::Glu => {
             assert_eq!(
-                out,
-                Epilogue::STORE,
+                store,
+                Store::Rows(Epilogue::STORE),
                 "a GLU-input matvec stores one output, with no bias"
             );
             (&[&X_GLU, &glu::ACT], "matvec_glu", GLU_BINDINGS)
         }
-        InputKind::Q8 => (&[&X_Q8], "matvec_q8", out.bindings()),
-        InputKind::Norm => (&[&X_NORM, &REDUCE], "matvec_norm", norm_bindings(out)),
+        InputKind::Q8 => (&[&X_Q8], "matvec_q8", store.bindings()),
+        InputKind::Norm => (
+            &[&X_NORM, &REDUCE],
+            "matvec_norm",
+            norm_bindings(store.epilogue()),
+        ),
     };
     Program {
-        name: format!("{prefix}{}_{}{suffix}", out.infix(), f.name()),
+        name: format!("{prefix}{}_{}{suffix}", store.infix(), f.name()),
         files: [&SKELETON]
             .into_iter()
             .chain(x_files.iter().copied())
-            .chain(out.files())
+            .chain(store.files())
             .chain([reduce, &BLOCKS])
             .chain(f.decoder().iter().copied())
             .chain(dots(f, input).iter().copied())

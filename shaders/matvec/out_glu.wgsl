@@ -1,0 +1,38 @@
+// The GLU epilogue of the decode matvec: over gate|up, two projections of one input stacked
+// as consecutive rows of one weight chunk (gate's n_ff rows from row_base, then up's n_ff),
+// the matvec stores y[y_offset + i] = act(gate_i . x) * (up_i . x) for i < n_ff: a gated
+// FFN's GLU without a dispatch of its own, and without the 2 n_ff products going through
+// memory. act comes from elementwise/act.wgsl (the ACT override), the expression is the glu
+// kernel's, so the value equals the separate product + glu bit for bit where the row sums
+// do (each row is summed as the plain matvec sums it).
+//
+// Dispatch rows go in fours, one workgroup's R = 4: (gate 2k, gate 2k + 1, up 2k, up 2k + 1).
+// n_ff is the split table's first end (`split_end0`: where gate's rows end, as a two-output
+// split of gate|up would have it); the dispatch has 4 ceil(n_ff / 2) rows, and with n_ff odd
+// the last four's second pair re-reads row n_ff - 1, whose value is not stored.
+
+fn glu_gate_row(r: u32) -> u32 {
+    return min(2u * (r / 4u) + (r & 1u), p.split_end0 - 1u);
+}
+
+fn w_row(r: u32) -> u32 {
+    return p.row_base + glu_gate_row(r) + select(0u, p.split_end0, (r & 2u) != 0u);
+}
+
+// The workgroup's 4 row totals (gate 2k, gate 2k + 1, up 2k, up 2k + 1).
+var<workgroup> glu_sums: array<f32, 4>;
+
+// Every invocation reaches this call (the entry points call it in uniform control flow; the
+// early return before it depends on the workgroup id only), so the barrier is valid.
+fn store_rows(row0: u32, tid: u32, v: f32) {
+    // The input's factor of the row totals (1 but for matvec/x_norm.wgsl).
+    let scale = x_scale(tid);
+    if tid < R {
+        glu_sums[tid] = v * scale;
+    }
+    workgroupBarrier();
+    let i = row0 / 2u + tid;
+    if tid < 2u && i < p.split_end0 {
+        y[p.y_offset + i] = act(glu_sums[tid]) * glu_sums[tid + 2u];
+    }
+}
