@@ -427,6 +427,58 @@ mod tests {
         }
     }
 
+    /// With a norm input (`Input::Norm`: a Llama block's residual op folded in, as the
+    /// lowering composes them) the epilogue stores what the product over gate|up with the
+    /// same input followed by the glu kernel stores, bit for bit: every workgroup of both
+    /// derives the same norm and scales the same row sums by it.
+    #[test]
+    fn norm_input_equals_product_then_glu() {
+        use crate::ops::matvec::NormInput;
+        let Some(gpu) = testutil::gpu() else { return };
+        for (i, format) in [
+            GpuFormat::Q8_0,
+            GpuFormat::Q4K,
+            GpuFormat::Q5_0,
+            GpuFormat::Q6K,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            for n_ff in [8, 13] {
+                let case = case(format, n_ff, false, 900 + i as u64);
+                let (wt, _) = weight(gpu, &case).unwrap();
+                let n_in = case.n_in();
+                let a = GpuTensor::from_f32(gpu, &[n_in], &random_f32(n_in, case.seed ^ 7));
+                let h = GpuTensor::from_f32(gpu, &[n_in], &random_f32(n_in, case.seed ^ 8));
+                let g = GpuTensor::from_f32(gpu, &[n_in], &random_f32(n_in, case.seed ^ 9));
+                let hx = GpuTensor::zeros(gpu, &[2 * n_in], Dtype::F32);
+                let input = Input::Norm(NormInput {
+                    a: (&a).into(),
+                    h: (&h).into(),
+                    w_out: &g,
+                    h_out: (&hx).into(),
+                    x_out: View::at(&hx, n_in),
+                    eps: 1e-6,
+                });
+                let rows = wt.rows(case.first..case.first + 2 * n_ff);
+                let y = GpuTensor::zeros(gpu, &[2 * n_ff], Dtype::F32);
+                let gu = GpuTensor::zeros(gpu, &[2 * n_ff], Dtype::F32);
+                let mut ops = matvec_glu_out(rows, case.act, input, (&y).into()).unwrap();
+                let out = [Out::new((&gu).into(), 2 * n_ff)];
+                ops.extend(matvec_split_input(rows, input, None, &out).unwrap());
+                let (gate, up) = ((&gu).into(), View::at(&gu, n_ff));
+                ops.push(glu(case.act, gate, up, View::at(&y, n_ff), n_ff).unwrap());
+                let got: Vec<f32> = run_read(gpu, ops, &y, 0, 2 * n_ff).unwrap();
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(&got[..n_ff]),
+                    bits(&got[n_ff..]),
+                    "{format:?} n_ff {n_ff}"
+                );
+            }
+        }
+    }
+
     /// Rows that are not gate and up of equal counts, that straddle two chunks, or a GLU
     /// input: errors, not wrong kernels.
     #[test]
