@@ -437,6 +437,8 @@ mod tests {
             GLU_CHECK,
             BIAS_CHECK,
             super::super::NORM_CHECK,
+            super::super::GLU_OUT_CHECK,
+            super::super::Q8_GLU_OUT_CHECK,
             split::MATVEC_CHECK,
             matvec_q8::CHECK,
             matvec_q8::SPLIT_CHECK,

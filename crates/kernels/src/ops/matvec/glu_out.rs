@@ -382,6 +382,28 @@ mod tests {
         }
     }
 
+    /// The bits the epilogue stores over `rows` (gate|up of `case.n_ff` each) with `input`,
+    /// and those of the split product over the same rows and input followed by glu.
+    fn epilogue_and_glu_after(
+        gpu: &Gpu,
+        rows: WeightRows<'_>,
+        case: &Case,
+        input: Input<'_>,
+    ) -> (Vec<u32>, Vec<u32>) {
+        let n_ff = case.n_ff;
+        // y: the epilogue's n_ff outputs, then the glu kernel's; gu: the product.
+        let y = GpuTensor::zeros(gpu, &[2 * n_ff], Dtype::F32);
+        let gu = GpuTensor::zeros(gpu, &[2 * n_ff], Dtype::F32);
+        let mut ops = matvec_glu_out(rows, case.act, input, (&y).into()).unwrap();
+        let out = [Out::new((&gu).into(), 2 * n_ff)];
+        ops.extend(matvec_split_input(rows, input, None, &out).unwrap());
+        let (gate, up) = ((&gu).into(), View::at(&gu, n_ff));
+        ops.push(glu(case.act, gate, up, View::at(&y, n_ff), n_ff).unwrap());
+        let got: Vec<f32> = run_read(gpu, ops, &y, 0, 2 * n_ff).unwrap();
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        (bits(&got[..n_ff]), bits(&got[n_ff..]))
+    }
+
     /// The GLU epilogue stores what the product over gate|up followed by the glu kernel
     /// stores, bit for bit: the same row sums, the same expression.
     #[test]
@@ -407,22 +429,9 @@ mod tests {
                 let (wt, _) = weight(gpu, &case).unwrap();
                 let (xt, _) = case_input(gpu, &case).unwrap();
                 let rows = wt.rows(case.first..case.first + 2 * n_ff);
-                // y: the epilogue's n_ff outputs, then the glu kernel's; gu: the product.
-                let y = GpuTensor::zeros(gpu, &[2 * n_ff], Dtype::F32);
-                let gu = GpuTensor::zeros(gpu, &[2 * n_ff], Dtype::F32);
-                let mut ops =
-                    matvec_glu_out(rows, case.act, input_of(&case, &xt), (&y).into()).unwrap();
-                let out = [Out::new((&gu).into(), 2 * n_ff)];
-                ops.extend(matvec_split_input(rows, input_of(&case, &xt), None, &out).unwrap());
-                let (gate, up) = ((&gu).into(), View::at(&gu, n_ff));
-                ops.push(glu(case.act, gate, up, View::at(&y, n_ff), n_ff).unwrap());
-                let got: Vec<f32> = run_read(gpu, ops, &y, 0, 2 * n_ff).unwrap();
-                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-                assert_eq!(
-                    bits(&got[..n_ff]),
-                    bits(&got[n_ff..]),
-                    "{format:?} n_ff {n_ff} q8 {q8}"
-                );
+                let input = input_of(&case, &xt);
+                let (fused, apart) = epilogue_and_glu_after(gpu, rows, &case, input);
+                assert_eq!(fused, apart, "{format:?} n_ff {n_ff} q8 {q8}");
             }
         }
     }
@@ -461,20 +470,8 @@ mod tests {
                     eps: 1e-6,
                 });
                 let rows = wt.rows(case.first..case.first + 2 * n_ff);
-                let y = GpuTensor::zeros(gpu, &[2 * n_ff], Dtype::F32);
-                let gu = GpuTensor::zeros(gpu, &[2 * n_ff], Dtype::F32);
-                let mut ops = matvec_glu_out(rows, case.act, input, (&y).into()).unwrap();
-                let out = [Out::new((&gu).into(), 2 * n_ff)];
-                ops.extend(matvec_split_input(rows, input, None, &out).unwrap());
-                let (gate, up) = ((&gu).into(), View::at(&gu, n_ff));
-                ops.push(glu(case.act, gate, up, View::at(&y, n_ff), n_ff).unwrap());
-                let got: Vec<f32> = run_read(gpu, ops, &y, 0, 2 * n_ff).unwrap();
-                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-                assert_eq!(
-                    bits(&got[..n_ff]),
-                    bits(&got[n_ff..]),
-                    "{format:?} n_ff {n_ff}"
-                );
+                let (fused, apart) = epilogue_and_glu_after(gpu, rows, &case, input);
+                assert_eq!(fused, apart, "{format:?} n_ff {n_ff}");
             }
         }
     }
@@ -512,24 +509,5 @@ mod tests {
         // y too short for n_ff outputs.
         let r = matvec_glu_out(w.rows(0..8), act, x, View::at(&y, 13));
         assert!(r.is_err());
-    }
-
-    /// The entry point without subgroup operations (a device opened without SUBGROUP).
-    #[test]
-    fn plain_reduction() {
-        if testutil::gpu().is_none() {
-            return;
-        }
-        let options = crate::OpenOptions {
-            without: wgpu::Features::SUBGROUP,
-            ..Default::default()
-        };
-        let filter = std::env::var("RULLAMA_ADAPTER").ok();
-        let gpu = crate::Gpu::open_with_options(filter.as_deref(), options).unwrap();
-        assert!(!gpu.caps.subgroup);
-        for check in [GLU_OUT_CHECK, Q8_GLU_OUT_CHECK] {
-            let r = check.run(&gpu, 6, 5);
-            assert!(r.passed(), "{r}");
-        }
     }
 }
