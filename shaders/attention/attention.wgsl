@@ -19,6 +19,12 @@
 // partial = 1: record (o[HD], m, l) at ((t * n_heads + h) * n_splits + split) * (HD + 2), for
 // attention/combine.wgsl. Cache access (`load_k`, `load_v`, pair index) comes from
 // kv_load_<dtype>.wgsl.
+//
+// The query comes through `query` of the included hook file, which also binds the caches:
+// attention/q_plain.wgsl (q read as it is; caches read-only), or attention/q_rope.wgsl (one
+// decode token: the per-head norm and RoPE of q and k done here, and the new k and v heads
+// stored into the caches before the key loop: head_norm_rope_kv folded in; its parameters
+// are the fields after `softcap`).
 
 struct Params {
     n_tokens: u32,
@@ -35,6 +41,11 @@ struct Params {
     partial: u32,
     scale: f32,
     softcap: f32,
+    // The rotating query's (q_rope.wgsl; unused by q_plain.wgsl).
+    n_rot: u32,
+    eps: f32,
+    k_offset: u32,
+    v_offset: u32,
     _pad0: u32,
     _pad1: u32,
 }
@@ -53,6 +64,12 @@ override ROWS: u32 = WG / LANES;
 const BK: u32 = 16u;
 // Score of a masked key (and the running max before any key); exp(NONE - m) is 0.
 const NONE: f32 = -3.0e38;
+
+// A lane's 8 dims of its row's query: dims 4 lane .. 4 lane + 3 and HD/2 + 4 lane .. + 3.
+struct Query {
+    lo: vec4<f32>,
+    hi: vec4<f32>,
+}
 
 var<workgroup> part: array<array<f32, 16>, WG>;
 var<workgroup> scores: array<array<f32, 16>, ROWS>;
@@ -117,10 +134,10 @@ fn main(
     let lo = workgroupUniformLoad(&range_lo);
     let hi = workgroupUniformLoad(&range_hi);
 
-    let qb = p.q_offset + t * p.q_stride + h * HD + 4u * lane;
-    let q0 = vec4<f32>(qv[qb], qv[qb + 1u], qv[qb + 2u], qv[qb + 3u]);
-    let qh = qb + HD / 2u;
-    let q1 = vec4<f32>(qv[qh], qv[qh + 1u], qv[qh + 2u], qv[qh + 3u]);
+    // Called by every invocation in uniform control flow (the rotating hook has barriers).
+    let q = query(t, h, split, tile, kvh, lane, tid);
+    let q0 = q.lo;
+    let q1 = q.hi;
     var o0 = vec4<f32>(0.0);
     var o1 = vec4<f32>(0.0);
     var m = NONE;

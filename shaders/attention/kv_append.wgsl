@@ -20,7 +20,7 @@ struct Params {
 @group(0) @binding(1) var<storage, read> k_src: array<f32>;
 @group(0) @binding(2) var<storage, read> v_src: array<f32>;
 @group(0) @binding(3) var<storage, read> pos: array<u32>;
-// KvWord: the cache's element (kv_store_<dtype>.wgsl).
+// KvWord: the cache's element (kv_load_<dtype>.wgsl).
 @group(0) @binding(4) var<storage, read_write> kc: array<KvWord>;
 @group(0) @binding(5) var<storage, read_write> vc: array<KvWord>;
 

@@ -1,7 +1,9 @@
-// Reading an f16 KV cache: pair i is one u32 word of two f16 (unpack2x16float: no SHADER_F16).
+// An f16 KV cache: one pair of values per u32 word (the word type `KvWord`, which every kernel
+// over a cache includes this file for), and reading pair i (unpack2x16float: no SHADER_F16).
+// The including kernel binds the caches `kc` and `vc` as array<KvWord> (read-only, or
+// read-write where it also stores).
 
-@group(0) @binding(2) var<storage, read> kc: array<u32>;
-@group(0) @binding(3) var<storage, read> vc: array<u32>;
+alias KvWord = u32;
 
 fn load_k(i: u32) -> vec2<f32> {
     return unpack2x16float(kc[i]);

@@ -1,7 +1,9 @@
-// Reading an f32 KV cache: pair i of the flattened [n_kv_heads, max_len, head_dim] caches.
+// An f32 KV cache: one pair of values per vec2 element (the word type `KvWord`, which every
+// kernel over a cache includes this file for), and reading pair i of the flattened
+// [n_kv_heads, max_len, head_dim] caches. The including kernel binds the caches `kc` and `vc`
+// as array<KvWord> (read-only, or read-write where it also stores).
 
-@group(0) @binding(2) var<storage, read> kc: array<vec2<f32>>;
-@group(0) @binding(3) var<storage, read> vc: array<vec2<f32>>;
+alias KvWord = vec2<f32>;
 
 fn load_k(i: u32) -> vec2<f32> {
     return kc[i];

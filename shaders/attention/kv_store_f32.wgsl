@@ -1,8 +1,7 @@
-// KV cache in f32: one pair of values per vec2 element. The including kernel binds the
-// caches `kc` and `vc` as array<KvWord> at its own binding numbers (kv_append,
-// head_norm_rope's cache variant).
-
-alias KvWord = vec2<f32>;
+// Storing into an f32 KV cache: one pair of values per vec2 element. The including kernel
+// binds the caches `kc` and `vc` as read-write array<KvWord> (KvWord: kv_load_f32.wgsl) at
+// its own binding numbers (kv_append, head_norm_rope's cache variant, the rotating decode
+// attention).
 
 fn store_k(i: u32, x: vec2<f32>) {
     kc[i] = x;

@@ -16,7 +16,9 @@
 // A k head also goes through `keep` (each finished pair) and `cache_head` (once the head is
 // done) from the included file: rope/kv_none.wgsl (nothing: the plain kernel) or
 // rope/kv_cache.wgsl (the head into a KV cache, with the same token's v head: kv_append
-// folded in, with the max_len, v_offset and v_stride parameters).
+// folded in, with the max_len, v_offset and v_stride parameters). The per-element norm and
+// rotation are rope/rotate.wgsl's, shared with the decode attention that does this op's work
+// itself (attention/q_rope.wgsl).
 
 struct Params {
     head_dim: u32,
@@ -76,11 +78,7 @@ fn gain(is_k: bool, i: u32) -> f32 {
 
 // The dims of pair j (row-relative).
 fn pair(j: u32) -> vec2<u32> {
-    let half = p.n_rot / 2u;
-    if NEOX == 1u && j < half {
-        return vec2<u32>(j, j + half);
-    }
-    return vec2<u32>(2u * j, 2u * j + 1u);
+    return rope_dims(j, p.n_rot);
 }
 
 @compute @workgroup_size(WG)
@@ -134,12 +132,12 @@ fn main(
     if NORM == 1u {
         var ss = 0.0;
         for (var m = 0u; m < PAIRS; m++) {
-            ss += x0[m] * x0[m] + x1[m] * x1[m];
+            ss += square_pair(x0[m], x1[m]);
         }
-        let r = 1.0 / sqrt(workgroup_sum(ss, tid) / f32(p.head_dim) + p.eps);
+        let r = norm_scale(workgroup_sum(ss, tid), p.head_dim, p.eps);
         for (var m = 0u; m < PAIRS; m++) {
-            x0[m] = x0[m] * r * g0[m];
-            x1[m] = x1[m] * r * g1[m];
+            x0[m] = normed(x0[m], r, g0[m]);
+            x1[m] = normed(x1[m], r, g1[m]);
         }
     }
     for (var m = 0u; m < PAIRS; m++) {
@@ -150,11 +148,9 @@ fn main(
             var y0 = x0[m];
             var y1 = x1[m];
             if j < half {
-                let a = ps * fr[m];
-                let c = cos(a);
-                let s = sin(a);
-                y0 = x0[m] * c - x1[m] * s;
-                y1 = x0[m] * s + x1[m] * c;
+                let y = rotate_pair(vec2<f32>(x0[m], x1[m]), ps * fr[m]);
+                y0 = y.x;
+                y1 = y.y;
             }
             store(is_k, base + d.x, y0);
             store(is_k, base + d.y, y1);

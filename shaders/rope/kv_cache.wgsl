@@ -2,7 +2,7 @@
 // workgroup also stores its finished head h of token t into row (h, pos[pos_offset + t]) of
 // the layer's K cache, and the same token's v head, unchanged, into the V cache. Caches are
 // [k_heads, max_len, head_dim], values in pairs (2i, 2i + 1) through store_k / store_v of
-// attention/kv_store_<dtype>.wgsl (which also names KvWord), so they hold exactly what
+// attention/kv_store_<dtype>.wgsl (KvWord: kv_load_<dtype>.wgsl), so they hold exactly what
 // kv_append would store from the finished k. Token t's v head h starts at
 // v_offset + t * v_stride + h * head_dim. Positions >= max_len are dropped, as kv_append does.
 //

@@ -16,8 +16,8 @@ use crate::ops::residual_norm::ResidualOut;
 use crate::ops::rope::RopeMode;
 use crate::ops::unary::UnaryOp;
 use crate::ops::{
-    argmax, attention, elementwise, embed, glu, head_norm_rope, kv, matmul, matmul_coop, matvec,
-    norm, quantize, residual_norm, rope, sample, unary,
+    argmax, attention, attention_rope, elementwise, embed, glu, head_norm_rope, kv, matmul,
+    matmul_coop, matvec, norm, quantize, residual_norm, rope, sample, unary,
 };
 use crate::shader::{BindingKind, Program};
 
@@ -61,6 +61,15 @@ pub enum Kernel {
     KvAppend(KvDtype),
     /// Attention over a cache (decode or causal prompt block), `HD` = head_dim.
     Attention { kv: KvDtype, head_dim: u32 },
+    /// The decode attention (one token) with head_norm_rope_kv folded in: q and k normed
+    /// (`norm`) and rotated (`mode`) before the key loop, k's finished heads and v's stored
+    /// into the cache by the split that holds the position.
+    AttentionRope {
+        kv: KvDtype,
+        head_dim: u32,
+        mode: RopeMode,
+        norm: bool,
+    },
     /// The flash-decoding reduction over splits.
     AttnCombine,
     /// `out = act(gate) * up`.
@@ -142,6 +151,16 @@ impl Kernel {
         for kv in [KvDtype::F32, KvDtype::F16] {
             all.push(Kernel::KvAppend(kv));
             all.push(Kernel::Attention { kv, head_dim: 128 });
+            for mode in [RopeMode::Normal, RopeMode::Neox] {
+                for norm in [false, true] {
+                    all.push(Kernel::AttentionRope {
+                        kv,
+                        head_dim: 128,
+                        mode,
+                        norm,
+                    });
+                }
+            }
         }
         all.extend([
             Kernel::AttnCombine,
@@ -235,6 +254,7 @@ impl Kernel {
             Kernel::Unary(_) => unary::program(),
             Kernel::KvAppend(d) => kv::program(d),
             Kernel::Attention { kv, .. } => attention::program(kv),
+            Kernel::AttentionRope { kv, norm, .. } => attention_rope::program(kv, norm),
             Kernel::AttnCombine => attention::combine_program(),
             Kernel::Glu(_) => glu::program(),
             Kernel::Argmax => argmax::program(),
@@ -274,6 +294,16 @@ impl Kernel {
             }
             Kernel::Unary(op) => vec![("OP", op.code())],
             Kernel::Attention { head_dim, .. } => vec![("HD", f64::from(head_dim))],
+            Kernel::AttentionRope {
+                head_dim,
+                mode,
+                norm,
+                ..
+            } => vec![
+                ("HD", f64::from(head_dim)),
+                ("NEOX", mode.code()),
+                ("NORM", f64::from(u8::from(norm))),
+            ],
             _ => Vec::new(),
         }
     }

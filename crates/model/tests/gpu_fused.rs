@@ -195,9 +195,15 @@ fn qwen2_biases_are_projection_epilogues() {
         0,
         "{decode:?}"
     );
+    // In decode the RoPE of q and k is done by the attention itself
+    // (`GpuOptions::fold_rope_attention`), in prefill by the rope op.
     let rope = |k: &Kernel| matches!(k, Kernel::HeadNormRope { .. });
-    assert_eq!(count(&decode, rope), LAYERS, "{decode:?}");
-    // K and V go into the cache inside the rope op (`GpuOptions::fold_kv_append`).
+    let rope_attention = |k: &Kernel| matches!(k, Kernel::AttentionRope { .. });
+    assert_eq!(count(&decode, rope), 0, "{decode:?}");
+    assert_eq!(count(&decode, rope_attention), LAYERS, "{decode:?}");
+    assert_eq!(count(&prefill, rope), LAYERS, "{prefill:?}");
+    // K and V go into the cache inside the rope op (`GpuOptions::fold_kv_append`), or in
+    // decode inside the attention that does the RoPE.
     let append = |k: &Kernel| matches!(k, Kernel::KvAppend(_));
     assert_eq!(count(&prefill, append), 0, "{prefill:?}");
     assert_eq!(count(&decode, append), 0, "{decode:?}");
@@ -260,7 +266,8 @@ fn qwen2_projections_are_stacked() {
     assert_eq!(count(decode, norm_in), 2 * LAYERS, "{decode:?}");
     let residual = |k: &Kernel| matches!(k, Kernel::ResidualNorm { .. });
     assert_eq!(count(decode, residual), 0, "{decode:?}");
-    let rope = |k: &Kernel| matches!(k, Kernel::HeadNormRope { .. });
+    // RoPE still fused on the biased q and k: inside the decode attention.
+    let rope = |k: &Kernel| matches!(k, Kernel::AttentionRope { .. });
     assert_eq!(count(decode, rope), LAYERS, "{decode:?}");
     assert_eq!(count(decode, |k| *k == Kernel::AddInPlace), 0);
 

@@ -3,7 +3,12 @@
 //! smollm2-135m (Llama: RoPE alone, adjacent pairs), qwen2.5-0.5b (RoPE alone after the q/k/v
 //! biases, NeoX); f32 and f16 caches. Every layer's `kv_append` is gone from decode and
 //! prefill steps, and the logits equal the separate append's bit for bit. Prints the
-//! dispatches of a decode step either way.
+//! dispatches of a decode step either way (with the rope op kept out of the decode
+//! attention, `fold_rope_attention: false`, so that decode has a rope op to fold into).
+//!
+//! Then the next fold (`GpuOptions::fold_rope_attention`): in decode that rope op (q/k norm,
+//! RoPE, K/V store) goes into the attention (`attention_rope`): one dispatch fewer a layer,
+//! prefill unchanged, the logits equal the unfolded path's bit for bit (lavapipe).
 //!
 //! No adapter: the tests fail, unless `RULLAMA_NO_GPU_TESTS=1`, which skips them.
 
@@ -34,6 +39,7 @@ fn folds_kv_append(name: &str) {
             let options = GpuOptions {
                 kv_dtype: dtype,
                 fold_kv_append,
+                fold_rope_attention: false,
                 ..GpuOptions::default()
             };
             run(&gpu, &file, options, &SCRIPT)
@@ -80,4 +86,60 @@ fn smollm2_folds_kv_append() {
 #[test]
 fn qwen2_folds_kv_append() {
     folds_kv_append("qwen2.5-0.5b");
+}
+
+fn folds_rope_into_attention(name: &str) {
+    if skip() {
+        return;
+    }
+    let file = file(name);
+    let gpu = device();
+    for dtype in [KvDtype::F32, KvDtype::F16] {
+        let run_with = |fold_rope_attention| {
+            let options = GpuOptions {
+                kv_dtype: dtype,
+                fold_rope_attention,
+                ..GpuOptions::default()
+            };
+            run(&gpu, &file, options, &SCRIPT)
+        };
+        let (folded, apart) = (run_with(true), run_with(false));
+        let n_layer = folded.n_layer;
+        let rope = |k: &Kernel| matches!(k, Kernel::HeadNormRope { .. });
+        let rope_attention =
+            |k: &Kernel| matches!(k, Kernel::AttentionRope { kv, .. } if *kv == dtype);
+        let (f, a) = (&folded.decode, &apart.decode);
+        assert_eq!(count(f, rope), 0, "{name} decode: {f:?}");
+        assert_eq!(count(f, rope_attention), n_layer, "{name} decode: {f:?}");
+        assert_eq!(count(a, rope), n_layer, "{name} decode: {a:?}");
+        assert_eq!(count(a, rope_attention), 0, "{name} decode: {a:?}");
+        assert_eq!(a.len() - f.len(), n_layer, "{name} decode");
+        // A prompt block keeps the rope op.
+        assert_eq!(folded.prefill, apart.prefill, "{name} prefill");
+        eprintln!(
+            "{name} ({dtype:?} cache, {n_layer} layers): decode {} -> {} dispatches with the \
+             rope op in the attention",
+            a.len(),
+            f.len(),
+        );
+        assert!(
+            folded.bits() == apart.bits(),
+            "{name} ({dtype:?} cache): the folded rope's logits differ from the rope op's"
+        );
+    }
+}
+
+#[test]
+fn gemma3_folds_rope_into_attention() {
+    folds_rope_into_attention("gemma3-270m");
+}
+
+#[test]
+fn smollm2_folds_rope_into_attention() {
+    folds_rope_into_attention("smollm2-135m");
+}
+
+#[test]
+fn qwen2_folds_rope_into_attention() {
+    folds_rope_into_attention("qwen2.5-0.5b");
 }

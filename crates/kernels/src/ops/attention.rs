@@ -14,14 +14,14 @@
 use crate::device::Gpu;
 use crate::error::GpuError;
 use crate::op::{Op, grid_1d};
-use crate::ops::kv::{KvAppend, KvCache, KvDtype, KvLayout};
+use crate::ops::kv::{self, KvAppend, KvCache, KvDtype, KvLayout};
 use crate::ops::norm::REDUCE;
 use crate::ops::unary::{self, UnaryOp};
 use crate::parity::data::{Rng, random_f32};
 use crate::parity::{Check, Compare, U, run_read};
 use crate::pipeline::Kernel;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
-use crate::tensor::{Dtype, GpuTensor, View};
+use crate::tensor::{Dtype, GpuBuffer, GpuTensor, View};
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
@@ -42,6 +42,12 @@ pub struct AttentionParams {
     pub scale: f32,
     /// 0: no soft-cap.
     pub softcap: f32,
+    /// The rotating decode variant's ([`crate::ops::attention_rope`]; 0 otherwise): dims
+    /// rotated, the norm's eps, where k's and v's rows start.
+    pub n_rot: u32,
+    pub eps: f32,
+    pub k_offset: u32,
+    pub v_offset: u32,
     pub _pad: [u32; 2],
 }
 
@@ -57,9 +63,9 @@ pub struct CombineParams {
     pub _pad: [u32; 3],
 }
 
-static ATTENTION: ShaderFile = shader_file!("attention/attention.wgsl");
-static LOAD_F32: ShaderFile = shader_file!("attention/kv_load_f32.wgsl");
-static LOAD_F16: ShaderFile = shader_file!("attention/kv_load_f16.wgsl");
+pub(crate) static ATTENTION: ShaderFile = shader_file!("attention/attention.wgsl");
+/// The query hook that reads q as it is (and binds the caches read-only).
+static Q_PLAIN: ShaderFile = shader_file!("attention/q_plain.wgsl");
 static COMBINE: ShaderFile = shader_file!("attention/combine.wgsl");
 
 const BINDINGS: &[BindingKind] = &[
@@ -91,13 +97,9 @@ pub const PROMPT_WORKGROUP: u32 = 256;
 pub const HEAD_DIMS: [usize; 3] = [64, 128, 256];
 
 pub(crate) fn program(kv: KvDtype) -> Program {
-    let (load, name) = match kv {
-        KvDtype::F32 => (&LOAD_F32, "attention_f32"),
-        KvDtype::F16 => (&LOAD_F16, "attention_f16"),
-    };
     Program {
-        name: name.to_string(),
-        files: vec![&ATTENTION, load],
+        name: format!("attention_{}", kv.name()),
+        files: vec![&ATTENTION, &Q_PLAIN, kv::load_file(kv)],
         entry: "main",
         bindings: BINDINGS,
         params_size: size_of::<AttentionParams>(),
@@ -185,6 +187,22 @@ impl Attention {
         out: View<'_>,
         scratch: Option<&GpuTensor>,
     ) -> Result<Vec<Op>, GpuError> {
+        self.build(wg, q, pos, cache, out, scratch, None)
+    }
+
+    /// The ops of [`Attention::ops_with`]; with `fold`, the rotating decode variant (its
+    /// kernel, parameters and the buffers bound after the plain ones).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn build(
+        &self,
+        wg: u32,
+        q: View<'_>,
+        pos: View<'_>,
+        cache: &KvCache,
+        out: View<'_>,
+        scratch: Option<&GpuTensor>,
+        fold: Option<Fold<'_>>,
+    ) -> Result<Vec<Op>, GpuError> {
         let l = cache.layout;
         let shape_err = |detail: String| GpuError::Shape {
             op: "attention",
@@ -238,29 +256,44 @@ impl Attention {
             partial: 0,
             scale: self.scale,
             softcap: self.softcap,
+            n_rot: 0,
+            eps: 0.0,
+            k_offset: 0,
+            v_offset: 0,
             _pad: [0; 2],
         };
         let tiles = (self.n_tokens * group).div_ceil(wg as usize * 8 / hd);
         let grid = [n_splits as u32, tiles as u32, l.n_kv_heads as u32];
-        let kernel = Kernel::Attention {
+        let mut kernel = Kernel::Attention {
             kv: l.dtype,
             head_dim: hd as u32,
         };
+        let mut extra: Vec<&GpuBuffer> = Vec::new();
+        if let Some(f) = &fold {
+            kernel = f.kernel;
+            params.n_rot = f.n_rot;
+            params.eps = f.eps;
+            params.k_offset = f.k_offset;
+            params.v_offset = f.v_offset;
+            extra = f.buffers.clone();
+        }
         if n_splits == 1 {
-            let buffers = [&q.t.buf, &cache.k.buf, &cache.v.buf, &pos.t.buf, &out.t.buf];
+            let mut buffers = vec![&q.t.buf, &cache.k.buf, &cache.v.buf, &pos.t.buf, &out.t.buf];
+            buffers.extend(extra.iter().copied());
             return Ok(vec![Op::new(kernel, wg, &params, &buffers, grid)]);
         }
         let scratch = scratch.ok_or_else(|| shape_err("several splits need a scratch".into()))?;
         View::from(scratch).check("attention scratch", self.scratch_len(&l))?;
         params.partial = 1;
         params.out_offset = 0;
-        let buffers = [
+        let mut buffers = vec![
             &q.t.buf,
             &cache.k.buf,
             &cache.v.buf,
             &pos.t.buf,
             &scratch.buf,
         ];
+        buffers.extend(extra.iter().copied());
         let rows = self.n_tokens * self.n_heads;
         let dims = hd.min(COMBINE_DIMS);
         let combine = CombineParams {
@@ -289,6 +322,21 @@ impl Attention {
         &self,
         l: &KvLayout,
         q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        pos: &[u32],
+    ) -> Reference {
+        self.reference_with(l, q, None, k, v, pos)
+    }
+
+    /// [`Attention::reference`] for a query the GPU holds only to within `q_err` (per
+    /// element, indexed as `q`): each score's bound D grows by |scale| sum_d q_err_d |k_d|
+    /// (and that part's own rounding), what the GPU's dot product can differ by.
+    pub fn reference_with(
+        &self,
+        l: &KvLayout,
+        q: &[f32],
+        q_err: Option<&[f64]>,
         k: &[f32],
         v: &[f32],
         pos: &[u32],
@@ -326,6 +374,15 @@ impl Attention {
                         .sum();
                     let mut sj = dot * scale;
                     let mut dj = (hd + 5) as f64 * U * abs * scale.abs();
+                    if let Some(e) = q_err {
+                        let e = &e[t * self.q_stride + h * hd..][..hd];
+                        let shift: f64 = e
+                            .iter()
+                            .zip(kr)
+                            .map(|(&e, &b)| e * f64::from(b).abs())
+                            .sum();
+                        dj += shift * scale.abs() * (1.0 + (hd + 5) as f64 * U);
+                    }
                     if cap > 0.0 {
                         dj += unary::bound(UnaryOp::SoftCap, sj, cap, 0.0);
                         sj = cap * (sj / cap).tanh();
@@ -358,6 +415,18 @@ impl Attention {
         }
         Reference { out, bound }
     }
+}
+
+/// What the rotating decode variant changes in [`Attention::build`]'s op.
+#[derive(Debug, Clone)]
+pub(crate) struct Fold<'a> {
+    pub kernel: Kernel,
+    pub n_rot: u32,
+    pub eps: f32,
+    pub k_offset: u32,
+    pub v_offset: u32,
+    /// k, v, freqs, wq, wk (bindings 6..=10).
+    pub buffers: Vec<&'a GpuBuffer>,
 }
 
 /// The reference output `[n_tokens, n_heads, head_dim]` and one bound per (token, head).

@@ -52,6 +52,8 @@ pub struct HeadNormRopeParams {
 static SHADER: ShaderFile = shader_file!("rope/head_norm_rope.wgsl");
 /// The k-head hooks of the plain kernel (none: no cache).
 static KV_NONE: ShaderFile = shader_file!("rope/kv_none.wgsl");
+/// The per-element norm and rotation, shared with the rotating decode attention.
+pub(crate) static ROTATE: ShaderFile = shader_file!("rope/rotate.wgsl");
 
 /// params, xq, xk (read-write; the same buffer twice for fused qkv rows), pos, freqs, wq, wk.
 const BINDINGS: &[BindingKind] = &[
@@ -76,7 +78,7 @@ pub(crate) fn program(norm: bool, kv: Option<KvDtype>) -> Program {
     let Some(dtype) = kv else {
         return Program {
             name: name.to_string(),
-            files: vec![&SHADER, &REDUCE, &KV_NONE],
+            files: vec![&SHADER, &ROTATE, &REDUCE, &KV_NONE],
             entry: "main",
             bindings: BINDINGS,
             params_size: size_of::<HeadNormRopeParams>(),
@@ -86,8 +88,10 @@ pub(crate) fn program(norm: bool, kv: Option<KvDtype>) -> Program {
         name: format!("{name}_kv_{}", dtype.name()),
         files: vec![
             &SHADER,
+            &ROTATE,
             &REDUCE,
             &head_norm_rope_kv::HOOKS,
+            kv::load_file(dtype),
             kv::store_file(dtype),
         ],
         entry: "main",

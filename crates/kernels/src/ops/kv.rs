@@ -135,6 +135,8 @@ pub struct KvAppendParams {
 static APPEND: ShaderFile = shader_file!("attention/kv_append.wgsl");
 static STORE_F32: ShaderFile = shader_file!("attention/kv_store_f32.wgsl");
 static STORE_F16: ShaderFile = shader_file!("attention/kv_store_f16.wgsl");
+static LOAD_F32: ShaderFile = shader_file!("attention/kv_load_f32.wgsl");
+static LOAD_F16: ShaderFile = shader_file!("attention/kv_load_f16.wgsl");
 
 const BINDINGS: &[BindingKind] = &[
     BindingKind::Uniform,
@@ -157,10 +159,19 @@ pub(crate) fn store_file(dtype: KvDtype) -> &'static ShaderFile {
     }
 }
 
+/// The file that names a cache's word type `KvWord` and reads pairs of values (`load_k`,
+/// `load_v`): every kernel over a cache includes it (the stores use its `KvWord`).
+pub(crate) fn load_file(dtype: KvDtype) -> &'static ShaderFile {
+    match dtype {
+        KvDtype::F32 => &LOAD_F32,
+        KvDtype::F16 => &LOAD_F16,
+    }
+}
+
 pub(crate) fn program(dtype: KvDtype) -> Program {
     Program {
         name: format!("kv_append_{}", dtype.name()),
-        files: vec![&APPEND, store_file(dtype)],
+        files: vec![&APPEND, load_file(dtype), store_file(dtype)],
         entry: "main",
         bindings: BINDINGS,
         params_size: size_of::<KvAppendParams>(),

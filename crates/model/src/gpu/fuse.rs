@@ -36,6 +36,10 @@
 //!   into the cache (`head_norm_rope_kv`, [`Fuse::Rope`]'s `append`) and the attention only
 //!   attends ([`Fuse::Attend`]). Found last, over the other patterns' emission points, and
 //!   only when the lowering asks for it (`GpuOptions::fold_kv_append`);
+//! - in decode (one token), that rope op itself (norm + RoPE of q and k, K/V store) into the
+//!   attention that reads q and k and nothing else does: the attention kernel does it all
+//!   before its key loop (`attention_rope`, [`Fuse::RopeAttend`]), q and k never stored.
+//!   Found right after the K/V appends (`GpuOptions::fold_rope_attention`);
 //! - a decode step's residual op (above) without a norm of its own operand (Llama's block)
 //!   whose norm a product reads: the first product that reads the norm computes the add and
 //!   the norm as it reads its input, and stores h and the normed vector for the later
@@ -100,6 +104,9 @@ pub(crate) enum Fuse {
     },
     /// An attention whose K and V an earlier rope op stored: it only attends.
     Attend,
+    /// A decode attention that norms and rotates q and k itself and stores k and v into its
+    /// cache before attending; the units' nodes are folded into it (emitted here).
+    RopeAttend { q: RopeUnit, k: RopeUnit },
     /// The matmul (one token) with the GLU node folded into its input: read as the matvec
     /// goes, or (`q8`) quantized once by a dispatch of its own that computes it.
     GluDown { glu: usize, q8: bool },
@@ -218,6 +225,11 @@ impl Fusion {
         if options.fold_kv_append {
             for i in 0..n {
                 f.append(key, i, &whole);
+            }
+            if options.fold_rope_attention {
+                for i in 0..n {
+                    f.rope_attend(key, &uses, i, &whole);
+                }
             }
         }
         if options.fold_norm {
@@ -467,6 +479,42 @@ impl Fusion {
             _ => true,
         });
         true
+    }
+
+    /// The rope op at `i` (with its K/V append) into that attention, for one token: the
+    /// attention reads q (the op's q, whole) and k, and nothing else reads the rotated q or
+    /// k (the kernel keeps them in registers). The units' inputs are then read at the
+    /// attention, which the liveness follows through `emit_at`.
+    fn rope_attend(&mut self, key: &Key, uses: &[usize], i: usize, whole: &impl Fn(&Src) -> bool) {
+        let Fuse::Rope {
+            q,
+            k: Some(k),
+            append: Some(a),
+        } = self.fuse[i]
+        else {
+            return;
+        };
+        let nodes = &key.nodes;
+        let Node::Attention(at) = &nodes[a] else {
+            return;
+        };
+        let fits = at.q.value == q.rope
+            && whole(&at.q)
+            && at.q.rows == 1
+            && uses[q.rope] == 1
+            && uses[k.rope] == 1
+            && q.input(nodes).rows == 1;
+        if !fits {
+            return;
+        }
+        for unit in [q, k] {
+            for n in [unit.norm, Some(unit.rope)].into_iter().flatten() {
+                self.fuse[n] = Fuse::Folded;
+                self.folded[n] = true;
+                self.emit_at[n] = a;
+            }
+        }
+        self.fuse[a] = Fuse::RopeAttend { q, k };
     }
 
     fn glu_down(&mut self, key: &Key, g: usize, q8_inputs: bool, whole: &impl Fn(&Src) -> bool) {

@@ -89,6 +89,13 @@ pub struct GpuOptions {
     /// `false` keeps the separate append (for comparisons: the logits are the same bit for
     /// bit).
     pub fold_kv_append: bool,
+    /// In decode (one token), also fold that q/k norm + RoPE op (with its K/V store) into
+    /// the attention that reads q and k (`attention_rope`: every workgroup norms and rotates
+    /// its q rows, the split holding the position stores k and v): one dispatch fewer a
+    /// layer again. Needs `fold_kv_append`. `false` keeps `head_norm_rope_kv` + `attention`
+    /// (for comparisons: the same arithmetic per element, the logits equal bit for bit on
+    /// lavapipe).
+    pub fold_rope_attention: bool,
     /// Fold a decode step's residual add and RMSNorm into the product that reads the norm
     /// (`matvec/x_norm.wgsl`: each of its workgroups computes the normed input itself) where
     /// that product is small enough for the repeated reads to cost less than the dispatch
@@ -112,6 +119,7 @@ impl Default for GpuOptions {
             stack_projections: true,
             q8_inputs: false,
             fold_kv_append: true,
+            fold_rope_attention: true,
             fold_norm: true,
             glu_epilogue: true,
         }

@@ -12,6 +12,7 @@
 use std::collections::HashMap;
 
 use rullama_kernels::ops::attention::Attention;
+use rullama_kernels::ops::attention_rope::{AttentionRope, Rotate};
 use rullama_kernels::ops::elementwise::{add_inplace, add_rows, copy};
 use rullama_kernels::ops::embed::embed_rows;
 use rullama_kernels::ops::glu::glu;
@@ -162,6 +163,13 @@ impl Plan {
                         return Err(mismatch("an attend-only fusion on another node"));
                     };
                     let out = l.attention(a, shape.0 * shape.1, false)?;
+                    l.locs[i] = Some(out);
+                }
+                Fuse::RopeAttend { q, k } => {
+                    let Node::Attention(a) = node else {
+                        return Err(mismatch("a rope-attention fusion on another node"));
+                    };
+                    let out = l.rope_attention(key, a, *q, *k, shape.0 * shape.1)?;
                     l.locs[i] = Some(out);
                 }
                 Fuse::GluDown { glu, q8 } => l.glu_down(key, i, *glu, *q8)?,
@@ -1007,6 +1015,83 @@ impl Lower<'_> {
         self.extend(ops)?;
         self.pool.release(q.buf);
         Ok(())
+    }
+
+    /// One decode token's attention that norms and rotates q and k itself (the units' nodes,
+    /// folded into it) and stores k and v into the cache first (`attention_rope`).
+    fn rope_attention(
+        &mut self,
+        key: &Key,
+        a: &AttnNode,
+        q: RopeUnit,
+        k: RopeUnit,
+        len: usize,
+    ) -> Result<Loc, GpuError> {
+        let nodes = &key.nodes;
+        let Node::Rope { spec, .. } = &nodes[q.rope] else {
+            return Err(mismatch("a rope-attention fusion without a rope"));
+        };
+        let spec = *spec;
+        let mut eps = 0.0;
+        let mut weight = |u: RopeUnit| -> Result<Option<GpuTensor>, GpuError> {
+            match u.norm.map(|n| &nodes[n]) {
+                Some(Node::RmsNorm {
+                    weight: Some(w),
+                    eps: e,
+                    ..
+                }) => {
+                    eps = *e;
+                    Ok(Some(vector(w)?.clone()))
+                }
+                _ => Ok(None),
+            }
+        };
+        let (wq, wk) = (weight(q)?, weight(k)?);
+        let freqs = self.freqs.get(self.gpu, &spec);
+        let out = self.alloc(len)?;
+        let layout = a.kv.kv.layout;
+        let attn = Attention {
+            n_tokens: 1,
+            n_heads: a.n_head,
+            q_stride: a.q.cols,
+            scale: a.scale,
+            softcap: a.softcap,
+            window: a.window,
+            split_len: decode_split(layout.max_len),
+        };
+        let scratch = match attn.scratch_len(&layout) {
+            0 => None,
+            len => Some(self.alloc(len)?),
+        };
+        let op = AttentionRope {
+            attn,
+            mode: spec.mode,
+            n_rot: spec.n_rot,
+            eps,
+        };
+        let rot = Rotate {
+            k: self.src(k.input(nodes)),
+            v: self.src(a.v),
+            wq: wq.as_ref(),
+            wk: wk.as_ref(),
+            freqs: &freqs,
+        };
+        let ids = self.ids;
+        let pos = View::from(&ids[a.pos]);
+        let scratch_t = scratch.map(|s| &self.pool.bufs[s.buf]);
+        let ops = op.ops(
+            self.src(q.input(nodes)),
+            rot,
+            pos,
+            &a.kv.kv,
+            self.view(out),
+            scratch_t,
+        );
+        self.extend(ops)?;
+        if let Some(s) = scratch {
+            self.pool.release(s.buf);
+        }
+        Ok(out)
     }
 
     /// K/V append at the step's positions (unless the rope op did it: `append` false), then
