@@ -1,11 +1,14 @@
 // Matvec input through a residual add and an RMSNorm, computed as it is read (a decode step's
 // `residual_norm` folded into the product that reads its output: one dispatch instead of
 // two):
-//   h' = h + a                  stored at h_out_offset of `out` by the dispatch's first
+//   h' = h + a'                 stored at h_out_offset of `out` by the dispatch's first
 //                               workgroup, as it reads them;
 //   x  = h' / rms(h') * w_out   the product's input, with rms(v) = sqrt(mean(v^2) + eps);
 // a at x_offset, h at h_offset; a, h and `out` are distinct buffers (wgpu forbids read +
-// read-write of one). The scale 1 / rms(h') is one number for the whole vector, so the loop
+// read-write of one). a' is `addend4`, from the addend file: matvec/addend_plain.wgsl (a
+// itself: Llama's block) or matvec/addend_normed.wgsl (a / rms(a) * w_in: Gemma's post-norm,
+// whose one scale every workgroup reduces from a before its loop, `addend_begin`). The
+// scale 1 / rms(h') is one number for the whole vector, so the loop
 // multiplies by h' * w_out and the row totals are scaled at the end (`x_scale`): the sum of
 // squares is gathered from the inputs each invocation reads (every workgroup reads each input
 // X_READS times: once for its R rows together, or once per row through rows_each.wgsl). Nothing waits for a
@@ -34,13 +37,14 @@ var<private> first: bool;
 fn x_begin(row0: u32, tid: u32) {
     ss = 0.0;
     first = row0 == 0u;
+    addend_begin(tid);
 }
 
 // x[i .. i + 4] before the scale: h'[i ..] * w_out[i ..] (i counted from a's buffer start,
 // as the dot files count it).
 fn x4(i: u32) -> vec4<f32> {
     let j = (i - p.x_offset) >> 2u;
-    let hv = h[(p.h_offset >> 2u) + j] + a[i >> 2u];
+    let hv = h[(p.h_offset >> 2u) + j] + addend4(i >> 2u, j);
     if first {
         out[(p.h_out_offset >> 2u) + j] = hv;
     }
@@ -61,7 +65,7 @@ fn x_scale(tid: u32) -> f32 {
         let h0 = p.h_offset >> 2u;
         let x0 = p.x_out_offset >> 2u;
         for (var j = tid; j < p.n_in / 4u; j += WG) {
-            out[x0 + j] = (h[h0 + j] + a[a0 + j]) * r * w_out[j];
+            out[x0 + j] = (h[h0 + j] + addend4(a0 + j, j)) * r * w_out[j];
         }
     }
     return r;

@@ -11,7 +11,7 @@ use crate::format::GpuFormat;
 use crate::ops::epilogue::Epilogue;
 use crate::ops::glu::Activation;
 use crate::ops::kv::KvDtype;
-use crate::ops::matvec::InputKind;
+use crate::ops::matvec::{Addend, InputKind};
 use crate::ops::residual_norm::ResidualOut;
 use crate::ops::rope::RopeMode;
 use crate::ops::unary::UnaryOp;
@@ -31,9 +31,10 @@ pub enum Kernel {
     /// `y = W x' [+ bias]` with x' a q8 vector (two int8 digits per input, blocks of 32 with
     /// f32 scales), integer dot products; only for `matvec::q8_supported` formats.
     MatvecQ8(GpuFormat, Epilogue),
-    /// `y = W x [+ bias]` with x = rms_norm(h + [rms_norm(a)]) computed by every workgroup
-    /// (and h's update stored): a decode step's residual_norm folded into its product.
-    MatvecNorm(GpuFormat, Epilogue),
+    /// `y = W x [+ bias]` with x = rms_norm(h + a') computed by every workgroup (and h's
+    /// update stored), a' = a or rms_norm(a) (the [`Addend`]): a decode step's residual_norm
+    /// folded into its product.
+    MatvecNorm(GpuFormat, Epilogue, Addend),
     /// `y = act(W_gate x) * (W_up x)` (the GLU epilogue: gate|up stacked, the GLU stored)
     /// with x a vector (`InputKind::Plain`) or a q8 vector (`InputKind::Q8`).
     MatvecGluOut(GpuFormat, InputKind, Activation),
@@ -115,10 +116,14 @@ impl Kernel {
             if matvec::q8_supported(f) {
                 all.extend(Epilogue::ALL.map(|out| Kernel::MatvecQ8(f, out)));
             }
-            all.extend(Epilogue::ALL.map(|out| Kernel::MatvecNorm(f, out)));
+            for addend in Addend::ALL {
+                all.extend(Epilogue::ALL.map(|out| Kernel::MatvecNorm(f, out, addend)));
+            }
             for act in [Activation::GeluTanh, Activation::Silu] {
                 all.push(Kernel::MatvecGluOut(f, InputKind::Plain, act));
-                all.push(Kernel::MatvecGluOut(f, InputKind::Norm, act));
+                for addend in Addend::ALL {
+                    all.push(Kernel::MatvecGluOut(f, InputKind::Norm(addend), act));
+                }
                 if matvec::q8_supported(f) {
                     all.push(Kernel::MatvecGluOut(f, InputKind::Q8, act));
                 }
@@ -193,7 +198,9 @@ impl Kernel {
                 matvec::program(f, InputKind::Glu, Epilogue::STORE, caps.subgroup)
             }
             Kernel::MatvecQ8(f, out) => matvec::program(f, InputKind::Q8, out, caps.subgroup),
-            Kernel::MatvecNorm(f, out) => matvec::program(f, InputKind::Norm, out, caps.subgroup),
+            Kernel::MatvecNorm(f, out, addend) => {
+                matvec::program(f, InputKind::Norm(addend), out, caps.subgroup)
+            }
             Kernel::MatvecGluOut(f, input, _) => matvec::glu_out_program(f, input, caps.subgroup),
             // `Matmul::kernel` picks MatmulCoop only with coop_f16; tests build it elsewhere
             // to run its body over emulated coop ops.
@@ -217,9 +224,9 @@ impl Kernel {
                 matvec::program(f, InputKind::Q8, out, false),
                 matvec::program(f, InputKind::Q8, out, true),
             ],
-            Kernel::MatvecNorm(f, out) => vec![
-                matvec::program(f, InputKind::Norm, out, false),
-                matvec::program(f, InputKind::Norm, out, true),
+            Kernel::MatvecNorm(f, out, addend) => vec![
+                matvec::program(f, InputKind::Norm(addend), out, false),
+                matvec::program(f, InputKind::Norm(addend), out, true),
             ],
             Kernel::MatvecGluOut(f, input, _) => vec![
                 matvec::glu_out_program(f, input, false),
@@ -241,7 +248,9 @@ impl Kernel {
             Kernel::Matvec(f, out) => matvec::program(f, InputKind::Plain, out, false),
             Kernel::MatvecGlu(f, _) => matvec::program(f, InputKind::Glu, Epilogue::STORE, false),
             Kernel::MatvecQ8(f, out) => matvec::program(f, InputKind::Q8, out, false),
-            Kernel::MatvecNorm(f, out) => matvec::program(f, InputKind::Norm, out, false),
+            Kernel::MatvecNorm(f, out, addend) => {
+                matvec::program(f, InputKind::Norm(addend), out, false)
+            }
             Kernel::MatvecGluOut(f, input, _) => matvec::glu_out_program(f, input, false),
             Kernel::QuantizeQ8 => quantize::program(false),
             Kernel::QuantizeQ8Glu(_) => quantize::program(true),
@@ -277,10 +286,10 @@ impl Kernel {
             Kernel::Glu(a) | Kernel::QuantizeQ8Glu(a) => vec![("ACT", a.code())],
             Kernel::MatvecGlu(f, a) => vec![("ACT", a.code()), partial_units(f)],
             Kernel::Matvec(f, _) => vec![partial_units(f)],
-            Kernel::MatvecNorm(f, _) => vec![x_reads(f)],
+            Kernel::MatvecNorm(f, _, _) => vec![x_reads(f)],
             // x_q8.wgsl has no PARTIAL_UNITS (a q8 row is whole blocks of 32).
             Kernel::MatvecGluOut(_, InputKind::Q8, a) => vec![("ACT", a.code())],
-            Kernel::MatvecGluOut(f, InputKind::Norm, a) => vec![("ACT", a.code()), x_reads(f)],
+            Kernel::MatvecGluOut(f, InputKind::Norm(_), a) => vec![("ACT", a.code()), x_reads(f)],
             Kernel::MatvecGluOut(f, _, a) => vec![("ACT", a.code()), partial_units(f)],
             Kernel::Rope(m) => vec![("NEOX", m.code())],
             Kernel::ResidualNorm {

@@ -230,7 +230,7 @@ impl ResidualNorm {
     }
 
     /// One row of `a'` in f64: `a / rms(a) * w_in`, or `a`.
-    fn pre(self, a: &[f32], w_in: Option<&[f32]>) -> Vec<f64> {
+    pub(crate) fn pre(self, a: &[f32], w_in: Option<&[f32]>) -> Vec<f64> {
         let Some(w) = w_in else {
             return a.iter().map(|&v| f64::from(v)).collect();
         };

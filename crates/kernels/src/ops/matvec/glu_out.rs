@@ -436,10 +436,11 @@ mod tests {
         }
     }
 
-    /// With a norm input (`Input::Norm`: a Llama block's residual op folded in, as the
-    /// lowering composes them) the epilogue stores what the product over gate|up with the
-    /// same input followed by the glu kernel stores, bit for bit: every workgroup of both
-    /// derives the same norm and scales the same row sums by it.
+    /// With a norm input (`Input::Norm`: a residual op folded in, as the lowering composes
+    /// them; its addend as it is, Llama's, or normed, Gemma's) the epilogue stores what the
+    /// product over gate|up with the same input followed by the glu kernel stores, bit for
+    /// bit: every workgroup of both derives the same norms and scales the same row sums by
+    /// them.
     #[test]
     fn norm_input_equals_product_then_glu() {
         use crate::ops::matvec::NormInput;
@@ -453,16 +454,18 @@ mod tests {
         .into_iter()
         .enumerate()
         {
-            for n_ff in [8, 13] {
+            for (n_ff, normed) in [(8, false), (13, false), (8, true), (13, true)] {
                 let case = case(format, n_ff, false, 900 + i as u64);
                 let (wt, _) = weight(gpu, &case).unwrap();
                 let n_in = case.n_in();
                 let a = GpuTensor::from_f32(gpu, &[n_in], &random_f32(n_in, case.seed ^ 7));
                 let h = GpuTensor::from_f32(gpu, &[n_in], &random_f32(n_in, case.seed ^ 8));
                 let g = GpuTensor::from_f32(gpu, &[n_in], &random_f32(n_in, case.seed ^ 9));
+                let g_in = GpuTensor::from_f32(gpu, &[n_in], &random_f32(n_in, case.seed ^ 6));
                 let hx = GpuTensor::zeros(gpu, &[2 * n_in], Dtype::F32);
                 let input = Input::Norm(NormInput {
                     a: (&a).into(),
+                    w_in: normed.then_some(&g_in),
                     h: (&h).into(),
                     w_out: &g,
                     h_out: (&hx).into(),
@@ -471,7 +474,7 @@ mod tests {
                 });
                 let rows = wt.rows(case.first..case.first + 2 * n_ff);
                 let (fused, apart) = epilogue_and_glu_after(gpu, rows, &case, input);
-                assert_eq!(fused, apart, "{format:?} n_ff {n_ff}");
+                assert_eq!(fused, apart, "{format:?} n_ff {n_ff} normed {normed}");
             }
         }
     }

@@ -116,16 +116,20 @@ pub enum Input<'a> {
     Norm(NormInput<'a>),
 }
 
-/// `h' = h + a` (stored to `h_out`), then the input `x = rms_norm(h') * w_out` (stored to
+/// `h' = h + a'` (stored to `h_out`), then the input `x = rms_norm(h') * w_out` (stored to
 /// `x_out`, for other products that read it), as `ops::residual_norm` computes them for one
-/// row of Llama's block, with rms(v) = sqrt(mean(v^2) + eps). The kernel multiplies by
+/// row, with rms(v) = sqrt(mean(v^2) + eps) and a' = a (Llama's block) or, given `w_in`,
+/// `rms_norm(a) * w_in` (Gemma's post-norm; one eps for both norms). The kernel multiplies by
 /// h' * w_out as it reads them and scales each row total by 1 / rms(h') at the end
-/// (`matvec/x_norm.wgsl`), so `n_in` is a multiple of 32 and every view starts at a multiple
-/// of 4 floats; `h_out` and `x_out` are views of one tensor (one binding), which neither `a`
-/// nor `h` is.
+/// (`matvec/x_norm.wgsl`; a's own scale is reduced by every workgroup before its loop,
+/// `matvec/addend_normed.wgsl`), so `n_in` is a multiple of 32 and every view starts at a
+/// multiple of 4 floats; `h_out` and `x_out` are views of one tensor (one binding), which
+/// neither `a` nor `h` is.
 #[derive(Debug, Clone, Copy)]
 pub struct NormInput<'a> {
     pub a: View<'a>,
+    /// a's own norm gain, if a goes through an RMSNorm before the add.
+    pub w_in: Option<&'a GpuTensor>,
     pub h: View<'a>,
     pub w_out: &'a GpuTensor,
     pub h_out: View<'a>,
@@ -144,19 +148,43 @@ pub enum InputKind {
     /// `matvec/x_q8.wgsl`: a q8 vector at binding 2 (`xq16`, `xq16_lo`, `xq4`, `xq4_lo`,
     /// `dot8`, `xd`), read by the format's `matvec/dot8_<type>.wgsl`.
     Q8,
-    /// `matvec/x_norm.wgsl` + `norm/reduce.wgsl`: a at 2, h, w_out and the h'|x output at
-    /// 6..8 ([`norm_bindings`]), `x4` and the rows' factor `x_scale`.
-    Norm,
+    /// `matvec/x_norm.wgsl` + `norm/reduce.wgsl` + the [`Addend`]'s file: a at 2, h, w_out
+    /// and the h'|x output at 6..8, a normed addend's w_in at 9 ([`norm_bindings`]), `x4`
+    /// and the rows' factor `x_scale`.
+    Norm(Addend),
+}
+
+/// What a norm input adds to the residual stream: `a` as it is (Llama's block) or `a`
+/// through its own weighted RMSNorm (Gemma's post-norms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Addend {
+    /// `matvec/addend_plain.wgsl`.
+    Plain,
+    /// `matvec/addend_normed.wgsl`: w_in at binding 9.
+    Normed,
+}
+
+impl Addend {
+    pub const ALL: [Addend; 2] = [Addend::Plain, Addend::Normed];
+
+    fn file(self) -> &'static ShaderFile {
+        match self {
+            Addend::Plain => &ADDEND_PLAIN,
+            Addend::Normed => &ADDEND_NORMED,
+        }
+    }
 }
 
 /// The bindings of a matvec with a [`NormInput`]: the epilogue's (the bias at 5, or nothing
-/// there), then h, w_out and the tensor of h_out and x_out at 6 to 8.
-pub fn norm_bindings(out: Epilogue) -> &'static [BindingKind] {
+/// there), then h, w_out and the tensor of h_out and x_out at 6 to 8, and a normed addend's
+/// w_in at 9.
+pub fn norm_bindings(out: Epilogue, addend: Addend) -> &'static [BindingKind] {
     use BindingKind::{Absent, StorageRead as R, StorageReadWrite as Rw, Uniform};
-    if out.bias {
-        &[Uniform, R, R, Rw, R, R, R, R, Rw]
-    } else {
-        &[Uniform, R, R, Rw, R, Absent, R, R, Rw]
+    match (out.bias, addend) {
+        (true, Addend::Plain) => &[Uniform, R, R, Rw, R, R, R, R, Rw],
+        (false, Addend::Plain) => &[Uniform, R, R, Rw, R, Absent, R, R, Rw],
+        (true, Addend::Normed) => &[Uniform, R, R, Rw, R, R, R, R, Rw, R],
+        (false, Addend::Normed) => &[Uniform, R, R, Rw, R, Absent, R, R, Rw, R],
     }
 }
 
@@ -178,6 +206,8 @@ static X_PLAIN: ShaderFile = shader_file!("matvec/x_plain.wgsl");
 static X_GLU: ShaderFile = shader_file!("matvec/x_glu.wgsl");
 static X_Q8: ShaderFile = shader_file!("matvec/x_q8.wgsl");
 static X_NORM: ShaderFile = shader_file!("matvec/x_norm.wgsl");
+static ADDEND_PLAIN: ShaderFile = shader_file!("matvec/addend_plain.wgsl");
+static ADDEND_NORMED: ShaderFile = shader_file!("matvec/addend_normed.wgsl");
 static REDUCE_PLAIN: ShaderFile = shader_file!("matvec/reduce_plain.wgsl");
 static REDUCE_SUBGROUP: ShaderFile = shader_file!("matvec/reduce_subgroup.wgsl");
 // The store files (`store_rows`): each row through the epilogue's `y_out` and `y_index`, or
@@ -267,7 +297,7 @@ pub fn q8_supported(f: GpuFormat) -> bool {
 /// The dot files of a program with input `input`.
 fn dots(f: GpuFormat, input: InputKind) -> &'static [&'static ShaderFile] {
     match input {
-        InputKind::Plain | InputKind::Glu | InputKind::Norm => dot_files(f),
+        InputKind::Plain | InputKind::Glu | InputKind::Norm(_) => dot_files(f),
         InputKind::Q8 => dot8_files(f).unwrap_or_else(|| {
             panic!("no q8-input matvec for {f:?} (ops check q8_supported first)")
         }),
@@ -371,28 +401,31 @@ fn assemble(f: GpuFormat, input: InputKind, store: Store, subgroup: bool) -> Pro
     } else {
         (&REDUCE_PLAIN, "")
     };
-    let (x_files, prefix, bindings): (&[&'static ShaderFile], _, _) = match input {
-        InputKind::Plain => (&[&X_PLAIN], "matvec", store.bindings()),
+    let (x_files, prefix, bindings): (Vec<&'static ShaderFile>, _, _) = match input {
+        InputKind::Plain => (vec![&X_PLAIN], "matvec", store.bindings()),
         InputKind::Glu => {
             assert_eq!(
                 store,
                 Store::Rows(Epilogue::STORE),
                 "a GLU-input matvec stores one output, with no bias"
             );
-            (&[&X_GLU, &glu::ACT], "matvec_glu", GLU_BINDINGS)
+            (vec![&X_GLU, &glu::ACT], "matvec_glu", GLU_BINDINGS)
         }
-        InputKind::Q8 => (&[&X_Q8], "matvec_q8", store.bindings()),
-        InputKind::Norm => (
-            &[&X_NORM, &REDUCE],
-            "matvec_norm",
-            norm_bindings(store.epilogue()),
+        InputKind::Q8 => (vec![&X_Q8], "matvec_q8", store.bindings()),
+        InputKind::Norm(addend) => (
+            vec![&X_NORM, addend.file(), &REDUCE],
+            match addend {
+                Addend::Plain => "matvec_norm",
+                Addend::Normed => "matvec_norm_normed",
+            },
+            norm_bindings(store.epilogue(), addend),
         ),
     };
     Program {
         name: format!("{prefix}{}_{}{suffix}", store.infix(), f.name()),
         files: [&SKELETON]
             .into_iter()
-            .chain(x_files.iter().copied())
+            .chain(x_files)
             .chain(store.files())
             .chain([reduce, &BLOCKS])
             .chain(f.decoder().iter().copied())
@@ -537,7 +570,7 @@ struct Bound<'a> {
     x_offset: u32,
     up_offset: u32,
     x_scales: u32,
-    /// Bindings 6.. (a norm input's h, w_in, w_out, h_out).
+    /// Bindings 6.. (a norm input's h, w_out, h_out and w_in).
     more: Vec<&'a GpuBuffer>,
     norm: NormParams,
 }
@@ -669,15 +702,28 @@ impl<'a> Input<'a> {
                     }
                 }
                 View::from(n.w_out).check(what, s.n_in)?;
+                if let Some(w_in) = n.w_in {
+                    View::from(w_in).check(what, s.n_in)?;
+                }
+                let addend = match n.w_in {
+                    Some(_) => Addend::Normed,
+                    None => Addend::Plain,
+                };
+                let mut more = vec![&n.h.t.buf, &n.w_out.buf, &n.h_out.t.buf];
+                more.extend(n.w_in.map(|w| &w.buf));
                 Ok(Bound {
-                    more: vec![&n.h.t.buf, &n.w_out.buf, &n.h_out.t.buf],
+                    more,
                     norm: NormParams {
                         h_offset: n.h.offset as u32,
                         h_out_offset: n.h_out.offset as u32,
                         x_out_offset: n.x_out.offset as u32,
                         eps: n.eps,
                     },
-                    ..bound(Kernel::MatvecNorm(f, out), InputKind::Norm, n.a)
+                    ..bound(
+                        Kernel::MatvecNorm(f, out, addend),
+                        InputKind::Norm(addend),
+                        n.a,
+                    )
                 })
             }
         }

@@ -1,10 +1,11 @@
 //! Parity of the matvec with a norm input ([`Input::Norm`]): the residual add and the normed
-//! vector it stores and the product of that vector, against the f32 add, `ops::norm`'s
-//! reference and the matvec's.
+//! vector it stores and the product of that vector, against `ops::residual_norm`'s reference
+//! (the add, with or without the addend's own norm), `ops::norm`'s and the matvec's.
 
 use crate::device::Gpu;
 use crate::error::GpuError;
 use crate::ops::norm::RmsNorm;
+use crate::ops::residual_norm::ResidualNorm;
 use crate::parity::data::{Rng, random_f32};
 use crate::parity::{Check, Compare, U, run_read};
 use crate::readback::Readback;
@@ -13,7 +14,9 @@ use crate::tensor::{Dtype, GpuTensor, View};
 use super::check::{Case, matvec_bias_ref, perturbed_input_bound};
 use super::{Input, NormInput, ops};
 
-/// Tolerance. h' = h + a exactly (one f32 add, as the reference rounds it). The stored x as
+/// Tolerance. h' = h + a exactly (one f32 add, as the reference rounds it); with the addend
+/// normed, h' = h + a' as `residual_norm::CHECK` bounds it, `(n/2 + 8) u |a'| + 2 u |h'|`
+/// (every workgroup reduces rms(a) itself, in another order than the reference). The stored x as
 /// `residual_norm::CHECK` bounds y: `(n/2 + 8) u |x|` against the f64 norm of the GPU's h'.
 /// The product against `W x + b` with that x: the kernel sums `w_i fl(h'_i g_i)` and scales
 /// the total by its own 1 / rms(h'), so its effective input is within e_i = (n/2 + 8) u |x_i|
@@ -22,13 +25,15 @@ use super::{Input, NormInput, ops};
 /// sum_i |w_i| e_i`.
 pub const CHECK: Check = Check {
     name: "matvec_norm",
-    tolerance: "h': exact; x: (n/2+8)u|x|; y: (n_in+5)u(sum|w_i x_i|+|b|) + (1+(n_in+4)u) sum|w_i| e_i, e_i = (n/2+8)u|x_i|",
+    tolerance: "h': exact (normed addend: (n/2+8)u|a'|+2u|h'|); x: (n/2+8)u|x|; y: (n_in+5)u(sum|w_i x_i|+|b|) + (1+(n_in+4)u) sum|w_i| e_i, e_i = (n/2+8)u|x_i|",
     case: parity_case,
 };
 
-/// Where a norm case's vectors live.
+/// Where a norm case's vectors live, and whether its addend is normed.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct NormPlace {
+    /// a goes through its own weighted RMSNorm before the add (Gemma's post-norm).
+    pub normed: bool,
     /// Offsets (multiples of 4) of a and h in their tensors, and of h_out in the tensor it
     /// shares with x_out (which follows it).
     pub a_at: usize,
@@ -48,6 +53,7 @@ fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
     let mut case = whole_units(Case::random(rng));
     case.bias = rng.bool();
     let place = NormPlace {
+        normed: rng.bool(),
         a_at: 4 * rng.range(0, 3),
         h_at: 4 * rng.range(0, 3),
         out_at: 4 * rng.range(0, 3),
@@ -66,17 +72,20 @@ pub(crate) fn compare_norm(gpu: &Gpu, case: Case, place: NormPlace) -> Result<Co
         .collect();
     let h = random_f32(n, case.seed ^ 2);
     let gain = random_f32(n, case.seed ^ 3);
+    let gain_in = random_f32(n, case.seed ^ 4);
     let padded = |at: usize, v: &[f32]| [vec![0.5; at], v.to_vec()].concat();
     let at = GpuTensor::from_f32(gpu, &[n + place.a_at], &padded(place.a_at, &a));
     let ht = GpuTensor::from_f32(gpu, &[n + place.h_at], &padded(place.h_at, &h));
     let ot = GpuTensor::zeros(gpu, &[2 * n + place.out_at], Dtype::F32);
     let gt = GpuTensor::from_f32(gpu, &[n], &gain);
+    let git = GpuTensor::from_f32(gpu, &[n], &gain_in);
     let yt = GpuTensor::zeros(gpu, &[case.n_out + 3], Dtype::F32);
     let b = case.bias.then(|| random_f32(case.n_out, case.seed ^ 5));
     let bt = b.as_ref().map(|b| GpuTensor::from_f32(gpu, &[b.len()], b));
     let eps = 1e-6;
     let input = Input::Norm(NormInput {
         a: View::at(&at, place.a_at),
+        w_in: place.normed.then_some(&git),
         h: View::at(&ht, place.h_at),
         w_out: &gt,
         h_out: View::at(&ot, place.out_at),
@@ -91,14 +100,23 @@ pub(crate) fn compare_norm(gpu: &Gpu, case: Case, place: NormPlace) -> Result<Co
 
     let mut c = Compare::default();
     let name = || format!("{} {place:?}", case.name());
-    for (i, &g) in h_gpu.iter().enumerate() {
-        c.exact(f64::from(g), f64::from(h[i] + a[i]), || {
-            format!("{} h' {i}", name())
-        });
+    let residual = ResidualNorm { n, n_rows: 1, eps };
+    let w_in = place.normed.then_some(&gain_in[..]);
+    let mut h_ref = h.clone();
+    residual.reference(&a, w_in, &mut h_ref, None);
+    let addend = residual.pre(&a, w_in);
+    let ulps = (n / 2 + 8) as f64;
+    for (i, (&g, &r)) in h_gpu.iter().zip(&h_ref).enumerate() {
+        let what = || format!("{} h' {i}", name());
+        if place.normed {
+            let bound = ulps * U * addend[i].abs() + 2.0 * U * f64::from(r).abs() + 1e-30;
+            c.add(f64::from(g), f64::from(r), bound, what);
+        } else {
+            c.exact(f64::from(g), f64::from(r), what);
+        }
     }
     let norm = RmsNorm { n, n_rows: 1, eps };
     let x = norm.reference(h_gpu, Some(&gain));
-    let ulps = (n / 2 + 8) as f64;
     for (i, (&g, &r)) in x_gpu.iter().zip(&x).enumerate() {
         let bound = ulps * U * f64::from(r.abs()) + 1e-30;
         c.add(f64::from(g), f64::from(r), bound, || {
@@ -132,8 +150,8 @@ mod tests {
         testutil::parity("matvec_norm", 8, 31);
     }
 
-    /// Every format, with and without a bias, rows over several chunks; Q8_0 over a long row
-    /// (4096: many steps per lane).
+    /// Every format, with and without a bias, with the addend as it is or normed, rows over
+    /// several chunks; Q8_0 over a long row (4096: many steps per lane).
     #[test]
     fn norm_every_format() {
         let Some(gpu) = testutil::gpu() else { return };
@@ -147,6 +165,7 @@ mod tests {
                 bias: i % 2 == 0,
             });
             let place = NormPlace {
+                normed: i % 4 >= 2,
                 a_at: 4 * (i % 2),
                 h_at: 4 * (i % 3),
                 out_at: 8,
@@ -183,6 +202,7 @@ mod tests {
             let n = case.n_in();
             let input = Input::Norm(NormInput {
                 a: View::at(&t, a_at),
+                w_in: None,
                 h: View::at(&t, 128),
                 w_out: &g,
                 h_out: View::at(&o, 0),
