@@ -11,7 +11,7 @@ use common::gpu::skip;
 
 use rullama_gguf::{GgmlType, GgufFile, GgufWriter};
 use rullama_kernels::ops::epilogue::Epilogue;
-use rullama_kernels::ops::matvec::InputKind;
+use rullama_kernels::ops::matvec::{Addend, InputKind};
 use rullama_kernels::{GpuFormat, Kernel};
 use rullama_model::gpu::{GpuOptions, KvDtype};
 use rullama_model::{CpuBackend, GpuBackend, Model, OutputRows};
@@ -183,7 +183,7 @@ fn qwen2_biases_are_projection_epilogues() {
         matches!(
             k,
             Kernel::Matvec(_, Epilogue::BIAS)
-                | Kernel::MatvecNorm(_, Epilogue::BIAS)
+                | Kernel::MatvecNorm(_, Epilogue::BIAS, _)
                 | Kernel::Matmul(_, Epilogue::BIAS)
                 | Kernel::MatmulCoop(_, Epilogue::BIAS)
         )
@@ -241,7 +241,8 @@ fn qwen2_projections_are_stacked() {
     // before it (`GpuOptions::fold_norm`).
     let one = |e| {
         move |k: &Kernel| {
-            *k == Kernel::Matvec(GpuFormat::F32, e) || *k == Kernel::MatvecNorm(GpuFormat::F32, e)
+            *k == Kernel::Matvec(GpuFormat::F32, e)
+                || *k == Kernel::MatvecNorm(GpuFormat::F32, e, Addend::Plain)
         }
     };
     assert_eq!(count(decode, one(Epilogue::BIAS)), LAYERS, "{decode:?}");
@@ -260,7 +261,7 @@ fn qwen2_projections_are_stacked() {
     let norm_in = |k: &Kernel| {
         matches!(
             k,
-            Kernel::MatvecNorm(..) | Kernel::MatvecGluOut(_, InputKind::Norm, _)
+            Kernel::MatvecNorm(..) | Kernel::MatvecGluOut(_, InputKind::Norm(_), _)
         )
     };
     assert_eq!(count(decode, norm_in), 2 * LAYERS, "{decode:?}");

@@ -53,9 +53,14 @@ fn stores_the_glu(name: &str) {
     let separate = |k: &Kernel| matches!(k, Kernel::Glu(_));
     let glu_input = |k: &Kernel| matches!(k, Kernel::MatvecGlu(..));
     let decode = &on.decode;
-    // Its input a vector, or computed from the residual op before it (Llama's block,
-    // `GpuOptions::fold_norm`).
-    let f32_glu_out = |k: &Kernel| glu_out(InputKind::Plain)(k) || glu_out(InputKind::Norm)(k);
+    // Its input a vector, or computed from the residual op before it (`GpuOptions::fold_norm`;
+    // Gemma's with its post-norm).
+    let f32_glu_out = |k: &Kernel| {
+        matches!(
+            k,
+            Kernel::MatvecGluOut(_, InputKind::Plain | InputKind::Norm(_), _)
+        )
+    };
     assert_eq!(count(decode, f32_glu_out), n_layer, "{name}: {decode:?}");
     assert_eq!(count(decode, separate), 0, "{name}: {decode:?}");
     assert_eq!(count(decode, glu_input), 0, "{name}: {decode:?}");

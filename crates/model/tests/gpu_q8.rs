@@ -9,13 +9,12 @@
 
 mod common;
 
-use common::gpu::{Script, count, device, file, run, skip};
+use common::gpu::{Script, count, device, file, run, skip, top10_nats};
 use rullama_kernels::Kernel;
 use rullama_kernels::ops::matvec::InputKind;
 use rullama_kernels::ops::residual_norm::ResidualOut;
 use rullama_model::OutputRows;
 use rullama_model::gpu::{GpuOptions, KvDtype};
-use rullama_model::logits::log_softmax;
 
 /// The default mode's bar on top-10 log-probs (the text-generation issue's 0.05 nats).
 const NATS_BAR: f64 = 0.05;
@@ -27,17 +26,6 @@ const SCRIPT: Script<'static> = Script {
     prompt_rows: OutputRows::Last,
     steps: &[4000, 17, 900, 250, 31, 12000],
 };
-
-/// The largest |difference| of log-probs over the reference's 10 most likely tokens.
-fn top10_nats(reference: &[f32], other: &[f32]) -> f64 {
-    let (a, b) = (log_softmax(reference), log_softmax(other));
-    let mut order: Vec<usize> = (0..a.len()).collect();
-    order.sort_by(|&i, &j| a[j].total_cmp(&a[i]));
-    order[..10]
-        .iter()
-        .map(|&i| (a[i] - b[i]).abs())
-        .fold(0.0, f64::max)
-}
 
 fn q8_decode_keeps_the_bar(name: &str) {
     if skip() {

@@ -39,11 +39,13 @@
 //! - in decode (one token), that rope op itself (norm + RoPE of q and k, K/V store) into the
 //!   attention that reads q and k and nothing else does: the attention kernel does it all
 //!   before its key loop (`attention_rope`, [`Fuse::RopeAttend`]), q and k never stored.
-//!   Found right after the K/V appends (`GpuOptions::fold_rope_attention`);
-//! - a decode step's residual op (above) without a norm of its own operand (Llama's block)
-//!   whose norm a product reads: the first product that reads the norm computes the add and
-//!   the norm as it reads its input, and stores h and the normed vector for the later
-//!   readers ([`NormInto`]; `matvec/x_norm.wgsl`), where the product is small enough
+//!   Found right after the K/V appends, for the ops `GpuOptions::fold_rope_attention` names
+//!   (by default those without q/k norms: [`RopeAttention`]);
+//! - a decode step's residual op (above) whose norm a product reads, with or without a norm
+//!   of its own operand (Gemma's post-norm, Llama's plain add): the first product that reads
+//!   the norm computes the add and the norm as it reads its input (the operand's own scale
+//!   reduced by every workgroup before its loop), and stores h and the normed vector for the
+//!   later readers ([`NormInto`]; `matvec/x_norm.wgsl`), where the product is small enough
 //!   ([`NORM_FUSE_MAX_BYTES`]). Found last, and only when the lowering asks for it
 //!   (`GpuOptions::fold_norm`).
 //!
@@ -53,9 +55,9 @@
 
 use rullama_kernels::ops::matvec::{ROWS, glu_out_supported, q8_supported};
 
-use super::GpuOptions;
 use super::ir::{Key, Node, Src};
 use super::weight::GpuWeightRef;
+use super::{GpuOptions, RopeAttention};
 
 /// The largest down projection that reads the GLU as its input. Each of its workgroups (4
 /// rows) recomputes `act(gate) * up` for the whole input, so the GLU's reads grow with the
@@ -64,18 +66,20 @@ use super::weight::GpuWeightRef;
 const GLU_FUSE_MAX_BYTES: u64 = 4 << 20;
 
 /// The most bytes a product's workgroups may read besides its plain input for a folded
-/// norm: each of them reads h and the gain (n_in floats each) beside `a`, so the reads grow
-/// with rows * n_in / 4 while the saved dispatch is a fixed few microseconds.
-/// SmolLM2-135M's gate|up (3072 x 576) reads 3.5 MB more, qwen2.5-0.5b's 17 MB, an LM head
-/// hundreds.
+/// norm: each of them reads h and the gain (n_in floats each) beside `a`, and with the
+/// operand's own norm a second time and that norm's gain, so the reads grow with
+/// rows * n_in / 4 while the saved dispatch is a fixed few microseconds.
+/// SmolLM2-135M's gate|up (3072 x 576) reads 3.5 MB more, gemma-3-270m's (4096 x 640, with
+/// its post-norm) 10.5 MB, qwen2.5-0.5b's 17 MB, an LM head hundreds.
 const NORM_FUSE_MAX_BYTES: u64 = 12 << 20;
 
-/// A residual op `h + a` computed by the product that reads its norm first (emitted there):
-/// the add node and the norm after it, whose value the product stores for the other
-/// readers.
+/// A residual op `h + [rms_norm(a)]` computed by the product that reads its norm first
+/// (emitted there): the add node, the operand's own norm folded into it if any, and the
+/// norm after it, whose value the product stores for the other readers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct NormInto {
     pub add: usize,
+    pub pre: Option<usize>,
     pub out: usize,
 }
 
@@ -226,9 +230,10 @@ impl Fusion {
             for i in 0..n {
                 f.append(key, i, &whole);
             }
-            if options.fold_rope_attention {
+            if options.fold_rope_attention != RopeAttention::Off {
+                let normed = options.fold_rope_attention == RopeAttention::All;
                 for i in 0..n {
-                    f.rope_attend(key, &uses, i, &whole);
+                    f.rope_attend(key, &uses, i, normed, &whole);
                 }
             }
         }
@@ -483,9 +488,17 @@ impl Fusion {
 
     /// The rope op at `i` (with its K/V append) into that attention, for one token: the
     /// attention reads q (the op's q, whole) and k, and nothing else reads the rotated q or
-    /// k (the kernel keeps them in registers). The units' inputs are then read at the
-    /// attention, which the liveness follows through `emit_at`.
-    fn rope_attend(&mut self, key: &Key, uses: &[usize], i: usize, whole: &impl Fn(&Src) -> bool) {
+    /// k (the kernel keeps them in registers); an op with q/k norms only where `normed`
+    /// says. The units' inputs are then read at the attention, which the liveness follows
+    /// through `emit_at`.
+    fn rope_attend(
+        &mut self,
+        key: &Key,
+        uses: &[usize],
+        i: usize,
+        normed: bool,
+        whole: &impl Fn(&Src) -> bool,
+    ) {
         let Fuse::Rope {
             q,
             k: Some(k),
@@ -498,7 +511,9 @@ impl Fusion {
         let Node::Attention(at) = &nodes[a] else {
             return;
         };
-        let fits = at.q.value == q.rope
+        let has_norms = q.norm.is_some() || k.norm.is_some();
+        let fits = (normed || !has_norms)
+            && at.q.value == q.rope
             && whole(&at.q)
             && at.q.rows == 1
             && uses[q.rope] == 1
@@ -538,17 +553,13 @@ impl Fusion {
         }
     }
 
-    /// The residual op at `i` into the product that reads its norm first: no norm of its own
-    /// operand (the kernel scales by the norm after the sum, which a second norm before the
-    /// add would not allow), one token of whole units of 32, a product lowered at its own
-    /// node that reads the norm whole, f32 inputs (a q8 copy would need the norm first), and
-    /// extra reads within [`NORM_FUSE_MAX_BYTES`].
+    /// The residual op at `i` into the product that reads its norm first: one token of
+    /// whole units of 32, a product lowered at its own node that reads the norm whole, f32
+    /// inputs (a q8 copy would need the norm first), and extra reads within
+    /// [`NORM_FUSE_MAX_BYTES`]. The operand's own norm (`pre`) goes along: its input is then
+    /// read at the product.
     fn norm_into(&mut self, key: &Key, i: usize, q8_inputs: bool, whole: &impl Fn(&Src) -> bool) {
-        let Fuse::Residual {
-            pre: None,
-            out: Some(o),
-        } = self.fuse[i]
-        else {
+        let Fuse::Residual { pre, out: Some(o) } = self.fuse[i] else {
             return;
         };
         let (rows, cols) = key.shapes[i];
@@ -574,15 +585,22 @@ impl Fusion {
         let Some(m) = w.matrix() else {
             return;
         };
-        let reads = (product_rows.div_ceil(ROWS) * 2 * cols * 4) as u64;
+        // h and the gain; with the operand's norm, a once more (its scale) and that gain.
+        let vectors = if pre.is_some() { 4 } else { 2 };
+        let reads = (product_rows.div_ceil(ROWS) * vectors * cols * 4) as u64;
         let q8 = q8_inputs && q8_supported(m.shape.format);
         if x.value != o || !whole(x) || q8 || reads > NORM_FUSE_MAX_BYTES {
             return;
         }
-        self.norm_input[j] = Some(NormInto { add: i, out: o });
+        self.norm_input[j] = Some(NormInto {
+            add: i,
+            pre,
+            out: o,
+        });
         self.fuse[i] = Fuse::Done;
-        self.emit_at[i] = j;
-        self.emit_at[o] = j;
+        for v in [Some(i), pre, Some(o)].into_iter().flatten() {
+            self.emit_at[v] = j;
+        }
     }
 
     /// `add_bias` node `b` on the whole output of a matmul that nothing else reads (and whose

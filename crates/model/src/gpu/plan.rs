@@ -830,13 +830,14 @@ impl Lower<'_> {
     /// placed its outputs).
     fn norm_input(&self, n: NormInto) -> Result<NormInput<'_>, GpuError> {
         let key = self.key;
-        let parts = self.residual_parts(key, n.add, None, Some(n.out))?;
+        let parts = self.residual_parts(key, n.add, n.pre, Some(n.out))?;
         let w_out = parts
             .w_out
             .ok_or_else(|| mismatch("a folded residual op without its norm's gain"))?;
         let h_out = self.loc(key_src(key, n.add));
         Ok(NormInput {
             a: self.src(parts.a),
+            w_in: parts.w_in,
             h: self.src(parts.h),
             w_out,
             h_out: self.view(h_out),

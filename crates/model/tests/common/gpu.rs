@@ -6,6 +6,7 @@ use std::sync::Arc;
 use rullama_gguf::GgufFile;
 use rullama_kernels::{Gpu, Kernel};
 use rullama_model::gpu::GpuOptions;
+use rullama_model::logits::log_softmax;
 use rullama_model::{GpuBackend, Model, OutputRows};
 
 /// Whether `RULLAMA_NO_GPU_TESTS` is set: the GPU tests then skip (and say so) instead of
@@ -84,4 +85,15 @@ pub fn run(gpu: &Arc<Gpu>, file: &GgufFile, options: GpuOptions, script: &Script
 /// How many of `kernels` match `f`.
 pub fn count(kernels: &[Kernel], f: impl Fn(&Kernel) -> bool) -> usize {
     kernels.iter().filter(|k| f(k)).count()
+}
+
+/// The largest |difference| of log-probs over the reference's 10 most likely tokens.
+pub fn top10_nats(reference: &[f32], other: &[f32]) -> f64 {
+    let (a, b) = (log_softmax(reference), log_softmax(other));
+    let mut order: Vec<usize> = (0..a.len()).collect();
+    order.sort_by(|&i, &j| a[j].total_cmp(&a[i]));
+    order[..10]
+        .iter()
+        .map(|&i| (a[i] - b[i]).abs())
+        .fold(0.0, f64::max)
 }

@@ -1,0 +1,89 @@
+//! Gemma's residual ops folded into the products that read their norms
+//! (`GpuOptions::fold_norm`) on the real gemma-3-270m (lavapipe in CI). Its blocks norm the
+//! attention and FFN outputs before the add (post-norms), so a folded product reduces that
+//! operand's scale before its loop (`matvec/addend_normed.wgsl`) and the next norm as it
+//! reads. In decode every `residual_norm` but the last (the output norm, read by the LM head,
+//! too big to fold into) is gone, two dispatches fewer a layer less one; the prefill is
+//! lowered as before; the logits stay within `tests/gpu.rs`'s tight bars of the separate
+//! ops' (the sums of squares go in another order, so not bit for bit). Prints the dispatch
+//! counts either way.
+//!
+//! No adapter: the tests fail, unless `RULLAMA_NO_GPU_TESTS=1`, which skips them.
+
+mod common;
+
+use common::gpu::{Script, count, device, file, run, skip, top10_nats};
+use rullama_kernels::Kernel;
+use rullama_kernels::ops::matvec::{Addend, InputKind};
+use rullama_model::OutputRows;
+use rullama_model::gpu::{GpuOptions, KvDtype};
+
+/// `tests/gpu.rs`'s bars for two f32 paths over the same weights.
+const LOGIT_REL: f64 = 1e-4;
+const TOP10_NATS: f64 = 1e-3;
+
+/// A prefill of 3 tokens, then 3 decode steps; 600 positions: decode attention in splits.
+const SCRIPT: Script<'static> = Script {
+    ctx: 600,
+    prompt: &[2, 1000, 3000],
+    prompt_rows: OutputRows::Last,
+    steps: &[4000, 17, 900],
+};
+
+#[test]
+fn gemma3_post_norm_residuals_fold_into_products() {
+    if skip() {
+        return;
+    }
+    let name = "gemma3-270m";
+    let file = file(name);
+    let gpu = device();
+    let run_with = |fold_norm| {
+        let options = GpuOptions {
+            kv_dtype: KvDtype::F32,
+            fold_norm,
+            ..GpuOptions::default()
+        };
+        run(&gpu, &file, options, &SCRIPT)
+    };
+    let (folded, apart) = (run_with(true), run_with(false));
+    let n_layer = folded.n_layer;
+    let residual = |k: &Kernel| matches!(k, Kernel::ResidualNorm { .. });
+    let normed_input = |k: &Kernel| {
+        matches!(
+            k,
+            Kernel::MatvecNorm(_, _, Addend::Normed)
+                | Kernel::MatvecGluOut(_, InputKind::Norm(Addend::Normed), _)
+        )
+    };
+    assert_eq!(
+        count(&apart.decode, residual),
+        2 * n_layer,
+        "{:?}",
+        apart.decode
+    );
+    assert_eq!(count(&folded.decode, residual), 1, "{:?}", folded.decode);
+    assert_eq!(count(&folded.decode, normed_input), 2 * n_layer - 1);
+    assert_eq!(apart.decode.len() - folded.decode.len(), 2 * n_layer - 1);
+    assert_eq!(folded.prefill, apart.prefill);
+    eprintln!(
+        "{name} ({n_layer} layers): decode {} -> {} dispatches with the residual ops folded",
+        apart.decode.len(),
+        folded.decode.len()
+    );
+
+    let (mut logit_rel, mut nats) = (0f64, 0f64);
+    for (a, b) in apart.logits.iter().zip(&folded.logits) {
+        let scale = a.iter().fold(0f64, |m, &v| m.max(f64::from(v).abs()));
+        let diff = a.iter().zip(b).fold(0f64, |m, (&x, &y)| {
+            m.max((f64::from(x) - f64::from(y)).abs())
+        });
+        logit_rel = logit_rel.max(diff / scale);
+        nats = nats.max(top10_nats(a, b));
+    }
+    eprintln!(
+        "{name}: folded against apart: max |Δlogit| / max |logit| {logit_rel:.2e}, top-10 {nats:.2e} nats"
+    );
+    assert!(logit_rel <= LOGIT_REL, "{logit_rel:e}");
+    assert!(nats <= TOP10_NATS, "{nats:e}");
+}
