@@ -89,13 +89,13 @@ pub struct GpuOptions {
     /// `false` keeps the separate append (for comparisons: the logits are the same bit for
     /// bit).
     pub fold_kv_append: bool,
-    /// In decode (one token), also fold that q/k norm + RoPE op (with its K/V store) into
-    /// the attention that reads q and k (`attention_rope`: every workgroup norms and rotates
-    /// its q rows, the split holding the position stores k and v): one dispatch fewer a
-    /// layer again. Needs `fold_kv_append`. `false` keeps `head_norm_rope_kv` + `attention`
-    /// (for comparisons: the same arithmetic per element, the logits equal bit for bit on
-    /// lavapipe).
-    pub fold_rope_attention: bool,
+    /// In decode (one token), which of those q/k norm + RoPE ops (with their K/V store) go
+    /// into the attention that reads q and k (`attention_rope`: every workgroup norms and
+    /// rotates its q rows, the split holding the position stores k and v): one dispatch
+    /// fewer a layer again where one does. Needs `fold_kv_append`. The ops kept apart run as
+    /// `head_norm_rope_kv` + `attention` (the same arithmetic per element: the logits equal
+    /// bit for bit on lavapipe).
+    pub fold_rope_attention: RopeAttention,
     /// Fold a decode step's residual add and RMSNorm into the product that reads the norm
     /// (`matvec/x_norm.wgsl`: each of its workgroups computes the normed input itself) where
     /// that product is small enough for the repeated reads to cost less than the dispatch
@@ -119,11 +119,26 @@ impl Default for GpuOptions {
             stack_projections: true,
             q8_inputs: false,
             fold_kv_append: true,
-            fold_rope_attention: true,
+            fold_rope_attention: RopeAttention::Unnormed,
             fold_norm: true,
             glu_epilogue: true,
         }
     }
+}
+
+/// Which decode rope ops [`GpuOptions::fold_rope_attention`] folds into their attention.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RopeAttention {
+    /// None.
+    Off,
+    /// Those without per-head q/k norms (Llama, Qwen 2): the default. Decode on the H100
+    /// (2026-11-25, docs/PERF.md): SmolLM2-135M 603.8 -> 618.9 t/s, qwen2.5-0.5b 572.8 ->
+    /// 577.5.
+    Unnormed,
+    /// Every one, the q/k-normed too (Gemma): every one of the attention's workgroups then
+    /// reduces its q heads' and the k head's norms before its key loop, which cost more than
+    /// the dispatch it saves: gemma-3-270m 724.3 -> 692.0 t/s on the same H100 run.
+    All,
 }
 
 /// Counts for tests and reports.
