@@ -4,6 +4,8 @@
 //! code); this prints one row per check: cases, max |gpu - ref|, max error / bound, the bound,
 //! pass. `RULLAMA_PARITY_CASES` (default 40) and `RULLAMA_PARITY_SEED` (default 1) override
 //! the count and the seed; case i of a check draws from seed + i, so a failure is replayable.
+//! `RULLAMA_PARITY_ONLY` (check names, comma-separated) runs those checks alone (a shader
+//! variant tried on a remote GPU through `RULLAMA_SHADER_DIR`, say).
 
 use rullama_kernels::Gpu;
 use rullama_kernels::parity::checks;
@@ -28,8 +30,10 @@ pub fn run() -> Result<usize, String> {
         "{:<16} {:>6} {:>12} {:>10}  {:<58} result",
         "kernel", "cases", "max abs err", "err/bound", "tolerance"
     );
+    let only = std::env::var("RULLAMA_PARITY_ONLY").ok();
+    let picked = |name: &str| only.as_deref().is_none_or(|o| o.split(',').any(|n| n == name));
     let mut failures = 0;
-    for check in checks() {
+    for check in checks().into_iter().filter(|c| picked(c.name)) {
         let t = std::time::Instant::now();
         let r = check.run(&gpu, cases, seed);
         let pass = r.passed();
