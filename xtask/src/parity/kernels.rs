@@ -31,7 +31,10 @@ pub fn run() -> Result<usize, String> {
         "kernel", "cases", "max abs err", "err/bound", "tolerance"
     );
     let only = std::env::var("RULLAMA_PARITY_ONLY").ok();
-    let picked = |name: &str| only.as_deref().is_none_or(|o| o.split(',').any(|n| n == name));
+    let picked = |name: &str| {
+        only.as_deref()
+            .is_none_or(|o| o.split(',').any(|n| n == name))
+    };
     let mut failures = 0;
     for check in checks().into_iter().filter(|c| picked(c.name)) {
         let t = std::time::Instant::now();
