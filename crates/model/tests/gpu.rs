@@ -21,13 +21,11 @@ mod common;
 
 use common::gpu::skip;
 
+use common::gpu::{Deviation, LOGIT_REL, TOP10_NATS};
 use rullama_model::gpu::{GpuOptions, KvDtype};
-use rullama_model::logits::log_softmax;
 use rullama_model::sampler::{PenaltyParams, Sampler, SamplerParams};
 use rullama_model::{Generator, GpuBackend, Model, OutputRows};
 
-const LOGIT_REL: f64 = 1e-4;
-const TOP10_NATS: f64 = 1e-3;
 /// The default mode's fidelity bar (the text-generation issue: 0.05 nats against exact f32),
 /// for the f16 KV cache `rullama run` uses.
 const TOP10_NATS_F16: f64 = 0.05;
@@ -51,29 +49,6 @@ fn gpu_model_with(name: &str, kv_dtype: KvDtype) -> Model<GpuBackend> {
             ..GpuOptions::default()
         });
     Model::open(path, backend).unwrap_or_else(|e| panic!("loading {name} on the GPU: {e}"))
-}
-
-#[derive(Debug, Default)]
-struct Deviation {
-    logit_rel: f64,
-    top10_nats: f64,
-}
-
-impl Deviation {
-    fn add(&mut self, gpu: &[f32], cpu: &[f32]) {
-        assert_eq!(gpu.len(), cpu.len());
-        let scale = cpu.iter().fold(0f64, |m, &v| m.max(f64::from(v).abs()));
-        let diff = gpu.iter().zip(cpu).fold(0f64, |m, (&g, &c)| {
-            m.max((f64::from(g) - f64::from(c)).abs())
-        });
-        self.logit_rel = self.logit_rel.max(diff / scale);
-        let (lg, lc) = (log_softmax(gpu), log_softmax(cpu));
-        let mut order: Vec<usize> = (0..cpu.len()).collect();
-        order.sort_by(|&a, &b| cpu[b].total_cmp(&cpu[a]));
-        for &i in &order[..10] {
-            self.top10_nats = self.top10_nats.max((lg[i] - lc[i]).abs());
-        }
-    }
 }
 
 /// Logits at every prompt position (prefill of `PREFILL`, then one token at a time) against

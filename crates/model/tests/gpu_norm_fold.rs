@@ -12,15 +12,11 @@
 
 mod common;
 
-use common::gpu::{Script, count, device, file, run, skip, top10_nats};
+use common::gpu::{Deviation, LOGIT_REL, Script, TOP10_NATS, count, device, file, run, skip};
 use rullama_kernels::Kernel;
 use rullama_kernels::ops::matvec::{Addend, InputKind};
 use rullama_model::OutputRows;
 use rullama_model::gpu::{GpuOptions, KvDtype};
-
-/// `tests/gpu.rs`'s bars for two f32 paths over the same weights.
-const LOGIT_REL: f64 = 1e-4;
-const TOP10_NATS: f64 = 1e-3;
 
 /// A prefill of 3 tokens, then 3 decode steps; 600 positions: decode attention in splits.
 const SCRIPT: Script<'static> = Script {
@@ -72,18 +68,11 @@ fn gemma3_post_norm_residuals_fold_into_products() {
         folded.decode.len()
     );
 
-    let (mut logit_rel, mut nats) = (0f64, 0f64);
+    let mut dev = Deviation::default();
     for (a, b) in apart.logits.iter().zip(&folded.logits) {
-        let scale = a.iter().fold(0f64, |m, &v| m.max(f64::from(v).abs()));
-        let diff = a.iter().zip(b).fold(0f64, |m, (&x, &y)| {
-            m.max((f64::from(x) - f64::from(y)).abs())
-        });
-        logit_rel = logit_rel.max(diff / scale);
-        nats = nats.max(top10_nats(a, b));
+        dev.add(b, a);
     }
-    eprintln!(
-        "{name}: folded against apart: max |Δlogit| / max |logit| {logit_rel:.2e}, top-10 {nats:.2e} nats"
-    );
-    assert!(logit_rel <= LOGIT_REL, "{logit_rel:e}");
-    assert!(nats <= TOP10_NATS, "{nats:e}");
+    eprintln!("{name}: folded against apart: {dev:?}");
+    assert!(dev.logit_rel <= LOGIT_REL, "{dev:?}");
+    assert!(dev.top10_nats <= TOP10_NATS, "{dev:?}");
 }

@@ -87,6 +87,34 @@ pub fn count(kernels: &[Kernel], f: impl Fn(&Kernel) -> bool) -> usize {
     kernels.iter().filter(|k| f(k)).count()
 }
 
+/// `tests/gpu.rs`'s tight bars for two f32 paths over the same weights (its module doc says
+/// why): max |Δlogit| relative to max |logit|, and top-10 log-probs in nats.
+pub const LOGIT_REL: f64 = 1e-4;
+pub const TOP10_NATS: f64 = 1e-3;
+
+/// The worst deviations of logit rows from their references, over every row added.
+#[derive(Debug, Default)]
+pub struct Deviation {
+    /// max |Δlogit| / max |logit of the reference|.
+    pub logit_rel: f64,
+    /// max |Δ log-prob| over the reference's 10 most likely tokens.
+    pub top10_nats: f64,
+}
+
+impl Deviation {
+    pub fn add(&mut self, got: &[f32], reference: &[f32]) {
+        assert_eq!(got.len(), reference.len());
+        let scale = reference
+            .iter()
+            .fold(0f64, |m, &v| m.max(f64::from(v).abs()));
+        let diff = got.iter().zip(reference).fold(0f64, |m, (&g, &r)| {
+            m.max((f64::from(g) - f64::from(r)).abs())
+        });
+        self.logit_rel = self.logit_rel.max(diff / scale);
+        self.top10_nats = self.top10_nats.max(top10_nats(reference, got));
+    }
+}
+
 /// The largest |difference| of log-probs over the reference's 10 most likely tokens.
 pub fn top10_nats(reference: &[f32], other: &[f32]) -> f64 {
     let (a, b) = (log_softmax(reference), log_softmax(other));

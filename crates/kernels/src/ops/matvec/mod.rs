@@ -167,10 +167,11 @@ pub enum Addend {
 impl Addend {
     pub const ALL: [Addend; 2] = [Addend::Plain, Addend::Normed];
 
-    fn file(self) -> &'static ShaderFile {
+    /// Its addend file, and the prefix of its programs' names.
+    fn file_and_prefix(self) -> (&'static ShaderFile, &'static str) {
         match self {
-            Addend::Plain => &ADDEND_PLAIN,
-            Addend::Normed => &ADDEND_NORMED,
+            Addend::Plain => (&ADDEND_PLAIN, "matvec_norm"),
+            Addend::Normed => (&ADDEND_NORMED, "matvec_norm_normed"),
         }
     }
 }
@@ -412,14 +413,14 @@ fn assemble(f: GpuFormat, input: InputKind, store: Store, subgroup: bool) -> Pro
             (vec![&X_GLU, &glu::ACT], "matvec_glu", GLU_BINDINGS)
         }
         InputKind::Q8 => (vec![&X_Q8], "matvec_q8", store.bindings()),
-        InputKind::Norm(addend) => (
-            vec![&X_NORM, addend.file(), &REDUCE],
-            match addend {
-                Addend::Plain => "matvec_norm",
-                Addend::Normed => "matvec_norm_normed",
-            },
-            norm_bindings(store.epilogue(), addend),
-        ),
+        InputKind::Norm(addend) => {
+            let (file, prefix) = addend.file_and_prefix();
+            (
+                vec![&X_NORM, file, &REDUCE],
+                prefix,
+                norm_bindings(store.epilogue(), addend),
+            )
+        }
     };
     Program {
         name: format!("{prefix}{}_{}{suffix}", store.infix(), f.name()),
