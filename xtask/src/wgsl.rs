@@ -122,6 +122,37 @@ fn at(program: &Program, loc: naga::SourceLocation) -> String {
     format!("shaders/{file}:{line}:{}", loc.line_position)
 }
 
+/// In a program with cooperative matrices, every workgroup variable a multiple of 16 bytes.
+/// A coop load or store needs a 16-byte-aligned address and WGSL cannot align a workgroup
+/// variable: the driver places them, and on the H100 two `u32`s declared beside the tiles left
+/// the f16 tiles 8 bytes off (the loads then read 4 columns early; docs/KERNELS.md, "The
+/// tensor-core prompt attention"). With every variable a multiple of 16 bytes, no packing
+/// order can misalign one.
+fn check_coop_tiles(module: &naga::Module, name: &str) -> Result<(), String> {
+    let coop = module
+        .types
+        .iter()
+        .any(|(_, t)| matches!(t.inner, naga::TypeInner::CooperativeMatrix { .. }));
+    if !coop {
+        return Ok(());
+    }
+    let mut layouter = naga::proc::Layouter::default();
+    layouter
+        .update(module.to_ctx())
+        .map_err(|e| format!("program {name}: {e}"))?;
+    for (_, var) in module.global_variables.iter() {
+        let size = layouter[var.ty].size;
+        if var.space == naga::AddressSpace::WorkGroup && size % 16 != 0 {
+            return Err(format!(
+                "program {name}: workgroup variable {} is {size} bytes, not a multiple of 16 \
+                 (it may leave a cooperative-matrix tile misaligned)",
+                var.name.as_deref().unwrap_or("?")
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn check_program(shaders: &Path, program: &Program) -> Result<(), String> {
     let source = source_from_disk(shaders, program)?;
     let name = &program.name;
@@ -142,6 +173,7 @@ fn check_program(shaders: &Path, program: &Program) -> Result<(), String> {
             );
             format!("{place}: {} (program {name})", chain(e.as_inner()))
         })?;
+    check_coop_tiles(&module, name)?;
     let index = module
         .entry_points
         .iter()

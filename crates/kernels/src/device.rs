@@ -177,13 +177,14 @@ impl Gpu {
         features.set(coop, coop_f16);
         let experimental_features = if coop_f16 {
             // SAFETY: wgpu asks us to acknowledge that its experimental features may hold
-            // bugs with undefined behaviour. We use one, cooperative matrices, in one kernel
-            // (`matmul/matmul_coop.wgsl`), and only in the way wgpu documents and naga
-            // validates: a configuration the adapter reports (checked by `coop_f16_usable`),
-            // every coop op in uniform control flow (naga's uniformity analysis checks it),
-            // loads and stores inside their arrays with 16-byte-aligned pointers and strides
-            // (the kernel's staging layout and its whole-tile test). A device opened without
-            // it (`OpenOptions::without`) never sees a coop shader.
+            // bugs with undefined behaviour. We use one, cooperative matrices, in two kernels
+            // (`matmul/matmul_coop.wgsl`, `attention/attention_coop.wgsl`), and only in the
+            // way wgpu documents and naga validates: a configuration the adapter reports
+            // (checked by `coop_f16_usable`), every coop op in uniform control flow (naga's
+            // uniformity analysis checks it), loads and stores inside their arrays with
+            // 16-byte-aligned pointers and strides (the kernels' layouts, and every workgroup
+            // variable a multiple of 16 bytes: `cargo xtask wgsl` checks it). A device opened
+            // without it (`OpenOptions::without`) never sees a coop shader.
             unsafe { wgpu::ExperimentalFeatures::enabled() }
         } else {
             wgpu::ExperimentalFeatures::disabled()

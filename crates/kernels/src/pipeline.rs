@@ -16,8 +16,8 @@ use crate::ops::residual_norm::ResidualOut;
 use crate::ops::rope::RopeMode;
 use crate::ops::unary::UnaryOp;
 use crate::ops::{
-    argmax, attention, attention_rope, elementwise, embed, glu, head_norm_rope, kv, matmul,
-    matmul_coop, matvec, norm, quantize, residual_norm, rope, sample, unary,
+    argmax, attention, attention_coop, attention_rope, elementwise, embed, glu, head_norm_rope, kv,
+    matmul, matmul_coop, matvec, norm, quantize, residual_norm, rope, sample, unary,
 };
 use crate::shader::{BindingKind, Program};
 
@@ -71,6 +71,9 @@ pub enum Kernel {
         mode: RopeMode,
         norm: bool,
     },
+    /// Attention of a prompt block over an f16 cache on the tensor cores (one split), `HD` =
+    /// head_dim; its emulated program on a device without cooperative matrices (tests).
+    AttentionCoop { head_dim: u32 },
     /// The flash-decoding reduction over splits.
     AttnCombine,
     /// `out = act(gate) * up`.
@@ -168,6 +171,7 @@ impl Kernel {
             }
         }
         all.extend([
+            Kernel::AttentionCoop { head_dim: 128 },
             Kernel::AttnCombine,
             Kernel::AddInPlace,
             Kernel::Copy,
@@ -205,6 +209,7 @@ impl Kernel {
             // `Matmul::kernel` picks MatmulCoop only with coop_f16; tests build it elsewhere
             // to run its body over emulated coop ops.
             Kernel::MatmulCoop(f, out) => matmul_coop::program(f, out, !caps.coop_f16),
+            Kernel::AttentionCoop { .. } => attention_coop::program(!caps.coop_f16),
             _ => self.program(),
         }
     }
@@ -236,6 +241,12 @@ impl Kernel {
                 matmul_coop::program(f, out, false),
                 matmul_coop::program(f, out, true),
             ],
+            Kernel::AttentionCoop { .. } => {
+                vec![
+                    attention_coop::program(false),
+                    attention_coop::program(true),
+                ]
+            }
             _ => vec![self.program()],
         }
     }
@@ -264,6 +275,7 @@ impl Kernel {
             Kernel::KvAppend(d) => kv::program(d),
             Kernel::Attention { kv, .. } => attention::program(kv),
             Kernel::AttentionRope { kv, norm, .. } => attention_rope::program(kv, norm),
+            Kernel::AttentionCoop { .. } => attention_coop::program(false),
             Kernel::AttnCombine => attention::combine_program(),
             Kernel::Glu(_) => glu::program(),
             Kernel::Argmax => argmax::program(),
@@ -302,7 +314,9 @@ impl Kernel {
                 vec![("NEOX", mode.code()), ("NORM", f64::from(u8::from(norm)))]
             }
             Kernel::Unary(op) => vec![("OP", op.code())],
-            Kernel::Attention { head_dim, .. } => vec![("HD", f64::from(head_dim))],
+            Kernel::Attention { head_dim, .. } | Kernel::AttentionCoop { head_dim } => {
+                vec![("HD", f64::from(head_dim))]
+            }
             Kernel::AttentionRope {
                 head_dim,
                 mode,

@@ -326,21 +326,23 @@ impl Attention {
         v: &[f32],
         pos: &[u32],
     ) -> Reference {
-        self.reference_with(l, q, None, k, v, pos)
+        self.reference_with(l, q, Arith::default(), k, v, pos)
     }
 
-    /// [`Attention::reference`] for a query the GPU holds only to within `q_err` (per
-    /// element, indexed as `q`): each score's bound D grows by |scale| sum_d q_err_d |k_d|
-    /// (and that part's own rounding), what the GPU's dot product can differ by.
+    /// [`Attention::reference`] for the arithmetic `arith` describes: a query the GPU holds
+    /// only to within `q_err` (per element, indexed as `q`; each score's bound D grows by
+    /// |scale| sum_d q_err_d |k_d| and that part's own rounding, what the GPU's dot product can
+    /// differ by), and the tensor cores' rounding of the softmax weights (`p_f16`).
     pub fn reference_with(
         &self,
         l: &KvLayout,
         q: &[f32],
-        q_err: Option<&[f64]>,
+        arith: Arith<'_>,
         k: &[f32],
         v: &[f32],
         pos: &[u32],
     ) -> Reference {
+        let Arith { q_err, p_f16 } = arith;
         let hd = l.head_dim;
         let group = self.n_heads / l.n_kv_heads;
         let scale = f64::from(self.scale);
@@ -407,9 +409,15 @@ impl Attention {
                 let n = (hi - lo) as f64;
                 let tiles = n / 16.0 + 2.0;
                 let splits = self.n_splits(l) as f64;
-                let rel = (2.0 * delta).exp_m1()
+                let mut rel = (2.0 * delta).exp_m1()
                     + U * (12.0 + 10.0 * e)
                     + (2.0 * n + 2.0 * tiles + 2.0 * splits + 8.0) * U;
+                if p_f16 {
+                    // Each weight rounded to f16 (less than one ulp, or flushed below the
+                    // smallest normal), then summed on the tensor cores: (4n + 1) u.
+                    let rounding: f64 = p.iter().map(|&w| f16_err(w / sum)).sum();
+                    rel += rounding + (4.0 * n + 1.0) * U;
+                }
                 bound.push(vmax * rel);
             }
         }
@@ -427,6 +435,23 @@ pub(crate) struct Fold<'a> {
     pub v_offset: u32,
     /// k, v, freqs, wq, wk (bindings 6..=10).
     pub buffers: Vec<&'a GpuBuffer>,
+}
+
+/// How a kernel's arithmetic departs from the f32 kernel's, for [`Attention::reference_with`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Arith<'a> {
+    /// Per-element bound of the query's error (a rotated or rounded q), indexed as q.
+    pub q_err: Option<&'a [f64]>,
+    /// The softmax weights rounded to f16 before they multiply V, and that sum done on the
+    /// tensor cores ([`crate::ops::attention_coop`]).
+    pub p_f16: bool,
+}
+
+/// How far a value v >= 0 may move when rounded to f16: less than one ulp of a normal, and
+/// below twice the smallest normal (2^-14) anything from flushing to zero to a subnormal
+/// neighbour (`ops::matmul_coop`'s rule).
+pub(crate) fn f16_err(v: f64) -> f64 {
+    if v < 2.0 / 16384.0 { v + U } else { v / 1024.0 }
 }
 
 /// The reference output `[n_tokens, n_heads, head_dim]` and one bound per (token, head).
@@ -509,6 +534,27 @@ fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
 /// for the block at `start..`, compares with [`Attention::reference`] over the cache as read
 /// back.
 pub fn compare(gpu: &Gpu, case: Case, seed: u64) -> Result<Compare, GpuError> {
+    compare_on(gpu, case, seed, Path::Plain)
+}
+
+/// Which kernel [`compare_on`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Path {
+    /// [`Attention::ops`].
+    Plain,
+    /// [`Attention::coop_ops`] (on a device without cooperative matrices, its emulated
+    /// program: tests only), against [`crate::ops::attention_coop::reference`]; with
+    /// `f16_q` the query drawn as f16 values, so that its rounding errs by nothing.
+    Coop { f16_q: bool },
+}
+
+/// [`compare`] through the kernel `path` names.
+pub(crate) fn compare_on(
+    gpu: &Gpu,
+    case: Case,
+    seed: u64,
+    path: Path,
+) -> Result<Compare, GpuError> {
     let Case {
         layout: l,
         attn,
@@ -525,6 +571,10 @@ pub fn compare(gpu: &Gpu, case: Case, seed: u64) -> Result<Compare, GpuError> {
     )
     .iter()
     .map(|x| x * q_gain)
+    .map(|x| match path {
+        Path::Coop { f16_q: true } => half::f16::from_f32(x).to_f32(),
+        _ => x,
+    })
     .collect();
     let all_pos: Vec<u32> = (0..n_hist as u32).collect();
     let cache = KvCache::new(gpu, l)?;
@@ -539,18 +589,22 @@ pub fn compare(gpu: &Gpu, case: Case, seed: u64) -> Result<Compare, GpuError> {
         src_stride: 2 * row,
     };
     let mut ops = vec![append.op((&kvt).into(), View::at(&kvt, row), (&pt).into(), &cache)?];
-    ops.extend(attn.ops(
-        View::at(&qt, 1),
-        View::at(&pt, start),
-        &cache,
-        View::at(&out, 2),
-        Some(&scratch),
-    )?);
+    let (qv, pv, ov) = (View::at(&qt, 1), View::at(&pt, start), View::at(&out, 2));
+    ops.extend(match path {
+        Path::Plain => attn.ops(qv, pv, &cache, ov, Some(&scratch))?,
+        Path::Coop { .. } => attn.coop_ops(qv, pv, &cache, ov)?,
+    });
     let y: Vec<f32> = run_read(gpu, ops, &out, 2, n_out)?;
     let words = l.words();
     let kw: Vec<u32> = run_read(gpu, Vec::new(), &cache.k, 0, words)?;
     let vw: Vec<u32> = run_read(gpu, Vec::new(), &cache.v, 0, words)?;
-    let r = attn.reference(&l, &q, &l.decode(&kw), &l.decode(&vw), &all_pos[start..]);
+    let (k, v, pos) = (l.decode(&kw), l.decode(&vw), &all_pos[start..]);
+    let r = match path {
+        Path::Plain => attn.reference(&l, &q, &k, &v, pos),
+        Path::Coop { f16_q } => {
+            crate::ops::attention_coop::reference(&attn, &l, &q, &k, &v, pos, f16_q)
+        }
+    };
     let mut c = Compare::default();
     for (i, (&g, &w)) in y.iter().zip(&r.out).enumerate() {
         c.add(f64::from(g), w, r.bound[i / hd], || {

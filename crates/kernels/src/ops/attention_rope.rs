@@ -16,7 +16,7 @@
 use crate::device::Gpu;
 use crate::error::GpuError;
 use crate::op::Op;
-use crate::ops::attention::{self, ATTENTION, Attention, Fold, WORKGROUP};
+use crate::ops::attention::{self, ATTENTION, Arith, Attention, Fold, WORKGROUP};
 use crate::ops::head_norm_rope::{HeadNormRope, Heads, HostHeads, ROTATE};
 use crate::ops::head_norm_rope_kv::KvStore;
 use crate::ops::kv::{self, HostKv, KvAppend, KvCache, KvDtype, KvLayout, store_bound};
@@ -490,10 +490,14 @@ fn compare(case: &Case, inp: &Inputs, got: &Out) -> Compare {
             });
         }
     }
+    let arith = Arith {
+        q_err: Some(&qb),
+        p_f16: false,
+    };
     let r = case.attn.reference_with(
         &l,
         &q,
-        Some(&qb),
+        arith,
         &l.decode(&got.k),
         &l.decode(&got.v),
         &[case.at],

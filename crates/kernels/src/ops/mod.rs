@@ -5,6 +5,7 @@
 
 pub mod argmax;
 pub mod attention;
+pub mod attention_coop;
 pub mod attention_rope;
 pub mod elementwise;
 pub mod embed;

@@ -168,7 +168,7 @@ impl Check {
 /// Every kernel's parity check.
 pub fn checks() -> Vec<Check> {
     use crate::ops::{
-        argmax, attention, attention_rope, elementwise, embed, glu, head_norm_rope,
+        argmax, attention, attention_coop, attention_rope, elementwise, embed, glu, head_norm_rope,
         head_norm_rope_kv, kv, matmul, matmul_coop, matvec, matvec_q8, norm, quantize,
         residual_norm, residual_norm_q8, rope, sample, split, unary,
     };
@@ -207,6 +207,8 @@ pub fn checks() -> Vec<Check> {
         sample::CHECK,
         kv::CHECK,
         attention::CHECK,
+        attention_coop::CHECK,
+        attention_coop::EXACT_CHECK,
         attention_rope::CHECK,
     ]
 }

@@ -1096,7 +1096,8 @@ impl Lower<'_> {
     }
 
     /// K/V append at the step's positions (unless the rope op did it: `append` false), then
-    /// attention (with a split scratch in decode).
+    /// attention (with a split scratch in decode; a prompt block's on the tensor cores where
+    /// the device has them, they are allowed and the cache is f16: `Attention::coop_ops`).
     fn attention(&mut self, a: &AttnNode, len: usize, append: bool) -> Result<Loc, GpuError> {
         let out = self.alloc(len)?;
         let n = a.q.rows;
@@ -1124,6 +1125,11 @@ impl Lower<'_> {
                 layout.max_len
             },
         };
+        if n > 1 && self.tensor_cores && self.gpu.caps.coop_f16 && attn.coop_fits(&layout) {
+            let ops = attn.coop_ops(self.src(a.q), pos, &a.kv.kv, self.view(out));
+            self.extend(ops)?;
+            return Ok(out);
+        }
         let scratch_len = attn.scratch_len(&layout);
         let scratch = match scratch_len {
             0 => None,

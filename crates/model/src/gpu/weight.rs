@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rullama_gguf::TensorView;
+use rullama_kernels::ops::attention_coop::KEY_BLOCK;
 use rullama_kernels::ops::kv::{KvCache as LayerCache, KvDtype, KvLayout};
 use rullama_kernels::{Gpu, GpuFormat, GpuTensor, GpuWeight, View, WeightRows, WeightShape};
 use rullama_quant::{Format, FormatOps};
@@ -288,11 +289,13 @@ impl GpuKvCache {
                         l.head_dim_k, l.head_dim_v
                     )));
                 }
+                // Room for whole blocks of keys (the tensor-core prompt attention loads 16 at
+                // a time); the positions past n_ctx are never written nor attended to.
                 let layout = KvLayout {
                     dtype,
                     n_kv_heads: l.n_head_kv,
                     head_dim: l.head_dim_k,
-                    max_len: spec.n_ctx,
+                    max_len: spec.n_ctx.next_multiple_of(KEY_BLOCK),
                 };
                 LayerCache::new(gpu, layout).map_err(gpu_err("allocating the KV cache"))
             })
