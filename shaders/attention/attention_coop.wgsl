@@ -12,9 +12,10 @@
 // per-row rescale (a cooperative matrix's elements cannot be addressed by row):
 // 1. S = Q K^T for the block (HD / 16 multiply-adds per subgroup: q from workgroup memory,
 //    K^T straight from the cache), scaled, soft-capped and masked by plain code through
-//    workgroup memory; each row's running max m and sum l updated (online) by every one of
-//    the row's 8 invocations over the row's 64 scores (the same values in the same order, so
-//    they agree; no exchange between invocations).
+//    workgroup memory; each of a row's 8 invocations keeps a running max and sum (online)
+//    over its own 8 keys of every block, and at the end the 8 partials are combined through
+//    workgroup memory into the row's max m and sum l (every invocation of the row combining
+//    them in the same order, so they agree).
 // 2. S again (the same products), P = exp(S - m) / l rounded to f16 into workgroup memory,
 //    and O += P V, subgroup s owning dims s HD / 4 .. (s + 1) HD / 4 (HD / 64 accumulators
 //    of 16 x 16), V straight from the cache.
@@ -80,6 +81,9 @@ var<workgroup> ps: array<vec4<f16>, 288>; // TR * RP
 var<workgroup> ss: array<f32, 1024>; // BK * TR
 // One 16 x 16 output tile per subgroup, column-major, for the final store.
 var<workgroup> os: array<f32, 1024>;
+// Each invocation's running max and sum at the end of pass 1 (invocation tid at tid).
+var<workgroup> part_m: array<f32, 128>;
+var<workgroup> part_l: array<f32, 128>;
 // The tile's key range (x, y); a vec4 so that every workgroup variable is a multiple of 16
 // bytes (a scalar among them may leave the coop tiles only 8-byte aligned).
 var<workgroup> key_range: vec4<u32>;
@@ -172,25 +176,37 @@ fn main(
     let keys = row_keys(min(row, n_rows - 1u));
     let head = kvh * p.max_len * (HD / 4u);
 
-    // Pass 1: each row's max and sum of exp(s - max) over its keys.
+    // Pass 1: each row's max and sum of exp(s - max) over its keys, each of the row's 8
+    // invocations over its own 8 keys of every block (online), then the 8 partials combined.
     var m = NONE;
     var l = 0.0;
     for (var kb = lo; kb < hi; kb += BK) {
         block_scores(kb, sg, head);
-        var mb = NONE;
-        for (var j = 0u; j < BK; j++) {
-            mb = max(mb, score(kb, j, r, keys, valid));
+        var sk: array<f32, 8>;
+        var mb = m;
+        for (var k = 0u; k < 8u; k++) {
+            sk[k] = score(kb, 8u * c + k, r, keys, valid);
+            mb = max(mb, sk[k]);
         }
-        let mn = max(m, mb);
         var lb = 0.0;
-        for (var j = 0u; j < BK; j++) {
-            let s = score(kb, j, r, keys, valid);
-            lb += select(exp(s - mn), 0.0, s <= NONE);
+        for (var k = 0u; k < 8u; k++) {
+            lb += select(exp(sk[k] - mb), 0.0, sk[k] <= NONE);
         }
-        l = l * exp(m - mn) + lb;
-        m = mn;
+        l = l * exp(m - mb) + lb;
+        m = mb;
         // The next block's scores overwrite ss.
         workgroupBarrier();
+    }
+    part_m[tid] = m;
+    part_l[tid] = l;
+    workgroupBarrier();
+    m = NONE;
+    for (var k = 0u; k < 8u; k++) {
+        m = max(m, part_m[r + TR * k]);
+    }
+    l = 0.0;
+    for (var k = 0u; k < 8u; k++) {
+        l += part_l[r + TR * k] * exp(part_m[r + TR * k] - m);
     }
     let inv_l = select(0.0, 1.0 / l, l > 0.0);
 
