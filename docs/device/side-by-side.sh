@@ -1,7 +1,7 @@
 #!/bin/bash
 # The side-by-side of docs/PERF.md ("End to end"), run on the device machine from the
 # repository root. Needs in .dev/ (carried, git-ignored): release `rullama` and `xtask`
-# (stripped), llama-vk.tar.xz (llama.cpp's Vulkan build, ../shared/device.md section 4), and
+# (stripped, optionally as `rullama.xz` / `xtask.xz`), llama-vk.tar.xz (llama.cpp's Vulkan build, ../shared/device.md section 4), and
 # the vocab-only files `cargo xtask synth --vocab-only` makes here from the cached models:
 #   gemma3-vocab.gguf (from gemma-3-270m), qwen-vocab.gguf (from qwen2.5-0.5b),
 #   smollm2-vocab.gguf (from SmolLM2-135M).
@@ -9,6 +9,8 @@
 # Synthetic twins of the models are generated on the device, so nothing big crosses; llama.cpp
 # runs before and after ours on each file (its figures move 10-25% between runs).
 for f in .gl/*.deb; do dpkg -x $f / ; done; ldconfig
+# Binaries may come xz-compressed (NAME.xz), to fit the carry limit.
+for b in .dev/*.xz; do [ "$b" = .dev/llama-vk.tar.xz ] || xz -dkf $b; done
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 OUT=${OUT:-/tmp/rl/out}; mkdir -p /tmp/rl/m "$OUT"; tar xJf .dev/llama-vk.tar.xz -C /tmp/rl
 nvidia-smi --query-gpu=name,temperature.gpu,clocks.sm,clocks.mem --format=csv,noheader
