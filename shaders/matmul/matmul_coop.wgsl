@@ -4,11 +4,13 @@
 // store_y, store_scratch) come from coop_ops.wgsl, or from coop_emul.wgsl in the tests'
 // emulation.
 //
-// Workgroup (row tile, token tile) of 128 invocations = 4 subgroups of 32 computes 64 rows x
-// 64 tokens, walking the inputs one unit (BK = 32) at a time:
+// Workgroup (row tile, token tile) of WG invocations computes TM rows x TN tokens, walking the
+// inputs one unit (BK = 32) at a time. Two tiles, everything derived from WG: 128 invocations
+// (4 subgroups of 32) take 64 x 64, 256 (8 subgroups) take 128 x 128, which stages half as many
+// values per product (the Rust side picks it where it still makes enough workgroups):
 // - Staging, as in matmul.wgsl: invocation i decodes half i % 2 of row i / 2's unit with
 //   `decode_half` (f32, the quant crate's arithmetic) and reads 4 x 4 consecutive inputs (quad
-//   i % 8 of tokens i / 8 + 16m); both are rounded to f16 and stored as vec4<f16>. Unit u + 1
+//   i % 8 of tokens i / 8 + (WG / 8) m); both are rounded to f16 and stored as vec4<f16>. Unit u + 1
 //   is loaded into registers before unit u's products (software pipelining: the loads' latency
 //   overlaps the tensor-core work; H100, 2026-11-25: prefill +6-10%). Two stages of tiles in
 //   workgroup memory (one barrier a unit instead of two) measured mixed: +17% at 4096x4096
@@ -17,15 +19,16 @@
 //   padding, 80 bytes): a coop load reads 8 rows of 16 bytes at a time, and rows 80 bytes apart
 //   start in 8 distinct groups of 4 banks. Every row and every 16-input half starts 16-byte
 //   aligned, as Vulkan requires of a cooperative-matrix load's pointer and stride.
-// - Subgroup s owns the 32 x 32 quarter (rows 32 (s % 2), tokens 32 (s / 2)) as 2 x 2
+// - Subgroup s owns rows 32 (s % SG_ROWS) .. + 31 and tokens SG_TOKENS (s / SG_ROWS) .. of the
+//   tile (32 x 32 in the small tile, 32 x 64 in the wide one) as 2 x SG_TOKENS / 16
 //   accumulators of 16 x 16 in f32. Per unit: 2 halves of 16 inputs, each 2 A loads (W rows,
-//   row-major), 2 B loads (X^T: a token's inputs are a column, so column-major) and 4
-//   multiply-adds. C is rows x tokens, so Y = C^T is C stored column-major with stride y_stride.
+//   row-major), SG_TOKENS / 16 B loads (X^T: a token's inputs are a column, so column-major)
+//   and 2 SG_TOKENS / 16 multiply-adds. C is rows x tokens, so Y = C^T is C stored column-major with stride y_stride.
 // - The subgroup index is local_invocation_index / 32: Caps::coop_f16 holds only where the
-//   subgroup is exactly 32 wide, so each quarter's coop ops have one subgroup to themselves.
+//   subgroup is exactly 32 wide, so each subgroup's coop ops have one subgroup to themselves.
 // - Every invocation reaches every coop op in uniform control flow: loops have uniform bounds
 //   and the only branch around coop ops (`whole`) depends on the workgroup id and parameters.
-// - Output: a workgroup whose 64 x 64 tile lies inside Y, in one output (`y_tile` of the place
+// - Output: a workgroup whose tile lies inside Y, in one output (`y_tile` of the place
 //   file: always with one output; with split outputs when the tile's rows do not straddle a
 //   boundary), with that output's offset and stride multiples of 4 (16-byte aligned column
 //   starts), stores its accumulators straight into y when the value epilogue is the identity
@@ -39,17 +42,25 @@
 
 // Params and bindings: matmul/params.wgsl.
 
-// Must be 128 (4 subgroups of 32).
+// 128 or 256 (4 or 8 subgroups of 32): the tile follows.
 override WG: u32 = 128u;
-const TM: u32 = 64u;
-const TN: u32 = 64u;
+override TM: u32 = WG / 2u;
+override TN: u32 = WG / 2u;
+// Subgroups along the rows (32 rows each) and the tokens of one subgroup.
+override SG_ROWS: u32 = TM / 32u;
+override SG_TOKENS: u32 = TN * SG_ROWS * 32u / WG;
 const BK: u32 = 32u;
 const RS: u32 = 10u;
 
-var<workgroup> ws: array<vec4<f16>, 640>; // TM * RS
-var<workgroup> xs: array<vec4<f16>, 640>; // TN * RS
+// The tiles' lengths, named: naga 30 cannot process an unnamed override (an array length
+// written as an expression becomes one).
+override WS_LEN: u32 = TM * RS;
+override XS_LEN: u32 = TN * RS;
+override CS_LEN: u32 = WG * 8u;
+var<workgroup> ws: array<vec4<f16>, WS_LEN>;
+var<workgroup> xs: array<vec4<f16>, XS_LEN>;
 // One 16 x 16 accumulator per subgroup, column-major (64-byte columns), for partial tiles.
-var<workgroup> cs: array<f32, 1024>;
+var<workgroup> cs: array<f32, CS_LEN>;
 
 // Writes accumulator `c` (rows row0.., tokens tok0..) through the subgroup's scratch at
 // cs[scratch..], keeping only elements inside Y. Called by every invocation in uniform control
@@ -68,7 +79,7 @@ fn store_partial(c: MatC, scratch: u32, lane: u32, row0: u32, tok0: u32) {
     workgroupBarrier();
 }
 
-// Quad xq of unit u's inputs for tokens tok0 + xt + 16m (m < 4), zeros past n_in and past
+// Quad xq of unit u's inputs for tokens tok0 + xt + (WG / 8) m (m < 4), zeros past n_in and past
 // the last token (indices clamped so every load is in bounds).
 fn stage_x(tok0: u32, u: u32, xq: u32, xt: u32) -> array<vec4<f32>, 4> {
     let k = vec4<u32>(BK * u + 4u * xq) + vec4<u32>(0u, 1u, 2u, 3u);
@@ -76,7 +87,7 @@ fn stage_x(tok0: u32, u: u32, xq: u32, xt: u32) -> array<vec4<f32>, 4> {
     let k_ok = k < vec4<u32>(p.n_in);
     var r: array<vec4<f32>, 4>;
     for (var m = 0u; m < 4u; m++) {
-        let t = tok0 + xt + 16u * m;
+        let t = tok0 + xt + (WG / 8u) * m;
         let row = p.x_offset + min(t, p.n_tokens - 1u) * p.x_stride;
         let v = vec4<f32>(x[row + kk.x], x[row + kk.y], x[row + kk.z], x[row + kk.w]);
         r[m] = select(vec4<f32>(0.0), v, k_ok & vec4<bool>(t < p.n_tokens));
@@ -100,16 +111,21 @@ fn main(
     let xq = tid % 8u;
     let xt = tid / 8u;
 
-    // Compute role: subgroup sg's quarter.
+    // Compute role: subgroup sg's part of the tile (accumulators c<row block><token block>;
+    // token blocks 2 and 3 only in the wide tile).
     let sg = tid / 32u;
     let lane = tid % 32u;
     coop_lane(lane);
-    let a_base = 32u * (sg % 2u) * RS;
-    let b_base = 32u * (sg / 2u) * RS;
+    let a_base = 32u * (sg % SG_ROWS) * RS;
+    let b_base = SG_TOKENS * (sg / SG_ROWS) * RS;
     var c00 = MatC();
     var c01 = MatC();
     var c10 = MatC();
     var c11 = MatC();
+    var c02 = MatC();
+    var c03 = MatC();
+    var c12 = MatC();
+    var c13 = MatC();
 
     let units = (p.n_in + BK - 1u) / BK;
     // Software pipelining: unit u + 1's global loads (and the weights' decode) are issued
@@ -121,8 +137,8 @@ fn main(
         for (var c = 0u; c < 4u; c++) {
             ws[dr * RS + 4u * dh + c] = vec4<f16>(q[c]);
         }
-        for (var m = 0u; m < TN / 16u; m++) {
-            xs[(xt + 16u * m) * RS + xq] = vec4<f16>(xv[m]);
+        for (var m = 0u; m < 4u; m++) {
+            xs[(xt + (WG / 8u) * m) * RS + xq] = vec4<f16>(xv[m]);
         }
         workgroupBarrier();
         if u + 1u < units {
@@ -138,12 +154,20 @@ fn main(
             c01 = mma(a0, b1, c01);
             c10 = mma(a1, b0, c10);
             c11 = mma(a1, b1, c11);
+            if SG_TOKENS == 64u {
+                let b2 = load_b(b_base + 32u * RS + 4u * h);
+                let b3 = load_b(b_base + 48u * RS + 4u * h);
+                c02 = mma(a0, b2, c02);
+                c03 = mma(a0, b3, c03);
+                c12 = mma(a1, b2, c12);
+                c13 = mma(a1, b3, c13);
+            }
         }
         workgroupBarrier();
     }
 
-    let r0 = row0 + 32u * (sg % 2u);
-    let t0 = tok0 + 32u * (sg / 2u);
+    let r0 = row0 + 32u * (sg % SG_ROWS);
+    let t0 = tok0 + SG_TOKENS * (sg / SG_ROWS);
     // The tile's place: uniform (the workgroup id and parameters), as the coop stores need.
     let tile = y_tile(row0, row0 + TM - 1u, vec2<u32>(p.y_offset, p.y_stride));
     let whole = Y_OUT_IDENTITY && tile.z == 1u && row0 + TM <= p.n_rows
@@ -155,11 +179,23 @@ fn main(
         store_y(c01, at + 16u * ys, ys);
         store_y(c10, at + 16u, ys);
         store_y(c11, at + 16u * ys + 16u, ys);
+        if SG_TOKENS == 64u {
+            store_y(c02, at + 32u * ys, ys);
+            store_y(c03, at + 48u * ys, ys);
+            store_y(c12, at + 32u * ys + 16u, ys);
+            store_y(c13, at + 48u * ys + 16u, ys);
+        }
     } else {
         let scratch = 256u * sg;
         store_partial(c00, scratch, lane, r0, t0);
         store_partial(c01, scratch, lane, r0, t0 + 16u);
         store_partial(c10, scratch, lane, r0 + 16u, t0);
         store_partial(c11, scratch, lane, r0 + 16u, t0 + 16u);
+        if SG_TOKENS == 64u {
+            store_partial(c02, scratch, lane, r0, t0 + 32u);
+            store_partial(c03, scratch, lane, r0, t0 + 48u);
+            store_partial(c12, scratch, lane, r0 + 16u, t0 + 32u);
+            store_partial(c13, scratch, lane, r0 + 16u, t0 + 48u);
+        }
     }
 }

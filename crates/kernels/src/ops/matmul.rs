@@ -6,10 +6,11 @@
 //!   `decode_half`) and loads 16 inputs into workgroup memory, then accumulates 8 rows x 4
 //!   tokens in registers, so a decoded weight serves 64 tokens and an input 64 rows.
 //! - `matmul/matmul_coop.wgsl` (devices with [`Caps::coop_f16`], see [`super::matmul_coop`]):
-//!   the same tiles and staging, rounded to f16, multiplied on the tensor cores with f32
-//!   accumulation.
+//!   the same staging, rounded to f16, multiplied on the tensor cores with f32 accumulation;
+//!   the same 64 x 64 tile, or 128 x 128 with 256 invocations where the product still makes
+//!   enough workgroups ([`Tile`]).
 //!
-//! Same grid and workgroup size for both; one dispatch per weight chunk. Each output may take
+//! One dispatch per weight chunk. Each output may take
 //! its row's bias as it is stored (the [`Epilogue`]), and the rows of a row range may go to
 //! several outputs, each with its own token stride ([`Matmul::split_ops`],
 //! [`crate::ops::split`]).
@@ -51,11 +52,88 @@ static SHADER: ShaderFile = shader_file!("matmul/matmul.wgsl");
 /// `Params` and the bindings, shared by both kernels.
 pub(crate) static PARAMS: ShaderFile = shader_file!("matmul/params.wgsl");
 
-/// Fixed by both kernels: 8 x 16 invocations of 8 rows x 4 tokens each (f32), or 4 subgroups
-/// of 32 with a 32 x 32 quarter each (tensor cores).
+/// The f32 kernel's: 8 x 16 invocations of 8 rows x 4 tokens each, and the tensor-core
+/// kernel's small tile ([`Tile::Small`]).
 pub const WORKGROUP: u32 = 128;
-const TILE_ROWS: usize = 64;
-const TILE_TOKENS: usize = 64;
+
+/// The tile of a workgroup. The f32 kernel has one, 64 x 64; the tensor-core kernel derives
+/// its tile from its workgroup size (`matmul/matmul_coop.wgsl`): 64 x 64 with 128 invocations
+/// or 128 x 128 with 256, which stages half as many weights and inputs per product but makes a
+/// quarter as many workgroups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tile {
+    Small,
+    Wide,
+}
+
+/// The fewest wide workgroups worth the wide tile (about one per SM of an H100, which has
+/// 132): below it the GPU would sit partly idle. H100, 922-token prefill: 128 and 256 gave the
+/// same on gemma-3-270m, qwen2.5-0.5b and gemma3-4b (whose widest products pass both), 128
+/// +1.4% on SmolLM2 (its gate|up makes 192); docs/PERF.md, eighth session.
+const WIDE_MIN_WORKGROUPS: usize = 128;
+
+impl Tile {
+    /// Rows (and tokens) of the tile.
+    pub fn side(self) -> usize {
+        match self {
+            Tile::Small => 64,
+            Tile::Wide => 128,
+        }
+    }
+
+    pub fn workgroup(self) -> u32 {
+        match self {
+            Tile::Small => WORKGROUP,
+            Tile::Wide => 256,
+        }
+    }
+
+    /// The tensor-core kernel's tile for `n_rows` x `n_tokens`: wide where that still makes
+    /// [`WIDE_MIN_WORKGROUPS`] workgroups.
+    pub fn for_shape(n_rows: usize, n_tokens: usize) -> Tile {
+        let side = Tile::Wide.side();
+        if n_rows.div_ceil(side) * n_tokens.div_ceil(side) >= WIDE_MIN_WORKGROUPS {
+            Tile::Wide
+        } else {
+            Tile::Small
+        }
+    }
+
+    fn grid(self, n_rows: usize, n_tokens: usize) -> [u32; 3] {
+        let side = self.side();
+        [
+            n_rows.div_ceil(side) as u32,
+            n_tokens.div_ceil(side) as u32,
+            1,
+        ]
+    }
+}
+
+/// Which kernel runs a product: the f32 one, or the tensor-core one with its tile picked by
+/// shape ([`Tile::for_shape`]) or named (tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Path {
+    F32,
+    Coop(Option<Tile>),
+}
+
+impl Path {
+    fn kernel_and_tile(
+        self,
+        f: GpuFormat,
+        out: Epilogue,
+        n_rows: usize,
+        n_tokens: usize,
+    ) -> (Kernel, Tile) {
+        match self {
+            Path::F32 => (Kernel::Matmul(f, out), Tile::Small),
+            Path::Coop(tile) => (
+                Kernel::MatmulCoop(f, out),
+                tile.unwrap_or_else(|| Tile::for_shape(n_rows, n_tokens)),
+            ),
+        }
+    }
+}
 
 /// The program of a matmul kernel: its own files (the first may open with `enable`
 /// directives), then the shared parameters, the output epilogue (value and place files), the
@@ -122,12 +200,19 @@ impl Matmul {
         bias: Option<View<'_>>,
         y: View<'_>,
     ) -> Result<Vec<Op>, GpuError> {
-        self.ops_with(self.coop(caps), w, x, bias, y)
+        self.ops_with(self.path(caps), w, x, bias, y)
     }
 
     /// Whether the tensor-core kernel runs on a device with `caps` (any format and shape).
     fn coop(&self, caps: &Caps) -> bool {
         self.tensor_cores && caps.coop_f16
+    }
+
+    fn path(&self, caps: &Caps) -> Path {
+        match self.coop(caps) {
+            true => Path::Coop(None),
+            false => Path::F32,
+        }
     }
 
     /// The outputs of a split product: rows `w` of a weight (a stacked q|k|v, say) times each
@@ -143,13 +228,13 @@ impl Matmul {
         bias: Option<View<'_>>,
         outs: &[Out<'_>],
     ) -> Result<Vec<Op>, GpuError> {
-        self.split_ops_with(self.coop(caps), w, x, bias, outs)
+        self.split_ops_with(self.path(caps), w, x, bias, outs)
     }
 
     /// As [`Matmul::split_ops`] with the kernel named (see [`Matmul::ops_with`]).
     pub(crate) fn split_ops_with(
         self,
-        coop: bool,
+        path: Path,
         w: WeightRows<'_>,
         x: View<'_>,
         bias: Option<View<'_>>,
@@ -163,9 +248,9 @@ impl Matmul {
             bias: bias.is_some(),
             split: true,
         };
-        let kernel = kernel_for(coop, s.format, out);
         let y = &outs[0].y.t.buf;
         let ops = parts.into_iter().map(|part| {
+            let (kernel, tile) = path.kernel_and_tile(s.format, out, part.n_rows, self.n_tokens);
             let params = MatmulParams {
                 n_in: s.n_in as u32,
                 n_rows: part.n_rows as u32,
@@ -179,23 +264,19 @@ impl Matmul {
                 _pad: [0; 3],
                 split: part.split,
             };
-            let grid = [
-                part.n_rows.div_ceil(TILE_ROWS) as u32,
-                self.n_tokens.div_ceil(TILE_TOKENS) as u32,
-                1,
-            ];
+            let grid = tile.grid(part.n_rows, self.n_tokens);
             let mut buffers = vec![&part.chunk.buf, &x.t.buf, y, &part.chunk.buf];
             buffers.extend(bias.map(|b| &b.t.buf));
-            Op::new(kernel, WORKGROUP, &params, &buffers, grid)
+            Op::new(kernel, tile.workgroup(), &params, &buffers, grid)
         });
         Ok(ops.collect())
     }
 
-    /// As [`Matmul::ops`] with the kernel named: `coop` runs `Kernel::MatmulCoop` on any
-    /// device (on one without cooperative matrices, its emulated program: tests only).
+    /// As [`Matmul::ops`] with the kernel named: [`Path::Coop`] runs `Kernel::MatmulCoop` on
+    /// any device (on one without cooperative matrices, its emulated program: tests only).
     pub(crate) fn ops_with(
         self,
-        coop: bool,
+        path: Path,
         w: &GpuWeight,
         x: View<'_>,
         bias: Option<View<'_>>,
@@ -214,8 +295,8 @@ impl Matmul {
             bias: bias.is_some(),
             split: false,
         };
-        let kernel = kernel_for(coop, s.format, out);
         let ops = w.chunks.iter().map(|c| {
+            let (kernel, tile) = path.kernel_and_tile(s.format, out, c.n_rows, self.n_tokens);
             let params = MatmulParams {
                 n_in: s.n_in as u32,
                 n_rows: c.n_rows as u32,
@@ -229,14 +310,10 @@ impl Matmul {
                 _pad: [0; 3],
                 split: SplitParams::default(),
             };
-            let grid = [
-                c.n_rows.div_ceil(TILE_ROWS) as u32,
-                self.n_tokens.div_ceil(TILE_TOKENS) as u32,
-                1,
-            ];
+            let grid = tile.grid(c.n_rows, self.n_tokens);
             let mut buffers = vec![&c.buf, &x.t.buf, &y.t.buf, &c.buf];
             buffers.extend(bias.map(|b| &b.t.buf));
-            Op::new(kernel, WORKGROUP, &params, &buffers, grid)
+            Op::new(kernel, tile.workgroup(), &params, &buffers, grid)
         });
         Ok(ops.collect())
     }
@@ -326,6 +403,8 @@ pub(crate) struct Case {
     pub y_offset: usize,
     pub bias: bool,
     pub seed: u64,
+    /// The tensor-core kernel's tile, or `None`: picked by shape as for a model.
+    pub tile: Option<Tile>,
 }
 
 impl Case {
@@ -347,6 +426,7 @@ impl Case {
             y_offset: 1,
             bias: false,
             seed: rng.next_u64(),
+            tile: None,
         }
     }
 
@@ -364,11 +444,12 @@ impl Case {
             y_offset: 1,
             bias: false,
             seed,
+            tile: None,
         }
     }
 
     /// Runs the case on the f32 kernel, or with `coop` on the tensor-core kernel (emulated
-    /// where the device has no cooperative matrices), and compares every output with the f64
+    /// where the device has no cooperative matrices; its tile `self.tile`), and compares every output with the f64
     /// reference; Y's padding and what precedes it must stay untouched.
     pub(crate) fn run(&self, gpu: &Gpu, coop: bool, inputs: &Inputs) -> Result<Compare, GpuError> {
         let Case {
@@ -406,7 +487,11 @@ impl Case {
         };
         let (xv, yv) = (View::at(&xt, 0), View::at(&yt, self.y_offset));
         let bv = bt.as_ref().map(|t| View::at(t, 1));
-        let ops = m.ops_with(coop, &wt, xv, bv, yv)?;
+        let path = match coop {
+            true => Path::Coop(self.tile),
+            false => Path::F32,
+        };
+        let ops = m.ops_with(path, &wt, xv, bv, yv)?;
         let y: Vec<f32> = run_read(gpu, ops, &yt, 0, y_len)?;
         let mut c = Compare::default();
         for (i, &v) in y[..self.y_offset].iter().enumerate() {

@@ -38,7 +38,7 @@ use crate::device::Gpu;
 use crate::error::GpuError;
 use crate::format::GpuFormat;
 use crate::ops::epilogue::Epilogue;
-use crate::ops::matmul::{Case, Inputs, abs_dot, program_with};
+use crate::ops::matmul::{Case, Inputs, Tile, abs_dot, program_with};
 use crate::parity::data::{Rng, n_in_step};
 use crate::parity::{Check, Compare, U};
 use crate::shader::{Program, ShaderFile, shader_file};
@@ -163,12 +163,20 @@ fn aligned(rng: &mut Rng, format: GpuFormat) -> Case {
         y_offset: 4 * rng.range(0, 2),
         bias: rng.bool(),
         seed: rng.next_u64(),
+        tile: None,
     }
 }
 
 /// Half the cases random (partial tiles, unaligned Y: the scratch store), half aligned (the
 /// direct store, unless a bias sends them through the scratch too); a bias in half of each.
 fn case(rng: &mut Rng, format: Option<GpuFormat>) -> Case {
+    let mut c = shape(rng, format);
+    // Both tiles: test shapes are too small for the shape rule to pick the wide one.
+    c.tile = Some(rng.pick(&[Tile::Small, Tile::Wide]));
+    c
+}
+
+fn shape(rng: &mut Rng, format: Option<GpuFormat>) -> Case {
     if rng.bool() {
         let mut c = Case::random(rng);
         c.bias = rng.bool();
