@@ -65,7 +65,7 @@ var<workgroup> cs: array<f32, CS_LEN>;
 // Writes accumulator `c` (rows row0.., tokens tok0..) through the subgroup's scratch at
 // cs[scratch..], keeping only elements inside Y. Called by every invocation in uniform control
 // flow (it holds barriers).
-fn store_partial(c: MatC, scratch: u32, lane: u32, row0: u32, tok0: u32) {
+fn store_partial(c: MatC, scratch: u32, lane: u32, row0: u32, tok0: u32, y0: u32) {
     store_scratch(c, scratch);
     workgroupBarrier();
     for (var e = 0u; e < 8u; e++) {
@@ -73,7 +73,7 @@ fn store_partial(c: MatC, scratch: u32, lane: u32, row0: u32, tok0: u32) {
         let row = row0 + i % 16u;
         let t = tok0 + i / 16u;
         if row < p.n_rows && t < p.n_tokens {
-            y[y_index(row, t, p.y_offset + t * p.y_stride + row)] = y_out(row, cs[scratch + i]);
+            y[y_index(row, t, y0 + t * p.y_stride + row)] = y_out(row, cs[scratch + i]);
         }
     }
     workgroupBarrier();
@@ -127,13 +127,21 @@ fn main(
     var c12 = MatC();
     var c13 = MatC();
 
-    let units = (p.n_in + BK - 1u) / BK;
+    // The input units this workgroup sums: all, or split z's share (split K).
+    var u_begin = 0u;
+    var u_end = (p.n_in + BK - 1u) / BK;
+    if p.k_units > 0u {
+        u_begin = min(wid.z * p.k_units, u_end);
+        u_end = min(u_begin + p.k_units, u_end);
+    }
+    // Where this workgroup's sums go: y, or split z's slice of the scratch.
+    let y0 = p.y_offset + wid.z * p.k_slice;
     // Software pipelining: unit u + 1's global loads (and the weights' decode) are issued
     // before unit u's products, so their latency overlaps the tensor-core work instead of
     // stalling the staging that follows the barrier.
-    var q = stage_w_half(wrow, 0u, dh, row_ok);
-    var xv = stage_x(tok0, 0u, xq, xt);
-    for (var u = 0u; u < units; u++) {
+    var q = stage_w_half(wrow, u_begin, dh, row_ok);
+    var xv = stage_x(tok0, u_begin, xq, xt);
+    for (var u = u_begin; u < u_end; u++) {
         for (var c = 0u; c < 4u; c++) {
             ws[dr * RS + 4u * dh + c] = vec4<f16>(q[c]);
         }
@@ -141,7 +149,7 @@ fn main(
             xs[(xt + (WG / 8u) * m) * RS + xq] = vec4<f16>(xv[m]);
         }
         workgroupBarrier();
-        if u + 1u < units {
+        if u + 1u < u_end {
             q = stage_w_half(wrow, u + 1u, dh, row_ok);
             xv = stage_x(tok0, u + 1u, xq, xt);
         }
@@ -169,7 +177,7 @@ fn main(
     let r0 = row0 + 32u * (sg % SG_ROWS);
     let t0 = tok0 + SG_TOKENS * (sg / SG_ROWS);
     // The tile's place: uniform (the workgroup id and parameters), as the coop stores need.
-    let tile = y_tile(row0, row0 + TM - 1u, vec2<u32>(p.y_offset, p.y_stride));
+    let tile = y_tile(row0, row0 + TM - 1u, vec2<u32>(y0, p.y_stride));
     let whole = Y_OUT_IDENTITY && tile.z == 1u && row0 + TM <= p.n_rows
         && tok0 + TN <= p.n_tokens && tile.x % 4u == 0u && tile.y % 4u == 0u;
     if whole {
@@ -187,15 +195,15 @@ fn main(
         }
     } else {
         let scratch = 256u * sg;
-        store_partial(c00, scratch, lane, r0, t0);
-        store_partial(c01, scratch, lane, r0, t0 + 16u);
-        store_partial(c10, scratch, lane, r0 + 16u, t0);
-        store_partial(c11, scratch, lane, r0 + 16u, t0 + 16u);
+        store_partial(c00, scratch, lane, r0, t0, y0);
+        store_partial(c01, scratch, lane, r0, t0 + 16u, y0);
+        store_partial(c10, scratch, lane, r0 + 16u, t0, y0);
+        store_partial(c11, scratch, lane, r0 + 16u, t0 + 16u, y0);
         if SG_TOKENS == 64u {
-            store_partial(c02, scratch, lane, r0, t0 + 32u);
-            store_partial(c03, scratch, lane, r0, t0 + 48u);
-            store_partial(c12, scratch, lane, r0 + 16u, t0 + 32u);
-            store_partial(c13, scratch, lane, r0 + 16u, t0 + 48u);
+            store_partial(c02, scratch, lane, r0, t0 + 32u, y0);
+            store_partial(c03, scratch, lane, r0, t0 + 48u, y0);
+            store_partial(c12, scratch, lane, r0 + 16u, t0 + 32u, y0);
+            store_partial(c13, scratch, lane, r0 + 16u, t0 + 48u, y0);
         }
     }
 }

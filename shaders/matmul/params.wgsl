@@ -17,9 +17,12 @@ struct Params {
     y_stride: u32,
     // The bias of this dispatch's row 0 (common/out_bias.wgsl). Unused by out_store.wgsl.
     bias_offset: u32,
+    // Split K (the tensor-core kernel only; 0 otherwise): workgroup z sums units
+    // z k_units .. (z + 1) k_units of the inputs and stores its partial sums k_slice further
+    // into y than split 0 (a scratch that matmul/reduce_k.wgsl then adds up).
+    k_units: u32,
+    k_slice: u32,
     _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
     // Split outputs (common/out_split.wgsl; `SplitParams` in split.rs). Unused by out_one.wgsl.
     row_base: u32,
     split_end0: u32,

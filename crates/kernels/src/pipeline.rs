@@ -17,7 +17,7 @@ use crate::ops::rope::RopeMode;
 use crate::ops::unary::UnaryOp;
 use crate::ops::{
     argmax, attention, attention_coop, attention_rope, elementwise, embed, glu, head_norm_rope, kv,
-    matmul, matmul_coop, matvec, norm, quantize, residual_norm, rope, sample, unary,
+    matmul, matmul_coop, matvec, norm, quantize, residual_norm, rope, sample, split_k, unary,
 };
 use crate::shader::{BindingKind, Program};
 
@@ -50,6 +50,8 @@ pub enum Kernel {
     /// The same on the tensor cores (cooperative matrices: f16 tiles, f32 accumulation);
     /// only on a device with `Caps::coop_f16` (`Matmul::kernel` picks it).
     MatmulCoop(GpuFormat, Epilogue),
+    /// Split K's second dispatch: the partial products added up (`ops::split_k`).
+    MatmulReduceK,
     /// RMS norm over rows, with or without a gain vector, out of place or in place.
     RmsNorm { weighted: bool, in_place: bool },
     /// `dst += src` (src repeating with a period: bias rows).
@@ -173,6 +175,7 @@ impl Kernel {
         all.extend([
             Kernel::AttentionCoop { head_dim: 128 },
             Kernel::AttnCombine,
+            Kernel::MatmulReduceK,
             Kernel::AddInPlace,
             Kernel::Copy,
             Kernel::Unary(UnaryOp::Scale),
@@ -268,6 +271,7 @@ impl Kernel {
             Kernel::EmbedRows(f) => embed::program(f),
             Kernel::Matmul(f, out) => matmul::program(f, out),
             Kernel::MatmulCoop(f, out) => matmul_coop::program(f, out, false),
+            Kernel::MatmulReduceK => split_k::reduce_program(),
             Kernel::RmsNorm { weighted, in_place } => norm::program(weighted, in_place),
             Kernel::AddInPlace => elementwise::program(),
             Kernel::Copy => elementwise::copy_program(),

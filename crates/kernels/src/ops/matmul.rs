@@ -43,7 +43,11 @@ pub struct MatmulParams {
     pub y_stride: u32,
     /// The bias of this dispatch's first row (bias epilogue only; 0 otherwise).
     pub bias_offset: u32,
-    pub _pad: [u32; 3],
+    /// Split K ([`Matmul::split_k_ops`]): input units per workgroup z, 0 for all.
+    pub k_units: u32,
+    /// Split K: how much further into y split z + 1 stores than split z.
+    pub k_slice: u32,
+    pub _pad: u32,
     /// Split outputs (the split epilogue only; zero otherwise).
     pub split: SplitParams,
 }
@@ -261,7 +265,9 @@ impl Matmul {
                 y_offset: 0,
                 y_stride: 0,
                 bias_offset: part.bias_offset,
-                _pad: [0; 3],
+                k_units: 0,
+                k_slice: 0,
+                _pad: 0,
                 split: part.split,
             };
             let grid = tile.grid(part.n_rows, self.n_tokens);
@@ -307,7 +313,9 @@ impl Matmul {
                 y_offset: (y.offset + c.first_row) as u32,
                 y_stride: ys as u32,
                 bias_offset: bias.map_or(0, |b| (b.offset + c.first_row) as u32),
-                _pad: [0; 3],
+                k_units: 0,
+                k_slice: 0,
+                _pad: 0,
                 split: SplitParams::default(),
             };
             let grid = tile.grid(c.n_rows, self.n_tokens);
@@ -405,6 +413,8 @@ pub(crate) struct Case {
     pub seed: u64,
     /// The tensor-core kernel's tile, or `None`: picked by shape as for a model.
     pub tile: Option<Tile>,
+    /// Split K ([`Matmul::split_k_ops`], the tensor-core kernel, no bias): 1 for none.
+    pub k_splits: usize,
 }
 
 impl Case {
@@ -427,6 +437,7 @@ impl Case {
             bias: false,
             seed: rng.next_u64(),
             tile: None,
+            k_splits: 1,
         }
     }
 
@@ -445,6 +456,7 @@ impl Case {
             bias: false,
             seed,
             tile: None,
+            k_splits: 1,
         }
     }
 
@@ -491,7 +503,11 @@ impl Case {
             true => Path::Coop(self.tile),
             false => Path::F32,
         };
-        let ops = m.ops_with(path, &wt, xv, bv, yv)?;
+        let scratch = GpuTensor::zeros(gpu, &[m.split_k_scratch(&wt, self.k_splits)], Dtype::F32);
+        let ops = match self.k_splits {
+            1 => m.ops_with(path, &wt, xv, bv, yv)?,
+            k => m.split_k_ops(&wt, xv, yv, View::at(&scratch, 0), k)?,
+        };
         let y: Vec<f32> = run_read(gpu, ops, &yt, 0, y_len)?;
         let mut c = Compare::default();
         for (i, &v) in y[..self.y_offset].iter().enumerate() {

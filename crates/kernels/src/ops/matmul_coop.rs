@@ -164,6 +164,7 @@ fn aligned(rng: &mut Rng, format: GpuFormat) -> Case {
         bias: rng.bool(),
         seed: rng.next_u64(),
         tile: None,
+        k_splits: 1,
     }
 }
 

@@ -26,4 +26,5 @@ pub mod rope;
 pub mod sample;
 mod sample_ref;
 pub mod split;
+pub mod split_k;
 pub mod unary;

@@ -170,7 +170,7 @@ pub fn checks() -> Vec<Check> {
     use crate::ops::{
         argmax, attention, attention_coop, attention_rope, elementwise, embed, glu, head_norm_rope,
         head_norm_rope_kv, kv, matmul, matmul_coop, matvec, matvec_q8, norm, quantize,
-        residual_norm, residual_norm_q8, rope, sample, split, unary,
+        residual_norm, residual_norm_q8, rope, sample, split, split_k, unary,
     };
     vec![
         matvec::CHECK,
@@ -189,6 +189,7 @@ pub fn checks() -> Vec<Check> {
         matmul::BIAS_CHECK,
         matmul_coop::CHECK,
         matmul_coop::EXACT_CHECK,
+        split_k::CHECK,
         split::MATVEC_CHECK,
         split::MATMUL_CHECK,
         split::MATMUL_COOP_CHECK,

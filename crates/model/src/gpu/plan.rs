@@ -792,6 +792,27 @@ impl Lower<'_> {
         let out = self.alloc(len)?;
         let rows = rows(w)?;
         let feed = self.feed(m, x, rows)?;
+        // A prompt block's product of few output tiles: K split through a scratch
+        // (`ops::split_k`), which goes back to the pool once the reduction is recorded.
+        let block = Matmul {
+            n_tokens: x.rows,
+            strides: Strides::default(),
+            tensor_cores: self.tensor_cores,
+        };
+        let k_splits = block.k_splits(&self.gpu.caps, rows.w);
+        if k_splits > 1 && bias.is_none() && rows.is_whole() && matches!(feed, Feed::Vector) {
+            let scratch = self.alloc(block.split_k_scratch(rows.w, k_splits))?;
+            let ops = block.split_k_ops(
+                rows.w,
+                self.src(x),
+                self.view(out),
+                self.view(scratch),
+                k_splits,
+            );
+            self.extend(ops)?;
+            self.pool.release(scratch.buf);
+            return Ok(out);
+        }
         let ops = self.product(rows, x, feed, bias, &[Out::new(self.view(out), rows.n)]);
         self.extend(ops)?;
         Ok(out)

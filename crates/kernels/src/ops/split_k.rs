@@ -1,0 +1,282 @@
+//! Split K for the tensor-core prompt matmul: a product with few output tiles (the down and o
+//! projections of a small model: qwen2.5-0.5b's down makes 210 workgroups for an H100's 132
+//! SMs, each walking 152 input units) runs as `k_splits` workgroups per tile, split z summing
+//! its share of the input units into a scratch slice of its own (`matmul/matmul_coop.wgsl`,
+//! `k_units` / `k_slice`), and a second dispatch adds the slices up in split order into Y
+//! (`matmul/reduce_k.wgsl`). Only one-output products without a bias take it (the model's
+//! plain `Matmul` nodes); [`Matmul::k_splits`] says when.
+//!
+//! Bound: the tensor-core kernel's (`ops/matmul_coop.rs`). Its summation model charges
+//! `(c + 1) 2u S` per chunk of c products, at most `4 n u S` for any c; the tensor cores'
+//! chunks are at least 16 products (one multiply-add's depth), so the charge is at most
+//! `(17 / 16) 2 n u S < 2.2 n u S`, and the `k_splits - 1 <= 7` additions of the partials
+//! (`(k_splits - 1) u S`, with n >= 8 k_splits) stay inside the same `4 n u S`.
+
+use crate::device::{Caps, Gpu};
+use crate::error::GpuError;
+use crate::op::{Op, grid_1d};
+use crate::ops::epilogue::Epilogue;
+use crate::ops::matmul::{Case, Matmul, MatmulParams, Tile};
+use crate::ops::matmul_coop::{ROUNDED, coop_device};
+use crate::ops::split::SplitParams;
+use crate::parity::data::{Rng, n_in_step};
+use crate::parity::{Check, Compare};
+use crate::pipeline::Kernel;
+use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
+use crate::tensor::{GpuWeight, View};
+
+static REDUCE: ShaderFile = shader_file!("matmul/reduce_k.wgsl");
+
+const REDUCE_BINDINGS: &[BindingKind] = &[
+    BindingKind::Uniform,
+    BindingKind::StorageRead,
+    BindingKind::StorageReadWrite,
+];
+
+const REDUCE_WORKGROUP: u32 = 256;
+
+/// Split K is worth it below this many small-tile workgroups (about 8 per SM of an H100),
+/// in at most `MAX_SPLITS` splits, each summing at least `MIN_UNITS` units of 32 inputs.
+/// H100, 922-token prefill (docs/PERF.md, eighth session): 1024 and 8 beat 512 and 4 by 2.8%
+/// on qwen2.5-0.5b and matched it on gemma-3-270m and SmolLM2; 2048 and 8 was no better.
+const TARGET_WORKGROUPS: usize = 1024;
+const MAX_SPLITS: usize = 8;
+const MIN_UNITS: usize = 8;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct ReduceParams {
+    pub n_rows: u32,
+    pub n_tokens: u32,
+    pub k_splits: u32,
+    pub slice: u32,
+    pub src_offset: u32,
+    pub y_offset: u32,
+    pub y_stride: u32,
+    pub _pad: u32,
+}
+
+pub(crate) fn reduce_program() -> Program {
+    Program {
+        name: "matmul_reduce_k".to_string(),
+        files: vec![&REDUCE],
+        entry: "main",
+        bindings: REDUCE_BINDINGS,
+        params_size: size_of::<ReduceParams>(),
+    }
+}
+
+impl Matmul {
+    /// How many K splits the tensor-core kernel should run `w` with on a device with `caps`
+    /// (1: none): a prompt block on the tensor cores, one weight chunk, the small tile
+    /// ([`Tile::for_shape`]) and fewer than `TARGET_WORKGROUPS` of them; as many splits as
+    /// reach it, up to `MAX_SPLITS`, each of at least `MIN_UNITS` units.
+    pub fn k_splits(&self, caps: &Caps, w: &GpuWeight) -> usize {
+        let s = w.shape;
+        let small = Tile::Small.side();
+        let tiles = s.n_out.div_ceil(small) * self.n_tokens.div_ceil(small);
+        let units = s.n_in.div_ceil(32);
+        if !(self.tensor_cores && caps.coop_f16)
+            || self.n_tokens < 2
+            || w.chunks.len() != 1
+            || Tile::for_shape(s.n_out, self.n_tokens) != Tile::Small
+            || tiles >= TARGET_WORKGROUPS
+        {
+            return 1;
+        }
+        TARGET_WORKGROUPS
+            .div_ceil(tiles)
+            .min(MAX_SPLITS)
+            .min(units / MIN_UNITS)
+            .max(1)
+    }
+
+    /// Length of the scratch [`Matmul::split_k_ops`] needs for `w` in `k_splits` splits.
+    pub fn split_k_scratch(&self, w: &GpuWeight, k_splits: usize) -> usize {
+        k_splits * self.n_tokens * w.shape.n_out
+    }
+
+    /// `y[y.offset + t * y_stride + r] = sum_i W[r, i] x[..]` as [`Matmul::ops`] without a
+    /// bias, on the tensor-core kernel (its emulation on a device without cooperative
+    /// matrices: tests) in `k_splits` splits of the inputs through `scratch`
+    /// ([`Matmul::split_k_scratch`] values, another buffer than x and y): two dispatches.
+    pub fn split_k_ops(
+        self,
+        w: &GpuWeight,
+        x: View<'_>,
+        y: View<'_>,
+        scratch: View<'_>,
+        k_splits: usize,
+    ) -> Result<Vec<Op>, GpuError> {
+        let s = w.shape;
+        let n = self.n_tokens.max(1);
+        let xs = self.strides.x.unwrap_or(s.n_in);
+        let ys = self.strides.y.unwrap_or(s.n_out);
+        x.check("matmul x", (n - 1) * xs + s.n_in)?;
+        y.check("matmul y", (n - 1) * ys + s.n_out)?;
+        let slice = self.n_tokens * s.n_out;
+        scratch.check("split-K scratch", k_splits * slice)?;
+        let [chunk] = &w.chunks[..] else {
+            return Err(GpuError::InvalidParams {
+                op: "matmul split K",
+                detail: format!("{} weight chunks; split K takes one", w.chunks.len()),
+            });
+        };
+        let units = s.n_in.div_ceil(32);
+        if k_splits == 0 || k_splits > units {
+            return Err(GpuError::InvalidParams {
+                op: "matmul split K",
+                detail: format!("{k_splits} splits of {units} input units"),
+            });
+        }
+        let params = MatmulParams {
+            n_in: s.n_in as u32,
+            n_rows: chunk.n_rows as u32,
+            row_bytes: s.format.row_bytes(s.n_in) as u32,
+            n_tokens: self.n_tokens as u32,
+            x_offset: x.offset as u32,
+            x_stride: xs as u32,
+            y_offset: scratch.offset as u32,
+            y_stride: s.n_out as u32,
+            bias_offset: 0,
+            k_units: units.div_ceil(k_splits) as u32,
+            k_slice: slice as u32,
+            _pad: 0,
+            split: SplitParams::default(),
+        };
+        let tile = Tile::Small;
+        let grid = [
+            chunk.n_rows.div_ceil(tile.side()) as u32,
+            self.n_tokens.div_ceil(tile.side()) as u32,
+            k_splits as u32,
+        ];
+        let kernel = Kernel::MatmulCoop(s.format, Epilogue::STORE);
+        let buffers = [&chunk.buf, &x.t.buf, &scratch.t.buf, &chunk.buf];
+        let product = Op::new(kernel, tile.workgroup(), &params, &buffers, grid);
+        let reduce = ReduceParams {
+            n_rows: s.n_out as u32,
+            n_tokens: self.n_tokens as u32,
+            k_splits: k_splits as u32,
+            slice: slice as u32,
+            src_offset: scratch.offset as u32,
+            y_offset: y.offset as u32,
+            y_stride: ys as u32,
+            _pad: 0,
+        };
+        let grid = grid_1d(slice.div_ceil(REDUCE_WORKGROUP as usize));
+        let reduce = Op::new(
+            Kernel::MatmulReduceK,
+            REDUCE_WORKGROUP,
+            &reduce,
+            &[&scratch.t.buf, &y.t.buf],
+            grid,
+        );
+        Ok(vec![product, reduce])
+    }
+}
+
+/// The tensor-core kernel's bound (module doc), over random shapes in 2 to 4 splits.
+pub const CHECK: Check = Check {
+    name: "matmul_coop_split_k",
+    tolerance: "as matmul_coop: f16 inputs (1 ulp each)+(4n_in+1)*2^-24*sum|w'x'|",
+    case: parity_case,
+};
+
+/// A random product in 2 to 4 splits (never more than its input units): partial tiles, several units a split (some splits of
+/// unequal length), strided X and Y, no bias.
+fn random_case(rng: &mut Rng) -> Case {
+    let mut c = Case::random(rng);
+    let step = n_in_step(c.format);
+    c.n_in = (rng.range(64, 400) / step).max(1) * step;
+    c.chunk_rows = c.n_out;
+    c.k_splits = rng.range(2, 5).min(c.n_in.div_ceil(32));
+    c
+}
+
+fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    coop_device(gpu)?;
+    random_case(rng).run(gpu, true, &ROUNDED)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::Caps;
+    use crate::format::GpuFormat;
+    use crate::testutil;
+
+    /// The split products through the kernel's body: the tensor cores where the device has
+    /// them, else (lavapipe) the emulated coop ops.
+    #[test]
+    fn split_k_matches_reference() {
+        let Some(gpu) = testutil::gpu() else { return };
+        if !gpu.caps.coop_f16 && !gpu.caps.shader_f16 {
+            return testutil::note("split_k_matches_reference skipped: no SHADER_F16");
+        }
+        let mut rng = Rng::new(91);
+        for _ in 0..8 {
+            let case = random_case(&mut rng);
+            let c = case.run(gpu, true, &ROUNDED).unwrap();
+            assert!(c.max_ratio <= 1.0, "{case:?}: {}", c.worst);
+        }
+    }
+
+    /// A splitting bug would hide behind one split: each of 3 unequal splits holds a
+    /// different third of the inputs, so a lost or doubled split is far outside the bound.
+    #[test]
+    fn every_split_counts() {
+        let Some(gpu) = testutil::gpu() else { return };
+        if !gpu.caps.coop_f16 && !gpu.caps.shader_f16 {
+            return;
+        }
+        let case = Case {
+            k_splits: 3,
+            ..Case::odd_shape(GpuFormat::Q8_0, 17)
+        };
+        let case = Case {
+            n_in: 8 * 32,
+            chunk_rows: case.n_out,
+            ..case
+        };
+        let c = case.run(gpu, true, &ROUNDED).unwrap();
+        assert!(c.max_ratio <= 1.0, "{case:?}: {}", c.worst);
+    }
+
+    /// When the model's products split: prompt blocks of few tiles on the tensor cores.
+    #[test]
+    fn split_rule() {
+        let caps = |coop_f16| Caps {
+            shader_f16: true,
+            subgroup: true,
+            subgroup_min_size: 32,
+            subgroup_max_size: 32,
+            timestamps: false,
+            coop_f16,
+        };
+        let m = |n_tokens| Matmul {
+            n_tokens,
+            strides: Default::default(),
+            tensor_cores: true,
+        };
+        let Some(gpu) = testutil::gpu() else { return };
+        let shape = |n_in, n_out| crate::tensor::WeightShape {
+            format: GpuFormat::Q8_0,
+            n_in,
+            n_out,
+        };
+        let w = |n_in, n_out| {
+            let s: crate::tensor::WeightShape = shape(n_in, n_out);
+            let bytes = vec![0u8; s.format.row_bytes(n_in) * n_out];
+            crate::tensor::GpuWeight::upload_chunked(gpu, s, &bytes, n_out).unwrap()
+        };
+        // qwen2.5-0.5b's down projection at 922 tokens: 14 x 15 small tiles -> 5 splits.
+        let down = w(4864, 896);
+        assert_eq!(m(922).k_splits(&caps(true), &down), 5);
+        assert_eq!(m(922).k_splits(&caps(false), &down), 1);
+        assert_eq!(m(1).k_splits(&caps(true), &down), 1);
+        // Its gate|up takes the wide tile instead.
+        assert_eq!(m(922).k_splits(&caps(true), &w(896, 9728)), 1);
+        // Too few input units to split: at most n_in / 256 splits.
+        assert_eq!(m(64).k_splits(&caps(true), &w(512, 64)), 2);
+    }
+}
