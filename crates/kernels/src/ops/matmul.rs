@@ -22,6 +22,7 @@ use crate::op::Op;
 use crate::ops::epilogue::{Epilogue, bias_bound};
 use crate::ops::matvec::matvec_bias_ref;
 use crate::ops::split::{self, Out, SplitParams};
+use crate::ops::split_k::SplitK;
 use crate::parity::data::{Rng, n_in_step, random_f32, random_weight};
 use crate::parity::{Check, Compare, U, run_read};
 use crate::pipeline::Kernel;
@@ -413,7 +414,8 @@ pub(crate) struct Case {
     pub seed: u64,
     /// The tensor-core kernel's tile, or `None`: picked by shape as for a model.
     pub tile: Option<Tile>,
-    /// Split K ([`Matmul::split_k_ops`], the tensor-core kernel, no bias): 1 for none.
+    /// Split K ([`Matmul::split_k_ops`], the tensor-core kernel with `tile` or the small
+    /// one, no bias): 1 for none.
     pub k_splits: usize,
 }
 
@@ -503,10 +505,14 @@ impl Case {
             true => Path::Coop(self.tile),
             false => Path::F32,
         };
-        let scratch = GpuTensor::zeros(gpu, &[m.split_k_scratch(&wt, self.k_splits)], Dtype::F32);
+        let k = SplitK {
+            splits: self.k_splits,
+            tile: self.tile.unwrap_or(Tile::Small),
+        };
+        let scratch = GpuTensor::zeros(gpu, &[m.split_k_scratch(&wt, k)], Dtype::F32);
         let ops = match self.k_splits {
             1 => m.ops_with(path, &wt, xv, bv, yv)?,
-            k => m.split_k_ops(&wt, xv, yv, View::at(&scratch, 0), k)?,
+            _ => m.split_k_ops(&wt, xv, yv, View::at(&scratch, 0), k)?,
         };
         let y: Vec<f32> = run_read(gpu, ops, &yt, 0, y_len)?;
         let mut c = Compare::default();

@@ -1,10 +1,12 @@
 //! Split K for the tensor-core prompt matmul: a product with few output tiles (the down and o
 //! projections of a small model: qwen2.5-0.5b's down makes 210 workgroups for an H100's 132
-//! SMs, each walking 152 input units) runs as `k_splits` workgroups per tile, split z summing
+//! SMs, each walking 152 input units) runs as `splits` workgroups per tile, split z summing
 //! its share of the input units into a scratch slice of its own (`matmul/matmul_coop.wgsl`,
 //! `k_units` / `k_slice`), and a second dispatch adds the slices up in split order into Y
 //! (`matmul/reduce_k.wgsl`). Only one-output products without a bias take it (the model's
-//! plain `Matmul` nodes); [`Matmul::k_splits`] says when.
+//! plain `Matmul` nodes); [`Matmul::split_k`] says when, in how many splits and with which
+//! tile: the wide one ([`Tile::Wide`]) wherever the product has 256 rows, since split K
+//! restores the parallelism the wide tile gives up (H100: +1-4% over the small tile, docs/PERF.md).
 //!
 //! Bound: the tensor-core kernel's (`ops/matmul_coop.rs`). Its summation model charges
 //! `(c + 1) 2u S` per chunk of c products, at most `4 n u S` for any c; the tensor cores'
@@ -35,8 +37,9 @@ const REDUCE_BINDINGS: &[BindingKind] = &[
 
 const REDUCE_WORKGROUP: u32 = 256;
 
-/// Split K is worth it below this many small-tile workgroups (about 8 per SM of an H100),
-/// in at most `MAX_SPLITS` splits, each summing at least `MIN_UNITS` units of 32 inputs.
+/// Split K is worth it below this many small-tile workgroups (about 8 per SM of an H100; a
+/// wide one counts 4), in at most `MAX_SPLITS` splits, each summing at least `MIN_UNITS`
+/// units of 32 inputs.
 /// H100, 922-token prefill (docs/PERF.md, eighth session): 1024 and 8 beat 512 and 4 by 2.8%
 /// on qwen2.5-0.5b and matched it on gemma-3-270m and SmolLM2; 2048 and 8 was no better.
 const TARGET_WORKGROUPS: usize = 1024;
@@ -66,39 +69,51 @@ pub(crate) fn reduce_program() -> Program {
     }
 }
 
+/// How a product's inputs are split ([`Matmul::split_k`]): into `splits` shares, each run
+/// with `tile`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SplitK {
+    pub splits: usize,
+    pub tile: Tile,
+}
+
 impl Matmul {
-    /// How many K splits the tensor-core kernel should run `w` with on a device with `caps`
-    /// (1: none): a prompt block on the tensor cores, one weight chunk, the small tile
-    /// ([`Tile::for_shape`]) and fewer than `TARGET_WORKGROUPS` of them; as many splits as
-    /// reach it, up to `MAX_SPLITS`, each of at least `MIN_UNITS` units.
-    pub fn k_splits(&self, caps: &Caps, w: &GpuWeight) -> usize {
+    /// How the tensor-core kernel should split the inputs of `w` on a device with `caps`
+    /// (`None`: not at all): a prompt block on the tensor cores, one weight chunk, and a
+    /// product the shape rule leaves on the small tile ([`Tile::for_shape`]) with fewer than
+    /// `TARGET_WORKGROUPS` of them. The wide tile where there are 256 rows; as many splits as
+    /// reach the target, up to `MAX_SPLITS`, each of at least `MIN_UNITS` units.
+    pub fn split_k(&self, caps: &Caps, w: &GpuWeight) -> Option<SplitK> {
         let s = w.shape;
-        let small = Tile::Small.side();
-        let tiles = s.n_out.div_ceil(small) * self.n_tokens.div_ceil(small);
+        let workgroups = |t: Tile| s.n_out.div_ceil(t.side()) * self.n_tokens.div_ceil(t.side());
         let units = s.n_in.div_ceil(32);
         if !(self.tensor_cores && caps.coop_f16)
             || self.n_tokens < 2
             || w.chunks.len() != 1
             || Tile::for_shape(s.n_out, self.n_tokens) != Tile::Small
-            || tiles >= TARGET_WORKGROUPS
+            || workgroups(Tile::Small) >= TARGET_WORKGROUPS
         {
-            return 1;
+            return None;
         }
-        TARGET_WORKGROUPS
-            .div_ceil(tiles)
+        let (tile, weight) = match s.n_out >= 2 * Tile::Wide.side() {
+            true => (Tile::Wide, 4),
+            false => (Tile::Small, 1),
+        };
+        let splits = TARGET_WORKGROUPS
+            .div_ceil(weight * workgroups(tile))
             .min(MAX_SPLITS)
-            .min(units / MIN_UNITS)
-            .max(1)
+            .min(units / MIN_UNITS);
+        (splits > 1).then_some(SplitK { splits, tile })
     }
 
-    /// Length of the scratch [`Matmul::split_k_ops`] needs for `w` in `k_splits` splits.
-    pub fn split_k_scratch(&self, w: &GpuWeight, k_splits: usize) -> usize {
-        k_splits * self.n_tokens * w.shape.n_out
+    /// Length of the scratch [`Matmul::split_k_ops`] needs for `w` split as `k` says.
+    pub fn split_k_scratch(&self, w: &GpuWeight, k: SplitK) -> usize {
+        k.splits * self.n_tokens * w.shape.n_out
     }
 
     /// `y[y.offset + t * y_stride + r] = sum_i W[r, i] x[..]` as [`Matmul::ops`] without a
     /// bias, on the tensor-core kernel (its emulation on a device without cooperative
-    /// matrices: tests) in `k_splits` splits of the inputs through `scratch`
+    /// matrices: tests) with its inputs split as `k` says, through `scratch`
     /// ([`Matmul::split_k_scratch`] values, another buffer than x and y): two dispatches.
     pub fn split_k_ops(
         self,
@@ -106,8 +121,12 @@ impl Matmul {
         x: View<'_>,
         y: View<'_>,
         scratch: View<'_>,
-        k_splits: usize,
+        k: SplitK,
     ) -> Result<Vec<Op>, GpuError> {
+        let SplitK {
+            splits: k_splits,
+            tile,
+        } = k;
         let s = w.shape;
         let n = self.n_tokens.max(1);
         let xs = self.strides.x.unwrap_or(s.n_in);
@@ -144,7 +163,6 @@ impl Matmul {
             _pad: 0,
             split: SplitParams::default(),
         };
-        let tile = Tile::Small;
         let grid = [
             chunk.n_rows.div_ceil(tile.side()) as u32,
             self.n_tokens.div_ceil(tile.side()) as u32,
@@ -182,7 +200,7 @@ pub const CHECK: Check = Check {
     case: parity_case,
 };
 
-/// A random product in 2 to 4 splits (never more than its input units): partial tiles, several units a split (some splits of
+/// A random product in 2 to 4 splits (never more than its input units) with either tile: partial tiles, several units a split (some splits of
 /// unequal length), strided X and Y, no bias.
 fn random_case(rng: &mut Rng) -> Case {
     let mut c = Case::random(rng);
@@ -190,6 +208,7 @@ fn random_case(rng: &mut Rng) -> Case {
     c.n_in = (rng.range(64, 400) / step).max(1) * step;
     c.chunk_rows = c.n_out;
     c.k_splits = rng.range(2, 5).min(c.n_in.div_ceil(32));
+    c.tile = Some(rng.pick(&[Tile::Small, Tile::Wide]));
     c
 }
 
@@ -233,13 +252,16 @@ mod tests {
             k_splits: 3,
             ..Case::odd_shape(GpuFormat::Q8_0, 17)
         };
-        let case = Case {
-            n_in: 8 * 32,
-            chunk_rows: case.n_out,
-            ..case
-        };
-        let c = case.run(gpu, true, &ROUNDED).unwrap();
-        assert!(c.max_ratio <= 1.0, "{case:?}: {}", c.worst);
+        for tile in [Tile::Small, Tile::Wide] {
+            let case = Case {
+                n_in: 8 * 32,
+                chunk_rows: case.n_out,
+                tile: Some(tile),
+                ..case
+            };
+            let c = case.run(gpu, true, &ROUNDED).unwrap();
+            assert!(c.max_ratio <= 1.0, "{case:?}: {}", c.worst);
+        }
     }
 
     /// When the model's products split: prompt blocks of few tiles on the tensor cores.
@@ -269,14 +291,20 @@ mod tests {
             let bytes = vec![0u8; s.format.row_bytes(n_in) * n_out];
             crate::tensor::GpuWeight::upload_chunked(gpu, s, &bytes, n_out).unwrap()
         };
-        // qwen2.5-0.5b's down projection at 922 tokens: 14 x 15 small tiles -> 5 splits.
+        let split = |splits, tile| Some(SplitK { splits, tile });
+        // qwen2.5-0.5b's down projection at 922 tokens: 14 x 15 small tiles; 7 x 8 wide ones
+        // (224 small-tile equivalents) -> 5 splits.
         let down = w(4864, 896);
-        assert_eq!(m(922).k_splits(&caps(true), &down), 5);
-        assert_eq!(m(922).k_splits(&caps(false), &down), 1);
-        assert_eq!(m(1).k_splits(&caps(true), &down), 1);
-        // Its gate|up takes the wide tile instead.
-        assert_eq!(m(922).k_splits(&caps(true), &w(896, 9728)), 1);
-        // Too few input units to split: at most n_in / 256 splits.
-        assert_eq!(m(64).k_splits(&caps(true), &w(512, 64)), 2);
+        assert_eq!(m(922).split_k(&caps(true), &down), split(5, Tile::Wide));
+        assert_eq!(m(922).split_k(&caps(false), &down), None);
+        assert_eq!(m(1).split_k(&caps(true), &down), None);
+        // Its gate|up takes the wide tile whole instead.
+        assert_eq!(m(922).split_k(&caps(true), &w(896, 9728)), None);
+        // Fewer than 256 rows: the small tile; at most n_in / 256 splits.
+        assert_eq!(
+            m(64).split_k(&caps(true), &w(512, 64)),
+            split(2, Tile::Small)
+        );
+        assert_eq!(m(64).split_k(&caps(true), &w(256, 64)), None);
     }
 }

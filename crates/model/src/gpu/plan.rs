@@ -799,16 +799,12 @@ impl Lower<'_> {
             strides: Strides::default(),
             tensor_cores: self.tensor_cores,
         };
-        let k_splits = block.k_splits(&self.gpu.caps, rows.w);
-        if k_splits > 1 && bias.is_none() && rows.is_whole() && matches!(feed, Feed::Vector) {
-            let scratch = self.alloc(block.split_k_scratch(rows.w, k_splits))?;
-            let ops = block.split_k_ops(
-                rows.w,
-                self.src(x),
-                self.view(out),
-                self.view(scratch),
-                k_splits,
-            );
+        let split_k = block.split_k(&self.gpu.caps, rows.w);
+        if let Some(k) =
+            split_k.filter(|_| bias.is_none() && rows.is_whole() && matches!(feed, Feed::Vector))
+        {
+            let scratch = self.alloc(block.split_k_scratch(rows.w, k))?;
+            let ops = block.split_k_ops(rows.w, self.src(x), self.view(out), self.view(scratch), k);
             self.extend(ops)?;
             self.pool.release(scratch.buf);
             return Ok(out);
