@@ -2,7 +2,7 @@
 
 use std::sync::OnceLock;
 
-use crate::device::Gpu;
+use crate::device::{Caps, Gpu};
 pub use crate::parity::data::{random_f32, random_weight};
 
 /// The device shared by the parity tests. With no adapter the tests fail, unless
@@ -47,4 +47,38 @@ pub fn parity(name: &str, cases: usize, seed: u64) {
 pub fn note(line: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "note: {line}");
+}
+
+/// The capabilities of an NVIDIA GPU (subgroups of 32), with or without cooperative
+/// matrices: for the rules that depend on them, tested on any device.
+pub fn nvidia_caps(coop_f16: bool) -> Caps {
+    Caps {
+        shader_f16: true,
+        subgroup: true,
+        subgroup_min_size: 32,
+        subgroup_max_size: 32,
+        timestamps: false,
+        coop_f16,
+    }
+}
+
+/// The device for a tensor-core kernel's body: the tensor cores where it has them, else
+/// (lavapipe) the kernel's emulated coop ops (`emulation`, a file under shaders/), which need
+/// SHADER_F16; `None` (with a note) where neither runs.
+pub fn coop_body_device(test: &str, emulation: &str) -> Option<&'static Gpu> {
+    let gpu = gpu()?;
+    if gpu.caps.coop_f16 {
+        return Some(gpu);
+    }
+    if !gpu.caps.shader_f16 {
+        note(&format!(
+            "{test} skipped: no SHADER_F16 for the emulated coop ops"
+        ));
+        return None;
+    }
+    note(&format!(
+        "{test}: no cooperative matrices here; the kernel's body ran over the emulated coop \
+         ops ({emulation}), not the tensor cores"
+    ));
+    Some(gpu)
 }

@@ -241,7 +241,6 @@ fn exact_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::Caps;
     use crate::testutil;
 
     #[test]
@@ -254,24 +253,8 @@ mod tests {
         testutil::parity("attention_coop_exact", 6, 601);
     }
 
-    /// The device for the kernel's body: the tensor cores where it has them, else (lavapipe)
-    /// the emulated coop ops, which need SHADER_F16.
     fn body_device(test: &str) -> Option<&'static Gpu> {
-        let gpu = testutil::gpu()?;
-        if gpu.caps.coop_f16 {
-            return Some(gpu);
-        }
-        if !gpu.caps.shader_f16 {
-            testutil::note(&format!(
-                "{test} skipped: no SHADER_F16 for the emulated coop ops"
-            ));
-            return None;
-        }
-        testutil::note(&format!(
-            "{test}: no cooperative matrices here; the kernel's body ran over the emulated \
-             coop ops (attention/coop_emul.wgsl), not the tensor cores"
-        ));
-        Some(gpu)
+        testutil::coop_body_device(test, "attention/coop_emul.wgsl")
     }
 
     /// Random prompt blocks through the kernel's body, q rounded by the kernel and q drawn
@@ -377,14 +360,7 @@ mod tests {
     /// A device without cooperative matrices builds only the emulation (tests ask for it).
     #[test]
     fn program_choice() {
-        let caps = |coop_f16| Caps {
-            shader_f16: true,
-            subgroup: true,
-            subgroup_min_size: 32,
-            subgroup_max_size: 32,
-            timestamps: false,
-            coop_f16,
-        };
+        let caps = testutil::nvidia_caps;
         let k = Kernel::AttentionCoop { head_dim: 256 };
         assert_eq!(k.program_for(&caps(false)).name, "attention_coop_emulated");
         assert_eq!(k.program_for(&caps(true)).name, "attention_coop");

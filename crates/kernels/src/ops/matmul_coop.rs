@@ -206,7 +206,7 @@ fn exact_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::{Caps, OpenOptions};
+    use crate::device::OpenOptions;
     use crate::ops::matmul::{Matmul, Strides};
     use crate::pipeline::Kernel;
     use crate::testutil;
@@ -221,24 +221,8 @@ mod tests {
         testutil::parity("matmul_coop_exact", 8, 401);
     }
 
-    /// The device for the kernel's body: the tensor cores where it has them, else (lavapipe)
-    /// the emulated coop ops, which need SHADER_F16.
     fn body_device(test: &str) -> Option<&'static Gpu> {
-        let gpu = testutil::gpu()?;
-        if gpu.caps.coop_f16 {
-            return Some(gpu);
-        }
-        if !gpu.caps.shader_f16 {
-            testutil::note(&format!(
-                "{test} skipped: no SHADER_F16 for the emulated coop ops"
-            ));
-            return None;
-        }
-        testutil::note(&format!(
-            "{test}: no cooperative matrices here; the kernel's body ran over the emulated \
-             coop ops (coop_emul.wgsl), not the tensor cores"
-        ));
-        Some(gpu)
+        testutil::coop_body_device(test, "matmul/coop_emul.wgsl")
     }
 
     /// Random and aligned shapes, rounded inputs and exact ones, through the kernel's body.
@@ -278,14 +262,7 @@ mod tests {
     /// The tensor cores run only where the device has them and the caller allows them.
     #[test]
     fn kernel_choice() {
-        let caps = |coop_f16| Caps {
-            shader_f16: true,
-            subgroup: true,
-            subgroup_min_size: 32,
-            subgroup_max_size: 32,
-            timestamps: false,
-            coop_f16,
-        };
+        let caps = testutil::nvidia_caps;
         let m = |tensor_cores| Matmul {
             n_tokens: 512,
             strides: Strides::default(),

@@ -220,18 +220,23 @@ fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::Caps;
     use crate::format::GpuFormat;
     use crate::testutil;
+
+    const EMULATION: &str = "matmul/coop_emul.wgsl";
+
+    #[test]
+    fn split_k_parity() {
+        testutil::parity("matmul_coop_split_k", 6, 701);
+    }
 
     /// The split products through the kernel's body: the tensor cores where the device has
     /// them, else (lavapipe) the emulated coop ops.
     #[test]
     fn split_k_matches_reference() {
-        let Some(gpu) = testutil::gpu() else { return };
-        if !gpu.caps.coop_f16 && !gpu.caps.shader_f16 {
-            return testutil::note("split_k_matches_reference skipped: no SHADER_F16");
-        }
+        let Some(gpu) = testutil::coop_body_device("split_k_matches_reference", EMULATION) else {
+            return;
+        };
         let mut rng = Rng::new(91);
         for _ in 0..8 {
             let case = random_case(&mut rng);
@@ -244,10 +249,9 @@ mod tests {
     /// different third of the inputs, so a lost or doubled split is far outside the bound.
     #[test]
     fn every_split_counts() {
-        let Some(gpu) = testutil::gpu() else { return };
-        if !gpu.caps.coop_f16 && !gpu.caps.shader_f16 {
+        let Some(gpu) = testutil::coop_body_device("every_split_counts", EMULATION) else {
             return;
-        }
+        };
         let case = Case {
             k_splits: 3,
             ..Case::odd_shape(GpuFormat::Q8_0, 17)
@@ -267,14 +271,7 @@ mod tests {
     /// When the model's products split: prompt blocks of few tiles on the tensor cores.
     #[test]
     fn split_rule() {
-        let caps = |coop_f16| Caps {
-            shader_f16: true,
-            subgroup: true,
-            subgroup_min_size: 32,
-            subgroup_max_size: 32,
-            timestamps: false,
-            coop_f16,
-        };
+        let caps = testutil::nvidia_caps;
         let m = |n_tokens| Matmul {
             n_tokens,
             strides: Default::default(),
