@@ -9,10 +9,10 @@
 //! restores the parallelism the wide tile gives up (H100: +1-4% over the small tile, docs/PERF.md).
 //!
 //! Bound: the tensor-core kernel's (`ops/matmul_coop.rs`). Its summation model charges
-//! `(c + 1) 2u S` per chunk of c products, at most `4 n u S` for any c; the tensor cores'
-//! chunks are at least 16 products (one multiply-add's depth), so the charge is at most
-//! `(17 / 16) 2 n u S < 2.2 n u S`, and the `k_splits - 1 <= 7` additions of the partials
-//! (`(k_splits - 1) u S`, with n >= 8 k_splits) stay inside the same `4 n u S`.
+//! `(c + 1) 2u S` per chunk of c products, at most `4 n u S` for any c; with chunks of at
+//! least 4 products (what Fasi et al. measured on NVIDIA's tensor cores) the charge is at
+//! most `(5 / 4) 2 n u S = 2.5 n u S`, and the `k_splits - 1 <= 7` additions of the partials
+//! (`(k_splits - 1) u S`, with n >= 256 k_splits) stay inside the same `4 n u S`.
 
 use crate::device::{Caps, Gpu};
 use crate::error::GpuError;
