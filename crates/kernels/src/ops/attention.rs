@@ -504,7 +504,33 @@ fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
         head_dim,
         max_len,
     };
+    let attn = random_attention(rng, n_tokens, n_heads, head_dim, max_len);
+    // Drawn after the rest, as before the draw was shared: the same cases per seed.
     let attn = Attention {
+        split_len: rng.pick(&[16, 48, 256, max_len]),
+        ..attn
+    };
+    let case = Case {
+        layout,
+        attn,
+        start: rng.range(0, max_len - n_tokens + 1),
+        q_gain: rng.pick(&[1.0, 4.0]),
+    };
+    compare(gpu, case, rng.next_u64())
+}
+
+/// A random attention of `n_tokens` rows of `n_heads` heads over a cache of `max_len`
+/// (one split, `split_len = max_len`): a padded q stride or not, the usual scale or 1, a
+/// soft-cap or none, a sliding window or none. Shared by the parity cases of every attention
+/// kernel, which draw the shape themselves.
+pub(crate) fn random_attention(
+    rng: &mut Rng,
+    n_tokens: usize,
+    n_heads: usize,
+    head_dim: usize,
+    max_len: usize,
+) -> Attention {
+    Attention {
         n_tokens,
         n_heads,
         q_stride: n_heads * head_dim + rng.range(0, 2) * 16,
@@ -519,15 +545,8 @@ fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
         } else {
             rng.range(1, max_len + 8)
         },
-        split_len: rng.pick(&[16, 48, 256, max_len]),
-    };
-    let case = Case {
-        layout,
-        attn,
-        start: rng.range(0, max_len - n_tokens + 1),
-        q_gain: rng.pick(&[1.0, 4.0]),
-    };
-    compare(gpu, case, rng.next_u64())
+        split_len: max_len,
+    }
 }
 
 /// Fills the cache for positions `0..start + n_tokens` through [`KvAppend`], runs attention

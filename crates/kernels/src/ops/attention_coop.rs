@@ -201,23 +201,7 @@ fn random_case(rng: &mut Rng) -> Case {
         head_dim,
         max_len,
     };
-    let attn = Attention {
-        n_tokens,
-        n_heads,
-        q_stride: n_heads * head_dim + rng.range(0, 2) * 16,
-        scale: if rng.bool() {
-            1.0 / (head_dim as f32).sqrt()
-        } else {
-            1.0
-        },
-        softcap: if rng.bool() { 0.0 } else { 30.0 },
-        window: if rng.bool() {
-            0
-        } else {
-            rng.range(1, max_len + 8)
-        },
-        split_len: max_len,
-    };
+    let attn = attention::random_attention(rng, n_tokens, n_heads, head_dim, max_len);
     Case {
         layout,
         attn,

@@ -123,6 +123,13 @@ pub(crate) enum Path {
 }
 
 impl Path {
+    fn kernel(self, f: GpuFormat, out: Epilogue) -> Kernel {
+        match self {
+            Path::F32 => Kernel::Matmul(f, out),
+            Path::Coop(_) => Kernel::MatmulCoop(f, out),
+        }
+    }
+
     fn kernel_and_tile(
         self,
         f: GpuFormat,
@@ -130,13 +137,11 @@ impl Path {
         n_rows: usize,
         n_tokens: usize,
     ) -> (Kernel, Tile) {
-        match self {
-            Path::F32 => (Kernel::Matmul(f, out), Tile::Small),
-            Path::Coop(tile) => (
-                Kernel::MatmulCoop(f, out),
-                tile.unwrap_or_else(|| Tile::for_shape(n_rows, n_tokens)),
-            ),
-        }
+        let tile = match self {
+            Path::F32 => Tile::Small,
+            Path::Coop(tile) => tile.unwrap_or_else(|| Tile::for_shape(n_rows, n_tokens)),
+        };
+        (self.kernel(f, out), tile)
     }
 }
 
@@ -192,7 +197,7 @@ impl Matmul {
     /// take every shape: the f32 kernel pads to the same 64 x 64 tiles, so no shape is
     /// cheaper there.
     pub fn kernel(&self, caps: &Caps, f: GpuFormat, out: Epilogue) -> Kernel {
-        kernel_for(self.coop(caps), f, out)
+        self.path(caps).kernel(f, out)
     }
 
     /// One op per weight chunk; with `bias`, `bias[bias.offset + r]` is added to every
@@ -208,8 +213,29 @@ impl Matmul {
         self.ops_with(self.path(caps), w, x, bias, y)
     }
 
+    /// The parameters of a dispatch over `n_rows` rows of a weight shaped `s`, X at
+    /// `x_offset` with token stride `xs`; everything about Y, the bias, split outputs and
+    /// split K zero (one output at y's start, no bias, all inputs), for the caller to set.
+    pub(crate) fn params(
+        &self,
+        s: WeightShape,
+        n_rows: usize,
+        x_offset: usize,
+        xs: usize,
+    ) -> MatmulParams {
+        MatmulParams {
+            n_in: s.n_in as u32,
+            n_rows: n_rows as u32,
+            row_bytes: s.format.row_bytes(s.n_in) as u32,
+            n_tokens: self.n_tokens as u32,
+            x_offset: x_offset as u32,
+            x_stride: xs as u32,
+            ..bytemuck::Zeroable::zeroed()
+        }
+    }
+
     /// Whether the tensor-core kernel runs on a device with `caps` (any format and shape).
-    fn coop(&self, caps: &Caps) -> bool {
+    pub(crate) fn coop(&self, caps: &Caps) -> bool {
         self.tensor_cores && caps.coop_f16
     }
 
@@ -257,19 +283,9 @@ impl Matmul {
         let ops = parts.into_iter().map(|part| {
             let (kernel, tile) = path.kernel_and_tile(s.format, out, part.n_rows, self.n_tokens);
             let params = MatmulParams {
-                n_in: s.n_in as u32,
-                n_rows: part.n_rows as u32,
-                row_bytes: s.format.row_bytes(s.n_in) as u32,
-                n_tokens: self.n_tokens as u32,
-                x_offset: x.offset as u32,
-                x_stride: xs as u32,
-                y_offset: 0,
-                y_stride: 0,
                 bias_offset: part.bias_offset,
-                k_units: 0,
-                k_slice: 0,
-                _pad: 0,
                 split: part.split,
+                ..self.params(s, part.n_rows, x.offset, xs)
             };
             let grid = tile.grid(part.n_rows, self.n_tokens);
             let mut buffers = vec![&part.chunk.buf, &x.t.buf, y, &part.chunk.buf];
@@ -305,19 +321,10 @@ impl Matmul {
         let ops = w.chunks.iter().map(|c| {
             let (kernel, tile) = path.kernel_and_tile(s.format, out, c.n_rows, self.n_tokens);
             let params = MatmulParams {
-                n_in: s.n_in as u32,
-                n_rows: c.n_rows as u32,
-                row_bytes: s.format.row_bytes(s.n_in) as u32,
-                n_tokens: self.n_tokens as u32,
-                x_offset: x.offset as u32,
-                x_stride: xs as u32,
                 y_offset: (y.offset + c.first_row) as u32,
                 y_stride: ys as u32,
                 bias_offset: bias.map_or(0, |b| (b.offset + c.first_row) as u32),
-                k_units: 0,
-                k_slice: 0,
-                _pad: 0,
-                split: SplitParams::default(),
+                ..self.params(s, c.n_rows, x.offset, xs)
             };
             let grid = tile.grid(c.n_rows, self.n_tokens);
             let mut buffers = vec![&c.buf, &x.t.buf, &y.t.buf, &c.buf];
@@ -325,15 +332,6 @@ impl Matmul {
             Op::new(kernel, tile.workgroup(), &params, &buffers, grid)
         });
         Ok(ops.collect())
-    }
-}
-
-/// The prompt-matmul kernel for weights of format `f`: on the tensor cores or in f32 FMAs.
-fn kernel_for(coop: bool, f: GpuFormat, out: Epilogue) -> Kernel {
-    if coop {
-        Kernel::MatmulCoop(f, out)
-    } else {
-        Kernel::Matmul(f, out)
     }
 }
 

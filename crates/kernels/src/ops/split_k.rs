@@ -20,7 +20,6 @@ use crate::op::{Op, grid_1d};
 use crate::ops::epilogue::Epilogue;
 use crate::ops::matmul::{Case, Matmul, MatmulParams, Tile};
 use crate::ops::matmul_coop::{ROUNDED, coop_device};
-use crate::ops::split::SplitParams;
 use crate::parity::data::{Rng, n_in_step};
 use crate::parity::{Check, Compare};
 use crate::pipeline::Kernel;
@@ -87,7 +86,7 @@ impl Matmul {
         let s = w.shape;
         let workgroups = |t: Tile| s.n_out.div_ceil(t.side()) * self.n_tokens.div_ceil(t.side());
         let units = s.n_in.div_ceil(32);
-        if !(self.tensor_cores && caps.coop_f16)
+        if !self.coop(caps)
             || self.n_tokens < 2
             || w.chunks.len() != 1
             || Tile::for_shape(s.n_out, self.n_tokens) != Tile::Small
@@ -149,19 +148,11 @@ impl Matmul {
             });
         }
         let params = MatmulParams {
-            n_in: s.n_in as u32,
-            n_rows: chunk.n_rows as u32,
-            row_bytes: s.format.row_bytes(s.n_in) as u32,
-            n_tokens: self.n_tokens as u32,
-            x_offset: x.offset as u32,
-            x_stride: xs as u32,
             y_offset: scratch.offset as u32,
             y_stride: s.n_out as u32,
-            bias_offset: 0,
             k_units: units.div_ceil(k_splits) as u32,
             k_slice: slice as u32,
-            _pad: 0,
-            split: SplitParams::default(),
+            ..self.params(s, chunk.n_rows, x.offset, xs)
         };
         let grid = [
             chunk.n_rows.div_ceil(tile.side()) as u32,

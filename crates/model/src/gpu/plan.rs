@@ -794,11 +794,7 @@ impl Lower<'_> {
         let feed = self.feed(m, x, rows)?;
         // A prompt block's product of few output tiles: K split through a scratch
         // (`ops::split_k`), which goes back to the pool once the reduction is recorded.
-        let block = Matmul {
-            n_tokens: x.rows,
-            strides: Strides::default(),
-            tensor_cores: self.tensor_cores,
-        };
+        let block = self.block(x.rows);
         let split_k = block.split_k(&self.gpu.caps, rows.w);
         if let Some(k) =
             split_k.filter(|_| bias.is_none() && rows.is_whole() && matches!(feed, Feed::Vector))
@@ -894,6 +890,16 @@ impl Lower<'_> {
         });
     }
 
+    /// The prompt matmul of a block of `n_tokens` packed rows, on the tensor cores where the
+    /// backend allows them.
+    fn block(&self, n_tokens: usize) -> Matmul {
+        Matmul {
+            n_tokens,
+            strides: Strides::default(),
+            tensor_cores: self.tensor_cores,
+        }
+    }
+
     /// `x W^T [+ bias]` over `rows` (all of a weight, or rows of a stacked one), the rows
     /// into `outs` in turn (regions of one buffer; one output whose rows are contiguous
     /// when `x` is one token): a weight taken whole into one output runs the one-output
@@ -912,11 +918,7 @@ impl Lower<'_> {
         let xv = self.src(x);
         let input = self.input(x, feed)?;
         let n = x.rows;
-        let block = Matmul {
-            n_tokens: n,
-            strides: Strides::default(),
-            tensor_cores: self.tensor_cores,
-        };
+        let block = self.block(n);
         let caps = &self.gpu.caps;
         match (outs, bias) {
             ([one], None) if rows.is_whole() && n == 1 => matvec_input(rows.w, input, one.y),
