@@ -5,20 +5,24 @@
 // emulation.
 //
 // Workgroup (row tile, token tile) of WG invocations computes TM rows x TN tokens, walking the
-// inputs one unit (BK = 32) at a time. Two tiles, everything derived from WG: 128 invocations
+// inputs two units (UNITS x BK = 64 inputs) per barrier. Two tiles, everything derived from WG: 128 invocations
 // (4 subgroups of 32) take 64 x 64, 256 (8 subgroups) take 128 x 128, which stages half as many
 // values per product (the Rust side picks it where it still makes enough workgroups):
 // - Staging, as in matmul.wgsl: invocation i decodes half i % 2 of row i / 2's unit with
 //   `decode_half` (f32, the quant crate's arithmetic) and reads 4 x 4 consecutive inputs (quad
-//   i % 8 of tokens i / 8 + (WG / 8) m); both are rounded to f16 and stored as vec4<f16>. Unit u + 1
-//   is loaded into registers before unit u's products (software pipelining: the loads' latency
-//   overlaps the tensor-core work; H100, 2026-11-25: prefill +6-10%). Two stages of tiles in
+//   i % 8 of tokens i / 8 + (WG / 8) m); both are rounded to f16 and stored as vec4<f16>, for
+//   two units at once (the second zero past the workgroup's last unit). Units u + 2 and u + 3
+//   are loaded into registers before units u and u + 1's products (software pipelining: the
+//   loads' latency overlaps the tensor-core work; H100, 2026-11-25: prefill +6-10%). Two units
+//   a barrier instead of one: H100, 922-token prefill, 2026-11-26: +2-4% on qwen2.5-0.5b,
+//   +3.4% on gemma3-4b, within the noise on SmolLM2 (docs/PERF.md). Two stages of tiles in
 //   workgroup memory (one barrier a unit instead of two) measured mixed: +17% at 4096x4096
-//   Q4_K, -19% at 896x4864 Q8_0 and -13% on gemma3-4b's prefill (half the workgroups fit).
-// - Tiles `[row][BK]` of vec4<f16> with a row stride of RS = 10 vec4s (32 values + 8 of
-//   padding, 80 bytes): a coop load reads 8 rows of 16 bytes at a time, and rows 80 bytes apart
-//   start in 8 distinct groups of 4 banks. Every row and every 16-input half starts 16-byte
-//   aligned, as Vulkan requires of a cooperative-matrix load's pointer and stride.
+//   Q4_K, -19% at 896x4864 Q8_0 and -13% on gemma3-4b's prefill (half the workgroups fit);
+//   vec4 loads of X (one instead of four scalar ones) measured no faster (-9% to +0%).
+// - Tiles `[row][UNITS * BK]` of vec4<f16> with a row stride of RS = 18 vec4s (64 values + 8
+//   of padding, 144 bytes): a coop load reads 8 rows of 16 bytes at a time, and rows 144 bytes
+//   apart start in 8 distinct groups of 4 banks. Every row and every 16-input quarter starts
+//   16-byte aligned, as Vulkan requires of a cooperative-matrix load's pointer and stride.
 // - Subgroup s owns rows 32 (s % SG_ROWS) .. + 31 and tokens SG_TOKENS (s / SG_ROWS) .. of the
 //   tile (32 x 32 in the small tile, 32 x 64 in the wide one) as 2 x SG_TOKENS / 16
 //   accumulators of 16 x 16 in f32. Per unit: 2 halves of 16 inputs, each 2 A loads (W rows,
@@ -50,7 +54,9 @@ override TN: u32 = WG / 2u;
 override SG_ROWS: u32 = TM / 32u;
 override SG_TOKENS: u32 = TN * SG_ROWS * 32u / WG;
 const BK: u32 = 32u;
-const RS: u32 = 10u;
+// Units staged per barrier; a row of the tiles holds them side by side.
+const UNITS: u32 = 2u;
+const RS: u32 = 18u;
 
 // The tiles' lengths, named: naga 30 cannot process an unnamed override (an array length
 // written as an expression becomes one).
@@ -79,9 +85,9 @@ fn store_partial(c: MatC, scratch: u32, lane: u32, row0: u32, tok0: u32, y0: u32
     workgroupBarrier();
 }
 
-// Quad xq of unit u's inputs for tokens tok0 + xt + (WG / 8) m (m < 4), zeros past n_in and past
-// the last token (indices clamped so every load is in bounds).
-fn stage_x(tok0: u32, u: u32, xq: u32, xt: u32) -> array<vec4<f32>, 4> {
+// Quad xq of unit u's inputs for tokens tok0 + xt + (WG / 8) m (m < 4), zeros past n_in, past
+// the last token and where `ok` is false (indices clamped so every load is in bounds).
+fn stage_x(tok0: u32, u: u32, xq: u32, xt: u32, ok: bool) -> array<vec4<f32>, 4> {
     let k = vec4<u32>(BK * u + 4u * xq) + vec4<u32>(0u, 1u, 2u, 3u);
     let kk = min(k, vec4<u32>(p.n_in - 1u));
     let k_ok = k < vec4<u32>(p.n_in);
@@ -90,7 +96,7 @@ fn stage_x(tok0: u32, u: u32, xq: u32, xt: u32) -> array<vec4<f32>, 4> {
         let t = tok0 + xt + (WG / 8u) * m;
         let row = p.x_offset + min(t, p.n_tokens - 1u) * p.x_stride;
         let v = vec4<f32>(x[row + kk.x], x[row + kk.y], x[row + kk.z], x[row + kk.w]);
-        r[m] = select(vec4<f32>(0.0), v, k_ok & vec4<bool>(t < p.n_tokens));
+        r[m] = select(vec4<f32>(0.0), v, k_ok & vec4<bool>(t < p.n_tokens && ok));
     }
     return r;
 }
@@ -139,21 +145,29 @@ fn main(
     // Software pipelining: unit u + 1's global loads (and the weights' decode) are issued
     // before unit u's products, so their latency overlaps the tensor-core work instead of
     // stalling the staging that follows the barrier.
-    var q = stage_w_half(wrow, u_begin, dh, row_ok);
-    var xv = stage_x(tok0, u_begin, xq, xt);
-    for (var u = u_begin; u < u_end; u++) {
+    // Units u and u + 1 staged together (the second zero past u_end).
+    let u_last = max(u_end, 1u) - 1u;
+    var q0 = stage_w_half(wrow, min(u_begin, u_last), dh, row_ok);
+    var q1 = stage_w_half(wrow, min(u_begin + 1u, u_last), dh, row_ok && u_begin + 1u < u_end);
+    var xv0 = stage_x(tok0, u_begin, xq, xt, true);
+    var xv1 = stage_x(tok0, u_begin + 1u, xq, xt, u_begin + 1u < u_end);
+    for (var u = u_begin; u < u_end; u += UNITS) {
         for (var c = 0u; c < 4u; c++) {
-            ws[dr * RS + 4u * dh + c] = vec4<f16>(q[c]);
+            ws[dr * RS + 4u * dh + c] = vec4<f16>(q0[c]);
+            ws[dr * RS + BK / 4u + 4u * dh + c] = vec4<f16>(q1[c]);
         }
         for (var m = 0u; m < 4u; m++) {
-            xs[(xt + (WG / 8u) * m) * RS + xq] = vec4<f16>(xv[m]);
+            xs[(xt + (WG / 8u) * m) * RS + xq] = vec4<f16>(xv0[m]);
+            xs[(xt + (WG / 8u) * m) * RS + BK / 4u + xq] = vec4<f16>(xv1[m]);
         }
         workgroupBarrier();
-        if u + 1u < u_end {
-            q = stage_w_half(wrow, u + 1u, dh, row_ok);
-            xv = stage_x(tok0, u + 1u, xq, xt);
+        if u + UNITS < u_end {
+            q0 = stage_w_half(wrow, u + 2u, dh, row_ok);
+            q1 = stage_w_half(wrow, min(u + 3u, u_last), dh, row_ok && u + 3u < u_end);
+            xv0 = stage_x(tok0, u + 2u, xq, xt, true);
+            xv1 = stage_x(tok0, u + 3u, xq, xt, u + 3u < u_end);
         }
-        for (var h = 0u; h < 2u; h++) {
+        for (var h = 0u; h < 2u * UNITS; h++) {
             let a0 = load_a(a_base + 4u * h);
             let a1 = load_a(a_base + 16u * RS + 4u * h);
             let b0 = load_b(b_base + 4u * h);

@@ -1,6 +1,10 @@
 // Split K's second half: the tensor-core matmul's k_splits partial products (split z's at
-// src_offset + z * slice, token-major, n_rows a token) added up in split order into
-// y[y_offset + t * y_stride + r]. One invocation an output.
+// src_offset + z * slice, token-major, n_rows a token) added up in split order, then stored as
+// the one-dispatch product would store them: through `y_out(row, sum)` of the value file
+// (common/out_store.wgsl, or common/out_bias.wgsl: the bias added to the finished sum) at
+// `y_index` of the place file (common/out_one.wgsl: y[y_offset + t * y_stride + r], or
+// common/out_split.wgsl: the rows of a stacked weight split over its outputs). One invocation
+// an output.
 
 struct Params {
     n_rows: u32,
@@ -10,7 +14,15 @@ struct Params {
     src_offset: u32,
     y_offset: u32,
     y_stride: u32,
-    _pad0: u32,
+    // The bias of row 0 (common/out_bias.wgsl). Unused by out_store.wgsl.
+    bias_offset: u32,
+    // Split outputs (common/out_split.wgsl; `SplitParams` in split.rs). Unused by out_one.wgsl.
+    row_base: u32,
+    split_end0: u32,
+    split_end1: u32,
+    _pad_split: u32,
+    y_offsets: vec4<u32>,
+    y_strides: vec4<u32>,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -34,5 +46,6 @@ fn main(
         sum += src[p.src_offset + z * p.slice + i];
     }
     let t = i / p.n_rows;
-    y[p.y_offset + t * p.y_stride + i % p.n_rows] = sum;
+    let r = i % p.n_rows;
+    y[y_index(r, t, p.y_offset + t * p.y_stride + r)] = y_out(r, sum);
 }

@@ -50,8 +50,9 @@ pub enum Kernel {
     /// The same on the tensor cores (cooperative matrices: f16 tiles, f32 accumulation);
     /// only on a device with `Caps::coop_f16` (`Matmul::kernel` picks it).
     MatmulCoop(GpuFormat, Epilogue),
-    /// Split K's second dispatch: the partial products added up (`ops::split_k`).
-    MatmulReduceK,
+    /// Split K's second dispatch: the partial products added up and stored through the
+    /// product's epilogue (`ops::split_k`).
+    MatmulReduceK(Epilogue),
     /// RMS norm over rows, with or without a gain vector, out of place or in place.
     RmsNorm { weighted: bool, in_place: bool },
     /// `dst += src` (src repeating with a period: bias rows).
@@ -135,6 +136,7 @@ impl Kernel {
             }
             all.push(Kernel::EmbedRows(f));
         }
+        all.extend(Epilogue::ALL.map(Kernel::MatmulReduceK));
         for weighted in [false, true] {
             for in_place in [false, true] {
                 all.push(Kernel::RmsNorm { weighted, in_place });
@@ -175,7 +177,6 @@ impl Kernel {
         all.extend([
             Kernel::AttentionCoop { head_dim: 128 },
             Kernel::AttnCombine,
-            Kernel::MatmulReduceK,
             Kernel::AddInPlace,
             Kernel::Copy,
             Kernel::Unary(UnaryOp::Scale),
@@ -271,7 +272,7 @@ impl Kernel {
             Kernel::EmbedRows(f) => embed::program(f),
             Kernel::Matmul(f, out) => matmul::program(f, out),
             Kernel::MatmulCoop(f, out) => matmul_coop::program(f, out, false),
-            Kernel::MatmulReduceK => split_k::reduce_program(),
+            Kernel::MatmulReduceK(out) => split_k::reduce_program(out),
             Kernel::RmsNorm { weighted, in_place } => norm::program(weighted, in_place),
             Kernel::AddInPlace => elementwise::program(),
             Kernel::Copy => elementwise::copy_program(),

@@ -413,7 +413,7 @@ pub(crate) struct Case {
     /// The tensor-core kernel's tile, or `None`: picked by shape as for a model.
     pub tile: Option<Tile>,
     /// Split K ([`Matmul::split_k_ops`], the tensor-core kernel with `tile` or the small
-    /// one, no bias): 1 for none.
+    /// one): 1 for none.
     pub k_splits: usize,
 }
 
@@ -507,10 +507,16 @@ impl Case {
             splits: self.k_splits,
             tile: self.tile.unwrap_or(Tile::Small),
         };
-        let scratch = GpuTensor::zeros(gpu, &[m.split_k_scratch(&wt, k)], Dtype::F32);
+        let scratch = GpuTensor::zeros(gpu, &[m.split_k_scratch(wt.all_rows(), k)], Dtype::F32);
+        let out = Out {
+            y: yv,
+            rows: n_out,
+            stride: ys,
+        };
+        let sv = View::at(&scratch, 0);
         let ops = match self.k_splits {
             1 => m.ops_with(path, &wt, xv, bv, yv)?,
-            _ => m.split_k_ops(&wt, xv, yv, View::at(&scratch, 0), k)?,
+            _ => m.split_k_ops(wt.all_rows(), xv, bv, &[out], sv, k)?,
         };
         let y: Vec<f32> = run_read(gpu, ops, &yt, 0, y_len)?;
         let mut c = Compare::default();

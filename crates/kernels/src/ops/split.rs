@@ -28,10 +28,11 @@ use crate::format::GpuFormat;
 use crate::ops::matmul::{Inputs, Matmul, Path, Strides, Tile};
 use crate::ops::matmul_coop::{self, ROUNDED};
 use crate::ops::matvec::{Input, matvec_bias_ref, matvec_split_input};
+use crate::ops::split_k::SplitK;
 use crate::ops::{matvec_q8, quantize};
 use crate::parity::data::{Rng, n_in_step, random_f32, random_weight};
 use crate::parity::{Check, Compare, run_read};
-use crate::tensor::{GpuTensor, GpuWeight, View, WeightChunk, WeightRows, WeightShape};
+use crate::tensor::{Dtype, GpuTensor, GpuWeight, View, WeightChunk, WeightRows, WeightShape};
 
 /// The most outputs one split product has (q, k and v).
 pub const MAX_OUTPUTS: usize = 3;
@@ -245,15 +246,26 @@ fn coop_random(rng: &mut Rng) -> Case {
 pub(crate) enum Kind {
     Matvec,
     MatvecQ8,
-    Matmul { n_tokens: usize },
-    Coop { n_tokens: usize },
+    Matmul {
+        n_tokens: usize,
+    },
+    Coop {
+        n_tokens: usize,
+    },
+    /// The tensor cores with the inputs split ([`Matmul::split_k_ops`]).
+    CoopSplitK {
+        n_tokens: usize,
+        k_splits: usize,
+    },
 }
 
 impl Kind {
     fn tokens(self) -> usize {
         match self {
             Kind::Matvec | Kind::MatvecQ8 => 1,
-            Kind::Matmul { n_tokens } | Kind::Coop { n_tokens } => n_tokens,
+            Kind::Matmul { n_tokens }
+            | Kind::Coop { n_tokens }
+            | Kind::CoopSplitK { n_tokens, .. } => n_tokens,
         }
     }
 }
@@ -282,7 +294,7 @@ impl Case {
         } else {
             rng.pick(&GpuFormat::ALL)
         };
-        let block = matches!(kind, Kind::Matmul { .. } | Kind::Coop { .. });
+        let block = !matches!(kind, Kind::Matvec | Kind::MatvecQ8);
         let n_out = rng.range(2, if block { 150 } else { 60 });
         // Half the cases take the whole weight (the model's stacked q|k|v), half a range.
         let (first, n) = if rng.bool() {
@@ -321,6 +333,22 @@ impl Case {
             bias: rng.bool(),
             seed: rng.next_u64(),
         }
+    }
+
+    /// A split-K case ([`Kind::CoopSplitK`]): split outputs of the leading rows of a
+    /// one-chunk weight, 2 to 4 splits of at least one unit each.
+    pub(crate) fn split_k_random(rng: &mut Rng) -> Case {
+        let n_tokens = rng.range(2, 140);
+        let mut case = Case::random(rng, Kind::Coop { n_tokens });
+        let n = case.n();
+        case.chunk_rows = case.n_out;
+        case.first = 0;
+        *case.rows.last_mut().expect("a case has outputs") += case.n_out - n;
+        case.n_blocks = (rng.range(64, 400) / n_in_step(case.format)).max(1);
+        let units = case.n_in().div_ceil(32);
+        let k_splits = rng.range(2, 5).min(units);
+        case.kind = Kind::CoopSplitK { n_tokens, k_splits };
+        case
     }
 
     fn n_in(&self) -> usize {
@@ -404,6 +432,7 @@ pub(crate) fn compare(gpu: &Gpu, case: &Case, inputs: &Inputs) -> Result<Compare
     let bv = bt.as_ref().map(|t| View::at(t, 1));
     let rows = wt.rows(case.first..case.first + n);
     let xv = View::at(&xt, 0);
+    let mut scratch = None;
     let block = |tensor_cores| Matmul {
         n_tokens: tokens,
         strides: Strides {
@@ -426,6 +455,16 @@ pub(crate) fn compare(gpu: &Gpu, case: &Case, inputs: &Inputs) -> Result<Compare
             // are too small for the shape rule to pick the wide one.
             let tile = [Tile::Small, Tile::Wide][(case.seed % 2) as usize];
             block(true).split_ops_with(Path::Coop(Some(tile)), rows, xv, bv, &outs)?
+        }
+        Kind::CoopSplitK { k_splits, .. } => {
+            let k = SplitK {
+                splits: k_splits,
+                tile: [Tile::Small, Tile::Wide][(case.seed % 2) as usize],
+            };
+            let m = block(true);
+            let len = m.split_k_scratch(rows, k);
+            let scratch = scratch.insert(GpuTensor::zeros(gpu, &[len], Dtype::F32));
+            m.split_k_ops(rows, xv, bv, &outs, View::at(scratch, 0), k)?
         }
     };
     let y: Vec<f32> = run_read(gpu, ops, &yt, 0, len)?;
@@ -463,7 +502,6 @@ pub(crate) fn compare(gpu: &Gpu, case: &Case, inputs: &Inputs) -> Result<Compare
 mod tests {
     use super::*;
     use crate::ops::matvec::{matvec, matvec_bias, matvec_split};
-    use crate::tensor::Dtype;
     use crate::testutil;
 
     #[test]

@@ -1,18 +1,23 @@
 //! Split K for the tensor-core prompt matmul: a product with few output tiles (the down and o
 //! projections of a small model: qwen2.5-0.5b's down makes 210 workgroups for an H100's 132
-//! SMs, each walking 152 input units) runs as `splits` workgroups per tile, split z summing
-//! its share of the input units into a scratch slice of its own (`matmul/matmul_coop.wgsl`,
-//! `k_units` / `k_slice`), and a second dispatch adds the slices up in split order into Y
-//! (`matmul/reduce_k.wgsl`). Only one-output products without a bias take it (the model's
-//! plain `Matmul` nodes); [`Matmul::split_k`] says when, in how many splits and with which
-//! tile: the wide one ([`Tile::Wide`]) wherever the product has 256 rows, since split K
-//! restores the parallelism the wide tile gives up (H100: +1-4% over the small tile, docs/PERF.md).
+//! SMs, each walking 152 input units; its q|k|v with their bias 270) runs as `splits`
+//! workgroups per tile, split z summing its share of the input units into a scratch slice of
+//! its own (`matmul/matmul_coop.wgsl`, `k_units` / `k_slice`, no epilogue), and a second
+//! dispatch adds the slices up in split order and stores them as the one-dispatch product
+//! would (`matmul/reduce_k.wgsl` with the product's [`Epilogue`]: the bias added to the
+//! finished sum, the rows of a stacked weight split over their outputs). [`Matmul::split_k`]
+//! says when, in how many splits and with which tile: the wide one ([`Tile::Wide`]) wherever
+//! the product has 256 rows, since split K restores the parallelism the wide tile gives up
+//! (H100: +1-4% over the small tile, docs/PERF.md). The rows must start the weight's one
+//! chunk (a whole weight, or the leading rows of one), so the product's dispatch rows are the
+//! chunk's.
 //!
 //! Bound: the tensor-core kernel's (`ops/matmul_coop.rs`). Its summation model charges
 //! `(c + 1) 2u S` per chunk of c products, at most `4 n u S` for any c; with chunks of at
 //! least 4 products (what Fasi et al. measured on NVIDIA's tensor cores) the charge is at
 //! most `(5 / 4) 2 n u S = 2.5 n u S`, and the `k_splits - 1 <= 7` additions of the partials
-//! (`(k_splits - 1) u S`, with n >= 256 k_splits) stay inside the same `4 n u S`.
+//! (`(k_splits - 1) u S`, with n >= 256 k_splits) stay inside the same `4 n u S`; a bias is
+//! one more term, as in the one-dispatch product.
 
 use crate::device::{Caps, Gpu};
 use crate::error::GpuError;
@@ -20,19 +25,23 @@ use crate::op::{Op, grid_1d};
 use crate::ops::epilogue::Epilogue;
 use crate::ops::matmul::{Case, Matmul, MatmulParams, Tile};
 use crate::ops::matmul_coop::{ROUNDED, coop_device};
+use crate::ops::split::{self, Out, SplitParams};
 use crate::parity::data::{Rng, n_in_step};
 use crate::parity::{Check, Compare};
 use crate::pipeline::Kernel;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
-use crate::tensor::{GpuWeight, View};
+use crate::tensor::{View, WeightRows};
 
 static REDUCE: ShaderFile = shader_file!("matmul/reduce_k.wgsl");
 
-const REDUCE_BINDINGS: &[BindingKind] = &[
-    BindingKind::Uniform,
-    BindingKind::StorageRead,
-    BindingKind::StorageReadWrite,
-];
+/// The partial sums at 1, y at 2; a bias at 5, where [`Epilogue::files`]' value file binds it.
+fn reduce_bindings(out: Epilogue) -> &'static [BindingKind] {
+    use BindingKind::{Absent, StorageRead as R, StorageReadWrite as Rw, Uniform};
+    match out.bias {
+        false => &[Uniform, R, Rw],
+        true => &[Uniform, R, Rw, Absent, Absent, R],
+    }
+}
 
 const REDUCE_WORKGROUP: u32 = 256;
 
@@ -53,17 +62,21 @@ pub struct ReduceParams {
     pub k_splits: u32,
     pub slice: u32,
     pub src_offset: u32,
+    /// One output (`common/out_one.wgsl`): token t's row r at `y_offset + t * y_stride + r`.
     pub y_offset: u32,
     pub y_stride: u32,
-    pub _pad: u32,
+    /// The bias of row 0 (the bias epilogue only).
+    pub bias_offset: u32,
+    /// Split outputs (the split epilogue only).
+    pub split: SplitParams,
 }
 
-pub(crate) fn reduce_program() -> Program {
+pub(crate) fn reduce_program(out: Epilogue) -> Program {
     Program {
-        name: "matmul_reduce_k".to_string(),
-        files: vec![&REDUCE],
+        name: format!("matmul_reduce_k{}", out.infix()),
+        files: [&REDUCE].into_iter().chain(out.files()).collect(),
         entry: "main",
-        bindings: REDUCE_BINDINGS,
+        bindings: reduce_bindings(out),
         params_size: size_of::<ReduceParams>(),
     }
 }
@@ -77,24 +90,26 @@ pub struct SplitK {
 }
 
 impl Matmul {
-    /// How the tensor-core kernel should split the inputs of `w` on a device with `caps`
-    /// (`None`: not at all): a prompt block on the tensor cores, one weight chunk, and a
-    /// product the shape rule leaves on the small tile ([`Tile::for_shape`]) with fewer than
-    /// `TARGET_WORKGROUPS` of them. The wide tile where there are 256 rows; as many splits as
-    /// reach the target, up to `MAX_SPLITS`, each of at least `MIN_UNITS` units.
-    pub fn split_k(&self, caps: &Caps, w: &GpuWeight) -> Option<SplitK> {
-        let s = w.shape;
-        let workgroups = |t: Tile| s.n_out.div_ceil(t.side()) * self.n_tokens.div_ceil(t.side());
-        let units = s.n_in.div_ceil(32);
+    /// How the tensor-core kernel should split the inputs of rows `w` on a device with `caps`
+    /// (`None`: not at all): a prompt block on the tensor cores, rows that start the weight's
+    /// one chunk, and a product the shape rule leaves on the small tile ([`Tile::for_shape`])
+    /// with fewer than `TARGET_WORKGROUPS` of them. The wide tile where there are 256 rows;
+    /// as many splits as reach the target, up to `MAX_SPLITS`, each of at least `MIN_UNITS`
+    /// units.
+    pub fn split_k(&self, caps: &Caps, w: WeightRows<'_>) -> Option<SplitK> {
+        let n_in = w.w.shape.n_in;
+        let workgroups = |t: Tile| w.n.div_ceil(t.side()) * self.n_tokens.div_ceil(t.side());
+        let units = n_in.div_ceil(32);
         if !self.coop(caps)
             || self.n_tokens < 2
-            || w.chunks.len() != 1
-            || Tile::for_shape(s.n_out, self.n_tokens) != Tile::Small
+            || w.w.chunks.len() != 1
+            || w.first != 0
+            || Tile::for_shape(w.n, self.n_tokens) != Tile::Small
             || workgroups(Tile::Small) >= TARGET_WORKGROUPS
         {
             return None;
         }
-        let (tile, weight) = match s.n_out >= 2 * Tile::Wide.side() {
+        let (tile, weight) = match w.n >= 2 * Tile::Wide.side() {
             true => (Tile::Wide, 4),
             false => (Tile::Small, 1),
         };
@@ -105,94 +120,109 @@ impl Matmul {
         (splits > 1).then_some(SplitK { splits, tile })
     }
 
-    /// Length of the scratch [`Matmul::split_k_ops`] needs for `w` split as `k` says.
-    pub fn split_k_scratch(&self, w: &GpuWeight, k: SplitK) -> usize {
-        k.splits * self.n_tokens * w.shape.n_out
+    /// Length of the scratch [`Matmul::split_k_ops`] needs for rows `w` split as `k` says.
+    pub fn split_k_scratch(&self, w: WeightRows<'_>, k: SplitK) -> usize {
+        k.splits * self.n_tokens * w.n
     }
 
-    /// `y[y.offset + t * y_stride + r] = sum_i W[r, i] x[..]` as [`Matmul::ops`] without a
-    /// bias, on the tensor-core kernel (its emulation on a device without cooperative
-    /// matrices: tests) with its inputs split as `k` says, through `scratch`
-    /// ([`Matmul::split_k_scratch`] values, another buffer than x and y): two dispatches.
+    /// The product [`Matmul::split_ops`] computes (rows `w` into `outs`, plus `bias`; one
+    /// output of a whole weight stores as [`Matmul::ops`] does), on the tensor-core kernel
+    /// (its emulation on a device without cooperative matrices: tests) with its inputs split
+    /// as `k` says, through `scratch` ([`Matmul::split_k_scratch`] values, another buffer
+    /// than x and y): two dispatches. The rows must start the weight's one chunk.
     pub fn split_k_ops(
         self,
-        w: &GpuWeight,
+        w: WeightRows<'_>,
         x: View<'_>,
-        y: View<'_>,
+        bias: Option<View<'_>>,
+        outs: &[Out<'_>],
         scratch: View<'_>,
         k: SplitK,
     ) -> Result<Vec<Op>, GpuError> {
+        const OP: &str = "matmul split K";
         let SplitK {
             splits: k_splits,
             tile,
         } = k;
-        let s = w.shape;
-        let n = self.n_tokens.max(1);
+        let s = w.w.shape;
         let xs = self.strides.x.unwrap_or(s.n_in);
-        let ys = self.strides.y.unwrap_or(s.n_out);
-        x.check("matmul x", (n - 1) * xs + s.n_in)?;
-        y.check("matmul y", (n - 1) * ys + s.n_out)?;
-        let slice = self.n_tokens * s.n_out;
-        scratch.check("split-K scratch", k_splits * slice)?;
-        let [chunk] = &w.chunks[..] else {
-            return Err(GpuError::InvalidParams {
-                op: "matmul split K",
-                detail: format!("{} weight chunks; split K takes one", w.chunks.len()),
-            });
+        x.check("matmul x", (self.n_tokens.max(1) - 1) * xs + s.n_in)?;
+        let invalid = |detail: String| GpuError::InvalidParams { op: OP, detail };
+        let parts = split::parts(OP, w, bias, outs, self.n_tokens)?;
+        let [part] = &parts[..] else {
+            return Err(invalid(format!(
+                "{} weight chunks; split K takes one",
+                w.w.chunks.len()
+            )));
         };
+        if part.split.row_base != 0 {
+            return Err(invalid(format!(
+                "rows from {}; split K takes rows from the chunk's first",
+                part.split.row_base
+            )));
+        }
+        let slice = self.n_tokens * w.n;
+        scratch.check("split-K scratch", k_splits * slice)?;
         let units = s.n_in.div_ceil(32);
         if k_splits == 0 || k_splits > units {
-            return Err(GpuError::InvalidParams {
-                op: "matmul split K",
-                detail: format!("{k_splits} splits of {units} input units"),
-            });
+            return Err(invalid(format!("{k_splits} splits of {units} input units")));
         }
         let params = MatmulParams {
             y_offset: scratch.offset as u32,
-            y_stride: s.n_out as u32,
+            y_stride: w.n as u32,
             k_units: units.div_ceil(k_splits) as u32,
             k_slice: slice as u32,
-            ..self.params(s, chunk.n_rows, x.offset, xs)
+            ..self.params(s, w.n, x.offset, xs)
         };
         let grid = [
-            chunk.n_rows.div_ceil(tile.side()) as u32,
+            w.n.div_ceil(tile.side()) as u32,
             self.n_tokens.div_ceil(tile.side()) as u32,
             k_splits as u32,
         ];
+        let chunk = &part.chunk.buf;
+        let buffers = [chunk, &x.t.buf, &scratch.t.buf, chunk];
         let kernel = Kernel::MatmulCoop(s.format, Epilogue::STORE);
-        let buffers = [&chunk.buf, &x.t.buf, &scratch.t.buf, &chunk.buf];
         let product = Op::new(kernel, tile.workgroup(), &params, &buffers, grid);
+        let out = Epilogue {
+            bias: bias.is_some(),
+            split: !(w.is_whole() && outs.len() == 1),
+        };
         let reduce = ReduceParams {
-            n_rows: s.n_out as u32,
+            n_rows: w.n as u32,
             n_tokens: self.n_tokens as u32,
             k_splits: k_splits as u32,
             slice: slice as u32,
             src_offset: scratch.offset as u32,
-            y_offset: y.offset as u32,
-            y_stride: ys as u32,
-            _pad: 0,
+            y_offset: outs[0].y.offset as u32,
+            y_stride: outs[0].stride as u32,
+            bias_offset: part.bias_offset,
+            split: part.split,
         };
+        let mut buffers = vec![&scratch.t.buf, &outs[0].y.t.buf];
+        buffers.extend(bias.map(|b| &b.t.buf));
         let grid = grid_1d(slice.div_ceil(REDUCE_WORKGROUP as usize));
         let reduce = Op::new(
-            Kernel::MatmulReduceK,
+            Kernel::MatmulReduceK(out),
             REDUCE_WORKGROUP,
             &reduce,
-            &[&scratch.t.buf, &y.t.buf],
+            &buffers,
             grid,
         );
         Ok(vec![product, reduce])
     }
 }
 
-/// The tensor-core kernel's bound (module doc), over random shapes in 2 to 4 splits.
+/// The tensor-core kernel's bound (module doc), over random shapes in 2 to 4 splits: one
+/// output of a whole weight, or the split outputs of a stacked one, with or without a bias.
 pub const CHECK: Check = Check {
     name: "matmul_coop_split_k",
-    tolerance: "as matmul_coop: f16 inputs (1 ulp each)+(4n_in+1)*2^-24*sum|w'x'|",
+    tolerance: "as matmul_coop (with a bias, one more term) per output; the rest of y untouched",
     case: parity_case,
 };
 
-/// A random product in 2 to 4 splits (never more than its input units) with either tile: partial tiles, several units a split (some splits of
-/// unequal length), strided X and Y, no bias.
+/// A random product of one output in 2 to 4 splits (never more than its input units) with
+/// either tile: partial tiles, several units a split (some splits of unequal length),
+/// strided X and Y, a bias or none.
 fn random_case(rng: &mut Rng) -> Case {
     let mut c = Case::random(rng);
     let step = n_in_step(c.format);
@@ -200,12 +230,16 @@ fn random_case(rng: &mut Rng) -> Case {
     c.chunk_rows = c.n_out;
     c.k_splits = rng.range(2, 5).min(c.n_in.div_ceil(32));
     c.tile = Some(rng.pick(&[Tile::Small, Tile::Wide]));
+    c.bias = rng.bool();
     c
 }
 
 fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
     coop_device(gpu)?;
-    random_case(rng).run(gpu, true, &ROUNDED)
+    match rng.bool() {
+        true => random_case(rng).run(gpu, true, &ROUNDED),
+        false => split::compare(gpu, &split::Case::split_k_random(rng), &ROUNDED),
+    }
 }
 
 #[cfg(test)]
@@ -232,6 +266,9 @@ mod tests {
         for _ in 0..8 {
             let case = random_case(&mut rng);
             let c = case.run(gpu, true, &ROUNDED).unwrap();
+            assert!(c.max_ratio <= 1.0, "{case:?}: {}", c.worst);
+            let case = split::Case::split_k_random(&mut rng);
+            let c = split::compare(gpu, &case, &ROUNDED).unwrap();
             assert!(c.max_ratio <= 1.0, "{case:?}: {}", c.worst);
         }
     }
@@ -283,16 +320,30 @@ mod tests {
         // qwen2.5-0.5b's down projection at 922 tokens: 14 x 15 small tiles; 7 x 8 wide ones
         // (224 small-tile equivalents) -> 5 splits.
         let down = w(4864, 896);
-        assert_eq!(m(922).split_k(&caps(true), &down), split(5, Tile::Wide));
-        assert_eq!(m(922).split_k(&caps(false), &down), None);
-        assert_eq!(m(1).split_k(&caps(true), &down), None);
+        let down = down.all_rows();
+        assert_eq!(m(922).split_k(&caps(true), down), split(5, Tile::Wide));
+        assert_eq!(m(922).split_k(&caps(false), down), None);
+        assert_eq!(m(1).split_k(&caps(true), down), None);
         // Its gate|up takes the wide tile whole instead.
-        assert_eq!(m(922).split_k(&caps(true), &w(896, 9728)), None);
+        assert_eq!(m(922).split_k(&caps(true), w(896, 9728).all_rows()), None);
+        // Its q|k|v (896 + 128 + 128 rows): 9 x 8 wide tiles (288 small-tile equivalents),
+        // 4 splits for the target but 28 units hold only 3 of 8; rows not from the chunk's
+        // first: none.
+        let qkv = w(896, 1152);
+        assert_eq!(
+            m(922).split_k(&caps(true), qkv.all_rows()),
+            split(3, Tile::Wide)
+        );
+        assert_eq!(
+            m(922).split_k(&caps(true), qkv.rows(0..896)),
+            split(3, Tile::Wide)
+        );
+        assert_eq!(m(922).split_k(&caps(true), qkv.rows(896..1152)), None);
         // Fewer than 256 rows: the small tile; at most n_in / 256 splits.
         assert_eq!(
-            m(64).split_k(&caps(true), &w(512, 64)),
+            m(64).split_k(&caps(true), w(512, 64).all_rows()),
             split(2, Tile::Small)
         );
-        assert_eq!(m(64).split_k(&caps(true), &w(256, 64)), None);
+        assert_eq!(m(64).split_k(&caps(true), w(256, 64).all_rows()), None);
     }
 }

@@ -30,6 +30,7 @@ use rullama_kernels::ops::residual_norm::{NormOut, ResidualNorm};
 use rullama_kernels::ops::rope::{Rope, rope_freqs};
 use rullama_kernels::ops::sample::{Sample, SampleParams, Sampling};
 use rullama_kernels::ops::split::Out;
+use rullama_kernels::ops::split_k::SplitK;
 use rullama_kernels::ops::unary::unary;
 use rullama_kernels::{
     Dtype, Gpu, GpuError, GpuTensor, GpuWeight, Kernel, Op, OpId, Readback, Step, StepBuilder,
@@ -792,22 +793,43 @@ impl Lower<'_> {
         let out = self.alloc(len)?;
         let rows = rows(w)?;
         let feed = self.feed(m, x, rows)?;
-        // A prompt block's product of few output tiles: K split through a scratch
-        // (`ops::split_k`), which goes back to the pool once the reduction is recorded.
-        let block = self.block(x.rows);
-        let split_k = block.split_k(&self.gpu.caps, rows.w);
-        if let Some(k) =
-            split_k.filter(|_| bias.is_none() && rows.is_whole() && matches!(feed, Feed::Vector))
-        {
-            let scratch = self.alloc(block.split_k_scratch(rows.w, k))?;
-            let ops = block.split_k_ops(rows.w, self.src(x), self.view(out), self.view(scratch), k);
-            self.extend(ops)?;
-            self.pool.release(scratch.buf);
-            return Ok(out);
-        }
-        let ops = self.product(rows, x, feed, bias, &[Out::new(self.view(out), rows.n)]);
-        self.extend(ops)?;
+        let split_k = self.split_k(rows, x, feed)?;
+        let outs = [Out::new(self.view(out), rows.n)];
+        let ops = self.product(rows, x, feed, bias, &outs, split_k);
+        self.record_product(ops, split_k)?;
         Ok(out)
+    }
+
+    /// How a prompt block's product over `rows` splits its inputs (`ops::split_k`: products
+    /// of few output tiles), with a scratch from the pool for the partial sums.
+    fn split_k(
+        &mut self,
+        rows: WeightRows<'_>,
+        x: Src,
+        feed: Feed,
+    ) -> Result<Option<(SplitK, Loc)>, GpuError> {
+        let block = self.block(x.rows);
+        match block.split_k(&self.gpu.caps, rows) {
+            Some(k) if matches!(feed, Feed::Vector) => {
+                let scratch = self.alloc(block.split_k_scratch(rows, k))?;
+                Ok(Some((k, scratch)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Records a product's ops; its split-K scratch, if any, goes back to the pool (the
+    /// reduction that reads it is recorded).
+    fn record_product(
+        &mut self,
+        ops: Result<Vec<Op>, GpuError>,
+        split_k: Option<(SplitK, Loc)>,
+    ) -> Result<(), GpuError> {
+        self.extend(ops)?;
+        if let Some((_, scratch)) = split_k {
+            self.pool.release(scratch.buf);
+        }
+        Ok(())
     }
 
     /// How the product at matmul node `m` reads `x`: computed from the residual op folded
@@ -905,7 +927,8 @@ impl Lower<'_> {
     /// when `x` is one token): a weight taken whole into one output runs the one-output
     /// kernel, anything else its split outputs; a block of tokens on the tensor cores where
     /// the device has them and the backend allows.
-    /// A decode product reads its input as `feed` says.
+    /// A decode product reads its input as `feed` says; a prompt block's splits its inputs
+    /// where [`Lower::split_k`] said so.
     fn product(
         &self,
         rows: WeightRows<'_>,
@@ -913,12 +936,16 @@ impl Lower<'_> {
         feed: Feed,
         bias: Option<&GpuWeightRef>,
         outs: &[Out<'_>],
+        split_k: Option<(SplitK, Loc)>,
     ) -> Result<Vec<Op>, GpuError> {
         let bias = bias.map(values).transpose()?;
         let xv = self.src(x);
         let input = self.input(x, feed)?;
         let n = x.rows;
         let block = self.block(n);
+        if let Some((k, scratch)) = split_k {
+            return block.split_k_ops(rows, xv, bias, outs, self.view(scratch), k);
+        }
         let caps = &self.gpu.caps;
         match (outs, bias) {
             ([one], None) if rows.is_whole() && n == 1 => matvec_input(rows.w, input, one.y),
@@ -958,6 +985,7 @@ impl Lower<'_> {
         let first = rows(w)?;
         let rows = first.w.rows(first.first..first.first + total);
         let feed = self.feed(parts[0].matmul, *x, rows)?;
+        let split_k = self.split_k(rows, *x, feed)?;
         let t = &self.pool.bufs[buf];
         let outs: Vec<Out<'_>> = if x.rows == 1 {
             vec![Out::new(View::from(t), total)]
@@ -972,8 +1000,8 @@ impl Lower<'_> {
                 })
                 .collect()
         };
-        let ops = self.product(rows, *x, feed, bias, &outs);
-        self.extend(ops)
+        let ops = self.product(rows, *x, feed, bias, &outs, split_k);
+        self.record_product(ops, split_k)
     }
 
     /// The matvec over gate|up (matmul nodes `gate` and `up`, one token, consecutive rows of
