@@ -1,8 +1,9 @@
 // One level of top-K selection for sampling. The input (a row of logits, or the candidate
 // lists of the previous level) is cut into blocks of B entries; each workgroup sorts its block
-// best first in workgroup memory (bitonic) and writes its best K as (key, id) pairs. The best
-// K of a row are among the best K of every block, so levels repeat (each one 8x shorter)
-// until one list of K is left.
+// best first (bitonic; the sort file has the entry point: sampling/sort_barrier.wgsl sorts in
+// workgroup memory, sampling/sort_subgroup.wgsl mostly in registers) and writes its best K
+// as (key, id) pairs. The best K of a row are among the best K of every block, so levels
+// repeat (each one 8x shorter) until one list of K is left.
 //
 // Order: larger logit first, ties to the lower id; NaN counts as -inf and -0 as +0 (the CPU
 // sampler's order, `sampler/candidates.rs`). Logits become order-preserving u32 keys, so
@@ -52,16 +53,13 @@ fn better(ka: u32, ia: u32, kb: u32, ib: u32) -> bool {
     return ka > kb || (ka == kb && ia < ib);
 }
 
-@compute @workgroup_size(WG)
-fn main(
-    @builtin(local_invocation_index) tid: u32,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-    let block = wid.y * nwg.x + wid.x;
-    if block * B >= p.n {
-        return;
-    }
+// The workgroup's block.
+fn block_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    return wid.y * nwg.x + wid.x;
+}
+
+// Block `block`'s entries into keys / ids (padding past n). The caller then waits at a barrier.
+fn load_block(tid: u32, block: u32) {
     for (var e = tid; e < B; e += WG) {
         let g = block * B + e;
         var key = 0u;
@@ -79,28 +77,10 @@ fn main(
         keys[e] = key;
         ids[e] = id;
     }
-    workgroupBarrier();
-    // Bitonic sort, best first: at stage (size, stride), pair (i, i + stride) is ordered best
-    // first where bit `size` of i is 0 and worst first where it is 1; the last merge
-    // (size = B) orders the whole block best first.
-    for (var size = 2u; size <= B; size <<= 1u) {
-        for (var stride = size >> 1u; stride > 0u; stride >>= 1u) {
-            for (var t = tid; t < B / 2u; t += WG) {
-                let i = 2u * t - (t & (stride - 1u));
-                let j = i + stride;
-                let best_first = (i & size) == 0u;
-                if better(keys[i], ids[i], keys[j], ids[j]) != best_first {
-                    let k = keys[i];
-                    keys[i] = keys[j];
-                    keys[j] = k;
-                    let d = ids[i];
-                    ids[i] = ids[j];
-                    ids[j] = d;
-                }
-            }
-            workgroupBarrier();
-        }
-    }
+}
+
+// The sorted block's best K out.
+fn store_best(tid: u32, block: u32) {
     for (var e = tid; e < K; e += WG) {
         cand[p.dst_offset + block * K + e] = vec2<u32>(keys[e], ids[e]);
     }

@@ -214,6 +214,7 @@ impl Kernel {
             // to run its body over emulated coop ops.
             Kernel::MatmulCoop(f, out) => matmul_coop::program(f, out, !caps.coop_f16),
             Kernel::AttentionCoop { .. } => attention_coop::program(!caps.coop_f16),
+            Kernel::SampleTopK => sample::topk_program(sample::sorts_in_subgroups(caps)),
             _ => self.program(),
         }
     }
@@ -251,6 +252,7 @@ impl Kernel {
                     attention_coop::program(true),
                 ]
             }
+            Kernel::SampleTopK => vec![sample::topk_program(false), sample::topk_program(true)],
             _ => vec![self.program()],
         }
     }
@@ -284,7 +286,7 @@ impl Kernel {
             Kernel::AttnCombine => attention::combine_program(),
             Kernel::Glu(_) => glu::program(),
             Kernel::Argmax => argmax::program(),
-            Kernel::SampleTopK => sample::topk_program(),
+            Kernel::SampleTopK => sample::topk_program(false),
             Kernel::SampleDraw => sample::draw_program(),
             Kernel::Rope(_) => rope::program(),
             Kernel::ResidualNorm { pre_norm, out, .. } => residual_norm::program(pre_norm, out),

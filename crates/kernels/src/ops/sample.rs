@@ -3,15 +3,18 @@
 //! order: top-p and min-p see the temperature-1 distribution). Only the token id is written.
 //!
 //! WGSL: `sampling/topk.wgsl` (selection) and `sampling/sample.wgsl` (the draw). Selection
-//! runs in levels: each workgroup of 256 sorts a block of [`BLOCK`] entries best first in
-//! workgroup memory and keeps its best [`K_MAX`]; the next level does the same over those
+//! runs in levels: each workgroup of 256 sorts a block of [`BLOCK`] entries best first
+//! (bitonic: in registers and subgroup shuffles where the device has subgroups of one size,
+//! `sampling/sort_subgroup.wgsl`, else in workgroup memory, `sampling/sort_barrier.wgsl`)
+//! and keeps its best [`K_MAX`]; the next level does the same over those
 //! lists (8 times shorter) until one list of `K_MAX` is left (a 262,144 vocabulary: 256, 32,
-//! 4, then 1 workgroup). The draw is one invocation over at most `K_MAX` candidates, walking
-//! them in the CPU's order so its sums round as the CPU's do. The uniform random number comes
+//! 4, then 1 workgroup). The draw is one invocation over at most `K_MAX` candidates (copied
+//! to workgroup memory by `K_MAX` invocations first), walking them in the CPU's order so its
+//! sums round as the CPU's do. The uniform random number comes
 //! from the host (the CPU sampler's own stream) in the draw's per-step parameters: nothing is
 //! read back to get it, and the same seed draws the same numbers on either executor.
 
-use crate::device::Gpu;
+use crate::device::{Caps, Gpu};
 use crate::error::GpuError;
 use crate::op::{Op, grid_1d};
 use crate::parity::data::{Rng, random_f32};
@@ -133,6 +136,8 @@ impl SampleParams {
 }
 
 static TOPK: ShaderFile = shader_file!("sampling/topk.wgsl");
+static SORT_BARRIER: ShaderFile = shader_file!("sampling/sort_barrier.wgsl");
+static SORT_SUBGROUP: ShaderFile = shader_file!("sampling/sort_subgroup.wgsl");
 static DRAW: ShaderFile = shader_file!("sampling/sample.wgsl");
 
 const TOPK_BINDINGS: &[BindingKind] = &[
@@ -149,10 +154,24 @@ const DRAW_BINDINGS: &[BindingKind] = &[
 /// Invocations of a selection workgroup (4 entries each).
 pub const WORKGROUP: u32 = 256;
 
-pub(crate) fn topk_program() -> Program {
+/// Whether the selection sorts through subgroup shuffles on a device with `caps`
+/// (`sampling/sort_subgroup.wgsl`): subgroups of one size, at least 4 and dividing the
+/// workgroup, so every subgroup is full and holds consecutive entries.
+pub(crate) fn sorts_in_subgroups(caps: &Caps) -> bool {
+    let size = caps.subgroup_min_size;
+    caps.subgroup && size == caps.subgroup_max_size && size >= 4 && WORKGROUP.is_multiple_of(size)
+}
+
+/// The selection level's program: its sort through subgroup shuffles, or through workgroup
+/// memory only.
+pub(crate) fn topk_program(subgroup: bool) -> Program {
+    let (sort, name) = match subgroup {
+        true => (&SORT_SUBGROUP, "sample_topk_sg"),
+        false => (&SORT_BARRIER, "sample_topk"),
+    };
     Program {
-        name: "sample_topk".to_string(),
-        files: vec![&TOPK],
+        name: name.to_string(),
+        files: vec![&TOPK, sort],
         entry: "main",
         bindings: TOPK_BINDINGS,
         params_size: size_of::<TopKParams>(),
@@ -279,7 +298,7 @@ impl Sample {
         params.set(s, u)?;
         ops.push(Op::new(
             Kernel::SampleDraw,
-            1,
+            K_MAX as u32,
             &params,
             &[&scratch.buf, &out.t.buf],
             [1, 1, 1],
@@ -387,7 +406,29 @@ mod tests {
 
     #[test]
     fn sample_matches_reference() {
+        if let Some(gpu) = testutil::gpu()
+            && !sorts_in_subgroups(&gpu.caps)
+        {
+            testutil::note("sample: no subgroups of one size here; sort_subgroup.wgsl not run");
+        }
         testutil::parity("sample", 24, 81);
+    }
+
+    /// The sort through workgroup memory only, on a device opened without SUBGROUP.
+    #[test]
+    fn barrier_sort() {
+        if testutil::gpu().is_none() {
+            return;
+        }
+        let options = crate::OpenOptions {
+            without: wgpu::Features::SUBGROUP,
+            ..Default::default()
+        };
+        let filter = std::env::var("RULLAMA_ADAPTER").ok();
+        let gpu = Gpu::open_with_options(filter.as_deref(), options).unwrap();
+        assert!(!sorts_in_subgroups(&gpu.caps));
+        let r = CHECK.run(&gpu, 12, 83);
+        assert!(r.passed(), "{r}");
     }
 
     /// The margin is a rare escape, not the rule: most cases match the reference's id
