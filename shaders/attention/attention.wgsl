@@ -24,36 +24,8 @@
 // attention/q_plain.wgsl (q read as it is; caches read-only), or attention/q_rope.wgsl (one
 // decode token: the per-head norm and RoPE of q and k done here, and the new k and v heads
 // stored into the caches before the key loop: head_norm_rope_kv folded in; its parameters
-// are the fields after `softcap`).
-
-struct Params {
-    n_tokens: u32,
-    n_heads: u32,
-    group: u32,
-    max_len: u32,
-    q_offset: u32,
-    q_stride: u32,
-    out_offset: u32,
-    pos_offset: u32,
-    window: u32,
-    split_len: u32,
-    n_splits: u32,
-    partial: u32,
-    scale: f32,
-    softcap: f32,
-    // The rotating query's (q_rope.wgsl; unused by q_plain.wgsl).
-    n_rot: u32,
-    eps: f32,
-    k_offset: u32,
-    v_offset: u32,
-    _pad0: u32,
-    _pad1: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> qv: array<f32>;
-@group(0) @binding(4) var<storage, read> pos: array<u32>;
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+// are the fields after `softcap`). Params, the shared bindings and `row_keys`:
+// attention/params.wgsl.
 
 // Invocations per workgroup: 64 or 256.
 override WG: u32 = 64u;
@@ -75,16 +47,6 @@ var<workgroup> part: array<array<f32, 16>, WG>;
 var<workgroup> scores: array<array<f32, 16>, ROWS>;
 var<workgroup> range_lo: u32;
 var<workgroup> range_hi: u32;
-
-// Keys [lo, hi) that row r (valid) attends to.
-fn row_keys(r: u32) -> vec2<u32> {
-    let at = pos[p.pos_offset + r / p.group];
-    var lo = 0u;
-    if p.window > 0u && at + 1u > p.window {
-        lo = at + 1u - p.window;
-    }
-    return vec2<u32>(lo, min(at + 1u, p.max_len));
-}
 
 // This lane's 4 pairs of cache row `row` (pair index base `b` = row * HD/2 + 2 * lane).
 fn k_dot(b: u32, q0: vec4<f32>, q1: vec4<f32>) -> f32 {

@@ -30,36 +30,11 @@
 // Precision: q and P rounded to f16 (one f16 ulp each), the cache's values exact, products
 // exact in f32 and summed in f32 by the tensor cores; m, l, the scale and the soft-cap in f32
 // plain arithmetic (docs/KERNELS.md has the bound).
+// Params, the shared bindings and `row_keys`: attention/params.wgsl; the caches here, as
+// vec4<f16>.
 
-struct Params {
-    n_tokens: u32,
-    n_heads: u32,
-    group: u32,
-    max_len: u32,
-    q_offset: u32,
-    q_stride: u32,
-    out_offset: u32,
-    pos_offset: u32,
-    window: u32,
-    split_len: u32,
-    n_splits: u32,
-    partial: u32,
-    scale: f32,
-    softcap: f32,
-    n_rot: u32,
-    eps: f32,
-    k_offset: u32,
-    v_offset: u32,
-    _pad0: u32,
-    _pad1: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> qv: array<f32>;
 @group(0) @binding(2) var<storage, read> kc: array<vec4<f16>>;
 @group(0) @binding(3) var<storage, read> vc: array<vec4<f16>>;
-@group(0) @binding(4) var<storage, read> pos: array<u32>;
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
 // Must be 128 (4 subgroups of 32).
 override WG: u32 = 128u;
@@ -87,16 +62,6 @@ var<workgroup> part_l: array<f32, 128>;
 // The tile's key range (x, y); a vec4 so that every workgroup variable is a multiple of 16
 // bytes (a scalar among them may leave the coop tiles only 8-byte aligned).
 var<workgroup> key_range: vec4<u32>;
-
-// Keys [lo, hi) that row r (valid) attends to (attention.wgsl's rule).
-fn row_keys(r: u32) -> vec2<u32> {
-    let at = pos[p.pos_offset + r / p.group];
-    var lo = 0u;
-    if p.window > 0u && at + 1u > p.window {
-        lo = at + 1u - p.window;
-    }
-    return vec2<u32>(lo, min(at + 1u, p.max_len));
-}
 
 // Score j (0 .. BK) of row r in the block at kb: the product scaled, soft-capped, masked
 // outside the row's keys.

@@ -64,6 +64,9 @@ pub struct CombineParams {
 }
 
 pub(crate) static ATTENTION: ShaderFile = shader_file!("attention/attention.wgsl");
+/// `Params` (the WGSL twin of [`AttentionParams`]), the bindings every attention kernel has
+/// and `row_keys`: shared by attention.wgsl and attention_coop.wgsl.
+pub(crate) static PARAMS: ShaderFile = shader_file!("attention/params.wgsl");
 /// The query hook that reads q as it is (and binds the caches read-only).
 static Q_PLAIN: ShaderFile = shader_file!("attention/q_plain.wgsl");
 static COMBINE: ShaderFile = shader_file!("attention/combine.wgsl");
@@ -99,7 +102,7 @@ pub const HEAD_DIMS: [usize; 3] = [64, 128, 256];
 pub(crate) fn program(kv: KvDtype) -> Program {
     Program {
         name: format!("attention_{}", kv.name()),
-        files: vec![&ATTENTION, &Q_PLAIN, kv::load_file(kv)],
+        files: vec![&ATTENTION, &PARAMS, &Q_PLAIN, kv::load_file(kv)],
         entry: "main",
         bindings: BINDINGS,
         params_size: size_of::<AttentionParams>(),

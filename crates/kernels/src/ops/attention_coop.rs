@@ -64,7 +64,7 @@ pub(crate) fn program(emulated: bool) -> Program {
     };
     Program {
         name: name.to_string(),
-        files: vec![ops, &BODY],
+        files: vec![ops, &attention::PARAMS, &BODY],
         entry: "main",
         bindings: BINDINGS,
         params_size: size_of::<AttentionParams>(),

@@ -58,6 +58,7 @@ pub(crate) fn program(kv: KvDtype, norm: bool) -> Program {
         name: format!("{name}_{}", kv.name()),
         files: vec![
             &ATTENTION,
+            &attention::PARAMS,
             &Q_ROPE,
             &ROTATE,
             kv::load_file(kv),
