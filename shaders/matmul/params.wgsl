@@ -23,13 +23,8 @@ struct Params {
     k_units: u32,
     k_slice: u32,
     _pad0: u32,
-    // Split outputs (common/out_split.wgsl; `SplitParams` in split.rs). Unused by out_one.wgsl.
-    row_base: u32,
-    split_end0: u32,
-    split_end1: u32,
-    _pad_split: u32,
-    y_offsets: vec4<u32>,
-    y_strides: vec4<u32>,
+    // Split outputs (common/split_params.wgsl). Unused by out_one.wgsl.
+    split: SplitParams,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;

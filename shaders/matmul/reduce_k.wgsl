@@ -16,13 +16,8 @@ struct Params {
     y_stride: u32,
     // The bias of row 0 (common/out_bias.wgsl). Unused by out_store.wgsl.
     bias_offset: u32,
-    // Split outputs (common/out_split.wgsl; `SplitParams` in split.rs). Unused by out_one.wgsl.
-    row_base: u32,
-    split_end0: u32,
-    split_end1: u32,
-    _pad_split: u32,
-    y_offsets: vec4<u32>,
-    y_strides: vec4<u32>,
+    // Split outputs (common/split_params.wgsl). Unused by out_one.wgsl.
+    split: SplitParams,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;

@@ -46,13 +46,8 @@ struct Params {
     bias_offset: u32,
     // Word index of the q8 input's scales (x_q8.wgsl). Unused by the other inputs.
     x_scales: u32,
-    // Split outputs (common/out_split.wgsl; `SplitParams` in split.rs). Unused by out_one.wgsl.
-    row_base: u32,
-    split_end0: u32,
-    split_end1: u32,
-    _pad_split: u32,
-    y_offsets: vec4<u32>,
-    y_strides: vec4<u32>,
+    // Split outputs (common/split_params.wgsl). Unused by out_one.wgsl.
+    split: SplitParams,
     // The residual stream and norm of matvec/x_norm.wgsl (unused by the other inputs): where
     // h starts, where the updated h and the normed x are stored, the norm's eps.
     h_offset: u32,

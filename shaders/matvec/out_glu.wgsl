@@ -7,16 +7,16 @@
 // do (each row is summed as the plain matvec sums it).
 //
 // Dispatch rows go in fours, one workgroup's R = 4: (gate 2k, gate 2k + 1, up 2k, up 2k + 1).
-// n_ff is the split table's first end (`split_end0`: where gate's rows end, as a two-output
+// n_ff is the split table's first end (`split.end0`: where gate's rows end, as a two-output
 // split of gate|up would have it); the dispatch has 4 ceil(n_ff / 2) rows, and with n_ff odd
 // the last four's second pair re-reads row n_ff - 1, whose value is not stored.
 
 fn glu_gate_row(r: u32) -> u32 {
-    return min(2u * (r / 4u) + (r & 1u), p.split_end0 - 1u);
+    return min(2u * (r / 4u) + (r & 1u), p.split.end0 - 1u);
 }
 
 fn w_row(r: u32) -> u32 {
-    return p.row_base + glu_gate_row(r) + select(0u, p.split_end0, (r & 2u) != 0u);
+    return p.split.row_base + glu_gate_row(r) + select(0u, p.split.end0, (r & 2u) != 0u);
 }
 
 // The workgroup's 4 row totals (gate 2k, gate 2k + 1, up 2k, up 2k + 1).
@@ -32,7 +32,7 @@ fn store_rows(row0: u32, tid: u32, v: f32) {
     }
     workgroupBarrier();
     let i = row0 / 2u + tid;
-    if tid < 2u && i < p.split_end0 {
+    if tid < 2u && i < p.split.end0 {
         y[p.y_offset + i] = act(glu_sums[tid]) * glu_sums[tid + 2u];
     }
 }

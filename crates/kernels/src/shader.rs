@@ -66,6 +66,8 @@ impl ShaderFile {
 
 /// Byte helpers and the decoded-unit buffer shared by every kernel that reads quantized weights.
 pub static BLOCKS: ShaderFile = shader_file!("common/blocks.wgsl");
+/// The split-output part of the weight kernels' parameters (a field of their `Params`).
+pub static SPLIT_PARAMS: ShaderFile = shader_file!("common/split_params.wgsl");
 
 /// The bindings of every kernel that reads a weight chunk (matvec, matmul, embedding gather):
 /// params, the chunk as vec4s (`w`), an input, the output, and the chunk again as words

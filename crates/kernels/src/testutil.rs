@@ -28,6 +28,18 @@ pub fn gpu() -> Option<&'static Gpu> {
     }
 }
 
+/// Another device on the tests' adapter (`RULLAMA_ADAPTER`), opened without `features`: the
+/// paths a device lacking them takes. `None` where the shared device is (no adapter, allowed).
+pub fn device_without(features: wgpu::Features) -> Option<Gpu> {
+    gpu()?;
+    let options = crate::OpenOptions {
+        without: features,
+        ..Default::default()
+    };
+    let filter = std::env::var("RULLAMA_ADAPTER").ok();
+    Some(Gpu::open_with_options(filter.as_deref(), options).unwrap())
+}
+
 /// Runs the kernel parity check `name` for `cases` random cases and fails on any miss.
 pub fn parity(name: &str, cases: usize, seed: u64) {
     let Some(gpu) = gpu() else { return };

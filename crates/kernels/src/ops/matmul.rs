@@ -26,7 +26,7 @@ use crate::ops::split_k::SplitK;
 use crate::parity::data::{Rng, n_in_step, random_f32, random_weight};
 use crate::parity::{Check, Compare, U, run_read};
 use crate::pipeline::Kernel;
-use crate::shader::{BLOCKS, Program, ShaderFile, shader_file};
+use crate::shader::{BLOCKS, Program, SPLIT_PARAMS, ShaderFile, shader_file};
 use crate::tensor::{Dtype, GpuTensor, GpuWeight, View, WeightRows, WeightShape};
 
 #[repr(C)]
@@ -159,7 +159,7 @@ pub(crate) fn program_with(
         files: own
             .iter()
             .copied()
-            .chain([&PARAMS])
+            .chain([&PARAMS, &SPLIT_PARAMS])
             .chain(out.files())
             .chain([&BLOCKS])
             .chain(f.decoder().iter().copied())

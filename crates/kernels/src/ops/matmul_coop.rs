@@ -206,7 +206,6 @@ fn exact_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::OpenOptions;
     use crate::ops::matmul::{Matmul, Strides};
     use crate::pipeline::Kernel;
     use crate::testutil;
@@ -283,16 +282,11 @@ mod tests {
     /// them; lavapipe never does).
     #[test]
     fn turned_off_at_open() {
-        if testutil::gpu().is_none() {
+        let without = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+        let Some(gpu) = testutil::device_without(without) else {
             return;
-        }
-        let options = OpenOptions {
-            without: wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX,
-            ..OpenOptions::default()
         };
-        let filter = std::env::var("RULLAMA_ADAPTER").ok();
-        let gpu = Gpu::open_with_options(filter.as_deref(), options).unwrap();
         assert!(!gpu.caps.coop_f16);
-        assert!(!gpu.device.features().contains(options.without));
+        assert!(!gpu.device.features().contains(without));
     }
 }

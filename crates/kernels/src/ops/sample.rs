@@ -417,15 +417,9 @@ mod tests {
     /// The sort through workgroup memory only, on a device opened without SUBGROUP.
     #[test]
     fn barrier_sort() {
-        if testutil::gpu().is_none() {
+        let Some(gpu) = testutil::device_without(wgpu::Features::SUBGROUP) else {
             return;
-        }
-        let options = crate::OpenOptions {
-            without: wgpu::Features::SUBGROUP,
-            ..Default::default()
         };
-        let filter = std::env::var("RULLAMA_ADAPTER").ok();
-        let gpu = Gpu::open_with_options(filter.as_deref(), options).unwrap();
         assert!(!sorts_in_subgroups(&gpu.caps));
         let r = CHECK.run(&gpu, 12, 83);
         assert!(r.passed(), "{r}");

@@ -29,7 +29,7 @@ use crate::ops::split::{self, Out, SplitParams};
 use crate::parity::data::{Rng, n_in_step};
 use crate::parity::{Check, Compare};
 use crate::pipeline::Kernel;
-use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
+use crate::shader::{BindingKind, Program, SPLIT_PARAMS, ShaderFile, shader_file};
 use crate::tensor::{View, WeightRows};
 
 static REDUCE: ShaderFile = shader_file!("matmul/reduce_k.wgsl");
@@ -74,7 +74,10 @@ pub struct ReduceParams {
 pub(crate) fn reduce_program(out: Epilogue) -> Program {
     Program {
         name: format!("matmul_reduce_k{}", out.infix()),
-        files: [&REDUCE].into_iter().chain(out.files()).collect(),
+        files: [&REDUCE, &SPLIT_PARAMS]
+            .into_iter()
+            .chain(out.files())
+            .collect(),
         entry: "main",
         bindings: reduce_bindings(out),
         params_size: size_of::<ReduceParams>(),

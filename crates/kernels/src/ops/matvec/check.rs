@@ -421,15 +421,9 @@ mod tests {
     /// The entry point without subgroup operations, on a device opened without SUBGROUP.
     #[test]
     fn plain_reduction() {
-        if testutil::gpu().is_none() {
+        let Some(gpu) = testutil::device_without(wgpu::Features::SUBGROUP) else {
             return;
-        }
-        let options = crate::OpenOptions {
-            without: wgpu::Features::SUBGROUP,
-            ..Default::default()
         };
-        let filter = std::env::var("RULLAMA_ADAPTER").ok();
-        let gpu = crate::Gpu::open_with_options(filter.as_deref(), options).unwrap();
         assert!(!gpu.caps.subgroup);
         use crate::ops::matvec_q8;
         for check in [

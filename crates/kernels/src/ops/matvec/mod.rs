@@ -45,7 +45,7 @@ use crate::ops::norm::REDUCE;
 use crate::ops::quantize::q8_words;
 use crate::ops::split::{self, Out, SplitParams};
 use crate::pipeline::Kernel;
-use crate::shader::{BLOCKS, BindingKind, Program, ShaderFile, shader_file};
+use crate::shader::{BLOCKS, BindingKind, Program, SPLIT_PARAMS, ShaderFile, shader_file};
 use crate::tensor::{GpuBuffer, GpuTensor, GpuWeight, View, WeightRows, WeightShape};
 
 mod check;
@@ -424,7 +424,7 @@ fn assemble(f: GpuFormat, input: InputKind, store: Store, subgroup: bool) -> Pro
     };
     Program {
         name: format!("{prefix}{}_{}{suffix}", store.infix(), f.name()),
-        files: [&SKELETON]
+        files: [&SKELETON, &SPLIT_PARAMS]
             .into_iter()
             .chain(x_files)
             .chain(store.files())
