@@ -62,7 +62,7 @@ pub fn run(repo_root: &Path) -> Result<(), String> {
         }
     }
     println!(
-        "wgsl: {} programs from {} files checked (naga validation, bindings, SPIR-V)",
+        "wgsl: {} programs from {} files checked (naga validation, bindings, workgroup memory, SPIR-V)",
         programs.len(),
         on_disk.len()
     );
@@ -153,6 +153,53 @@ fn check_coop_tiles(module: &naga::Module, name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The most workgroup memory a program may use: the 48 KB NVIDIA's Vulkan driver reports (an
+/// attention variant of 53.5 KB hung the H100 instead of failing: docs/PERF.md, ninth
+/// session; wgpu does not count override-sized arrays against the limit).
+const MAX_WORKGROUP_BYTES: u64 = 48 * 1024;
+
+/// Overrides at the largest values the kernels are built with (a workgroup of 256 invocations,
+/// head dimension 256), where a program declares them: the arrays they size at their largest.
+const LARGEST_OVERRIDES: [(&str, f64); 2] = [("WG", 256.0), ("HD", 256.0)];
+
+/// The program's workgroup variables, with its overrides at [`LARGEST_OVERRIDES`], fit in
+/// [`MAX_WORKGROUP_BYTES`].
+fn check_workgroup_memory(
+    module: &naga::Module,
+    info: &naga::valid::ModuleInfo,
+    name: &str,
+) -> Result<(), String> {
+    let mut constants = naga::back::PipelineConstants::default();
+    for (_, o) in module.overrides.iter() {
+        if let Some(&(key, value)) = LARGEST_OVERRIDES
+            .iter()
+            .find(|(key, _)| o.name.as_deref() == Some(*key))
+        {
+            constants.insert(key.to_string(), value);
+        }
+    }
+    let (module, _) =
+        naga::back::pipeline_constants::process_overrides(module, info, None, &constants)
+            .map_err(|e| format!("program {name}: overrides {constants:?}: {e}"))?;
+    let mut layouter = naga::proc::Layouter::default();
+    layouter
+        .update(module.to_ctx())
+        .map_err(|e| format!("program {name}: {e}"))?;
+    let bytes: u64 = module
+        .global_variables
+        .iter()
+        .filter(|(_, v)| v.space == naga::AddressSpace::WorkGroup)
+        .map(|(_, v)| u64::from(layouter[v.ty].size))
+        .sum();
+    if bytes > MAX_WORKGROUP_BYTES {
+        return Err(format!(
+            "program {name}: {bytes} bytes of workgroup memory with {constants:?}, over \
+             {MAX_WORKGROUP_BYTES}"
+        ));
+    }
+    Ok(())
+}
+
 fn check_program(shaders: &Path, program: &Program) -> Result<(), String> {
     let source = source_from_disk(shaders, program)?;
     let name = &program.name;
@@ -174,6 +221,7 @@ fn check_program(shaders: &Path, program: &Program) -> Result<(), String> {
             format!("{place}: {} (program {name})", chain(e.as_inner()))
         })?;
     check_coop_tiles(&module, name)?;
+    check_workgroup_memory(&module, &info, name)?;
     let index = module
         .entry_points
         .iter()
