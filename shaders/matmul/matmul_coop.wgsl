@@ -5,9 +5,10 @@
 // emulation.
 //
 // Workgroup (row tile, token tile) of WG invocations computes TM rows x TN tokens, walking the
-// inputs two units (UNITS x BK = 64 inputs) per barrier. Two tiles, everything derived from WG: 128 invocations
-// (4 subgroups of 32) take 64 x 64, 256 (8 subgroups) take 128 x 128, which stages half as many
-// values per product (the Rust side picks it where it still makes enough workgroups):
+// inputs two units (UNITS x BK = 64 inputs) per barrier. Two tiles, everything derived from
+// WG: 128 invocations (4 subgroups of 32) take 64 x 64, 256 (8 subgroups) take 128 x 128,
+// which stages half as many values per product (the Rust side picks it where it still makes
+// enough workgroups):
 // - Staging, as in matmul.wgsl: invocation i decodes half i % 2 of row i / 2's unit with
 //   `decode_half` (f32, the quant crate's arithmetic) and reads 4 x 4 consecutive inputs (quad
 //   i % 8 of tokens i / 8 + (WG / 8) m); both are rounded to f16 and stored as vec4<f16>, for
@@ -142,10 +143,10 @@ fn main(
     }
     // Where this workgroup's sums go: y, or split z's slice of the scratch.
     let y0 = p.y_offset + wid.z * p.k_slice;
-    // Software pipelining: unit u + 1's global loads (and the weights' decode) are issued
-    // before unit u's products, so their latency overlaps the tensor-core work instead of
-    // stalling the staging that follows the barrier.
-    // Units u and u + 1 staged together (the second zero past u_end).
+    // Units u and u + 1 staged together (the second zero past u_end). Software pipelining:
+    // the next pair's global loads (and the weights' decode) are issued before this pair's
+    // products, so their latency overlaps the tensor-core work instead of stalling the
+    // staging that follows the barrier.
     let u_last = max(u_end, 1u) - 1u;
     var q0 = stage_w_half(wrow, min(u_begin, u_last), dh, row_ok);
     var q1 = stage_w_half(wrow, min(u_begin + 1u, u_last), dh, row_ok && u_begin + 1u < u_end);

@@ -35,7 +35,7 @@ struct Params {
 @group(0) @binding(1) var<storage, read> cand: array<vec2<u32>>;
 @group(0) @binding(2) var<storage, read_write> out: array<u32>;
 
-// One invocation per candidate for the copy: K.
+// One invocation per candidate for the elementwise part: K.
 override WG: u32 = 128u;
 const K: u32 = 128u;
 const NONE: u32 = 0xffffffffu;

@@ -1,8 +1,8 @@
 // topk.wgsl's entry point, sorting with subgroup shuffles (Features::SUBGROUP, one subgroup
 // size, a divisor of WG of at least 4): the same bitonic network as
-// sampling/sort_barrier.wgsl, with the block in registers. Invocation j (numbered in subgroup order: j = subgroup * size + lane,
-// so the lanes of a subgroup hold consecutive entries) holds entries 4 j .. 4 j + 3 as two
-// vec4s (keys, ids). A stage's pairs (i, i ^ stride) then lie in one invocation (stride 1,
+// sampling/sort_barrier.wgsl, with the block in registers. Invocation j (numbered in subgroup
+// order: j = subgroup * size + lane, so the lanes of a subgroup hold consecutive entries)
+// holds entries 4 j .. 4 j + 3 as two vec4s (keys, ids). A stage's pairs (i, i ^ stride) then lie in one invocation (stride 1,
 // 2: compared in registers), in one subgroup (stride < 4 sg_size: the partner's entries come
 // through subgroupShuffleXor) or across subgroups (stride >= 4 sg_size: through workgroup
 // memory, two barriers). At B = 1024 and a subgroup of 32 that is 6 of the 55 stages
@@ -20,14 +20,20 @@ fn order_pair(ka: u32, kb: u32, da: u32, db: u32, best_first: bool) -> vec4<u32>
 // where i is the pair's lower index of a best-first pair (or the upper of a worst-first one),
 // else the worse. Per component, for an invocation's 4 entries.
 fn keep(k: vec4<u32>, d: vec4<u32>, pk: vec4<u32>, pd: vec4<u32>, want_better: bool) -> array<vec4<u32>, 2> {
-    let mine = (k > pk) | ((k == pk) & (d < pd));
-    let take = mine == vec4<bool>(want_better);
+    let take = better4(k, d, pk, pd) == vec4<bool>(want_better);
     return array<vec4<u32>, 2>(select(pk, k, take), select(pd, d, take));
+}
+
+// Entries base .. base + 4 from workgroup memory: (keys, ids).
+fn take4(base: u32) -> array<vec4<u32>, 2> {
+    let k = vec4<u32>(keys[base], keys[base + 1u], keys[base + 2u], keys[base + 3u]);
+    let d = vec4<u32>(ids[base], ids[base + 1u], ids[base + 2u], ids[base + 3u]);
+    return array<vec4<u32>, 2>(k, d);
 }
 
 // Entries base .. base + 4 into workgroup memory. Components named, never indexed by a
 // variable: a vector indexed in a loop may be demoted to (slow) local memory.
-fn put(base: u32, k: vec4<u32>, d: vec4<u32>) {
+fn put4(base: u32, k: vec4<u32>, d: vec4<u32>) {
     keys[base] = k.x;
     keys[base + 1u] = k.y;
     keys[base + 2u] = k.z;
@@ -54,8 +60,9 @@ fn main(
     load_block(tid, block);
     workgroupBarrier();
     let base = 4u * (sg * sg_size + lane);
-    var k = vec4<u32>(keys[base], keys[base + 1u], keys[base + 2u], keys[base + 3u]);
-    var d = vec4<u32>(ids[base], ids[base + 1u], ids[base + 2u], ids[base + 3u]);
+    let mine = take4(base);
+    var k = mine[0];
+    var d = mine[1];
     let wide = 4u * sg_size;
     for (var size = 2u; size <= B; size <<= 1u) {
         for (var stride = size >> 1u; stride > 0u; stride >>= 1u) {
@@ -66,11 +73,11 @@ fn main(
                 var pd: vec4<u32>;
                 if stride >= wide {
                     workgroupBarrier();
-                    put(base, k, d);
+                    put4(base, k, d);
                     workgroupBarrier();
-                    let pb = base ^ stride;
-                    pk = vec4<u32>(keys[pb], keys[pb + 1u], keys[pb + 2u], keys[pb + 3u]);
-                    pd = vec4<u32>(ids[pb], ids[pb + 1u], ids[pb + 2u], ids[pb + 3u]);
+                    let partner = take4(base ^ stride);
+                    pk = partner[0];
+                    pd = partner[1];
                 } else {
                     pk = subgroupShuffleXor(k, stride / 4u);
                     pd = subgroupShuffleXor(d, stride / 4u);
@@ -95,7 +102,7 @@ fn main(
         }
     }
     workgroupBarrier();
-    put(base, k, d);
+    put4(base, k, d);
     workgroupBarrier();
     store_best(tid, block);
 }

@@ -53,6 +53,11 @@ fn better(ka: u32, ia: u32, kb: u32, ib: u32) -> bool {
     return ka > kb || (ka == kb && ia < ib);
 }
 
+// `better` for four pairs of entries at once.
+fn better4(ka: vec4<u32>, ia: vec4<u32>, kb: vec4<u32>, ib: vec4<u32>) -> vec4<bool> {
+    return (ka > kb) | ((ka == kb) & (ia < ib));
+}
+
 // The workgroup's block.
 fn block_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return wid.y * nwg.x + wid.x;

@@ -29,7 +29,7 @@ pub fn gpu() -> Option<&'static Gpu> {
 }
 
 /// Another device on the tests' adapter (`RULLAMA_ADAPTER`), opened without `features`: the
-/// paths a device lacking them takes. `None` where the shared device is (no adapter, allowed).
+/// paths a device lacking them takes. `None` where [`gpu`] is `None` (no adapter, allowed).
 pub fn device_without(features: wgpu::Features) -> Option<Gpu> {
     gpu()?;
     let options = crate::OpenOptions {

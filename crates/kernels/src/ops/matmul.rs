@@ -234,6 +234,19 @@ impl Matmul {
         }
     }
 
+    /// X's token stride for a weight shaped `s`, after checking that `x` holds every token's
+    /// row (op `what`).
+    pub(crate) fn x_stride(
+        &self,
+        what: &'static str,
+        s: WeightShape,
+        x: View<'_>,
+    ) -> Result<usize, GpuError> {
+        let xs = self.strides.x.unwrap_or(s.n_in);
+        x.check(what, (self.n_tokens.max(1) - 1) * xs + s.n_in)?;
+        Ok(xs)
+    }
+
     /// Whether the tensor-core kernel runs on a device with `caps` (any format and shape).
     pub(crate) fn coop(&self, caps: &Caps) -> bool {
         self.tensor_cores && caps.coop_f16
@@ -272,8 +285,7 @@ impl Matmul {
         outs: &[Out<'_>],
     ) -> Result<Vec<Op>, GpuError> {
         let s = w.w.shape;
-        let xs = self.strides.x.unwrap_or(s.n_in);
-        x.check("matmul_split x", (self.n_tokens.max(1) - 1) * xs + s.n_in)?;
+        let xs = self.x_stride("matmul_split x", s, x)?;
         let parts = split::parts("matmul_split", w, bias, outs, self.n_tokens)?;
         let out = Epilogue {
             bias: bias.is_some(),
@@ -306,11 +318,9 @@ impl Matmul {
         y: View<'_>,
     ) -> Result<Vec<Op>, GpuError> {
         let s = w.shape;
-        let xs = self.strides.x.unwrap_or(s.n_in);
+        let xs = self.x_stride("matmul x", s, x)?;
         let ys = self.strides.y.unwrap_or(s.n_out);
-        let n = self.n_tokens.max(1);
-        x.check("matmul x", (n - 1) * xs + s.n_in)?;
-        y.check("matmul y", (n - 1) * ys + s.n_out)?;
+        y.check("matmul y", (self.n_tokens.max(1) - 1) * ys + s.n_out)?;
         if let Some(b) = bias {
             b.check("matmul bias", s.n_out)?;
         }

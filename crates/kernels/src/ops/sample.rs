@@ -8,9 +8,9 @@
 //! `sampling/sort_subgroup.wgsl`, else in workgroup memory, `sampling/sort_barrier.wgsl`)
 //! and keeps its best [`K_MAX`]; the next level does the same over those
 //! lists (8 times shorter) until one list of `K_MAX` is left (a 262,144 vocabulary: 256, 32,
-//! 4, then 1 workgroup). The draw is one invocation over at most `K_MAX` candidates (copied
-//! to workgroup memory by `K_MAX` invocations first), walking them in the CPU's order so its
-//! sums round as the CPU's do. The uniform random number comes
+//! 4, then 1 workgroup). The draw is one invocation over at most `K_MAX` candidates, walking
+//! them in the CPU's order so its sums round as the CPU's do, over each candidate's logit and
+//! exponentials that `K_MAX` invocations compute first into workgroup memory. The uniform random number comes
 //! from the host (the CPU sampler's own stream) in the draw's per-step parameters: nothing is
 //! read back to get it, and the same seed draws the same numbers on either executor.
 

@@ -148,8 +148,7 @@ impl Matmul {
             tile,
         } = k;
         let s = w.w.shape;
-        let xs = self.strides.x.unwrap_or(s.n_in);
-        x.check("matmul x", (self.n_tokens.max(1) - 1) * xs + s.n_in)?;
+        let xs = self.x_stride("matmul x", s, x)?;
         let invalid = |detail: String| GpuError::InvalidParams { op: OP, detail };
         let parts = split::parts(OP, w, bias, outs, self.n_tokens)?;
         let [part] = &parts[..] else {
