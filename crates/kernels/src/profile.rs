@@ -2,7 +2,10 @@
 //!
 //! A profiled replay writes one timestamp before the first dispatch and one after each
 //! (`Features::TIMESTAMP_QUERY_INSIDE_PASSES`), so dispatch `i` took `t[i + 1] - t[i]`,
-//! barrier and launch included: the cost a fused kernel would save. Only for reports
+//! barrier and launch included. Those timestamps cost a few us each, so the profile also
+//! replays the step with timestamps only around its pass, whole and once without each
+//! kernel's dispatches: what the step takes unprofiled and what removing a kernel (fusing it
+//! away) would save, its launches and barriers included. Only for reports
 //! (`rullama bench --profile`): the query set and its buffers are made here, never on the
 //! step path, and a device without the features gets [`GpuError::MissingFeature`].
 
@@ -18,11 +21,20 @@ use crate::step::Step;
 pub const PROFILE_FEATURES: wgpu::Features =
     wgpu::Features::TIMESTAMP_QUERY.union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES);
 
-/// The GPU time of each dispatch of one replay, in step order.
+/// The GPU time of each dispatch of one replay, in step order, and the step's time without
+/// per-dispatch timestamps.
 #[derive(Debug, Clone)]
 pub struct StepProfile {
     pub dispatches: Vec<(Kernel, Duration)>,
+    /// The whole step between two timestamps around its pass (median of [`PASS_REPLAYS`]).
+    pub step: Duration,
+    /// Per kernel name, the step's time (measured as `step`) with that kernel's dispatches
+    /// left out.
+    pub without: Vec<(String, Duration)>,
 }
+
+/// Replays per pass-timed measurement (the median is kept).
+pub const PASS_REPLAYS: u32 = 7;
 
 /// One row of [`StepProfile::by_kernel`].
 #[derive(Debug, Clone, PartialEq)]
@@ -37,6 +49,15 @@ impl StepProfile {
     /// Sum over the dispatches.
     pub fn total(&self) -> Duration {
         self.dispatches.iter().map(|d| d.1).sum()
+    }
+
+    /// What leaving out kernel `name`'s dispatches saved from `step` (zero if it saved
+    /// nothing or is not in the step).
+    pub fn saved_without(&self, name: &str) -> Duration {
+        self.without
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(Duration::ZERO, |(_, t)| self.step.saturating_sub(*t))
     }
 
     /// Time per kernel name, largest first.
@@ -113,6 +134,73 @@ impl Step {
                 (k, Duration::from_nanos(ns as u64))
             })
             .collect();
-        Ok(StepProfile { dispatches })
+        let step = self.pass_time(gpu, |_| true)?;
+        let mut names: Vec<String> = self.kernels().map(|k| k.name()).collect();
+        names.sort();
+        names.dedup();
+        let mut without = Vec::with_capacity(names.len());
+        for name in names {
+            let t = self.pass_time(gpu, |k| k.name() != name)?;
+            without.push((name, t));
+        }
+        Ok(StepProfile {
+            dispatches,
+            step,
+            without,
+        })
+    }
+
+    /// The median over [`PASS_REPLAYS`] replays of the dispatches `keep` accepts, each replay
+    /// one pass with a timestamp at its start and end, all in one submission.
+    fn pass_time(
+        &mut self,
+        gpu: &Gpu,
+        keep: impl Fn(Kernel) -> bool,
+    ) -> Result<Duration, GpuError> {
+        let n = 2 * PASS_REPLAYS;
+        let queries = gpu.device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("pass profile"),
+            ty: wgpu::QueryType::Timestamp,
+            count: n,
+        });
+        let bytes = u64::from(n) * 8;
+        let resolved = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("pass profile resolve"),
+            size: bytes,
+            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("pass profile read"),
+            size: bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = gpu
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        for r in 0..PASS_REPLAYS {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("pass-timed step"),
+                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                    query_set: &queries,
+                    beginning_of_pass_write_index: Some(2 * r),
+                    end_of_pass_write_index: Some(2 * r + 1),
+                }),
+            });
+            self.encode_only(&mut pass, &keep);
+        }
+        encoder.resolve_query_set(&queries, 0..n, &resolved, 0);
+        encoder.copy_buffer_to_buffer(&resolved, 0, &staging, 0, bytes);
+        let index = gpu.queue.submit(Some(encoder.finish()));
+        let mut ticks = vec![0u64; n as usize];
+        map_and_copy(gpu, &staging, index, &mut ticks)?;
+        let period = f64::from(gpu.queue.get_timestamp_period());
+        let mut ns: Vec<u64> = ticks
+            .chunks(2)
+            .map(|t| (t[1].saturating_sub(t[0]) as f64 * period) as u64)
+            .collect();
+        ns.sort_unstable();
+        Ok(Duration::from_nanos(ns[ns.len() / 2]))
     }
 }

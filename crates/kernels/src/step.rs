@@ -196,22 +196,40 @@ impl Step {
 
     /// Records every dispatch into `pass`.
     pub fn encode(&self, pass: &mut wgpu::ComputePass<'_>) {
-        self.encode_with(pass, |_, _| {});
+        self.encode_with(pass, |_| true, |_, _| {});
     }
 
     /// Records every dispatch, with timestamp `i + 1` after dispatch `i` (and 0 before them).
     pub(crate) fn encode_timed(&self, pass: &mut wgpu::ComputePass<'_>, queries: &wgpu::QuerySet) {
         pass.write_timestamp(queries, 0);
-        self.encode_with(pass, |pass, i| pass.write_timestamp(queries, i as u32 + 1));
+        self.encode_with(
+            pass,
+            |_| true,
+            |pass, i| pass.write_timestamp(queries, i as u32 + 1),
+        );
+    }
+
+    /// Records the dispatches whose kernel `keep` accepts (for profiles only: the others'
+    /// outputs are left as they were, so the results are meaningless, the timing is not).
+    pub(crate) fn encode_only(
+        &self,
+        pass: &mut wgpu::ComputePass<'_>,
+        keep: impl Fn(Kernel) -> bool,
+    ) {
+        self.encode_with(pass, |d| keep(d.kernel), |_, _| {});
     }
 
     fn encode_with(
         &self,
         pass: &mut wgpu::ComputePass<'_>,
+        keep: impl Fn(&Dispatch) -> bool,
         mut after: impl FnMut(&mut wgpu::ComputePass<'_>, usize),
     ) {
         let mut current: Option<&Arc<Pipeline>> = None;
         for (i, d) in self.dispatches.iter().enumerate() {
+            if !keep(d) {
+                continue;
+            }
             if !current.is_some_and(|p| Arc::ptr_eq(p, &d.pipeline)) {
                 pass.set_pipeline(&d.pipeline.compute);
                 current = Some(&d.pipeline);

@@ -1,9 +1,11 @@
 //! Which recorded nodes the lowering emits as one fused kernel.
 //!
 //! A decode step of a small model is bound by its number of dispatches (each costs a few
-//! microseconds on the H100 however little it does), so the lowering folds seven patterns
+//! microseconds on the H100 however little it does), so the lowering folds eight patterns
 //! of the graph's plain ops into one kernel each, without changing what they compute:
 //!
+//! - `embed -> scale` (Gemma's sqrt(d_model)): the gather multiplies as it stores (the
+//!   kernel's scale parameter: one f32 multiply per value either way);
 //! - `[rms_norm(a)] -> add(h, .) -> [rms_norm(sum)]`: the residual add with the block's
 //!   post-norm (Gemma) and the next norm, one `residual_norm` op, `h` updated in place (with
 //!   q8 inputs the op also writes the next norm's q8 copy where a decode product reads it:
@@ -54,6 +56,7 @@
 //! happens, which the lowering's liveness follows.
 
 use rullama_kernels::ops::matvec::{ROWS, glu_out_supported, q8_supported};
+use rullama_kernels::ops::unary::UnaryOp;
 
 use super::ir::{Key, Node, Src};
 use super::weight::GpuWeightRef;
@@ -121,6 +124,9 @@ pub(crate) enum Fuse {
     /// same input, their weights consecutive rows of one stacked upload); each part's value
     /// lands in its own place. The later parts are `Done`.
     Stack { parts: Vec<StackPart> },
+    /// The embedding gather with the `unary` scale node `scale` folded into its store (whose
+    /// value it then is).
+    ScaledEmbed { scale: usize },
     /// The gate matmul (one token), whose matvec over gate|up (up's weight the rows after
     /// its own in one stacked upload) stores the `glu` node's value: gate's and up's values
     /// are folded, `up` and `glu` are `Done`.
@@ -220,6 +226,11 @@ impl Fusion {
                     }
                 }
                 Node::AddBias { x, .. } if uses[x.value] == 1 => f.bias(key, i, *x, &whole),
+                Node::Unary {
+                    x,
+                    op: UnaryOp::Scale,
+                    ..
+                } if uses[x.value] == 1 => f.scaled_embed(key, i, *x, &whole),
                 _ => {}
             }
         }
@@ -612,6 +623,17 @@ impl Fusion {
             self.folded[m] = true;
             self.fuse[b] = Fuse::Done;
             self.emit_at[b] = m;
+        }
+    }
+
+    /// A scale node `u` of a whole gather's output that nothing else reads.
+    fn scaled_embed(&mut self, key: &Key, u: usize, x: Src, whole: &impl Fn(&Src) -> bool) {
+        let e = x.value;
+        if matches!(key.nodes[e], Node::Embed { .. }) && whole(&x) && self.free(e) {
+            self.fuse[e] = Fuse::ScaledEmbed { scale: u };
+            self.folded[e] = true;
+            self.fuse[u] = Fuse::Done;
+            self.emit_at[u] = e;
         }
     }
 

@@ -175,6 +175,7 @@ impl Plan {
                 }
                 Fuse::GluDown { glu, q8 } => l.glu_down(key, i, *glu, *q8)?,
                 Fuse::Biased { bias } => l.biased(key, i, *bias)?,
+                Fuse::ScaledEmbed { scale } => l.scaled_embed(key, i, *scale)?,
                 Fuse::Stack { parts } => l.stack(key, parts)?,
                 Fuse::GluStack { up, glu } => l.glu_stack(key, i, *up, *glu)?,
             }
@@ -500,14 +501,7 @@ impl Lower<'_> {
     /// Lowers node `i` (output `len` values); where its value lives.
     fn node(&mut self, i: usize, node: &Node, len: usize) -> Result<Loc, GpuError> {
         let out = match node {
-            Node::Embed { table, ids, n } => {
-                let out = self.alloc(len)?;
-                let all = self.ids;
-                let ids = View::from(&all[*ids]);
-                let ops = embed_rows(matrix(table)?, ids, *n, self.view(out), 1.0);
-                self.extend(ops)?;
-                out
-            }
+            Node::Embed { table, ids, n } => self.embed(table, *ids, *n, len, 1.0)?,
             Node::Matmul { w, x } => self.linear(i, w, *x, None, len)?,
             Node::AddBias { x, bias } => {
                 let out = self.inplace(i, *x, &[])?;
@@ -1029,6 +1023,41 @@ impl Lower<'_> {
     }
 
     /// Matmul node `m` with `add_bias` node `b` as its epilogue: its output is `b`'s value.
+    /// The gather of `n` rows of `table` by id tensor `ids`, each value times `scale`.
+    fn embed(
+        &mut self,
+        table: &GpuWeightRef,
+        ids: usize,
+        n: usize,
+        len: usize,
+        scale: f32,
+    ) -> Result<Loc, GpuError> {
+        let out = self.alloc(len)?;
+        let all = self.ids;
+        let ops = embed_rows(
+            matrix(table)?,
+            View::from(&all[ids]),
+            n,
+            self.view(out),
+            scale,
+        );
+        self.extend(ops)?;
+        Ok(out)
+    }
+
+    /// The gather `e` storing scale node `u`'s value (`fuse.rs`, [`Fuse::ScaledEmbed`]).
+    fn scaled_embed(&mut self, key: &Key, e: usize, u: usize) -> Result<(), GpuError> {
+        let (Node::Embed { table, ids, n }, Node::Unary { value, .. }) =
+            (&key.nodes[e], &key.nodes[u])
+        else {
+            return Err(mismatch("a scaled-embedding fusion on other nodes"));
+        };
+        let (rows, cols) = key.shapes[e];
+        let out = self.embed(table, *ids, *n, rows * cols, *value)?;
+        self.locs[u] = Some(out);
+        Ok(())
+    }
+
     fn biased(&mut self, key: &Key, m: usize, b: usize) -> Result<(), GpuError> {
         let (Node::Matmul { w, x }, Node::AddBias { bias, .. }) = (&key.nodes[m], &key.nodes[b])
         else {

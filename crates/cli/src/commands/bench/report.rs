@@ -287,26 +287,34 @@ impl Report {
 
 /// The profiled step: time per kernel, largest first, and the whole step. Timestamps
 /// between dispatches add their own cost (a few us each on the H100): the shares say where
-/// the time goes, the sum is more than a step takes unprofiled.
+/// the time goes, the sum is more than a step takes unprofiled. The step timed around its
+/// pass only, and again without each kernel, says what a kernel costs with its launches and
+/// barriers: what fusing it away would save at most.
 fn profile_markdown(what: &str, p: &StepProfile, out: &mut impl Write) -> std::io::Result<()> {
     let total = p.total();
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
     writeln!(
         out,
-        "profile of one {what} step: {} dispatches, {:.1} us of GPU time with a timestamp after each",
+        "profile of one {what} step: {} dispatches, {:.1} us of GPU time with a timestamp after each, {:.1} us with timestamps around the pass only",
         p.dispatches.len(),
-        total.as_secs_f64() * 1e6
+        us(total),
+        us(p.step)
     )?;
-    writeln!(out, "| kernel | dispatches | us | us each | share |")?;
-    writeln!(out, "| --- | ---: | ---: | ---: | ---: |")?;
+    writeln!(
+        out,
+        "| kernel | dispatches | us | us each | share | step without it saves (us) |"
+    )?;
+    writeln!(out, "| --- | ---: | ---: | ---: | ---: | ---: |")?;
     for k in p.by_kernel() {
-        let us = k.total.as_secs_f64() * 1e6;
         writeln!(
             out,
-            "| {} | {} | {us:.1} | {:.2} | {:.1}% |",
+            "| {} | {} | {:.1} | {:.2} | {:.1}% | {:.1} |",
             k.kernel,
             k.count,
-            us / k.count as f64,
-            100.0 * k.total.as_secs_f64() / total.as_secs_f64().max(1e-12)
+            us(k.total),
+            us(k.total) / k.count as f64,
+            100.0 * k.total.as_secs_f64() / total.as_secs_f64().max(1e-12),
+            us(p.saved_without(&k.kernel))
         )?;
     }
     Ok(())
@@ -316,12 +324,13 @@ fn profile_json(p: &StepProfile) -> Value {
     let kernels: Vec<Value> = p
         .by_kernel()
         .iter()
-        .map(
-            |k| json!({"kernel": k.kernel, "dispatches": k.count, "ns": k.total.as_nanos() as u64}),
-        )
+        .map(|k| {
+            json!({"kernel": k.kernel, "dispatches": k.count, "ns": k.total.as_nanos() as u64,
+                   "saved_without_ns": p.saved_without(&k.kernel).as_nanos() as u64})
+        })
         .collect();
     json!({"dispatches": p.dispatches.len(), "total_ns": p.total().as_nanos() as u64,
-           "kernels": kernels})
+           "step_ns": p.step.as_nanos() as u64, "kernels": kernels})
 }
 
 #[cfg(test)]
