@@ -81,6 +81,13 @@ fn main(
     let h = kvh * p.group + rc % p.group;
     let keys = row_keys(rc);
 
+    // Called by every invocation in uniform control flow (the rotating hook has barriers),
+    // before the key range: q's loads do not depend on the positions, so they travel with the
+    // position loads below instead of after them (one round trip to memory fewer).
+    let q = query(t, h, split, tile, kvh, lane, tid);
+    let q0 = q.lo;
+    let q1 = q.hi;
+
     // The keys any row of this tile needs, within this split.
     if tid == 0u {
         var lo = 0xffffffffu;
@@ -96,10 +103,6 @@ fn main(
     let lo = workgroupUniformLoad(&range_lo);
     let hi = workgroupUniformLoad(&range_hi);
 
-    // Called by every invocation in uniform control flow (the rotating hook has barriers).
-    let q = query(t, h, split, tile, kvh, lane, tid);
-    let q0 = q.lo;
-    let q1 = q.hi;
     var o0 = vec4<f32>(0.0);
     var o1 = vec4<f32>(0.0);
     var m = NONE;

@@ -15,7 +15,6 @@ use crate::device::Gpu;
 use crate::error::GpuError;
 use crate::op::{Op, grid_1d};
 use crate::ops::kv::{self, KvAppend, KvCache, KvDtype, KvLayout};
-use crate::ops::norm::REDUCE;
 use crate::ops::unary::{self, UnaryOp};
 use crate::parity::data::{Rng, random_f32};
 use crate::parity::{Check, Compare, U, run_read};
@@ -87,12 +86,14 @@ const COMBINE_BINDINGS: &[BindingKind] = &[
 
 /// Workgroup for few rows (decode): head_dim / 8 lanes x 512 / head_dim rows.
 pub const WORKGROUP: u32 = 64;
-/// The combine's workgroup: one invocation per split of a row.
+/// The combine's workgroup.
 const COMBINE_WORKGROUP: u32 = 256;
-/// Dims of a row one combine workgroup sums: 4 groups of splits at once in a workgroup of 256.
-const COMBINE_DIMS: usize = 64;
-/// Splits of one decode step the combine can take (one per invocation).
-pub const MAX_SPLITS: usize = COMBINE_WORKGROUP as usize;
+/// Dims of a row one combine workgroup sums: 16 groups of splits at once in a workgroup of
+/// 256, so that up to 64 splits take one trip of loads.
+const COMBINE_DIMS: usize = 16;
+/// Splits of one decode step: the combine reads every split's record (empty ones too), so
+/// [`Attention::n_splits`] is kept at most this.
+pub const MAX_SPLITS: usize = 256;
 /// Workgroup once a kv head has rows enough to fill it (prompt blocks): 2048 / head_dim rows,
 /// so each key a workgroup loads serves 4x the rows.
 pub const PROMPT_WORKGROUP: u32 = 256;
@@ -112,7 +113,7 @@ pub(crate) fn program(kv: KvDtype) -> Program {
 pub(crate) fn combine_program() -> Program {
     Program {
         name: "attention_combine".to_string(),
-        files: vec![&COMBINE, &REDUCE],
+        files: vec![&COMBINE],
         entry: "main",
         bindings: COMBINE_BINDINGS,
         params_size: size_of::<CombineParams>(),
