@@ -82,57 +82,69 @@ impl StepProfile {
     }
 }
 
+/// Records `record` (given a query set of `n` timestamps) into one submission, then resolves
+/// and reads the timestamps back, in ns.
+fn timed(
+    gpu: &Gpu,
+    n: u32,
+    record: impl FnOnce(&mut wgpu::CommandEncoder, &wgpu::QuerySet),
+) -> Result<Vec<f64>, GpuError> {
+    let queries = gpu.device.create_query_set(&wgpu::QuerySetDescriptor {
+        label: Some("profile"),
+        ty: wgpu::QueryType::Timestamp,
+        count: n,
+    });
+    let bytes = u64::from(n) * 8;
+    let resolved = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("profile resolve"),
+        size: bytes,
+        usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+        mapped_at_creation: false,
+    });
+    let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("profile read"),
+        size: bytes,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let mut encoder = gpu
+        .device
+        .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+    record(&mut encoder, &queries);
+    encoder.resolve_query_set(&queries, 0..n, &resolved, 0);
+    encoder.copy_buffer_to_buffer(&resolved, 0, &staging, 0, bytes);
+    let index = gpu.queue.submit(Some(encoder.finish()));
+    let mut ticks = vec![0u64; n as usize];
+    map_and_copy(gpu, &staging, index, &mut ticks)?;
+    let period = f64::from(gpu.queue.get_timestamp_period());
+    Ok(ticks.iter().map(|&t| t as f64 * period).collect())
+}
+
+fn nanos(ns: f64) -> Duration {
+    Duration::from_nanos(ns.max(0.0) as u64)
+}
+
 impl Step {
-    /// Submits the step once with a timestamp around every dispatch and waits for the times.
+    /// Submits the step once with a timestamp around every dispatch and waits for the times;
+    /// then times it around its pass, whole and without each kernel.
     pub fn profile(&mut self, gpu: &Gpu) -> Result<StepProfile, GpuError> {
         if !gpu.device.features().contains(PROFILE_FEATURES) {
             return Err(GpuError::MissingFeature(
                 "timestamp queries inside passes (profiling)",
             ));
         }
-        let n = self.len() as u32 + 1;
-        let queries = gpu.device.create_query_set(&wgpu::QuerySetDescriptor {
-            label: Some("profile"),
-            ty: wgpu::QueryType::Timestamp,
-            count: n,
-        });
-        let bytes = u64::from(n) * 8;
-        let resolved = gpu.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("profile resolve"),
-            size: bytes,
-            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-            mapped_at_creation: false,
-        });
-        let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("profile read"),
-            size: bytes,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        let mut encoder = gpu
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
         self.flush(&gpu.queue);
-        {
+        let ns = timed(gpu, self.len() as u32 + 1, |encoder, queries| {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("profiled step"),
                 timestamp_writes: None,
             });
-            self.encode_timed(&mut pass, &queries);
-        }
-        encoder.resolve_query_set(&queries, 0..n, &resolved, 0);
-        encoder.copy_buffer_to_buffer(&resolved, 0, &staging, 0, bytes);
-        let index = gpu.queue.submit(Some(encoder.finish()));
-        let mut ticks = vec![0u64; n as usize];
-        map_and_copy(gpu, &staging, index, &mut ticks)?;
-        let period = f64::from(gpu.queue.get_timestamp_period());
+            self.encode_timed(&mut pass, queries);
+        })?;
         let dispatches = self
             .kernels()
-            .zip(ticks.windows(2))
-            .map(|(k, t)| {
-                let ns = t[1].saturating_sub(t[0]) as f64 * period;
-                (k, Duration::from_nanos(ns as u64))
-            })
+            .zip(ns.windows(2))
+            .map(|(k, t)| (k, nanos(t[1] - t[0])))
             .collect();
         let step = self.pass_time(gpu, |_| true)?;
         let mut names: Vec<String> = self.kernels().map(|k| k.name()).collect();
@@ -152,55 +164,22 @@ impl Step {
 
     /// The median over [`PASS_REPLAYS`] replays of the dispatches `keep` accepts, each replay
     /// one pass with a timestamp at its start and end, all in one submission.
-    fn pass_time(
-        &mut self,
-        gpu: &Gpu,
-        keep: impl Fn(Kernel) -> bool,
-    ) -> Result<Duration, GpuError> {
-        let n = 2 * PASS_REPLAYS;
-        let queries = gpu.device.create_query_set(&wgpu::QuerySetDescriptor {
-            label: Some("pass profile"),
-            ty: wgpu::QueryType::Timestamp,
-            count: n,
-        });
-        let bytes = u64::from(n) * 8;
-        let resolved = gpu.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("pass profile resolve"),
-            size: bytes,
-            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-            mapped_at_creation: false,
-        });
-        let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("pass profile read"),
-            size: bytes,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        let mut encoder = gpu
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-        for r in 0..PASS_REPLAYS {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("pass-timed step"),
-                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                    query_set: &queries,
-                    beginning_of_pass_write_index: Some(2 * r),
-                    end_of_pass_write_index: Some(2 * r + 1),
-                }),
-            });
-            self.encode_only(&mut pass, &keep);
-        }
-        encoder.resolve_query_set(&queries, 0..n, &resolved, 0);
-        encoder.copy_buffer_to_buffer(&resolved, 0, &staging, 0, bytes);
-        let index = gpu.queue.submit(Some(encoder.finish()));
-        let mut ticks = vec![0u64; n as usize];
-        map_and_copy(gpu, &staging, index, &mut ticks)?;
-        let period = f64::from(gpu.queue.get_timestamp_period());
-        let mut ns: Vec<u64> = ticks
-            .chunks(2)
-            .map(|t| (t[1].saturating_sub(t[0]) as f64 * period) as u64)
-            .collect();
-        ns.sort_unstable();
-        Ok(Duration::from_nanos(ns[ns.len() / 2]))
+    fn pass_time(&self, gpu: &Gpu, keep: impl Fn(Kernel) -> bool) -> Result<Duration, GpuError> {
+        let ns = timed(gpu, 2 * PASS_REPLAYS, |encoder, queries| {
+            for r in 0..PASS_REPLAYS {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("pass-timed step"),
+                    timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                        query_set: queries,
+                        beginning_of_pass_write_index: Some(2 * r),
+                        end_of_pass_write_index: Some(2 * r + 1),
+                    }),
+                });
+                self.encode_only(&mut pass, &keep);
+            }
+        })?;
+        let mut each: Vec<Duration> = ns.chunks(2).map(|t| nanos(t[1] - t[0])).collect();
+        each.sort_unstable();
+        Ok(each[each.len() / 2])
     }
 }

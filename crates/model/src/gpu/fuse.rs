@@ -619,21 +619,24 @@ impl Fusion {
     fn bias(&mut self, key: &Key, b: usize, x: Src, whole: &impl Fn(&Src) -> bool) {
         let m = x.value;
         if matches!(key.nodes[m], Node::Matmul { .. }) && whole(&x) && self.free(m) {
-            self.fuse[m] = Fuse::Biased { bias: b };
-            self.folded[m] = true;
-            self.fuse[b] = Fuse::Done;
-            self.emit_at[b] = m;
+            self.producer_stores(m, b, Fuse::Biased { bias: b });
         }
+    }
+
+    /// `producer`'s lowering (`fuse`) stores the value of `consumer`, its only reader; the
+    /// producer's own value is never stored.
+    fn producer_stores(&mut self, producer: usize, consumer: usize, fuse: Fuse) {
+        self.fuse[producer] = fuse;
+        self.folded[producer] = true;
+        self.fuse[consumer] = Fuse::Done;
+        self.emit_at[consumer] = producer;
     }
 
     /// A scale node `u` of a whole gather's output that nothing else reads.
     fn scaled_embed(&mut self, key: &Key, u: usize, x: Src, whole: &impl Fn(&Src) -> bool) {
         let e = x.value;
         if matches!(key.nodes[e], Node::Embed { .. }) && whole(&x) && self.free(e) {
-            self.fuse[e] = Fuse::ScaledEmbed { scale: u };
-            self.folded[e] = true;
-            self.fuse[u] = Fuse::Done;
-            self.emit_at[u] = e;
+            self.producer_stores(e, u, Fuse::ScaledEmbed { scale: u });
         }
     }
 
