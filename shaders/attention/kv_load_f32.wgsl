@@ -5,6 +5,11 @@
 
 alias KvWord = vec2<f32>;
 
+// A word's pair of values.
+fn kv_pair(w: KvWord) -> vec2<f32> {
+    return w;
+}
+
 fn load_k(i: u32) -> vec2<f32> {
     return kc[i];
 }
