@@ -89,6 +89,23 @@ fn pv_hi(w: vec4<f32>, a: VQuad, b: VQuad, c: VQuad, d: VQuad) -> vec4<f32> {
         + w.z * vec4<f32>(kv_pair(c.hi0), kv_pair(c.hi1)) + w.w * vec4<f32>(kv_pair(d.hi0), kv_pair(d.hi1));
 }
 
+// 4 keys' weights w added to the row's sum l, and their w v to the lane's dims o0 (lo) and
+// o1 (hi).
+fn add4(
+    w: vec4<f32>,
+    a: VQuad,
+    b: VQuad,
+    c: VQuad,
+    d: VQuad,
+    l: ptr<function, f32>,
+    o0: ptr<function, vec4<f32>>,
+    o1: ptr<function, vec4<f32>>,
+) {
+    *l += w.x + w.y + w.z + w.w;
+    *o0 += pv_lo(w, a, b, c, d);
+    *o1 += pv_hi(w, a, b, c, d);
+}
+
 // Softmax weights of the row's scores k .. k + 3 of the tile; masked keys weigh 0 (their
 // clamped cache rows are finite).
 fn weights4(rl: u32, k: u32, m: f32) -> vec4<f32> {
@@ -199,22 +216,10 @@ fn main(
         o0 *= c;
         o1 *= c;
         m = mn;
-        let w0 = weights4(rl, 0u, m);
-        l += w0.x + w0.y + w0.z + w0.w;
-        o0 += pv_lo(w0, v0, v1, v2, v3);
-        o1 += pv_hi(w0, v0, v1, v2, v3);
-        let w1 = weights4(rl, 4u, m);
-        l += w1.x + w1.y + w1.z + w1.w;
-        o0 += pv_lo(w1, v4, v5, v6, v7);
-        o1 += pv_hi(w1, v4, v5, v6, v7);
-        let w2 = weights4(rl, 8u, m);
-        l += w2.x + w2.y + w2.z + w2.w;
-        o0 += pv_lo(w2, v8, v9, v10, v11);
-        o1 += pv_hi(w2, v8, v9, v10, v11);
-        let w3 = weights4(rl, 12u, m);
-        l += w3.x + w3.y + w3.z + w3.w;
-        o0 += pv_lo(w3, v12, v13, v14, v15);
-        o1 += pv_hi(w3, v12, v13, v14, v15);
+        add4(weights4(rl, 0u, m), v0, v1, v2, v3, &l, &o0, &o1);
+        add4(weights4(rl, 4u, m), v4, v5, v6, v7, &l, &o0, &o1);
+        add4(weights4(rl, 8u, m), v8, v9, v10, v11, &l, &o0, &o1);
+        add4(weights4(rl, 12u, m), v12, v13, v14, v15, &l, &o0, &o1);
         workgroupBarrier();
     }
 
