@@ -82,13 +82,28 @@ impl StepProfile {
     }
 }
 
+/// Timestamps read back: raw ticks, and ns per tick.
+struct Ticks {
+    ticks: Vec<u64>,
+    period: f64,
+}
+
+impl Ticks {
+    /// The time from timestamp `i` to timestamp `j` (ticks subtracted as integers: absolute
+    /// ticks can be too large for an f64 to hold to the tick).
+    fn between(&self, i: usize, j: usize) -> Duration {
+        let ns = self.ticks[j].saturating_sub(self.ticks[i]) as f64 * self.period;
+        Duration::from_nanos(ns as u64)
+    }
+}
+
 /// Records `record` (given a query set of `n` timestamps) into one submission, then resolves
-/// and reads the timestamps back, in ns.
+/// and reads the timestamps back.
 fn timed(
     gpu: &Gpu,
     n: u32,
     record: impl FnOnce(&mut wgpu::CommandEncoder, &wgpu::QuerySet),
-) -> Result<Vec<f64>, GpuError> {
+) -> Result<Ticks, GpuError> {
     let queries = gpu.device.create_query_set(&wgpu::QuerySetDescriptor {
         label: Some("profile"),
         ty: wgpu::QueryType::Timestamp,
@@ -117,11 +132,7 @@ fn timed(
     let mut ticks = vec![0u64; n as usize];
     map_and_copy(gpu, &staging, index, &mut ticks)?;
     let period = f64::from(gpu.queue.get_timestamp_period());
-    Ok(ticks.iter().map(|&t| t as f64 * period).collect())
-}
-
-fn nanos(ns: f64) -> Duration {
-    Duration::from_nanos(ns.max(0.0) as u64)
+    Ok(Ticks { ticks, period })
 }
 
 impl Step {
@@ -134,7 +145,7 @@ impl Step {
             ));
         }
         self.flush(&gpu.queue);
-        let ns = timed(gpu, self.len() as u32 + 1, |encoder, queries| {
+        let ticks = timed(gpu, self.len() as u32 + 1, |encoder, queries| {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("profiled step"),
                 timestamp_writes: None,
@@ -143,8 +154,8 @@ impl Step {
         })?;
         let dispatches = self
             .kernels()
-            .zip(ns.windows(2))
-            .map(|(k, t)| (k, nanos(t[1] - t[0])))
+            .enumerate()
+            .map(|(i, k)| (k, ticks.between(i, i + 1)))
             .collect();
         let step = self.pass_time(gpu, |_| true)?;
         let mut names: Vec<String> = self.kernels().map(|k| k.name()).collect();
@@ -165,7 +176,7 @@ impl Step {
     /// The median over [`PASS_REPLAYS`] replays of the dispatches `keep` accepts, each replay
     /// one pass with a timestamp at its start and end, all in one submission.
     fn pass_time(&self, gpu: &Gpu, keep: impl Fn(Kernel) -> bool) -> Result<Duration, GpuError> {
-        let ns = timed(gpu, 2 * PASS_REPLAYS, |encoder, queries| {
+        let ticks = timed(gpu, 2 * PASS_REPLAYS, |encoder, queries| {
             for r in 0..PASS_REPLAYS {
                 let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some("pass-timed step"),
@@ -178,7 +189,9 @@ impl Step {
                 self.encode_only(&mut pass, &keep);
             }
         })?;
-        let mut each: Vec<Duration> = ns.chunks(2).map(|t| nanos(t[1] - t[0])).collect();
+        let mut each: Vec<Duration> = (0..PASS_REPLAYS as usize)
+            .map(|r| ticks.between(2 * r, 2 * r + 1))
+            .collect();
         each.sort_unstable();
         Ok(each[each.len() / 2])
     }
