@@ -20,7 +20,7 @@
 // H100. Two private arrays of 16 vec4s instead were slower: not kept in registers).
 // partial = 0: out[out_offset + (t * n_heads + h) * HD + d] = o / l (one split).
 // partial = 1: record (o[HD], m, l) at ((t * n_heads + h) * n_splits + split) * (HD + 2), for
-// attention/combine.wgsl. Cache access (`load_k`, `load_v`, pair index) comes from
+// attention/combine.wgsl. Cache access (`KvWord`, `kv_pair`, `load_k`) comes from
 // kv_load_<dtype>.wgsl.
 //
 // The query comes through `query` of the included hook file, which also binds the caches:
@@ -78,15 +78,13 @@ fn v_quad(b: u32) -> VQuad {
     return VQuad(vc[b], vc[b + 1u], vc[b + HD / 4u], vc[b + HD / 4u + 1u]);
 }
 
-// sum_i w[i] v_i over 4 keys, of the lane's dims 4 lane .. + 3 (lo) or HD/2 + 4 lane .. (hi).
-fn pv_lo(w: vec4<f32>, a: VQuad, b: VQuad, c: VQuad, d: VQuad) -> vec4<f32> {
-    return w.x * vec4<f32>(kv_pair(a.lo0), kv_pair(a.lo1)) + w.y * vec4<f32>(kv_pair(b.lo0), kv_pair(b.lo1))
-        + w.z * vec4<f32>(kv_pair(c.lo0), kv_pair(c.lo1)) + w.w * vec4<f32>(kv_pair(d.lo0), kv_pair(d.lo1));
+// The lane's dims 4 lane .. + 3 (lo) and HD/2 + 4 lane .. + 3 (hi) of a key's v.
+fn v_lo(v: VQuad) -> vec4<f32> {
+    return vec4<f32>(kv_pair(v.lo0), kv_pair(v.lo1));
 }
 
-fn pv_hi(w: vec4<f32>, a: VQuad, b: VQuad, c: VQuad, d: VQuad) -> vec4<f32> {
-    return w.x * vec4<f32>(kv_pair(a.hi0), kv_pair(a.hi1)) + w.y * vec4<f32>(kv_pair(b.hi0), kv_pair(b.hi1))
-        + w.z * vec4<f32>(kv_pair(c.hi0), kv_pair(c.hi1)) + w.w * vec4<f32>(kv_pair(d.hi0), kv_pair(d.hi1));
+fn v_hi(v: VQuad) -> vec4<f32> {
+    return vec4<f32>(kv_pair(v.hi0), kv_pair(v.hi1));
 }
 
 // 4 keys' weights w added to the row's sum l, and their w v to the lane's dims o0 (lo) and
@@ -102,8 +100,8 @@ fn add4(
     o1: ptr<function, vec4<f32>>,
 ) {
     *l += w.x + w.y + w.z + w.w;
-    *o0 += pv_lo(w, a, b, c, d);
-    *o1 += pv_hi(w, a, b, c, d);
+    *o0 += w.x * v_lo(a) + w.y * v_lo(b) + w.z * v_lo(c) + w.w * v_lo(d);
+    *o1 += w.x * v_hi(a) + w.y * v_hi(b) + w.z * v_hi(c) + w.w * v_hi(d);
 }
 
 // Softmax weights of the row's scores k .. k + 3 of the tile; masked keys weigh 0 (their

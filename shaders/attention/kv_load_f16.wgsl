@@ -1,5 +1,5 @@
 // An f16 KV cache: one pair of values per u32 word (the word type `KvWord`, which every kernel
-// over a cache includes this file for), and reading pair i (unpack2x16float: no SHADER_F16).
+// over a cache includes this file for), and a word's pair of values (unpack2x16float: no SHADER_F16).
 // The including kernel binds the caches `kc` and `vc` as array<KvWord> (read-only, or
 // read-write where it also stores).
 
@@ -11,9 +11,5 @@ fn kv_pair(w: KvWord) -> vec2<f32> {
 }
 
 fn load_k(i: u32) -> vec2<f32> {
-    return unpack2x16float(kc[i]);
-}
-
-fn load_v(i: u32) -> vec2<f32> {
-    return unpack2x16float(vc[i]);
+    return kv_pair(kc[i]);
 }

@@ -11,9 +11,5 @@ fn kv_pair(w: KvWord) -> vec2<f32> {
 }
 
 fn load_k(i: u32) -> vec2<f32> {
-    return kc[i];
-}
-
-fn load_v(i: u32) -> vec2<f32> {
-    return vc[i];
+    return kv_pair(kc[i]);
 }

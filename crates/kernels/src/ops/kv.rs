@@ -159,8 +159,8 @@ pub(crate) fn store_file(dtype: KvDtype) -> &'static ShaderFile {
     }
 }
 
-/// The file that names a cache's word type `KvWord` and reads pairs of values (`load_k`,
-/// `load_v`): every kernel over a cache includes it (the stores use its `KvWord`).
+/// The file that names a cache's word type `KvWord` and reads pairs of values (`kv_pair`,
+/// `load_k`): every kernel over a cache includes it (the stores use its `KvWord`).
 pub(crate) fn load_file(dtype: KvDtype) -> &'static ShaderFile {
     match dtype {
         KvDtype::F32 => &LOAD_F32,

@@ -1,7 +1,8 @@
 //! Which recorded nodes the lowering emits as one fused kernel.
 //!
-//! A decode step of a small model is bound by its number of dispatches (each costs a few
-//! microseconds on the H100 however little it does), so the lowering folds eight patterns
+//! A decode step of a small model is a chain of small kernels, each costing its launch and
+//! barrier (~1.8 us on the H100) and its own round trips to memory however little it does
+//! (docs/PERF.md, tenth session), so the lowering folds eight patterns
 //! of the graph's plain ops into one kernel each, without changing what they compute:
 //!
 //! - `embed -> scale` (Gemma's sqrt(d_model)): the gather multiplies as it stores (the

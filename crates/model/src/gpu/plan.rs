@@ -1022,7 +1022,6 @@ impl Lower<'_> {
         self.extend(ops)
     }
 
-    /// Matmul node `m` with `add_bias` node `b` as its epilogue: its output is `b`'s value.
     /// The gather of `n` rows of `table` by id tensor `ids`, each value times `scale`.
     fn embed(
         &mut self,
@@ -1058,6 +1057,7 @@ impl Lower<'_> {
         Ok(())
     }
 
+    /// Matmul node `m` with `add_bias` node `b` as its epilogue: its output is `b`'s value.
     fn biased(&mut self, key: &Key, m: usize, b: usize) -> Result<(), GpuError> {
         let (Node::Matmul { w, x }, Node::AddBias { bias, .. }) = (&key.nodes[m], &key.nodes[b])
         else {
