@@ -15,20 +15,25 @@
 // partial dot products for 16 keys, the lanes of a row are summed through workgroup memory,
 // then every lane of the row rescales and accumulates p * v for its dims. Key loops are
 // unrolled by hand 4 keys at a time, so 16 cache loads per lane are in flight together; the
-// tile's v pairs are loaded at its top, with its keys, into 16 named values (`VQuad`: the
+// tile's v pairs are loaded at its top, with its keys, into 16 named values (`KvQuad`: the
 // V round trip no longer waits for the score barriers; SmolLM2 decode -2.6% a step on the
 // H100. Two private arrays of 16 vec4s instead were slower: not kept in registers).
 // partial = 0: out[out_offset + (t * n_heads + h) * HD + d] = o / l (one split).
 // partial = 1: record (o[HD], m, l) at ((t * n_heads + h) * n_splits + split) * (HD + 2), for
-// attention/combine.wgsl. Cache access (`KvWord`, `kv_pair`, `load_k`) comes from
+// attention/combine.wgsl. Cache access (`KvWord`, `kv_pair`) comes from
 // kv_load_<dtype>.wgsl.
 //
-// The query comes through `query` of the included hook file, which also binds the caches:
-// attention/q_plain.wgsl (q read as it is; caches read-only), or attention/q_rope.wgsl (one
-// decode token: the per-head norm and RoPE of q and k done here, and the new k and v heads
-// stored into the caches before the key loop: head_norm_rope_kv folded in; its parameters
-// are the fields after `softcap`). Params, the shared bindings and `row_keys`:
-// attention/params.wgsl.
+// The query comes from the included hook file, which also binds the caches, in two calls:
+// `query_begin` before the key range (its loads travel with the positions'; it may write
+// workgroup memory, which the range's barrier publishes) and `query_end` after it, which
+// returns the lane's q and may set `fresh_at`, `fresh_k`, `fresh_v`: the token's own key at
+// position fresh_at as the cache words the hook stores there, which the key loop takes
+// instead of the cache's (its workgroup stores them, unordered with its loads; NO_KEY: none).
+// Hooks: attention/q_plain.wgsl (q read as it is; caches read-only), attention/q_rope.wgsl
+// and attention/q_rope_lanes.wgsl (one decode token: the per-head norm and RoPE of q and k
+// done here, and the new k and v heads stored into the caches: head_norm_rope_kv folded in;
+// their parameters are the fields after `softcap`). Params, the shared bindings and
+// `row_keys`: attention/params.wgsl.
 
 // Invocations per workgroup: 64 or 256.
 override WG: u32 = 64u;
@@ -46,17 +51,14 @@ struct Query {
     hi: vec4<f32>,
 }
 
+// No fresh key (`fresh_at`).
+const NO_KEY: u32 = 0xffffffffu;
+
 var<workgroup> part: array<array<f32, 16>, WG>;
 var<workgroup> scores: array<array<f32, 16>, ROWS>;
 var<workgroup> range_lo: u32;
 var<workgroup> range_hi: u32;
 
-// This lane's 4 pairs of cache row `row` (pair index base `b` = row * HD/2 + 2 * lane).
-fn k_dot(b: u32, q0: vec4<f32>, q1: vec4<f32>) -> f32 {
-    let a = vec4<f32>(load_k(b), load_k(b + 1u));
-    let c = vec4<f32>(load_k(b + HD / 4u), load_k(b + HD / 4u + 1u));
-    return dot(a, q0) + dot(c, q1);
-}
 
 // Pair index of (kv head row0 / max_len, position j) for a lane (lane_pair = 2 lane); j
 // clamped into the cache (keys past `hi` are computed and then masked).
@@ -64,44 +66,72 @@ fn pair_at(row0: u32, j: u32, last: u32, lane_pair: u32) -> u32 {
     return (row0 + min(j, last)) * (HD / 2u) + lane_pair;
 }
 
-// This lane's 4 pairs of one key's v (pair index base `b`), as the cache stores them: a
-// tile's 16 are loaded with its keys, before the score barriers, and held in registers
-// (named, never indexed: 64 words a lane for an f16 cache).
-struct VQuad {
+// This lane's 4 pairs of one key's k or v (pair index base `b` = row * HD/2 + 2 * lane), as
+// the cache stores them: a tile's 16 v quads are loaded with its keys, before the score
+// barriers, and held in registers (named, never indexed: 64 words a lane for an f16 cache).
+struct KvQuad {
     lo0: KvWord,
     lo1: KvWord,
     hi0: KvWord,
     hi1: KvWord,
 }
 
-fn v_quad(b: u32) -> VQuad {
-    return VQuad(vc[b], vc[b + 1u], vc[b + HD / 4u], vc[b + HD / 4u + 1u]);
+// The token's own key and its position (set by the hook's query_end; NO_KEY: none).
+var<private> fresh_at: u32 = NO_KEY;
+var<private> fresh_k: KvQuad;
+var<private> fresh_v: KvQuad;
+
+// `fresh` where `take`, else c.
+fn quad_or(c: KvQuad, fresh: KvQuad, take: bool) -> KvQuad {
+    return KvQuad(
+        select(c.lo0, fresh.lo0, take),
+        select(c.lo1, fresh.lo1, take),
+        select(c.hi0, fresh.hi0, take),
+        select(c.hi1, fresh.hi1, take),
+    );
 }
 
-// The lane's dims 4 lane .. + 3 (lo) and HD/2 + 4 lane .. + 3 (hi) of a key's v.
-fn v_lo(v: VQuad) -> vec4<f32> {
+// The quad of key j at pair base b: the cache's, or the hook's fresh one at fresh_at.
+fn k_quad(b: u32, j: u32) -> KvQuad {
+    let c = KvQuad(kc[b], kc[b + 1u], kc[b + HD / 4u], kc[b + HD / 4u + 1u]);
+    return quad_or(c, fresh_k, j == fresh_at);
+}
+
+fn v_quad(b: u32, j: u32) -> KvQuad {
+    let c = KvQuad(vc[b], vc[b + 1u], vc[b + HD / 4u], vc[b + HD / 4u + 1u]);
+    return quad_or(c, fresh_v, j == fresh_at);
+}
+
+// The lane's dims 4 lane .. + 3 (lo) and HD/2 + 4 lane .. + 3 (hi) of a quad.
+fn quad_lo(v: KvQuad) -> vec4<f32> {
     return vec4<f32>(kv_pair(v.lo0), kv_pair(v.lo1));
 }
 
-fn v_hi(v: VQuad) -> vec4<f32> {
+fn quad_hi(v: KvQuad) -> vec4<f32> {
     return vec4<f32>(kv_pair(v.hi0), kv_pair(v.hi1));
+}
+
+// The lane's share of key j's score: its 8 dims of q against the key's (pair base b).
+fn k_dot(b: u32, j: u32, q0: vec4<f32>, q1: vec4<f32>) -> f32 {
+    let k = k_quad(b, j);
+    return dot(quad_lo(k), q0) + dot(quad_hi(k), q1);
 }
 
 // 4 keys' weights w added to the row's sum l, and their w v to the lane's dims o0 (lo) and
 // o1 (hi).
 fn add4(
     w: vec4<f32>,
-    a: VQuad,
-    b: VQuad,
-    c: VQuad,
-    d: VQuad,
+    a: KvQuad,
+    b: KvQuad,
+    c: KvQuad,
+    d: KvQuad,
     l: ptr<function, f32>,
     o0: ptr<function, vec4<f32>>,
     o1: ptr<function, vec4<f32>>,
 ) {
     *l += w.x + w.y + w.z + w.w;
-    *o0 += w.x * v_lo(a) + w.y * v_lo(b) + w.z * v_lo(c) + w.w * v_lo(d);
-    *o1 += w.x * v_hi(a) + w.y * v_hi(b) + w.z * v_hi(c) + w.w * v_hi(d);
+    *o0 += w.x * quad_lo(a) + w.y * quad_lo(b) + w.z * quad_lo(c) + w.w * quad_lo(d);
+    *o1 += w.x * quad_hi(a) + w.y * quad_hi(b) + w.z * quad_hi(c) + w.w * quad_hi(d);
 }
 
 // Softmax weights of the row's scores k .. k + 3 of the tile; masked keys weigh 0 (their
@@ -129,12 +159,10 @@ fn main(
     let h = kvh * p.group + rc % p.group;
     let keys = row_keys(rc);
 
-    // Called by every invocation in uniform control flow (the rotating hook has barriers),
-    // before the key range: q's loads do not depend on the positions, so they travel with the
+    // Called by every invocation in uniform control flow (a hook may have barriers), before
+    // the key range: q's loads do not depend on the positions, so they travel with the
     // position loads below instead of after them (one round trip to memory fewer).
-    let q = query(t, h, split, tile, kvh, lane, tid);
-    let q0 = q.lo;
-    let q1 = q.hi;
+    query_begin(t, h, split, tile, kvh, lane, tid);
 
     // The keys any row of this tile needs, within this split.
     if tid == 0u {
@@ -150,6 +178,10 @@ fn main(
     }
     let lo = workgroupUniformLoad(&range_lo);
     let hi = workgroupUniformLoad(&range_hi);
+    // After that barrier: the hook's workgroup memory is written.
+    let q = query_end(split, kvh, lane, tid);
+    let q0 = q.lo;
+    let q1 = q.hi;
 
     var o0 = vec4<f32>(0.0);
     var o1 = vec4<f32>(0.0);
@@ -160,32 +192,32 @@ fn main(
     let row0 = kvh * p.max_len;
 
     for (var kb = lo; kb < hi; kb += BK) {
-        let v0 = v_quad(pair_at(row0, kb, last, lane_pair));
-        let v1 = v_quad(pair_at(row0, kb + 1u, last, lane_pair));
-        let v2 = v_quad(pair_at(row0, kb + 2u, last, lane_pair));
-        let v3 = v_quad(pair_at(row0, kb + 3u, last, lane_pair));
-        let v4 = v_quad(pair_at(row0, kb + 4u, last, lane_pair));
-        let v5 = v_quad(pair_at(row0, kb + 5u, last, lane_pair));
-        let v6 = v_quad(pair_at(row0, kb + 6u, last, lane_pair));
-        let v7 = v_quad(pair_at(row0, kb + 7u, last, lane_pair));
-        let v8 = v_quad(pair_at(row0, kb + 8u, last, lane_pair));
-        let v9 = v_quad(pair_at(row0, kb + 9u, last, lane_pair));
-        let v10 = v_quad(pair_at(row0, kb + 10u, last, lane_pair));
-        let v11 = v_quad(pair_at(row0, kb + 11u, last, lane_pair));
-        let v12 = v_quad(pair_at(row0, kb + 12u, last, lane_pair));
-        let v13 = v_quad(pair_at(row0, kb + 13u, last, lane_pair));
-        let v14 = v_quad(pair_at(row0, kb + 14u, last, lane_pair));
-        let v15 = v_quad(pair_at(row0, kb + 15u, last, lane_pair));
+        let v0 = v_quad(pair_at(row0, kb, last, lane_pair), kb);
+        let v1 = v_quad(pair_at(row0, kb + 1u, last, lane_pair), kb + 1u);
+        let v2 = v_quad(pair_at(row0, kb + 2u, last, lane_pair), kb + 2u);
+        let v3 = v_quad(pair_at(row0, kb + 3u, last, lane_pair), kb + 3u);
+        let v4 = v_quad(pair_at(row0, kb + 4u, last, lane_pair), kb + 4u);
+        let v5 = v_quad(pair_at(row0, kb + 5u, last, lane_pair), kb + 5u);
+        let v6 = v_quad(pair_at(row0, kb + 6u, last, lane_pair), kb + 6u);
+        let v7 = v_quad(pair_at(row0, kb + 7u, last, lane_pair), kb + 7u);
+        let v8 = v_quad(pair_at(row0, kb + 8u, last, lane_pair), kb + 8u);
+        let v9 = v_quad(pair_at(row0, kb + 9u, last, lane_pair), kb + 9u);
+        let v10 = v_quad(pair_at(row0, kb + 10u, last, lane_pair), kb + 10u);
+        let v11 = v_quad(pair_at(row0, kb + 11u, last, lane_pair), kb + 11u);
+        let v12 = v_quad(pair_at(row0, kb + 12u, last, lane_pair), kb + 12u);
+        let v13 = v_quad(pair_at(row0, kb + 13u, last, lane_pair), kb + 13u);
+        let v14 = v_quad(pair_at(row0, kb + 14u, last, lane_pair), kb + 14u);
+        let v15 = v_quad(pair_at(row0, kb + 15u, last, lane_pair), kb + 15u);
         for (var k = 0u; k < BK; k += 4u) {
             let j = kb + k;
             let b0 = pair_at(row0, j, last, lane_pair);
             let b1 = pair_at(row0, j + 1u, last, lane_pair);
             let b2 = pair_at(row0, j + 2u, last, lane_pair);
             let b3 = pair_at(row0, j + 3u, last, lane_pair);
-            part[tid][k] = k_dot(b0, q0, q1);
-            part[tid][k + 1u] = k_dot(b1, q0, q1);
-            part[tid][k + 2u] = k_dot(b2, q0, q1);
-            part[tid][k + 3u] = k_dot(b3, q0, q1);
+            part[tid][k] = k_dot(b0, j, q0, q1);
+            part[tid][k + 1u] = k_dot(b1, j + 1u, q0, q1);
+            part[tid][k + 2u] = k_dot(b2, j + 2u, q0, q1);
+            part[tid][k + 3u] = k_dot(b3, j + 3u, q0, q1);
         }
         workgroupBarrier();
         for (var kk = lane; kk < BK; kk += LANES) {

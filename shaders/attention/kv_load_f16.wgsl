@@ -9,7 +9,3 @@ alias KvWord = u32;
 fn kv_pair(w: KvWord) -> vec2<f32> {
     return unpack2x16float(w);
 }
-
-fn load_k(i: u32) -> vec2<f32> {
-    return kv_pair(kc[i]);
-}

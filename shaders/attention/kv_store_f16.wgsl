@@ -3,10 +3,15 @@
 // array<KvWord> (KvWord: kv_load_f16.wgsl) at its own binding numbers (kv_append,
 // head_norm_rope's cache variant, the rotating decode attention).
 
+// The word that holds pair x.
+fn kv_word(x: vec2<f32>) -> KvWord {
+    return pack2x16float(x);
+}
+
 fn store_k(i: u32, x: vec2<f32>) {
-    kc[i] = pack2x16float(x);
+    kc[i] = kv_word(x);
 }
 
 fn store_v(i: u32, x: vec2<f32>) {
-    vc[i] = pack2x16float(x);
+    vc[i] = kv_word(x);
 }

@@ -3,10 +3,15 @@
 // its own binding numbers (kv_append, head_norm_rope's cache variant, the rotating decode
 // attention).
 
+// The word that holds pair x.
+fn kv_word(x: vec2<f32>) -> KvWord {
+    return x;
+}
+
 fn store_k(i: u32, x: vec2<f32>) {
-    kc[i] = x;
+    kc[i] = kv_word(x);
 }
 
 fn store_v(i: u32, x: vec2<f32>) {
-    vc[i] = x;
+    vc[i] = kv_word(x);
 }

@@ -8,7 +8,7 @@
 // split reads position `at`, so no other workgroup waits for the store; the tiles of one kv
 // head (GQA groups wider than a workgroup's rows) all store the same head, bit for bit the
 // same values, which is benign. Positions >= max_len are dropped, as kv_append drops them.
-// q and k are not written back.
+// q and k are not written back. No fresh key: the loop reads the token's from the cache.
 //
 // The heads (ROWS q heads and the k head) go through workgroup memory: under NEOX with
 // n_rot < HD a pair's dims lie in different lanes, and the norm's sum of squares is formed
@@ -64,7 +64,13 @@ fn rotated(hh: u32, d: u32, ps: f32) -> f32 {
     return select(y.x, y.y, d == e.y);
 }
 
-fn query(t: u32, h: u32, split: u32, tile: u32, kvh: u32, lane: u32, tid: u32) -> Query {
+var<private> q_lane: Query;
+
+fn query_end(split: u32, kvh: u32, lane: u32, tid: u32) -> Query {
+    return q_lane;
+}
+
+fn query_begin(t: u32, h: u32, split: u32, tile: u32, kvh: u32, lane: u32, tid: u32) {
     for (var i = tid; i < HEAD_VALUES; i += WG) {
         heads[i] = raw_value(i / HD, i % HD, tile, kvh);
     }
@@ -114,7 +120,7 @@ fn query(t: u32, h: u32, split: u32, tile: u32, kvh: u32, lane: u32, tid: u32) -
             store_v(dst + i, vec2<f32>(v_src[src + 2u * i], v_src[src + 2u * i + 1u]));
         }
     }
-    // The stores above before any invocation's cache loads below.
+    // The stores above before any invocation's cache loads in the key loop.
     storageBarrier();
-    return q;
+    q_lane = q;
 }

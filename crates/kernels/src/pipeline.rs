@@ -73,6 +73,9 @@ pub enum Kernel {
         head_dim: u32,
         mode: RopeMode,
         norm: bool,
+        /// Every rotation pair within a lane (`attention_rope::in_lanes`): the hook in
+        /// registers.
+        lanes: bool,
     },
     /// Attention of a prompt block over an f16 cache on the tensor cores (one split), `HD` =
     /// head_dim; its emulated program on a device without cooperative matrices (tests).
@@ -165,12 +168,15 @@ impl Kernel {
             all.push(Kernel::Attention { kv, head_dim: 128 });
             for mode in [RopeMode::Normal, RopeMode::Neox] {
                 for norm in [false, true] {
-                    all.push(Kernel::AttentionRope {
-                        kv,
-                        head_dim: 128,
-                        mode,
-                        norm,
-                    });
+                    for lanes in [false, true] {
+                        all.push(Kernel::AttentionRope {
+                            kv,
+                            head_dim: 128,
+                            mode,
+                            norm,
+                            lanes,
+                        });
+                    }
                 }
             }
         }
@@ -281,7 +287,9 @@ impl Kernel {
             Kernel::Unary(_) => unary::program(),
             Kernel::KvAppend(d) => kv::program(d),
             Kernel::Attention { kv, .. } => attention::program(kv),
-            Kernel::AttentionRope { kv, norm, .. } => attention_rope::program(kv, norm),
+            Kernel::AttentionRope {
+                kv, norm, lanes, ..
+            } => attention_rope::program(kv, norm, lanes),
             Kernel::AttentionCoop { .. } => attention_coop::program(false),
             Kernel::AttnCombine => attention::combine_program(),
             Kernel::Glu(_) => glu::program(),

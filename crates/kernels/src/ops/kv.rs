@@ -150,8 +150,9 @@ const BINDINGS: &[BindingKind] = &[
 pub const WORKGROUP: u32 = 64;
 
 /// The file that stores pairs of values into a cache of `dtype` (`store_k`, `store_v` over the
-/// `kc`, `vc` the including kernel binds as `array<KvWord>`): kv_append's and
-/// head_norm_rope's cache variant share it.
+/// `kc`, `vc` the including kernel binds as `array<KvWord>`, and `kv_word`, the word a pair is
+/// stored as): kv_append, head_norm_rope's cache variant and the rotating decode attention
+/// share it.
 pub(crate) fn store_file(dtype: KvDtype) -> &'static ShaderFile {
     match dtype {
         KvDtype::F32 => &STORE_F32,
@@ -159,8 +160,8 @@ pub(crate) fn store_file(dtype: KvDtype) -> &'static ShaderFile {
     }
 }
 
-/// The file that names a cache's word type `KvWord` and reads pairs of values (`kv_pair`,
-/// `load_k`): every kernel over a cache includes it (the stores use its `KvWord`).
+/// The file that names a cache's word type `KvWord` and reads a word's pair of values
+/// (`kv_pair`): every kernel over a cache includes it (the stores use its `KvWord`).
 pub(crate) fn load_file(dtype: KvDtype) -> &'static ShaderFile {
     match dtype {
         KvDtype::F32 => &LOAD_F32,

@@ -43,7 +43,7 @@
 //!   attention that reads q and k and nothing else does: the attention kernel does it all
 //!   before its key loop (`attention_rope`, [`Fuse::RopeAttend`]), q and k never stored.
 //!   Found right after the K/V appends, for the ops `GpuOptions::fold_rope_attention` names
-//!   (by default those without q/k norms: [`RopeAttention`]);
+//!   (by default every one: [`RopeAttention`]);
 //! - a decode step's residual op (above) whose norm a product reads, with or without a norm
 //!   of its own operand (Gemma's post-norm, Llama's plain add): the first product that reads
 //!   the norm computes the add and the norm as it reads its input (the operand's own scale

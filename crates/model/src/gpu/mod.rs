@@ -93,8 +93,9 @@ pub struct GpuOptions {
     /// into the attention that reads q and k (`attention_rope`: every workgroup norms and
     /// rotates its q rows, the split holding the position stores k and v): one dispatch
     /// fewer a layer again where one does. Needs `fold_kv_append`. The ops kept apart run as
-    /// `head_norm_rope_kv` + `attention` (the same arithmetic per element: the logits equal
-    /// bit for bit on lavapipe).
+    /// `head_norm_rope_kv` + `attention` (the same arithmetic per element, except that the
+    /// attention's hook in registers sums a normed head's squares in another order: the
+    /// logits equal bit for bit on lavapipe without q/k norms, to rounding with them).
     pub fold_rope_attention: RopeAttention,
     /// Fold a decode step's residual add and RMSNorm into the product that reads the norm
     /// (`matvec/x_norm.wgsl`: each of its workgroups computes the normed input itself) where
@@ -119,7 +120,7 @@ impl Default for GpuOptions {
             stack_projections: true,
             q8_inputs: false,
             fold_kv_append: true,
-            fold_rope_attention: RopeAttention::Unnormed,
+            fold_rope_attention: RopeAttention::All,
             fold_norm: true,
             glu_epilogue: true,
         }
@@ -131,13 +132,15 @@ impl Default for GpuOptions {
 pub enum RopeAttention {
     /// None.
     Off,
-    /// Those without per-head q/k norms (Llama, Qwen 2): the default. Decode on the H100
-    /// (2026-11-25, docs/PERF.md): SmolLM2-135M 603.8 -> 618.9 t/s, qwen2.5-0.5b 572.8 ->
-    /// 577.5.
+    /// Those without per-head q/k norms (Llama, Qwen 2).
     Unnormed,
-    /// Every one, the q/k-normed too (Gemma): every one of the attention's workgroups then
-    /// reduces its q heads' and the k head's norms before its key loop, which cost more than
-    /// the dispatch it saves: gemma-3-270m 724.3 -> 692.0 t/s on the same H100 run.
+    /// Every one, the q/k-normed too (Gemma): the default. Every one of the attention's
+    /// workgroups norms and rotates its q heads and the k head in registers while its key
+    /// range is found, and takes the token's own key from registers rather than waiting for
+    /// its store (`attention/q_rope_lanes.wgsl`, where every rotation pair lies in a lane).
+    /// Decode steps on the H100 (2026-11-26, docs/PERF.md, eleventh session) against
+    /// `Unnormed` with the earlier hook: gemma-3-270m -6.0%, gemma3-4b -3.4%, SmolLM2-135M
+    /// -4.2%, qwen2.5-0.5b -3.9%.
     All,
 }
 
