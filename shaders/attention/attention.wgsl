@@ -12,8 +12,11 @@
 // HD/4 + 2l, HD/4 + 2l + 1: neighbouring lanes read neighbouring words), and the workgroup
 // walks the keys of its split [split * split_len, +split_len) in tiles of BK = 16 with an
 // online softmax (running max m and sum l; nothing n^2 is stored). Per tile: each lane forms
-// partial dot products for 16 keys, the lanes of a row are summed through workgroup memory,
-// then every lane of the row rescales and accumulates p * v for its dims. Key loops are
+// partial dot products for 16 keys, the lanes of a row are summed by the entry file's
+// `row_scores` (attention/entry_plain.wgsl: through workgroup memory and two barriers;
+// attention/entry_subgroup.wgsl: subgroup shuffles, no barrier; its `tile_done` ends the
+// tile), then every lane of the row rescales and accumulates p * v for its dims. The entry
+// file's `main` numbers the invocations (`me`) and calls `attend`. Key loops are
 // unrolled by hand 4 keys at a time, so 16 cache loads per lane are in flight together; the
 // tile's v pairs are loaded at its top, with its keys, into 16 named values (`KvQuad`: the
 // V round trip no longer waits for the score barriers; SmolLM2 decode -2.6% a step on the
@@ -54,11 +57,16 @@ struct Query {
 // No fresh key (`fresh_at`).
 const NO_KEY: u32 = 0xffffffffu;
 
-var<workgroup> part: array<array<f32, 16>, WG>;
-var<workgroup> scores: array<array<f32, 16>, ROWS>;
+// A tile's 16 scores of one row (or a lane's shares of them), keys 4i .. 4i + 3 in field i.
+struct Tile {
+    a: vec4<f32>,
+    b: vec4<f32>,
+    c: vec4<f32>,
+    d: vec4<f32>,
+}
+
 var<workgroup> range_lo: u32;
 var<workgroup> range_hi: u32;
-
 
 // Pair index of (kv head row0 / max_len, position j) for a lane (lane_pair = 2 lane); j
 // clamped into the cache (keys past `hi` are computed and then masked).
@@ -134,23 +142,47 @@ fn add4(
     *o1 += w.x * quad_hi(a) + w.y * quad_hi(b) + w.z * quad_hi(c) + w.w * quad_hi(d);
 }
 
-// Softmax weights of the row's scores k .. k + 3 of the tile; masked keys weigh 0 (their
-// clamped cache rows are finite).
-fn weights4(rl: u32, k: u32, m: f32) -> vec4<f32> {
-    let sv = vec4<f32>(scores[rl][k], scores[rl][k + 1u], scores[rl][k + 2u], scores[rl][k + 3u]);
+// Softmax weights of 4 of the row's scores; masked keys weigh 0 (their clamped cache rows
+// are finite).
+fn weights4(sv: vec4<f32>, m: f32) -> vec4<f32> {
     return select(exp(sv - m), vec4<f32>(0.0), sv <= vec4<f32>(NONE));
 }
 
-@compute @workgroup_size(WG)
-fn main(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(local_invocation_index) tid: u32,
-) {
+// A row's total score of key `key` finished: scaled, soft-capped, and NONE where the row
+// does not see the key (past `hi`: another split's, or a clamped row).
+fn finish_score(total: f32, key: u32, keys: vec2<u32>, valid: bool, hi: u32) -> f32 {
+    var s = total * p.scale;
+    if p.softcap > 0.0 {
+        s = p.softcap * tanh(s / p.softcap);
+    }
+    if !valid || key < keys.x || key >= keys.y || key >= hi {
+        s = NONE;
+    }
+    return s;
+}
+
+// The lane's shares of 4 keys' scores (keys j .. j + 3).
+fn dots4(row0: u32, j: u32, last: u32, lane_pair: u32, q0: vec4<f32>, q1: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(
+        k_dot(pair_at(row0, j, last, lane_pair), j, q0, q1),
+        k_dot(pair_at(row0, j + 1u, last, lane_pair), j + 1u, q0, q1),
+        k_dot(pair_at(row0, j + 2u, last, lane_pair), j + 2u, q0, q1),
+        k_dot(pair_at(row0, j + 3u, last, lane_pair), j + 3u, q0, q1),
+    );
+}
+
+fn max4(v: vec4<f32>) -> f32 {
+    return max(max(v.x, v.y), max(v.z, v.w));
+}
+
+// The workgroup's work: `me` numbers the invocation (its row me / LANES and lane me % LANES),
+// as the entry file's `main` chooses.
+fn attend(wid: vec3<u32>, me: u32) {
     let split = wid.x;
     let tile = wid.y;
     let kvh = wid.z;
-    let rl = tid / LANES;
-    let lane = tid % LANES;
+    let rl = me / LANES;
+    let lane = me % LANES;
     let n_rows = p.n_tokens * p.group;
     let row = tile * ROWS + rl;
     let valid = row < n_rows;
@@ -162,10 +194,10 @@ fn main(
     // Called by every invocation in uniform control flow (a hook may have barriers), before
     // the key range: q's loads do not depend on the positions, so they travel with the
     // position loads below instead of after them (one round trip to memory fewer).
-    query_begin(t, h, split, tile, kvh, lane, tid);
+    query_begin(t, h, split, tile, kvh, lane, me);
 
     // The keys any row of this tile needs, within this split.
-    if tid == 0u {
+    if me == 0u {
         var lo = 0xffffffffu;
         var hi = 0u;
         for (var r = tile * ROWS; r < min(tile * ROWS + ROWS, n_rows); r++) {
@@ -179,7 +211,7 @@ fn main(
     let lo = workgroupUniformLoad(&range_lo);
     let hi = workgroupUniformLoad(&range_hi);
     // After that barrier: the hook's workgroup memory is written.
-    let q = query_end(split, kvh, lane, tid);
+    let q = query_end(split, kvh, lane, me);
     let q0 = q.lo;
     let q1 = q.hi;
 
@@ -208,49 +240,25 @@ fn main(
         let v13 = v_quad(pair_at(row0, kb + 13u, last, lane_pair), kb + 13u);
         let v14 = v_quad(pair_at(row0, kb + 14u, last, lane_pair), kb + 14u);
         let v15 = v_quad(pair_at(row0, kb + 15u, last, lane_pair), kb + 15u);
-        for (var k = 0u; k < BK; k += 4u) {
-            let j = kb + k;
-            let b0 = pair_at(row0, j, last, lane_pair);
-            let b1 = pair_at(row0, j + 1u, last, lane_pair);
-            let b2 = pair_at(row0, j + 2u, last, lane_pair);
-            let b3 = pair_at(row0, j + 3u, last, lane_pair);
-            part[tid][k] = k_dot(b0, j, q0, q1);
-            part[tid][k + 1u] = k_dot(b1, j + 1u, q0, q1);
-            part[tid][k + 2u] = k_dot(b2, j + 2u, q0, q1);
-            part[tid][k + 3u] = k_dot(b3, j + 3u, q0, q1);
-        }
-        workgroupBarrier();
-        for (var kk = lane; kk < BK; kk += LANES) {
-            var s = 0.0;
-            for (var j = 0u; j < LANES; j++) {
-                s += part[rl * LANES + j][kk];
-            }
-            s *= p.scale;
-            if p.softcap > 0.0 {
-                s = p.softcap * tanh(s / p.softcap);
-            }
-            let key = kb + kk;
-            if !valid || key < keys.x || key >= keys.y || key >= hi {
-                s = NONE;
-            }
-            scores[rl][kk] = s;
-        }
-        workgroupBarrier();
-        var mt = NONE;
-        for (var k = 0u; k < BK; k++) {
-            mt = max(mt, scores[rl][k]);
-        }
+        let dots = Tile(
+            dots4(row0, kb, last, lane_pair, q0, q1),
+            dots4(row0, kb + 4u, last, lane_pair, q0, q1),
+            dots4(row0, kb + 8u, last, lane_pair, q0, q1),
+            dots4(row0, kb + 12u, last, lane_pair, q0, q1),
+        );
+        let sc = row_scores(dots, me, rl, lane, kb, keys, valid, hi);
+        let mt = max(max(max4(sc.a), max4(sc.b)), max(max4(sc.c), max4(sc.d)));
         let mn = max(m, mt);
         let c = exp(m - mn);
         l *= c;
         o0 *= c;
         o1 *= c;
         m = mn;
-        add4(weights4(rl, 0u, m), v0, v1, v2, v3, &l, &o0, &o1);
-        add4(weights4(rl, 4u, m), v4, v5, v6, v7, &l, &o0, &o1);
-        add4(weights4(rl, 8u, m), v8, v9, v10, v11, &l, &o0, &o1);
-        add4(weights4(rl, 12u, m), v12, v13, v14, v15, &l, &o0, &o1);
-        workgroupBarrier();
+        add4(weights4(sc.a, m), v0, v1, v2, v3, &l, &o0, &o1);
+        add4(weights4(sc.b, m), v4, v5, v6, v7, &l, &o0, &o1);
+        add4(weights4(sc.c, m), v8, v9, v10, v11, &l, &o0, &o1);
+        add4(weights4(sc.d, m), v12, v13, v14, v15, &l, &o0, &o1);
+        tile_done();
     }
 
     if !valid {

@@ -31,7 +31,7 @@
 override NEOX: u32 = 1u;
 override NORM: u32 = 1u;
 
-// Each invocation's sums of squares: (its q dims', its k dims' (row 0 of the storing split)).
+// Each invocation's sums of squares: (its 8 q dims', its 8 k dims').
 var<workgroup> squares: array<vec2<f32>, WG>;
 
 // A lane's 8 values at base + 4 lane .. and base + HD/2 + 4 lane .. of `src` (q, k or v).
@@ -177,9 +177,8 @@ fn query_end(split: u32, kvh: u32, lane: u32, tid: u32) -> Query {
     k = rotated_lane(k, angles, lane);
     if at < p.max_len {
         fresh_at = at;
-        fresh_k = KvQuad(kv_word(k.lo.xy), kv_word(k.lo.zw), kv_word(k.hi.xy), kv_word(k.hi.zw));
-        let v = v_raw;
-        fresh_v = KvQuad(kv_word(v.lo.xy), kv_word(v.lo.zw), kv_word(v.hi.xy), kv_word(v.hi.zw));
+        fresh_k = words(k);
+        fresh_v = words(v_raw);
         if tid < LANES && at / p.split_len == split {
             let a = (kvh * p.max_len + at) * (HD / 2u) + 2u * lane;
             let b = a + HD / 4u;
@@ -194,4 +193,9 @@ fn query_end(split: u32, kvh: u32, lane: u32, tid: u32) -> Query {
         }
     }
     return q;
+}
+
+// A lane's 8 values as the cache words that hold them (the key loop's quad layout).
+fn words(x: Query) -> KvQuad {
+    return KvQuad(kv_word(x.lo.xy), kv_word(x.lo.zw), kv_word(x.hi.xy), kv_word(x.hi.zw));
 }

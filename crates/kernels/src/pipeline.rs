@@ -221,6 +221,16 @@ impl Kernel {
             Kernel::MatmulCoop(f, out) => matmul_coop::program(f, out, !caps.coop_f16),
             Kernel::AttentionCoop { .. } => attention_coop::program(!caps.coop_f16),
             Kernel::SampleTopK => sample::topk_program(sample::sorts_in_subgroups(caps)),
+            Kernel::Attention { kv, head_dim } => {
+                attention::program(kv, attention::in_subgroups(caps, head_dim))
+            }
+            Kernel::AttentionRope {
+                kv,
+                head_dim,
+                norm,
+                lanes,
+                ..
+            } => attention_rope::program(kv, norm, lanes, attention::in_subgroups(caps, head_dim)),
             _ => self.program(),
         }
     }
@@ -259,6 +269,15 @@ impl Kernel {
                 ]
             }
             Kernel::SampleTopK => vec![sample::topk_program(false), sample::topk_program(true)],
+            Kernel::Attention { kv, .. } => {
+                vec![attention::program(kv, false), attention::program(kv, true)]
+            }
+            Kernel::AttentionRope {
+                kv, norm, lanes, ..
+            } => vec![
+                attention_rope::program(kv, norm, lanes, false),
+                attention_rope::program(kv, norm, lanes, true),
+            ],
             _ => vec![self.program()],
         }
     }
@@ -286,10 +305,10 @@ impl Kernel {
             Kernel::Copy => elementwise::copy_program(),
             Kernel::Unary(_) => unary::program(),
             Kernel::KvAppend(d) => kv::program(d),
-            Kernel::Attention { kv, .. } => attention::program(kv),
+            Kernel::Attention { kv, .. } => attention::program(kv, false),
             Kernel::AttentionRope {
                 kv, norm, lanes, ..
-            } => attention_rope::program(kv, norm, lanes),
+            } => attention_rope::program(kv, norm, lanes, false),
             Kernel::AttentionCoop { .. } => attention_coop::program(false),
             Kernel::AttnCombine => attention::combine_program(),
             Kernel::Glu(_) => glu::program(),

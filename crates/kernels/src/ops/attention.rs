@@ -11,7 +11,7 @@
 //! keys `(at - window, at]` (all of `[0, at]` when window is 0): a prompt block whose K/V were
 //! appended first is causal by position.
 
-use crate::device::Gpu;
+use crate::device::{Caps, Gpu};
 use crate::error::GpuError;
 use crate::op::{Op, grid_1d};
 use crate::ops::kv::{self, KvAppend, KvCache, KvDtype, KvLayout};
@@ -68,6 +68,10 @@ pub(crate) static ATTENTION: ShaderFile = shader_file!("attention/attention.wgsl
 pub(crate) static PARAMS: ShaderFile = shader_file!("attention/params.wgsl");
 /// The query hook that reads q as it is (and binds the caches read-only).
 static Q_PLAIN: ShaderFile = shader_file!("attention/q_plain.wgsl");
+/// The entry point and tile reduction through workgroup memory (any device).
+static ENTRY_PLAIN: ShaderFile = shader_file!("attention/entry_plain.wgsl");
+/// The same through subgroup shuffles ([`in_subgroups`]).
+static ENTRY_SUBGROUP: ShaderFile = shader_file!("attention/entry_subgroup.wgsl");
 static COMBINE: ShaderFile = shader_file!("attention/combine.wgsl");
 
 const BINDINGS: &[BindingKind] = &[
@@ -100,10 +104,32 @@ pub const PROMPT_WORKGROUP: u32 = 256;
 /// Head dimensions the kernel takes (8 dims per lane, a row's lanes divide 64).
 pub const HEAD_DIMS: [usize; 3] = [64, 128, 256];
 
-pub(crate) fn program(kv: KvDtype) -> Program {
+/// Whether a head of `head_dim` sums its tile's scores through subgroup shuffles on a device
+/// with `caps`: subgroups of one size S, a row's head_dim / 8 lanes within one (S at least
+/// that) and S dividing both workgroups, so the lanes of a row are an aligned block of one
+/// subgroup (`attention/entry_subgroup.wgsl`); else through workgroup memory.
+pub fn in_subgroups(caps: &Caps, head_dim: u32) -> bool {
+    let s = caps.subgroup_min_size;
+    caps.subgroup
+        && s == caps.subgroup_max_size
+        && s >= (head_dim / 8).max(1)
+        && WORKGROUP.is_multiple_of(s)
+        && PROMPT_WORKGROUP.is_multiple_of(s)
+}
+
+/// The entry file: subgroup shuffles or workgroup memory, with its program-name suffix.
+pub(crate) fn entry(subgroup: bool) -> (&'static ShaderFile, &'static str) {
+    match subgroup {
+        true => (&ENTRY_SUBGROUP, "_sg"),
+        false => (&ENTRY_PLAIN, ""),
+    }
+}
+
+pub(crate) fn program(kv: KvDtype, subgroup: bool) -> Program {
+    let (entry, suffix) = entry(subgroup);
     Program {
-        name: format!("attention_{}", kv.name()),
-        files: vec![&ATTENTION, &PARAMS, &Q_PLAIN, kv::load_file(kv)],
+        name: format!("attention_{}{suffix}", kv.name()),
+        files: vec![&ATTENTION, entry, &PARAMS, &Q_PLAIN, kv::load_file(kv)],
         entry: "main",
         bindings: BINDINGS,
         params_size: size_of::<AttentionParams>(),
@@ -650,6 +676,20 @@ mod tests {
     #[test]
     fn attention_matches_reference() {
         testutil::parity("attention", 10, 91);
+    }
+
+    /// The tile reduction through workgroup memory where the device has subgroups (the
+    /// parity run above takes the shuffles for the heads whose lanes fit a subgroup).
+    #[test]
+    fn without_subgroups() {
+        let Some(gpu) = testutil::device_without(wgpu::Features::SUBGROUP) else {
+            return;
+        };
+        assert!(!in_subgroups(&gpu.caps, 64));
+        for check in [CHECK, crate::ops::attention_rope::CHECK] {
+            let r = check.run(&gpu, 10, 97);
+            assert!(r.passed(), "{r}");
+        }
     }
 
     /// Gemma-3-270m's decode (4 heads over 1 kv head of 256, sliding window 512) at

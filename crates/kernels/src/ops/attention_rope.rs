@@ -60,17 +60,19 @@ pub fn in_lanes(mode: RopeMode, n_rot: usize, head_dim: usize) -> bool {
     mode == RopeMode::Normal || n_rot == head_dim
 }
 
-pub(crate) fn program(kv: KvDtype, norm: bool, lanes: bool) -> Program {
+pub(crate) fn program(kv: KvDtype, norm: bool, lanes: bool, subgroup: bool) -> Program {
     let name = match (norm, lanes) {
         (true, false) => "attention_norm_rope",
         (false, false) => "attention_rope",
         (true, true) => "attention_norm_rope_lanes",
         (false, true) => "attention_rope_lanes",
     };
+    let (entry, suffix) = attention::entry(subgroup);
     Program {
-        name: format!("{name}_{}", kv.name()),
+        name: format!("{name}_{}{suffix}", kv.name()),
         files: vec![
             &ATTENTION,
+            entry,
             &attention::PARAMS,
             if lanes { &Q_ROPE_LANES } else { &Q_ROPE },
             &ROTATE,

@@ -148,7 +148,8 @@ pub enum InputKind {
     /// `matvec/x_q8.wgsl`: a q8 vector at binding 2 (`xq16`, `xq16_lo`, `xq4`, `xq4_lo`,
     /// `dot8`, `xd`), read by the format's `matvec/dot8_<type>.wgsl`.
     Q8,
-    /// `matvec/x_norm.wgsl` + `norm/reduce.wgsl` + the [`Addend`]'s file: a at 2, h, w_out
+    /// `matvec/x_norm.wgsl` + `norm/reduce.wgsl` (`matvec/sum_subgroup.wgsl` in the subgroup
+    /// program) + the [`Addend`]'s file: a at 2, h, w_out
     /// and the h'|x output at 6..8, a normed addend's w_in at 9 ([`norm_bindings`]), `x4`
     /// and the rows' factor `x_scale`.
     Norm(Addend),
@@ -211,6 +212,8 @@ static ADDEND_PLAIN: ShaderFile = shader_file!("matvec/addend_plain.wgsl");
 static ADDEND_NORMED: ShaderFile = shader_file!("matvec/addend_normed.wgsl");
 static REDUCE_PLAIN: ShaderFile = shader_file!("matvec/reduce_plain.wgsl");
 static REDUCE_SUBGROUP: ShaderFile = shader_file!("matvec/reduce_subgroup.wgsl");
+/// The norm input's workgroup sums through subgroups (with `REDUCE_SUBGROUP`'s entry point).
+static SUM_SUBGROUP: ShaderFile = shader_file!("matvec/sum_subgroup.wgsl");
 // The store files (`store_rows`): each row through the epilogue's `y_out` and `y_index`, or
 // the GLU epilogue.
 static OUT_ROWS: ShaderFile = shader_file!("matvec/out_rows.wgsl");
@@ -415,8 +418,9 @@ fn assemble(f: GpuFormat, input: InputKind, store: Store, subgroup: bool) -> Pro
         InputKind::Q8 => (vec![&X_Q8], "matvec_q8", store.bindings()),
         InputKind::Norm(addend) => {
             let (file, prefix) = addend.file_and_prefix();
+            let sum = if subgroup { &SUM_SUBGROUP } else { &REDUCE };
             (
-                vec![&X_NORM, file, &REDUCE],
+                vec![&X_NORM, file, sum],
                 prefix,
                 norm_bindings(store.epilogue(), addend),
             )

@@ -1,0 +1,57 @@
+// The attention's entry point and tile reduction through workgroup memory (any device):
+// invocations numbered by local_invocation_index. Each lane writes its shares of the tile's
+// 16 scores to its slot, and after a barrier lane kk of a row sums key kk's LANES shares in
+// lane order, finishes the score and publishes it; after a second barrier every lane reads
+// its row's 16 scores. A third barrier per tile (`tile_done`) keeps the next tile's writes
+// behind this tile's reads.
+
+var<workgroup> part: array<array<f32, 16>, WG>;
+var<workgroup> scores: array<array<f32, 16>, ROWS>;
+
+@compute @workgroup_size(WG)
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    attend(wid, tid);
+}
+
+fn row_scores(d: Tile, me: u32, rl: u32, lane: u32, kb: u32, keys: vec2<u32>, valid: bool, hi: u32) -> Tile {
+    let w = &part[me];
+    (*w)[0] = d.a.x;
+    (*w)[1] = d.a.y;
+    (*w)[2] = d.a.z;
+    (*w)[3] = d.a.w;
+    (*w)[4] = d.b.x;
+    (*w)[5] = d.b.y;
+    (*w)[6] = d.b.z;
+    (*w)[7] = d.b.w;
+    (*w)[8] = d.c.x;
+    (*w)[9] = d.c.y;
+    (*w)[10] = d.c.z;
+    (*w)[11] = d.c.w;
+    (*w)[12] = d.d.x;
+    (*w)[13] = d.d.y;
+    (*w)[14] = d.d.z;
+    (*w)[15] = d.d.w;
+    workgroupBarrier();
+    for (var kk = lane; kk < BK; kk += LANES) {
+        var s = 0.0;
+        for (var j = 0u; j < LANES; j++) {
+            s += part[rl * LANES + j][kk];
+        }
+        scores[rl][kk] = finish_score(s, kb + kk, keys, valid, hi);
+    }
+    workgroupBarrier();
+    let r = &scores[rl];
+    return Tile(
+        vec4<f32>((*r)[0], (*r)[1], (*r)[2], (*r)[3]),
+        vec4<f32>((*r)[4], (*r)[5], (*r)[6], (*r)[7]),
+        vec4<f32>((*r)[8], (*r)[9], (*r)[10], (*r)[11]),
+        vec4<f32>((*r)[12], (*r)[13], (*r)[14], (*r)[15]),
+    );
+}
+
+fn tile_done() {
+    workgroupBarrier();
+}
