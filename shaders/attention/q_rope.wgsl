@@ -17,16 +17,7 @@
 // q of head h of token 0 at q_offset + h * HD, k's kv head at k_offset + kvh * HD, v's at
 // v_offset + kvh * HD (all in binding qv or kv_src / v_src, which may be one buffer).
 
-@group(0) @binding(2) var<storage, read_write> kc: array<KvWord>;
-@group(0) @binding(3) var<storage, read_write> vc: array<KvWord>;
-@group(0) @binding(6) var<storage, read> k_src: array<f32>;
-@group(0) @binding(7) var<storage, read> v_src: array<f32>;
-@group(0) @binding(8) var<storage, read> freqs: array<f32>;
-@group(0) @binding(9) var<storage, read> wq: array<f32>;
-@group(0) @binding(10) var<storage, read> wk: array<f32>;
-
-override NEOX: u32 = 1u;
-override NORM: u32 = 1u;
+// Bindings and overrides: attention/rope_bindings.wgsl.
 // head_norm_rope.wgsl's workgroup (its slots of the norm's sum) and pairs per invocation.
 const SLOTS: u32 = 64u;
 const SLOT_PAIRS: u32 = 4u;

@@ -20,61 +20,36 @@
 // order than head_norm_rope's tree, so normed heads agree with that kernel's to rounding,
 // not bit for bit (without norms they are equal). q and k are not written back.
 
-@group(0) @binding(2) var<storage, read_write> kc: array<KvWord>;
-@group(0) @binding(3) var<storage, read_write> vc: array<KvWord>;
-@group(0) @binding(6) var<storage, read> k_src: array<f32>;
-@group(0) @binding(7) var<storage, read> v_src: array<f32>;
-@group(0) @binding(8) var<storage, read> freqs: array<f32>;
-@group(0) @binding(9) var<storage, read> wq: array<f32>;
-@group(0) @binding(10) var<storage, read> wk: array<f32>;
-
-override NEOX: u32 = 1u;
-override NORM: u32 = 1u;
+// Bindings and overrides: attention/rope_bindings.wgsl.
 
 // Each invocation's sums of squares: (its 8 q dims', its 8 k dims').
 var<workgroup> squares: array<vec2<f32>, WG>;
 
-// A lane's 8 values at base + 4 lane .. and base + HD/2 + 4 lane .. of `src` (q, k or v).
-fn lane_q(base: u32, lane: u32) -> Query {
-    let a = base + 4u * lane;
-    let b = a + HD / 2u;
-    return Query(
-        vec4<f32>(qv[a], qv[a + 1u], qv[a + 2u], qv[a + 3u]),
-        vec4<f32>(qv[b], qv[b + 1u], qv[b + 2u], qv[b + 3u]),
-    );
+// 4 consecutive values of q, k, v or a gain from index i.
+fn q4(i: u32) -> vec4<f32> {
+    return vec4<f32>(qv[i], qv[i + 1u], qv[i + 2u], qv[i + 3u]);
 }
 
-fn lane_k(base: u32, lane: u32) -> Query {
-    let a = base + 4u * lane;
-    let b = a + HD / 2u;
-    return Query(
-        vec4<f32>(k_src[a], k_src[a + 1u], k_src[a + 2u], k_src[a + 3u]),
-        vec4<f32>(k_src[b], k_src[b + 1u], k_src[b + 2u], k_src[b + 3u]),
-    );
+fn k4(i: u32) -> vec4<f32> {
+    return vec4<f32>(k_src[i], k_src[i + 1u], k_src[i + 2u], k_src[i + 3u]);
 }
 
-fn lane_v(base: u32, lane: u32) -> Query {
-    let a = base + 4u * lane;
-    let b = a + HD / 2u;
-    return Query(
-        vec4<f32>(v_src[a], v_src[a + 1u], v_src[a + 2u], v_src[a + 3u]),
-        vec4<f32>(v_src[b], v_src[b + 1u], v_src[b + 2u], v_src[b + 3u]),
-    );
+fn v4(i: u32) -> vec4<f32> {
+    return vec4<f32>(v_src[i], v_src[i + 1u], v_src[i + 2u], v_src[i + 3u]);
 }
 
-fn lane_gains(k: bool, lane: u32) -> Query {
-    let a = 4u * lane;
-    let b = a + HD / 2u;
-    if k {
-        return Query(
-            vec4<f32>(wk[a], wk[a + 1u], wk[a + 2u], wk[a + 3u]),
-            vec4<f32>(wk[b], wk[b + 1u], wk[b + 2u], wk[b + 3u]),
-        );
-    }
-    return Query(
-        vec4<f32>(wq[a], wq[a + 1u], wq[a + 2u], wq[a + 3u]),
-        vec4<f32>(wq[b], wq[b + 1u], wq[b + 2u], wq[b + 3u]),
-    );
+fn wq4(i: u32) -> vec4<f32> {
+    return vec4<f32>(wq[i], wq[i + 1u], wq[i + 2u], wq[i + 3u]);
+}
+
+fn wk4(i: u32) -> vec4<f32> {
+    return vec4<f32>(wk[i], wk[i + 1u], wk[i + 2u], wk[i + 3u]);
+}
+
+// Where a lane's two vec4s of a head starting at `base` begin: 4 lane and HD/2 + 4 lane.
+fn lane_at(base: u32, lane: u32) -> vec2<u32> {
+    let a = base + 4u * lane;
+    return vec2<u32>(a, a + HD / 2u);
 }
 
 // The lane's share of its head's sum of squares: its 4 pairs' square_pair, in pair order.
@@ -147,13 +122,17 @@ fn query_begin(t: u32, h: u32, split: u32, tile: u32, kvh: u32, lane: u32, tid: 
     at = pos[p.pos_offset];
     // Rows past the last read the last row's q, as the key loop's clamped rows do.
     let rc = min(tile * ROWS + tid / LANES, p.group - 1u);
-    q_raw = lane_q(p.q_offset + (kvh * p.group + rc) * HD, lane);
-    k_raw = lane_k(p.k_offset + kvh * HD, lane);
-    v_raw = lane_v(p.v_offset + kvh * HD, lane);
+    let iq = lane_at(p.q_offset + (kvh * p.group + rc) * HD, lane);
+    let ik = lane_at(p.k_offset + kvh * HD, lane);
+    let iv = lane_at(p.v_offset + kvh * HD, lane);
+    q_raw = Query(q4(iq.x), q4(iq.y));
+    k_raw = Query(k4(ik.x), k4(ik.y));
+    v_raw = Query(v4(iv.x), v4(iv.y));
     angles = lane_angles(lane, f32(at));
     if NORM == 1u {
-        q_gain = lane_gains(false, lane);
-        k_gain = lane_gains(true, lane);
+        let ig = lane_at(0u, lane);
+        q_gain = Query(wq4(ig.x), wq4(ig.y));
+        k_gain = Query(wk4(ig.x), wk4(ig.y));
         squares[tid] = vec2<f32>(lane_squares(q_raw), lane_squares(k_raw));
     }
 }

@@ -34,6 +34,8 @@ use crate::tensor::{Dtype, GpuTensor, View};
 static Q_ROPE: ShaderFile = shader_file!("attention/q_rope.wgsl");
 /// The same in registers, for rotaries whose every pair lies within one lane ([`in_lanes`]).
 static Q_ROPE_LANES: ShaderFile = shader_file!("attention/q_rope_lanes.wgsl");
+/// The hooks' bindings and overrides.
+static ROPE_BINDINGS: ShaderFile = shader_file!("attention/rope_bindings.wgsl");
 
 /// The attention's bindings (the caches read-write: the hook stores into them), then k, v,
 /// freqs, wq, wk.
@@ -74,6 +76,7 @@ pub(crate) fn program(kv: KvDtype, norm: bool, lanes: bool, subgroup: bool) -> P
             &ATTENTION,
             entry,
             &attention::PARAMS,
+            &ROPE_BINDINGS,
             if lanes { &Q_ROPE_LANES } else { &Q_ROPE },
             &ROTATE,
             kv::load_file(kv),
