@@ -199,6 +199,9 @@ fn bench_matvec(ctx: &Ctx, c: &mut Criterion) {
         ("4096x4096", 4096, 4096, GpuFormat::ALL.to_vec()),
         ("4096x14336", 4096, 14336, GpuFormat::ALL.to_vec()),
         ("640x262144", 640, 262144, vec![GpuFormat::Q8_0]),
+        // gemma3-4b's gate|up and LM head (PERF.md: the 4B's decode is bound by these).
+        ("2560x20480", 2560, 20480, vec![GpuFormat::Q4K]),
+        ("2560x262144", 2560, 262144, vec![GpuFormat::Q6K]),
     ];
     if gpu.info.device_type == wgpu::DeviceType::Cpu {
         shapes.truncate(3);
