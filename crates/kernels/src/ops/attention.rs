@@ -678,6 +678,29 @@ mod tests {
         testutil::parity("attention", 10, 91);
     }
 
+    /// The shuffles only where a row's lanes fit one subgroup of a fixed size that divides
+    /// both workgroups: NVIDIA's 32 takes every head dim, lavapipe's 8 head_dim 64 only, a
+    /// varying size (Intel's 8..32) or no subgroups none.
+    #[test]
+    fn subgroup_choice() {
+        let caps = |subgroup, min, max| Caps {
+            shader_f16: true,
+            subgroup,
+            subgroup_min_size: min,
+            subgroup_max_size: max,
+            timestamps: true,
+            coop_f16: false,
+        };
+        for hd in HEAD_DIMS {
+            assert!(in_subgroups(&caps(true, 32, 32), hd as u32));
+            assert!(in_subgroups(&caps(true, 64, 64), hd as u32));
+            assert_eq!(in_subgroups(&caps(true, 8, 8), hd as u32), hd == 64);
+            assert!(!in_subgroups(&caps(true, 8, 32), hd as u32));
+            assert!(!in_subgroups(&caps(false, 32, 32), hd as u32));
+        }
+        assert!(!in_subgroups(&caps(true, 128, 128), 128));
+    }
+
     /// The tile reduction through workgroup memory where the device has subgroups (the
     /// parity run above takes the shuffles for the heads whose lanes fit a subgroup).
     #[test]
