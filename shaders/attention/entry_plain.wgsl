@@ -17,23 +17,10 @@ fn main(
 }
 
 fn row_scores(d: Tile, me: u32, rl: u32, lane: u32, kb: u32, keys: vec2<u32>, valid: bool, hi: u32) -> Tile {
-    let w = &part[me];
-    (*w)[0] = d.a.x;
-    (*w)[1] = d.a.y;
-    (*w)[2] = d.a.z;
-    (*w)[3] = d.a.w;
-    (*w)[4] = d.b.x;
-    (*w)[5] = d.b.y;
-    (*w)[6] = d.b.z;
-    (*w)[7] = d.b.w;
-    (*w)[8] = d.c.x;
-    (*w)[9] = d.c.y;
-    (*w)[10] = d.c.z;
-    (*w)[11] = d.c.w;
-    (*w)[12] = d.d.x;
-    (*w)[13] = d.d.y;
-    (*w)[14] = d.d.z;
-    (*w)[15] = d.d.w;
+    part[me] = array<f32, 16>(
+        d.a.x, d.a.y, d.a.z, d.a.w, d.b.x, d.b.y, d.b.z, d.b.w,
+        d.c.x, d.c.y, d.c.z, d.c.w, d.d.x, d.d.y, d.d.z, d.d.w,
+    );
     workgroupBarrier();
     for (var kk = lane; kk < BK; kk += LANES) {
         var s = 0.0;

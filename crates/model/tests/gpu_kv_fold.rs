@@ -22,6 +22,7 @@ use common::gpu::{Deviation, LOGIT_REL, Script, TOP10_NATS, count, device, file,
 use rullama_kernels::Kernel;
 use rullama_model::OutputRows;
 use rullama_model::gpu::{GpuOptions, KvDtype, RopeAttention};
+use rullama_model::logits::argmax;
 
 /// A prefill of 3 tokens, then 2 decode steps; 600 positions: decode attention in splits, as
 /// `tests/gpu.rs` runs it.
@@ -166,15 +167,4 @@ fn smollm2_folds_rope_into_attention() {
 #[test]
 fn qwen2_folds_rope_into_attention() {
     folds_rope_into_attention("qwen2.5-0.5b");
-}
-
-/// The index of the largest logit (the first of equals).
-fn argmax(row: &[f32]) -> usize {
-    row.iter()
-        .enumerate()
-        .fold(
-            (0, f32::NEG_INFINITY),
-            |b, (i, &v)| if v > b.1 { (i, v) } else { b },
-        )
-        .0
 }
