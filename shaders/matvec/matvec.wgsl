@@ -1,38 +1,46 @@
 // y[y_offset + r] = sum_i W[r, i] * x[x_offset + i] for the rows r of one weight chunk.
 // W is the format's GPU layout (GGUF's blocks, or planes: common/blocks.wgsl), rows of n_in
-// weights (row_bytes each, as GGUF counts them). A workgroup takes R = 4 consecutive rows. Lanes are grouped PARTS at a time (the format's constant): a group takes
-// one step of STEP_UNITS units of 32 weights (one unit for the 32-weight formats, PARTS 4 or
-// 8; a whole super-block for Q4_K and Q6_K, PARTS 32) and lane `part` of the group reads
-// word(s) `part` of it, so neighbouring lanes read neighbouring words of the same block and a
-// subgroup's loads cover a few contiguous cache lines (llama.cpp's Vulkan layout) instead of
-// 32 blocks 34-210 bytes apart. Group g takes steps g, g + WG / PARTS, .. of all 4 rows, one
-// step per loop trip: two steps a trip (both steps' loads in flight together) measured slower
-// on the H100 (2026-11-23, 4096x14336: Q8_0 87.1% -> 92.4% of 2.18 TB/s with one, Q4_K
-// 50.0% -> 54.7%, Q5_0 62.4% -> 64.1%; 4 a trip slower still): the kernel is bound by how
-// many invocations fit in registers, not by loads in flight. The format's `rows_dot4`
-// (matvec/dot_<type>.wgsl, or rows_each.wgsl over its one-row `part_dot`) decodes one part of
-// the 4 rows in straight-line code. The per-row partial sums
-// are then reduced across the workgroup by the entry point (reduce_plain.wgsl:
-// workgroup-memory tree; reduce_subgroup.wgsl: subgroupAdd, then one value per subgroup),
-// which also writes y. The input comes through `x4(i)` (inputs i .. i + 4, i counted from
-// the buffer's start, so x_offset included), defined by the input file: matvec/x_plain.wgsl
-// (a vector), matvec/x_glu.wgsl (act(gate) * up, computed as it is read) or
-// matvec/x_norm.wgsl (a residual add and RMSNorm, computed as it is read, its scale applied
-// to the row totals through `x_scale`); or, for a vector
-// quantized to two int8 digits per input in blocks of 32 (matvec/x_q8.wgsl, read by the
-// dot8_<type>.wgsl files), through `xq16(i)` / `xq4(i)` and `xq16_lo(i)` / `xq4_lo(i)` (the
-// packed first and second digits), `dot8` (their exact integer dot with weight codes) and
-// `xd(i)` (the value of one unit of that dot: their block's scale / 254). The stored value
-// goes through `y_out(row, sum)`, defined by the value file: common/out_store.wgsl (the sum)
-// or common/out_bias.wgsl (sum + bias); the weight row a dispatch row reads and where it
-// lands go through `w_row` and `y_index`, defined by the place file: common/out_one.wgsl
-// (the chunk's rows, into y from y_offset) or common/out_split.wgsl (a row range, split over
-// up to 3 outputs). The entry point hands the row totals to `store_rows(row0, tid, v)`,
-// defined by the store file: matvec/out_rows.wgsl (each row through y_out and y_index) or
-// matvec/out_glu.wgsl (the GLU epilogue: dispatch rows are gate and up rows in pairs, and
-// act(gate) * up is stored; it defines `w_row` itself and takes no value or place file).
-// Every invocation of a workgroup calls store_rows, in uniform control flow, with its row's
-// total in v for tid < R.
+// weights (row_bytes each, as GGUF counts them).
+//
+// Lanes. A row quad is R = 4 consecutive rows. A workgroup takes QUADS consecutive quads side
+// by side, WG / QUADS lanes each (`quad`, and lane t in it): several where a quad's lanes
+// would leave warps part idle, in dispatches of many rows (`ops::matvec::lanes` chooses;
+// gemma3-4b's LM head, n_in 2560 in Q6_K, is 4 quads of 40 lanes in 160). Within a quad,
+// lanes are grouped PARTS at a time (the format's constant): a group takes one step of
+// STEP_UNITS units of 32 weights (one unit for the 32-weight formats; a whole super-block
+// for the K formats) and lane `part` of the group reads word(s) `part` of it, so neighbouring
+// lanes read neighbouring words of the same block and a subgroup's loads cover a few
+// contiguous cache lines (llama.cpp's Vulkan layout) instead of 32 blocks 34-210 bytes
+// apart. Group g takes steps g, g + WG / QUADS / PARTS, .. of its quad's 4 rows, one step
+// per loop trip: two steps a trip (both steps' loads in flight together) measured slower on
+// the H100 (2026-11-23, 4096x14336: Q8_0 87.1% -> 92.4% of 2.18 TB/s with one, Q4_K 50.0%
+// -> 54.7%, Q5_0 62.4% -> 64.1%; 4 a trip slower still): the kernel is bound by how many
+// invocations fit in registers, not by loads in flight. The format's `rows_dot4`
+// (matvec/dot_<type>.wgsl, or rows_each.wgsl over its one-row `part_dot`) decodes one part
+// of the 4 rows in straight-line code. The per-row partial sums are then reduced over each
+// quad's lanes by the entry point (reduce_plain.wgsl: a workgroup-memory tree;
+// reduce_subgroup.wgsl: shuffles within the quad's blocks of a subgroup, then one value per
+// block), which also writes y.
+//
+// Files. The input comes through `x4(i)` (inputs i .. i + 4, i counted from the buffer's
+// start, so x_offset included), defined by the input file: matvec/x_plain.wgsl (a vector),
+// matvec/x_glu.wgsl (act(gate) * up, computed as it is read) or matvec/x_norm.wgsl (a
+// residual add and RMSNorm, computed as it is read, its scale applied to the row totals
+// through `x_scale`); or, for a vector quantized to two int8 digits per input in blocks of
+// 32 (matvec/x_q8.wgsl, read by the dot8_<type>.wgsl files), through `xq16(i)` / `xq4(i)`
+// and `xq16_lo(i)` / `xq4_lo(i)` (the packed first and second digits), `dot8` (their exact
+// integer dot with weight codes) and `xd(i)` (the value of one unit of that dot: their
+// block's scale / 254). The stored value goes through `y_out(row, sum)`, defined by the
+// value file: common/out_store.wgsl (the sum) or common/out_bias.wgsl (sum + bias); the
+// weight row a dispatch row reads and where it lands go through `w_row` and `y_index`,
+// defined by the place file: common/out_one.wgsl (the chunk's rows, into y from y_offset) or
+// common/out_split.wgsl (a row range, split over up to 3 outputs). The entry point hands the
+// row totals to `store_rows(row0, t, tid, v)`, defined by the store file:
+// matvec/out_rows.wgsl (each row through y_out and y_index) or matvec/out_glu.wgsl (the GLU
+// epilogue: dispatch rows are gate and up rows in pairs, and act(gate) * up is stored; it
+// defines `w_row` itself and takes no value or place file). Every invocation of a workgroup
+// calls store_rows, in uniform control flow, with its quad's first row, its lane t in the
+// quad, its index tid in the workgroup and its row's total in v for t < R.
 
 struct Params {
     n_in: u32,
@@ -64,34 +72,47 @@ struct Params {
 // load there would fetch 16 bytes to use 4).
 @group(0) @binding(4) var<storage, read> w_words: array<u32>;
 
-// Invocations per workgroup: a power of two, at most 256.
+// Invocations per workgroup, at most 256: a multiple of QUADS, and of PARTS per quad.
 override WG: u32 = 64u;
-// Rows per workgroup (`ROWS` in ops/matvec/mod.rs). 8 (two quads sharing the loaded inputs) measured
-// slower on the H100 (2026-11-23: Q8_0 -10%, Q6_K -20% at 4096x14336; Q4_K +5%).
+// Row quads per workgroup, side by side (`Lanes::quads` in ops/matvec/mod.rs).
+override QUADS: u32 = 1u;
+// Rows per quad (`ROWS` in ops/matvec/mod.rs). 8 (two quads in one lane, sharing the loaded
+// inputs) measured slower on the H100 (2026-11-23: Q8_0 -10%, Q6_K -20% at 4096x14336; Q4_K
+// +5%): a lane's registers bound the kernel, so more rows go to more lanes (QUADS) instead.
 const R: u32 = 4u;
 // Partial sums: R rows x up to 256 slots.
 var<workgroup> red: array<f32, 1024>;
+// This invocation's quad in the workgroup (set by the entry point; the norm input counts its
+// sums of squares from quad 0 only).
+var<private> quad: u32;
 
+// The workgroup's first row.
 fn first_row(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
-    return (wid.y * nwg.x + wid.x) * R;
+    return (wid.y * nwg.x + wid.x) * R * QUADS;
 }
 
-// This invocation's partial dot products for rows row0 .. row0 + R (rows past the chunk
-// repeat its last row; their sums are never stored).
-fn accumulate(row0: u32, tid: u32) -> vec4<f32> {
+// The largest power of two below n (0 for n = 1): the first stride of a tree over n slots.
+fn first_stride(n: u32) -> u32 {
+    return select(0u, 1u << (31u - countLeadingZeros(n - 1u)), n > 1u);
+}
+
+// Lane t's partial dot products for the quad of rows row0 .. row0 + R (rows past the chunk
+// repeat its last row, and a quad past it reads the last row; their sums are never stored).
+// tid: the invocation's index in the workgroup (for the input's workgroup-wide work).
+fn accumulate(row0: u32, t: u32, tid: u32) -> vec4<f32> {
     x_begin(row0, tid);
     planes_begin();
     let last = p.n_rows - 1u;
-    let r0 = w_row(row0) * p.row_bytes;
+    let r0 = w_row(min(row0, last)) * p.row_bytes;
     let r1 = w_row(min(row0 + 1u, last)) * p.row_bytes;
     let r2 = w_row(min(row0 + 2u, last)) * p.row_bytes;
     let r3 = w_row(min(row0 + 3u, last)) * p.row_bytes;
     var acc = vec4<f32>(0.0);
     // K formats: n_in is a multiple of 256, so steps cover the row exactly.
     let steps = (p.n_in + 31u) / 32u / STEP_UNITS;
-    let part = tid % PARTS;
-    let step = WG / PARTS;
-    var s = tid / PARTS;
+    let part = t % PARTS;
+    let step = WG / QUADS / PARTS;
+    var s = t / PARTS;
     for (; s < steps; s += step) {
         acc += rows_dot(r0, r1, r2, r3, s, part);
     }

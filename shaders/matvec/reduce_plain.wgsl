@@ -1,5 +1,5 @@
-// Matvec entry point without subgroup operations: partial sums reduced by a tree in
-// workgroup memory (log2(WG) barriers).
+// Matvec entry point without subgroup operations: each quad's partial sums reduced by a tree
+// over its WG / QUADS slots of workgroup memory (any count; ceil(log2) barriers).
 
 @compute @workgroup_size(WG)
 fn main(
@@ -7,22 +7,26 @@ fn main(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
-    let row0 = first_row(wid, nwg);
-    if row0 >= p.n_rows {
+    let first = first_row(wid, nwg);
+    if first >= p.n_rows {
         return;
     }
-    let acc = accumulate(row0, tid);
+    let lanes = WG / QUADS;
+    quad = tid / lanes;
+    let t = tid % lanes;
+    let row0 = first + R * quad;
+    let acc = accumulate(row0, t, tid);
     for (var r = 0u; r < R; r++) {
         red[r * 256u + tid] = acc[r];
     }
     workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s >>= 1u) {
-        if tid < s {
+    for (var s = first_stride(lanes); s > 0u; s >>= 1u) {
+        if t < s && t + s < lanes {
             for (var r = 0u; r < R; r++) {
                 red[r * 256u + tid] += red[r * 256u + tid + s];
             }
         }
         workgroupBarrier();
     }
-    store_rows(row0, tid, red[min(tid, R - 1u) * 256u]);
+    store_rows(row0, t, tid, red[min(t, R - 1u) * 256u + tid - t]);
 }

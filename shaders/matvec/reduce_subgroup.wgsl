@@ -1,6 +1,10 @@
-// Matvec entry point with subgroup operations (Features::SUBGROUP): each subgroup sums its
-// partials with subgroupAdd, one lane stores the subgroup's sum, and invocation r adds the
-// num_subgroups sums of row r in subgroup order (deterministic). One barrier.
+// Matvec entry point with subgroup operations (Features::SUBGROUP). Invocations are numbered
+// in subgroup order (subgroup * size + lane), so a quad's WG / QUADS lanes are whole aligned
+// blocks of B = min(size, the largest power of two dividing the quad's lanes) lanes of one
+// subgroup: each block sums its partials by a butterfly of shuffles (subgroupAdd when a
+// block is the subgroup), one lane stores the block's sum, and lane r of the quad adds its
+// blocks' sums of row r in order (deterministic). One barrier. The workgroup is a multiple
+// of the subgroup size or ends in a partial subgroup whose lanes count from 0.
 
 // This invocation's subgroup, its lane in it and the workgroup's subgroup count, for the
 // norm input's sums (matvec/sum_subgroup.wgsl).
@@ -15,27 +19,42 @@ fn main(
     @builtin(local_invocation_index) tid: u32,
     @builtin(subgroup_id) sg: u32,
     @builtin(subgroup_invocation_id) lane: u32,
+    @builtin(subgroup_size) size: u32,
     @builtin(num_subgroups) n_sg: u32,
 ) {
     sg_index = sg;
     sg_lane = lane;
     sg_count = n_sg;
-    let row0 = first_row(wid, nwg);
-    if row0 >= p.n_rows {
+    let first = first_row(wid, nwg);
+    if first >= p.n_rows {
         return;
     }
-    let acc = subgroupAdd(accumulate(row0, tid));
-    if lane == 0u {
+    let lanes = WG / QUADS;
+    let me = sg * size + lane;
+    quad = me / lanes;
+    let t = me % lanes;
+    let row0 = first + R * quad;
+    var acc = accumulate(row0, t, me);
+    let block = min(size, lanes & (0u - lanes));
+    if block == size {
+        acc = subgroupAdd(acc);
+    } else {
+        for (var o = 1u; o < block; o <<= 1u) {
+            acc += subgroupShuffleXor(acc, o);
+        }
+    }
+    if lane % block == 0u {
         for (var r = 0u; r < R; r++) {
-            red[r * 256u + sg] = acc[r];
+            red[r * 256u + me / block] = acc[r];
         }
     }
     workgroupBarrier();
     var v = 0.0;
-    if tid < R {
-        for (var i = 0u; i < n_sg; i++) {
-            v += red[tid * 256u + i];
+    if t < R {
+        let blocks = lanes / block;
+        for (var i = 0u; i < blocks; i++) {
+            v += red[t * 256u + quad * blocks + i];
         }
     }
-    store_rows(row0, tid, v);
+    store_rows(row0, t, me, v);
 }

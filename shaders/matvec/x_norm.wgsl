@@ -29,14 +29,18 @@
 // is exact.
 override X_READS: f32 = 1.0;
 
-// This invocation's share of X_READS * sum(h'^2).
+// This invocation's share of X_READS * sum(h'^2) (every quad reads the whole input; quad
+// 0's shares are the ones summed).
 var<private> ss: f32;
-// The dispatch's first workgroup: stores h' and x.
+// The dispatch's first quad: stores h' as it reads it.
 var<private> first: bool;
+// The dispatch's first workgroup: stores x.
+var<private> first_group: bool;
 
 fn x_begin(row0: u32, tid: u32) {
     ss = 0.0;
     first = row0 == 0u;
+    first_group = row0 < R * QUADS;
     addend_begin(tid);
 }
 
@@ -59,8 +63,8 @@ fn inv_rms(total: f32) -> f32 {
 // The factor of every row total: 1 / rms(h'). Called by every invocation (it reduces the sum
 // of squares across the workgroup); the first workgroup stores x as well.
 fn x_scale(tid: u32) -> f32 {
-    let r = inv_rms(workgroup_sum(ss, tid) / X_READS);
-    if first {
+    let r = inv_rms(workgroup_sum(select(0.0, ss, quad == 0u), tid) / X_READS);
+    if first_group {
         let a0 = p.x_offset >> 2u;
         let h0 = p.h_offset >> 2u;
         let x0 = p.x_out_offset >> 2u;

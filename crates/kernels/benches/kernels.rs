@@ -26,7 +26,8 @@ use rullama_kernels::ops::head_norm_rope::{HeadNormRope, Heads};
 use rullama_kernels::ops::kv::{KvAppend, KvCache, KvDtype, KvLayout};
 use rullama_kernels::ops::matmul::{Matmul, Strides};
 use rullama_kernels::ops::matvec::{
-    Input, matvec, matvec_glu, matvec_glu_out, matvec_input, q8_supported,
+    Input, InputKind, ROWS, lane_layout, lanes, matvec, matvec_glu, matvec_glu_out, matvec_input,
+    q8_supported,
 };
 use rullama_kernels::ops::norm::RmsNorm;
 use rullama_kernels::ops::quantize::{q8_words, quantize_q8, quantize_q8_ref};
@@ -37,7 +38,7 @@ use rullama_kernels::ops::split::Out;
 use rullama_kernels::parity::data::{random_f32, random_weight_bytes};
 use rullama_kernels::{
     Dtype, Gpu, GpuFormat, GpuTensor, GpuWeight, Op, OpenOptions, Step, StepBuilder, View,
-    WeightShape,
+    WeightShape, grid_1d,
 };
 
 struct Timer {
@@ -202,6 +203,18 @@ fn bench_matvec(ctx: &Ctx, c: &mut Criterion) {
         // gemma3-4b's gate|up and LM head (PERF.md: the 4B's decode is bound by these).
         ("2560x20480", 2560, 20480, vec![GpuFormat::Q4K]),
         ("2560x262144", 2560, 262144, vec![GpuFormat::Q6K]),
+        // gemma3-4b's down projection (Q4_K or Q6_K by layer), 40 super-blocks a row, and
+        // its q|k|v.
+        (
+            "10240x2560",
+            10240,
+            2560,
+            vec![GpuFormat::Q4K, GpuFormat::Q6K],
+        ),
+        ("2560x4096", 2560, 4096, vec![GpuFormat::Q4K]),
+        // qwen2.5-0.5b's and SmolLM2's LM heads.
+        ("896x151936", 896, 151936, vec![GpuFormat::Q8_0]),
+        ("576x49152", 576, 49152, vec![GpuFormat::Q8_0]),
     ];
     if gpu.info.device_type == wgpu::DeviceType::Cpu {
         shapes.truncate(3);
@@ -230,13 +243,9 @@ fn bench_matvec(ctx: &Ctx, c: &mut Criterion) {
             if wanted(&name) {
                 let ops = matvec(&w, (&x).into(), (&y).into()).unwrap();
                 ctx.bench(c, &name, ops.clone(), work, reps_for(bytes));
-                // Workgroup-size sweep on the big shapes (what the default should be).
-                if n_in * n_out > 4096 * 4096 && std::env::var("RULLAMA_BENCH_SWEEP").is_ok() {
-                    for wg in [32, 64, 128, 256] {
-                        let mut v = ops.clone();
-                        v.iter_mut().for_each(|o| o.key.workgroup_size = wg);
-                        ctx.bench(c, &format!("{name}/wg{wg}"), v, work, reps_for(bytes));
-                    }
+                // Lane layouts on the big shapes (what `matvec::lanes` should choose).
+                if n_in * n_out >= 2560 * 4096 && std::env::var("RULLAMA_BENCH_SWEEP").is_ok() {
+                    sweep_lanes(ctx, c, &name, f, (n_in, n_out), &ops, work, reps_for(bytes));
                 }
             }
             if q8 {
@@ -247,6 +256,51 @@ fn bench_matvec(ctx: &Ctx, c: &mut Criterion) {
                 let ops = matvec_input(&w, Input::Q8((&q).into()), (&y).into()).unwrap();
                 ctx.bench(c, &q8_name, ops, work, reps_for(bytes));
             }
+        }
+    }
+}
+
+/// The matvec `ops` (`n_out` rows of `n_in` weights of format `f`) in other lane layouts:
+/// `wgW` / `wgWxQ` is W invocations over Q row quads. Every quad size a multiple of PARTS
+/// (else lanes would repeat steps), workgroups a multiple of 32 or a power of two, at most 3
+/// trips a lane; `lanes` names the default.
+#[allow(clippy::too_many_arguments)]
+fn sweep_lanes(
+    ctx: &Ctx,
+    c: &mut Criterion,
+    name: &str,
+    f: GpuFormat,
+    (n_in, n_out): (usize, usize),
+    ops: &[Op],
+    work: Work,
+    reps: usize,
+) {
+    let (parts, step_units) = lane_layout(f, InputKind::Plain);
+    let steps = n_in.div_ceil(32).div_ceil(step_units);
+    let chosen = lanes(f, InputKind::Plain, n_in, n_out);
+    println!(
+        "SWEEP|{name}|default wg{}x{}",
+        chosen.workgroup, chosen.quads
+    );
+    for quads in [1u32, 2, 4, 8] {
+        for wg in (32..=256u32).step_by(16) {
+            let quad_lanes = (wg / quads) as usize;
+            if !wg.is_multiple_of(quads)
+                || !quad_lanes.is_multiple_of(parts)
+                || quad_lanes < ROWS
+                || !(wg.is_multiple_of(32) || wg.is_power_of_two())
+                || steps.div_ceil(quad_lanes / parts) > 3
+            {
+                continue;
+            }
+            let mut v = ops.to_vec();
+            for o in &mut v {
+                let n_rows = u32::from_le_bytes(o.params[4..8].try_into().unwrap()) as usize;
+                o.key.workgroup_size = wg;
+                o.key.quads = quads;
+                o.grid = grid_1d(n_rows.div_ceil(ROWS * quads as usize));
+            }
+            ctx.bench(c, &format!("{name}/wg{wg}x{quads}"), v, work, reps);
         }
     }
 }

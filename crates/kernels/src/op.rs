@@ -31,6 +31,7 @@ impl Op {
             key: PipelineKey {
                 kernel,
                 workgroup_size,
+                quads: 1,
             },
             params: bytemuck::bytes_of(params).to_vec(),
             buffers: buffers.iter().map(|&b| b.clone()).collect(),

@@ -111,6 +111,19 @@ pub enum Kernel {
 }
 
 impl Kernel {
+    /// Whether the kernel is a decode matvec (`matvec/matvec.wgsl`: the `QUADS` override,
+    /// any workgroup size).
+    pub fn is_matvec(self) -> bool {
+        matches!(
+            self,
+            Kernel::Matvec(..)
+                | Kernel::MatvecGlu(..)
+                | Kernel::MatvecQ8(..)
+                | Kernel::MatvecNorm(..)
+                | Kernel::MatvecGluOut(..)
+        )
+    }
+
     /// Every kernel variant the crate can build (the WGSL check walks this list).
     pub fn all() -> Vec<Kernel> {
         let mut all = Vec::new();
@@ -383,8 +396,12 @@ fn partial_units(f: GpuFormat) -> (&'static str, f64) {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PipelineKey {
     pub kernel: Kernel,
-    /// The `WG` override: invocations per workgroup (a power of two, at most 256).
+    /// The `WG` override: invocations per workgroup, at most 256 (a power of two but for the
+    /// matvec kernels, whose [`matvec::Lanes`] may take any multiple of their quads).
     pub workgroup_size: u32,
+    /// The matvec's `QUADS` override: row quads side by side in a workgroup (1 for every
+    /// other kernel, which has no such override).
+    pub quads: u32,
 }
 
 /// A bind group layout (shared by every kernel with the same binding kinds) and its pipeline layout.
@@ -465,10 +482,17 @@ impl Gpu {
         if let Some(p) = t.pipelines.get(&key) {
             return p.clone();
         }
+        let matvec = key.kernel.is_matvec();
         assert!(
-            key.workgroup_size.is_power_of_two() && key.workgroup_size <= 256,
-            "workgroup size {} must be a power of two <= 256 (kernels reduce in a 256-slot array)",
-            key.workgroup_size
+            key.workgroup_size <= 256
+                && (key.workgroup_size.is_power_of_two() || matvec)
+                && (key.quads == 1 || matvec)
+                && key.workgroup_size.is_multiple_of(key.quads)
+                && key.workgroup_size / key.quads >= 4,
+            "workgroup size {} with {} quads: kernels reduce in 256-slot arrays, trees over a \
+             power of two but for the matvec's, whose quads' first 4 lanes store the rows",
+            key.workgroup_size,
+            key.quads
         );
         let program = key.kernel.program_for(&self.caps);
         let layout = t
@@ -484,6 +508,9 @@ impl Gpu {
             });
         let mut constants = key.kernel.constants();
         constants.push(("WG", f64::from(key.workgroup_size)));
+        if key.quads != 1 {
+            constants.push(("QUADS", f64::from(key.quads)));
+        }
         let compute = self
             .device
             .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {

@@ -10,7 +10,7 @@ use crate::parity::data::{Rng, n_in_step, random_f32, random_weight};
 use crate::parity::{Check, Compare, U, run_read};
 use crate::tensor::{GpuTensor, GpuWeight, View, WeightShape};
 
-use super::{Input, matvec_bias_input, matvec_glu, matvec_input, whole_block_rows};
+use super::{Input, QUADS_MIN_ROWS, matvec_bias_input, matvec_glu, matvec_input, whole_block_rows};
 
 /// CPU reference: `y = W x` in f64 over the dequantized rows (`w` is `n_out * n_in`, row-major).
 /// Also returns `sum_i |w_i x_i|` per row, the scale of the rounding error bound.
@@ -94,6 +94,19 @@ impl Case {
 
     /// A random case over weights of format `format`.
     pub(crate) fn random_of(rng: &mut Rng, format: GpuFormat) -> Case {
+        // One case in six has rows enough for several quads a workgroup (`lanes`): a first
+        // chunk of at least QUADS_MIN_ROWS rows, short ones (the reference's cost).
+        if rng.range(0, 6) == 0 {
+            let n_out = QUADS_MIN_ROWS + rng.range(1, 40);
+            return Case {
+                format,
+                n_out,
+                n_blocks: rng.range(1, (96 / n_in_step(format)).max(2)),
+                chunk_rows: n_out - rng.range(0, 20),
+                seed: rng.next_u64(),
+                bias: false,
+            };
+        }
         Case {
             format,
             n_out: rng.range(1, 40),
@@ -302,8 +315,8 @@ pub(crate) fn perturbed_input_bound(row: &[f32], e: &[f64], abs: f64) -> f64 {
 mod tests {
     use super::*;
     use crate::ops::matvec::{
-        InputKind, ROWS, SKELETON, lane_layout, matvec, matvec_bias, ops, q8_supported,
-        workgroup_size,
+        InputKind, QUADS_MIN_ROWS, ROWS, SKELETON, lane_layout, lanes, matvec, matvec_bias, ops,
+        q8_supported,
     };
     use crate::ops::split;
     use crate::testutil;
@@ -418,7 +431,8 @@ mod tests {
         }
     }
 
-    /// The entry point without subgroup operations, on a device opened without SUBGROUP.
+    /// The entry point without subgroup operations, on a device opened without SUBGROUP (its
+    /// trees over quads of 10 to 80 lanes too).
     #[test]
     fn plain_reduction() {
         let Some(gpu) = testutil::device_without(wgpu::Features::SUBGROUP) else {
@@ -440,6 +454,7 @@ mod tests {
             let r = check.run(&gpu, 6, 5);
             assert!(r.passed(), "{r}");
         }
+        quads_cases(&gpu);
     }
 
     #[test]
@@ -481,7 +496,7 @@ mod tests {
         }
     }
 
-    /// Every dot file states its lane layout in the form `workgroup_size` reads, and each
+    /// Every dot file states its lane layout in the form `lanes` reads, and each
     /// dot8 file keeps its format's (the q8 input changes the arithmetic, not the lanes).
     #[test]
     fn lane_layouts_parse() {
@@ -493,14 +508,70 @@ mod tests {
                 assert_eq!(lane_layout(f, InputKind::Q8), (parts, step_units), "{f:?}");
             }
         }
-        assert_eq!(workgroup_size(GpuFormat::Q6K, InputKind::Plain, 2048), 64);
-        assert_eq!(workgroup_size(GpuFormat::Q8_0, InputKind::Plain, 4096), 128);
-        assert_eq!(workgroup_size(GpuFormat::Q4_0, InputKind::Plain, 640), 32);
+        let at = |f, n_in, n_rows| {
+            let l = lanes(f, InputKind::Plain, n_in, n_rows);
+            (l.workgroup, l.quads)
+        };
+        // One quad a workgroup: a power of two of lanes, at most 128.
+        assert_eq!(at(GpuFormat::Q6K, 2048, 2560), (64, 1));
+        assert_eq!(at(GpuFormat::Q4K, 4096, 14336), (128, 1));
+        assert_eq!(at(GpuFormat::Q4K, 2560, 4096), (128, 1));
+        assert_eq!(at(GpuFormat::Q4K, 10240, 2560), (128, 1));
+        // Many rows: quads of steps / 2 groups side by side, filling whole warps, >= 96 lanes.
+        // 10 steps of 8 lanes: 4 quads of 40.
+        assert_eq!(at(GpuFormat::Q4K, 2560, 20480), (160, 4));
+        assert_eq!(at(GpuFormat::Q6K, 2560, 262144), (160, 4));
+        // 20 steps of 2 lanes (Q8_0), of 1 (Q5_0): 8 quads of 20, 16 of 10.
+        assert_eq!(at(GpuFormat::Q8_0, 640, 262144), (160, 8));
+        assert_eq!(at(GpuFormat::Q5_0, 640, 262144), (160, 16));
+        // 16 steps of 8: 2 quads of 64.
+        assert_eq!(at(GpuFormat::Q4K, 4096, 28672), (128, 2));
+        // 18 steps of 2 lanes: quads of 18 or 36 fill warps only in 288 lanes; of 12 (3
+        // trips), 8 quads in 96.
+        assert_eq!(at(GpuFormat::Q8_0, 576, 49152), (96, 8));
+        // 28 steps of 2 lanes (qwen2.5-0.5b's LM head): 8 quads of 28.
+        assert_eq!(at(GpuFormat::Q8_0, 896, 151936), (224, 8));
+        // 19 steps of 8 lanes (qwen's n_in 4864 in Q6_K): neither 2 nor 3 divides them, and
+        // quads of 152 lanes fill warps only 4 at a time: one quad.
+        assert_eq!(at(GpuFormat::Q6K, 4864, 16384), (128, 1));
         assert!(
             SKELETON
                 .source
                 .contains(&format!("const R: u32 = {ROWS}u;"))
         );
+    }
+
+    /// The models' rows that take several quads a workgroup (gemma3-4b's 2560 in Q4_K and
+    /// Q6_K, gemma-3-270m's 640 in Q5_0 and Q8_0) in a dispatch of enough rows, 13 more than
+    /// a multiple of 16: the last workgroup's later quads lie past the rows and store nothing.
+    #[test]
+    fn quads_side_by_side() {
+        let Some(gpu) = testutil::gpu() else { return };
+        quads_cases(gpu);
+    }
+
+    fn quads_cases(gpu: &Gpu) {
+        let n_out = QUADS_MIN_ROWS + 13;
+        for (format, n_blocks) in [
+            (GpuFormat::Q4K, 10),
+            (GpuFormat::Q6K, 10),
+            (GpuFormat::Q5_0, 20),
+            (GpuFormat::Q8_0, 20),
+        ] {
+            let n_in = n_blocks * format.block_weights();
+            let l = lanes(format, InputKind::Plain, n_in, n_out);
+            assert!(l.quads > 1, "{format:?}");
+            let case = Case {
+                format,
+                n_out,
+                n_blocks,
+                chunk_rows: 1000,
+                seed: 7,
+                bias: true,
+            };
+            let c = compare(gpu, case).unwrap();
+            assert!(c.max_ratio <= 1.0, "{format:?}: {}", c.worst);
+        }
     }
 
     /// F32/F16/BF16 rows whose length is not a multiple of 32 (the last unit is partial).

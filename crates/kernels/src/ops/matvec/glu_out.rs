@@ -30,7 +30,7 @@ use crate::parity::{Check, Compare, U, run_read};
 use crate::pipeline::Kernel;
 use crate::tensor::{GpuTensor, GpuWeight, View, WeightChunk, WeightRows, WeightShape};
 
-use super::{Input, Outputs, Place, invalid};
+use super::{Input, Outputs, Place, QUADS_MIN_ROWS, invalid};
 
 /// The weight chunk that holds rows `w` when they can be the gate|up of a GLU epilogue: an
 /// even number of them (gate's n_ff, then up's), at least 2, all in one chunk.
@@ -197,7 +197,10 @@ pub(crate) struct Case {
 
 impl Case {
     fn random(rng: &mut Rng, format: GpuFormat, q8: bool) -> Case {
-        let n_ff = rng.range(1, 25);
+        // One case in six has rows enough for several quads a workgroup (`lanes`), short ones.
+        let many = rng.range(0, 6) == 0;
+        let n_ff = rng.range(1, 25) + if many { QUADS_MIN_ROWS / 2 } else { 0 };
+        let max_blocks = if many { 96 } else { 40 * 32 } / n_in_step(format);
         // The chunk holding the range: its rows and where the range starts in it.
         let spare = rng.range(0, 5);
         let chunk_rows = 2 * n_ff + spare;
@@ -207,7 +210,7 @@ impl Case {
             format,
             act: rng.pick(&[Activation::GeluTanh, Activation::Silu]),
             n_ff,
-            n_blocks: rng.range(1, (40 * 32 / n_in_step(format)).max(2)),
+            n_blocks: rng.range(1, max_blocks.max(2)),
             first,
             n_out: (chunk + 1) * chunk_rows + rng.range(0, 5),
             chunk_rows,

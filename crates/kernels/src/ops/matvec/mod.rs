@@ -9,10 +9,11 @@
 //! `matvec/reduce_{plain,subgroup}.wgsl` (entry point), `common/blocks.wgsl`,
 //! `formats/<type>.wgsl` (block constants) and `matvec/dot_<type>.wgsl` (the per-format
 //! `rows_dot4` or one-row `part_dot`; `matvec/dot8_<type>.wgsl` for the q8 input). A
-//! workgroup takes 4 rows; lanes work in groups of `PARTS` on one step of the row (4 or 8
-//! lanes per unit of 32 weights; 32 lanes per Q4_K / Q6_K super-block), neighbouring lanes
-//! reading neighbouring words of the same block, so a subgroup's loads are contiguous
-//! (llama.cpp's Vulkan layout). Weights keep GGUF's layout.
+//! workgroup takes one or more quads of 4 rows side by side ([`lanes`]); a quad's lanes work
+//! in groups of `PARTS` on one step of the row (1 to 8 lanes per unit of 32 weights; 8 or 32
+//! per K-format super-block), neighbouring lanes reading neighbouring words of the same
+//! block, so a subgroup's loads are contiguous (llama.cpp's Vulkan layout). Weights keep
+//! GGUF's layout.
 //! The subgroup entry is chosen when the device has `Features::SUBGROUP`. One dispatch per
 //! weight chunk. With a vector input the stored row may take a bias ([`matvec_bias`], the
 //! [`Epilogue`]: `common/out_bias.wgsl` for `common/out_store.wgsl`), and the rows of a row
@@ -308,26 +309,88 @@ fn dots(f: GpuFormat, input: InputKind) -> &'static [&'static ShaderFile] {
     }
 }
 
-/// The most invocations per workgroup. The H100 sweep (docs/PERF.md) put 128 ahead of 32, 64
-/// and 256 for rows long enough to give every lane a step.
+/// The most invocations per workgroup of one quad (the layout before quads: the H100 sweep put
+/// 128 ahead of 32, 64 and 256 for rows long enough to give every lane a step).
 pub const MAX_WORKGROUP: u32 = 128;
-/// Rows per workgroup (`R` in the WGSL).
+/// The most invocations of a workgroup of several quads.
+pub const MAX_QUADS_WORKGROUP: u32 = 256;
+/// The most row quads per workgroup (`glu_sums` in `matvec/out_glu.wgsl` holds 4 each).
+pub const MAX_QUADS: u32 = 16;
+/// Rows per quad (`R` in the WGSL).
 pub const ROWS: usize = 4;
+/// Dispatches of at least this many rows take several quads a workgroup where that leaves no
+/// lane idle: 4,096 quads, about twice the workgroups an H100 holds at once. Fewer rows keep
+/// one quad a workgroup, spread over every SM (gemma-3-270m's products of 1,536 to 4,096
+/// rows at n_in 640 ran 10-25% slower as 8 quads in 160 lanes on a third of the SMs).
+pub const QUADS_MIN_ROWS: usize = 16_384;
+/// The subgroup the lane layouts are cut for: NVIDIA's warp (and AMD's wave32). Any other
+/// size works; the entry points only assume workgroups fill whole subgroups where they can.
+const WARP: usize = 32;
 
-/// Invocations per workgroup for rows of `n_in` weights read with input `input`: one lane per
-/// (step, part) of a row, rounded up to a power of two, between 32 (a subgroup) and
-/// [`MAX_WORKGROUP`]. Shorter rows would otherwise leave lanes idle (Q6_K at n_in 2048 has
-/// 8 steps of 8 parts). Only speed depends on it: the kernel loops over whatever steps its
-/// lanes do not cover.
-pub fn workgroup_size(f: GpuFormat, input: InputKind, n_in: usize) -> u32 {
+/// How a matvec workgroup lays out its lanes: `workgroup` invocations over `quads` row quads
+/// side by side (`WG` and `QUADS` in `matvec/matvec.wgsl`), `workgroup / quads` lanes a quad.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lanes {
+    pub workgroup: u32,
+    pub quads: u32,
+}
+
+/// The lanes of a dispatch of `n_rows` rows of `n_in` weights read with input `input`. A row
+/// quad has `steps` steps of `PARTS` lanes.
+///
+/// By default one quad a workgroup, one lane per (step, part), rounded up to a power of two
+/// between 32 and [`MAX_WORKGROUP`]: shorter rows would leave lanes idle, and lanes take
+/// further steps of longer rows in further trips. Where the steps' lanes are not a multiple
+/// of 32, whole warps carry idle lanes (a warp holds its registers whether its lanes work or
+/// not): gemma3-4b's n_in 2560 in Q4_K is 10 steps of 8 lanes, 80 busy in 128. Dispatches of
+/// at least [`QUADS_MIN_ROWS`] rows then take several quads side by side with no idle lane:
+/// each quad's lanes take 2 steps each (steps / 2 groups), else 1, else 3, whichever fits
+/// first, and the fewest quads that fill whole warps and give at least 96 lanes. On the H100
+/// (2026-11-26, `RULLAMA_BENCH_SWEEP=1`): gemma3-4b's LM head (2560x262144 Q6_K) 427 -> 279
+/// us as 4 quads of 40 lanes, its gate|up (2560x20480 Q4_K) 26.2 -> 22.6 us, gemma-3-270m's
+/// LM head (640x262144 Q8_0) 139 -> 80 us as 8 quads of 20, SmolLM2's (576x49152 Q8_0)
+/// 27.8 -> 15.5 us as 8 quads of 12 (3 trips); one trip a lane (2 quads of 80, 4 of 40) was
+/// 4-28% slower than two.
+pub fn lanes(f: GpuFormat, input: InputKind, n_in: usize, n_rows: usize) -> Lanes {
     let (parts, step_units) = lane_layout(f, input);
-    let lane_steps = n_in.div_ceil(32).div_ceil(step_units) * parts;
-    (lane_steps.next_power_of_two() as u32).clamp(32, MAX_WORKGROUP)
+    let steps = n_in.div_ceil(32).div_ceil(step_units).max(1);
+    let one_quad = Lanes {
+        workgroup: ((steps * parts).next_power_of_two() as u32).clamp(WARP as u32, MAX_WORKGROUP),
+        quads: 1,
+    };
+    if n_rows < QUADS_MIN_ROWS {
+        return one_quad;
+    }
+    let side_by_side = |trips: usize| {
+        if !steps.is_multiple_of(trips) {
+            return None;
+        }
+        let quad_lanes = steps / trips * parts;
+        let whole_warps = WARP / gcd(quad_lanes, WARP);
+        let quads = whole_warps * 96usize.div_ceil(whole_warps * quad_lanes);
+        let workgroup = quads * quad_lanes;
+        // Lanes 0..R of a quad store its rows.
+        let fits = quad_lanes >= ROWS
+            && workgroup <= MAX_QUADS_WORKGROUP as usize
+            && quads <= MAX_QUADS as usize;
+        fits.then_some(Lanes {
+            workgroup: workgroup as u32,
+            quads: quads as u32,
+        })
+    };
+    side_by_side(2)
+        .or_else(|| side_by_side(1))
+        .or_else(|| side_by_side(3))
+        .unwrap_or(one_quad)
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 /// (`PARTS`, `STEP_UNITS`) of the dot file the program with input `input` uses, read from its
 /// WGSL (the one source).
-fn lane_layout(f: GpuFormat, input: InputKind) -> (usize, usize) {
+pub fn lane_layout(f: GpuFormat, input: InputKind) -> (usize, usize) {
     // The text the program is built from (a replaced dot file may change its lane layout).
     let source = dots(f, input).last().expect("a dot file").text();
     let constant = |name: &str| -> usize {
@@ -754,12 +817,16 @@ impl Bound<'_> {
         // Binding 5: the bias, or a GLU's up (never both: `bind` refuses it).
         buffers.extend(to.bias.or(self.up));
         buffers.extend(self.more.iter().copied());
-        Op::new(
+        let lanes = lanes(s.format, self.kind, s.n_in, place.n_rows);
+        let quad_rows = ROWS * lanes.quads as usize;
+        let mut op = Op::new(
             self.kernel,
-            workgroup_size(s.format, self.kind, s.n_in),
+            lanes.workgroup,
             &params,
             &buffers,
-            grid_1d(place.n_rows.div_ceil(ROWS)),
-        )
+            grid_1d(place.n_rows.div_ceil(quad_rows)),
+        );
+        op.key.quads = lanes.quads;
+        op
     }
 }
