@@ -215,6 +215,16 @@ fn bench_matvec(ctx: &Ctx, c: &mut Criterion) {
         // qwen2.5-0.5b's and SmolLM2's LM heads.
         ("896x151936", 896, 151936, vec![GpuFormat::Q8_0]),
         ("576x49152", 576, 49152, vec![GpuFormat::Q8_0]),
+        // The small models' gate|up (qwen2.5-0.5b's, SmolLM2's, gemma-3-270m's): fewer rows
+        // than `matvec::QUADS_MIN_ROWS`.
+        (
+            "896x9728",
+            896,
+            9728,
+            vec![GpuFormat::Q5_0, GpuFormat::Q8_0],
+        ),
+        ("576x3072", 576, 3072, vec![GpuFormat::Q5_0]),
+        ("640x4096", 640, 4096, vec![GpuFormat::Q5_0]),
     ];
     if gpu.info.device_type == wgpu::DeviceType::Cpu {
         shapes.truncate(3);
@@ -244,7 +254,7 @@ fn bench_matvec(ctx: &Ctx, c: &mut Criterion) {
                 let ops = matvec(&w, (&x).into(), (&y).into()).unwrap();
                 ctx.bench(c, &name, ops.clone(), work, reps_for(bytes));
                 // Lane layouts on the big shapes (what `matvec::lanes` should choose).
-                if n_in * n_out >= 2560 * 4096 && std::env::var("RULLAMA_BENCH_SWEEP").is_ok() {
+                if n_in * n_out >= 576 * 3072 && std::env::var("RULLAMA_BENCH_SWEEP").is_ok() {
                     sweep_lanes(ctx, c, &name, f, (n_in, n_out), &ops, work, reps_for(bytes));
                 }
             }
@@ -282,7 +292,7 @@ fn sweep_lanes(
         "SWEEP|{name}|default wg{}x{}",
         chosen.workgroup, chosen.quads
     );
-    for quads in [1u32, 2, 4, 8] {
+    for quads in [1u32, 2, 4, 8, 16] {
         for wg in (32..=256u32).step_by(16) {
             let quad_lanes = (wg / quads) as usize;
             if !wg.is_multiple_of(quads)

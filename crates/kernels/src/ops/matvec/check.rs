@@ -315,8 +315,8 @@ pub(crate) fn perturbed_input_bound(row: &[f32], e: &[f64], abs: f64) -> f64 {
 mod tests {
     use super::*;
     use crate::ops::matvec::{
-        InputKind, QUADS_MIN_ROWS, ROWS, SKELETON, lane_layout, lanes, matvec, matvec_bias, ops,
-        q8_supported,
+        Addend, InputKind, QUADS_MIN_ROWS, ROWS, SKELETON, lane_layout, lanes, matvec, matvec_bias,
+        ops, q8_supported,
     };
     use crate::ops::split;
     use crate::testutil;
@@ -512,8 +512,12 @@ mod tests {
             let l = lanes(f, InputKind::Plain, n_in, n_rows);
             (l.workgroup, l.quads)
         };
-        // One quad a workgroup: a power of two of lanes, at most 128.
+        // One quad a workgroup: a power of two of lanes, at most 128; two quads of one warp.
         assert_eq!(at(GpuFormat::Q6K, 2048, 2560), (64, 1));
+        assert_eq!(at(GpuFormat::Q5_0, 896, 9728), (64, 2));
+        let norm = lanes(GpuFormat::Q5_0, InputKind::Norm(Addend::Plain), 896, 4608);
+        assert_eq!((norm.workgroup, norm.quads), (32, 1));
+        assert_eq!(at(GpuFormat::Q8_0, 896, 9728), (64, 1));
         assert_eq!(at(GpuFormat::Q4K, 4096, 14336), (128, 1));
         assert_eq!(at(GpuFormat::Q4K, 2560, 4096), (128, 1));
         assert_eq!(at(GpuFormat::Q4K, 10240, 2560), (128, 1));

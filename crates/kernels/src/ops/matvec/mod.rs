@@ -339,8 +339,10 @@ pub struct Lanes {
 /// quad has `steps` steps of `PARTS` lanes.
 ///
 /// By default one quad a workgroup, one lane per (step, part), rounded up to a power of two
-/// between 32 and [`MAX_WORKGROUP`]: shorter rows would leave lanes idle, and lanes take
-/// further steps of longer rows in further trips. Where the steps' lanes are not a multiple
+/// between 32 and [`MAX_WORKGROUP`] (two quads of 32 side by side where that is 32, but for a
+/// norm input): shorter
+/// rows would leave lanes idle, and lanes take further steps of longer rows in further
+/// trips. Where the steps' lanes are not a multiple
 /// of 32, whole warps carry idle lanes (a warp holds its registers whether its lanes work or
 /// not): gemma3-4b's n_in 2560 in Q4_K is 10 steps of 8 lanes, 80 busy in 128. Dispatches of
 /// at least [`QUADS_MIN_ROWS`] rows then take several quads side by side with no idle lane:
@@ -354,9 +356,15 @@ pub struct Lanes {
 pub fn lanes(f: GpuFormat, input: InputKind, n_in: usize, n_rows: usize) -> Lanes {
     let (parts, step_units) = lane_layout(f, input);
     let steps = n_in.div_ceil(32).div_ceil(step_units).max(1);
+    let pow2 = ((steps * parts).next_power_of_two() as u32).clamp(WARP as u32, MAX_WORKGROUP);
+    // A quad of one warp goes two to a workgroup, but for a norm input: the H100 holds at
+    // most 32 workgroups an SM, so one-warp workgroups fill at most half its 64 warps
+    // (qwen2.5-0.5b's gate|up, 896x9728 Q5_0: 10.0 -> 8.2 us; its decode step -2.5%), while
+    // the norm-input products of 576-896 inputs ran 5-12% slower as two quads (2026-11-26).
+    let pair = pow2 == WARP as u32 && !matches!(input, InputKind::Norm(_));
     let one_quad = Lanes {
-        workgroup: ((steps * parts).next_power_of_two() as u32).clamp(WARP as u32, MAX_WORKGROUP),
-        quads: 1,
+        workgroup: if pair { 2 * pow2 } else { pow2 },
+        quads: if pair { 2 } else { 1 },
     };
     if n_rows < QUADS_MIN_ROWS {
         return one_quad;
