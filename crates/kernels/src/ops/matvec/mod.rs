@@ -340,11 +340,10 @@ pub struct Lanes {
 ///
 /// By default one quad a workgroup, one lane per (step, part), rounded up to a power of two
 /// between 32 and [`MAX_WORKGROUP`] (two quads of 32 side by side where that is 32, but for a
-/// norm input): shorter
-/// rows would leave lanes idle, and lanes take further steps of longer rows in further
-/// trips. Where the steps' lanes are not a multiple
-/// of 32, whole warps carry idle lanes (a warp holds its registers whether its lanes work or
-/// not): gemma3-4b's n_in 2560 in Q4_K is 10 steps of 8 lanes, 80 busy in 128. Dispatches of
+/// norm input): shorter rows would leave lanes idle, and lanes take further steps of longer
+/// rows in further trips. Where the steps' lanes are not a multiple of 32, whole warps carry
+/// idle lanes (a warp holds its registers whether its lanes work or not): gemma3-4b's n_in
+/// 2560 in Q4_K is 10 steps of 8 lanes, 80 busy in 128. Dispatches of
 /// at least [`QUADS_MIN_ROWS`] rows then take several quads side by side with no idle lane:
 /// each quad's lanes take 2 steps each (steps / 2 groups), else 1, else 3, whichever fits
 /// first, and the fewest quads that fill whole warps and give at least 96 lanes. On the H100
