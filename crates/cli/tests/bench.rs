@@ -31,6 +31,7 @@ fn json_report_on_the_gpu_executor() {
     let r: Value = serde_json::from_str(&stdout).expect("stdout is one JSON object");
     assert_eq!(r["backend"], "gpu");
     assert_eq!(r["ctx"], 12);
+    assert_eq!(r["temperature"], 0.8);
     assert_eq!(r["model"]["architecture"], "llama");
     assert_eq!(r["model"]["type"], "Q4_1");
     let params = r["model"]["parameters"].as_u64().unwrap();
@@ -87,6 +88,8 @@ fn markdown_table_on_the_cpu_executor() {
         "2",
         "--backend",
         "cpu",
+        "--temp",
+        "0",
     ]);
     assert!(ok, "{stderr}");
     let lines: Vec<&str> = stdout.lines().collect();
@@ -96,6 +99,7 @@ fn markdown_table_on_the_cpu_executor() {
         lines[3].contains("| tg2 |") && lines[3].contains("cpu"),
         "{stdout}"
     );
+    assert!(stdout.contains("sampling: greedy"), "{stdout}");
     assert!(stdout.contains("device memory: none"), "{stdout}");
 }
 
@@ -109,6 +113,10 @@ fn flags_that_cannot_work_are_errors() {
         ),
         (&["-p", "0", "-n", "0"][..], "nothing to measure"),
         (&["-r", "0"][..], "-r must be at least 1"),
+        (
+            &["--temp", "-1"][..],
+            "--temp -1 must be a finite number >= 0",
+        ),
     ] {
         let mut all = vec!["bench", "no-such-model"];
         all.extend_from_slice(args);

@@ -29,6 +29,8 @@ pub struct Tests {
     /// KV cache positions (at least `n_prompt + n_gen`).
     pub ctx: usize,
     pub seed: u32,
+    /// The sampler's temperature (0: greedy).
+    pub temperature: f32,
     /// Profile the last step after the tests.
     pub profile: bool,
 }
@@ -78,10 +80,12 @@ impl ModelTask for Tests {
             model.config().n_vocab,
         );
         let (prompt, first) = ids.split_at(self.n_prompt);
-        // llama.cpp's default sampling (top-k 40, top-p 0.95, min-p 0.05, temperature 0.8):
-        // what `rullama run` does unless told otherwise; on the GPU executor it runs there.
+        // llama.cpp's default sampling (top-k 40, top-p 0.95, min-p 0.05) at the given
+        // temperature (0.8 by default: what `rullama run` does unless told otherwise; 0 is
+        // greedy); on the GPU executor it runs there.
         let mut sampler = Sampler::new(SamplerParams {
             seed: self.seed,
+            temperature: self.temperature,
             ..SamplerParams::default()
         });
         let mut session = model.session(self.ctx)?;

@@ -36,6 +36,11 @@ pub struct Args {
     /// Seed of the random prompt ids and of the sampler's draws.
     #[arg(long, default_value_t = 42)]
     seed: u32,
+    /// Temperature of the sampler every step runs: llama.cpp's default chain (top-k 40,
+    /// top-p 0.95, min-p 0.05) at this temperature; 0 is greedy (the largest logit), as
+    /// llama-server runs with `"temperature": 0`.
+    #[arg(long, default_value_t = 0.8, allow_negative_numbers = true)]
+    temp: f64,
     /// Which executor runs the model (`cpu`: the reference executor, for comparison).
     #[arg(long, value_enum, default_value_t = BackendChoice::Gpu)]
     backend: BackendChoice,
@@ -90,6 +95,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         executor: loaded.executor.clone(),
         ctx: tests.ctx,
         seed: tests.seed,
+        temperature: args.temp,
         repetitions: tests.repetitions,
         load_time: loaded.load_time,
         tests: results,
@@ -116,6 +122,12 @@ fn check(args: &Args) -> Result<Tests, CliError> {
             "-p and -n are both 0: nothing to measure".into(),
         ));
     }
+    if !(args.temp >= 0.0 && args.temp.is_finite()) {
+        return Err(CliError::Usage(format!(
+            "--temp {} must be a finite number >= 0",
+            args.temp
+        )));
+    }
     let ctx = args.ctx.unwrap_or(needed);
     if ctx < needed {
         return Err(CliError::Usage(format!(
@@ -129,6 +141,7 @@ fn check(args: &Args) -> Result<Tests, CliError> {
         repetitions: args.repetitions,
         ctx,
         seed: args.seed,
+        temperature: args.temp as f32,
         profile: args.profile,
     })
 }

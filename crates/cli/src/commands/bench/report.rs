@@ -159,6 +159,8 @@ pub struct Report {
     pub executor: String,
     pub ctx: usize,
     pub seed: u32,
+    /// The sampler's temperature as given (0: greedy).
+    pub temperature: f64,
     pub repetitions: usize,
     pub load_time: Duration,
     pub tests: Vec<TestResult>,
@@ -199,7 +201,8 @@ impl Report {
                       "type": m.main_type, "parameters": m.parameters,
                       "size_bytes": m.tensor_bytes, "types": types},
             "backend": self.backend, "executor": self.executor, "ctx": self.ctx,
-            "seed": self.seed, "repetitions": self.repetitions,
+            "seed": self.seed, "temperature": self.temperature,
+            "repetitions": self.repetitions,
             "load_ms": self.load_time.as_secs_f64() * 1e3,
             "tests": tests, "memory": memory,
             "profile": {
@@ -244,6 +247,15 @@ impl Report {
             )?;
         }
         writeln!(out)?;
+        if self.temperature > 0.0 {
+            writeln!(
+                out,
+                "sampling: top-k 40, top-p 0.95, min-p 0.05, temperature {}\n",
+                self.temperature
+            )?;
+        } else {
+            writeln!(out, "sampling: greedy (temperature 0)\n")?;
+        }
         match self.memory {
             Some(mem) => {
                 let kv = format!("KV cache ({} positions)", self.ctx);
