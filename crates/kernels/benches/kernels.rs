@@ -26,8 +26,8 @@ use rullama_kernels::ops::head_norm_rope::{HeadNormRope, Heads};
 use rullama_kernels::ops::kv::{KvAppend, KvCache, KvDtype, KvLayout};
 use rullama_kernels::ops::matmul::{Matmul, Strides};
 use rullama_kernels::ops::matvec::{
-    Input, InputKind, ROWS, lane_layout, lanes, matvec, matvec_glu, matvec_glu_out, matvec_input,
-    q8_supported,
+    Input, InputKind, MatvecParams, ROWS, lane_layout, lanes, matvec, matvec_glu, matvec_glu_out,
+    matvec_input, q8_supported,
 };
 use rullama_kernels::ops::norm::RmsNorm;
 use rullama_kernels::ops::quantize::{q8_words, quantize_q8, quantize_q8_ref};
@@ -305,7 +305,8 @@ fn sweep_lanes(
             }
             let mut v = ops.to_vec();
             for o in &mut v {
-                let n_rows = u32::from_le_bytes(o.params[4..8].try_into().unwrap()) as usize;
+                let n_rows =
+                    bytemuck::pod_read_unaligned::<MatvecParams>(&o.params).n_rows as usize;
                 o.key.workgroup_size = wg;
                 o.key.quads = quads;
                 o.grid = grid_1d(n_rows.div_ceil(ROWS * quads as usize));

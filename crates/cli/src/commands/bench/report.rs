@@ -5,6 +5,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use rullama_gguf::GgufFile;
+use rullama_model::sampler::SamplerParams;
 use rullama_model::{DeviceMemory, StepProfile};
 
 use super::measure::Profiles;
@@ -248,10 +249,12 @@ impl Report {
         }
         writeln!(out)?;
         if self.temperature > 0.0 {
+            // The chain `measure` samples with: the default one at the given temperature.
+            let chain = SamplerParams::default();
             writeln!(
                 out,
-                "sampling: top-k 40, top-p 0.95, min-p 0.05, temperature {}\n",
-                self.temperature
+                "sampling: top-k {}, top-p {}, min-p {}, temperature {}\n",
+                chain.top_k, chain.top_p, chain.min_p, self.temperature
             )?;
         } else {
             writeln!(out, "sampling: greedy (temperature 0)\n")?;

@@ -200,7 +200,7 @@ impl Case {
         // One case in six has rows enough for several quads a workgroup (`lanes`), short ones.
         let many = rng.range(0, 6) == 0;
         let n_ff = rng.range(1, 25) + if many { QUADS_MIN_ROWS / 2 } else { 0 };
-        let max_blocks = if many { 96 } else { 40 * 32 } / n_in_step(format);
+        let max_blocks = (if many { 96 } else { 40 * 32 }) / n_in_step(format);
         // The chunk holding the range: its rows and where the range starts in it.
         let spare = rng.range(0, 5);
         let chunk_rows = 2 * n_ff + spare;

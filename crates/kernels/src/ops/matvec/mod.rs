@@ -343,10 +343,10 @@ pub struct Lanes {
 /// norm input): shorter rows would leave lanes idle, and lanes take further steps of longer
 /// rows in further trips. Where the steps' lanes are not a multiple of 32, whole warps carry
 /// idle lanes (a warp holds its registers whether its lanes work or not): gemma3-4b's n_in
-/// 2560 in Q4_K is 10 steps of 8 lanes, 80 busy in 128. Dispatches of
-/// at least [`QUADS_MIN_ROWS`] rows then take several quads side by side with no idle lane:
-/// each quad's lanes take 2 steps each (steps / 2 groups), else 1, else 3, whichever fits
-/// first, and the fewest quads that fill whole warps and give at least 96 lanes. On the H100
+/// 2560 in Q4_K is 10 steps of 8 lanes, 80 busy in 128. Dispatches of at least
+/// [`QUADS_MIN_ROWS`] rows then take several quads side by side with no idle lane: each
+/// quad's lanes take 2 steps each (steps / 2 groups), else 1, else 3, whichever fits first,
+/// and the fewest quads that fill whole warps and give at least 96 lanes. On the H100
 /// (2026-11-26, `RULLAMA_BENCH_SWEEP=1`): gemma3-4b's LM head (2560x262144 Q6_K) 427 -> 279
 /// us as 4 quads of 40 lanes, its gate|up (2560x20480 Q4_K) 26.2 -> 22.6 us, gemma-3-270m's
 /// LM head (640x262144 Q8_0) 139 -> 80 us as 8 quads of 20, SmolLM2's (576x49152 Q8_0)
