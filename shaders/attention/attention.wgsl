@@ -5,12 +5,15 @@
 // head h = kvh * group + g of token t, at position pos[pos_offset + t]. It attends to keys
 // j in [lo, at], lo = at + 1 - window (0 when window = 0 or at < window): causal by position,
 // so a prompt block whose K/V are already in the cache is handled like decode.
-// Workgroup (split, tile, kvh) of WG (64 for decode, 256 for prompt blocks): LANES = HD / 8
-// lanes per row, ROWS = WG / LANES rows (256: 4x the rows share each key's loads, which then
-// come from L1; 64 keeps decode's few rows from idling lanes);
-// lane l holds 8 dims of q and of the output accumulator in registers (pairs 2l, 2l + 1 and
-// HD/4 + 2l, HD/4 + 2l + 1: neighbouring lanes read neighbouring words), and the workgroup
-// walks the keys of its split [split * split_len, +split_len) in tiles of BK = 16 with an
+// Workgroup (split, tile, kvh) of WG = 256 invocations in KEY_GROUPS key groups: LANES = HD / 8
+// lanes per row, ROWS = WG / (LANES * KEY_GROUPS) rows. Prompt blocks take one key group (4x
+// the rows of decode share each key's loads, which then come from L1); decode takes 4 groups
+// of 64 invocations over the same rows, group g walking tiles g, g + 4, .. of the split, so
+// a split is 4 tiles wide for the latency of one (the groups' states merge through workgroup
+// memory at the end, `merge_groups`).
+// Lane l holds 8 dims of q and of the output accumulator in registers (pairs 2l, 2l + 1 and
+// HD/4 + 2l, HD/4 + 2l + 1: neighbouring lanes read neighbouring words), and its key group
+// walks its tiles of BK = 16 keys of the split [split * split_len, +split_len) with an
 // online softmax (running max m and sum l; nothing n^2 is stored). Per tile: each lane forms
 // partial dot products for 16 keys, the lanes of a row are summed by the entry file's
 // `row_scores` (attention/entry_plain.wgsl: through workgroup memory and two barriers;
@@ -21,10 +24,16 @@
 // tile's v pairs are loaded at its top, with its keys, into 16 named values (`KvQuad`: the
 // V round trip no longer waits for the score barriers; SmolLM2 decode -2.6% a step on the
 // H100. Two private arrays of 16 vec4s instead were slower: not kept in registers).
-// partial = 0: out[out_offset + (t * n_heads + h) * HD + d] = o / l (one split).
-// partial = 1: record (o[HD], m, l) at ((t * n_heads + h) * n_splits + split) * (HD + 2), for
-// attention/combine.wgsl. Cache access (`KvWord`, `kv_pair`) comes from
-// kv_load_<dtype>.wgsl.
+// One split (n_splits = 1): out[out_offset + (t * n_heads + h) * HD + d] = o / l.
+// Several: the split's record (o[HD], m, l) goes to `splits` at records + ((t * n_heads + h)
+// * n_splits + split) * (HD + 2), and the last workgroup of each (tile, kvh) to finish (an
+// arrival counter at splits[kvh * tiles + tile]) merges the records of its rows into out.
+// That workgroup reads records other workgroups wrote in this dispatch, so records and
+// counters are atomics (coherent across workgroups), a storage barrier orders each
+// workgroup's records before its arrival, and another orders the last one's loads after it
+// (naga emits storageBarrier with device memory scope). The counter is left at 0 for the
+// next dispatch. (The merge was a dispatch of its own, attention/combine.wgsl, until the
+// thirteenth session.) Cache access (`KvWord`, `kv_pair`) comes from kv_load_<dtype>.wgsl.
 //
 // The query comes from the included hook file, which also binds the caches, in two calls:
 // `query_begin` before the key range (its loads travel with the positions'; it may write
@@ -38,12 +47,16 @@
 // their parameters are the fields after `softcap`). Params, the shared bindings and
 // `row_keys`: attention/params.wgsl.
 
-// Invocations per workgroup: 64 or 256.
-override WG: u32 = 64u;
+// Invocations per workgroup (256).
+override WG: u32 = 256u;
 // Head dimension: 64, 128 or 256 (LANES = HD / 8 lanes of 8 dims per row).
 override HD: u32 = 128u;
+// Groups of invocations over the same rows, each taking every KEY_GROUPS-th tile: 1 or 4.
+override KEY_GROUPS: u32 = 1u;
 override LANES: u32 = HD / 8u;
-override ROWS: u32 = WG / LANES;
+override ROWS: u32 = WG / (LANES * KEY_GROUPS);
+// Row slots of the workgroup: ROWS in each key group.
+override ROW_SLOTS: u32 = WG / LANES;
 const BK: u32 = 16u;
 // Score of a masked key (and the running max before any key); exp(NONE - m) is 0.
 const NONE: f32 = -3.0e38;
@@ -67,6 +80,15 @@ struct Tile {
 
 var<workgroup> range_lo: u32;
 var<workgroup> range_hi: u32;
+var<workgroup> last_split: bool;
+
+// Arrival counters, then the splits' records (f32 bits), when n_splits > 1.
+@group(0) @binding(11) var<storage, read_write> splits: array<atomic<u32>>;
+
+// The row within its tile of invocation `me` (the same in every key group).
+fn row_in_tile(me: u32) -> u32 {
+    return (me / LANES) % ROWS;
+}
 
 // Pair index of (kv head row0 / max_len, position j) for a lane (lane_pair = 2 lane); j
 // clamped into the cache (keys past `hi` are computed and then masked).
@@ -175,13 +197,101 @@ fn max4(v: vec4<f32>) -> f32 {
     return max(max(v.x, v.y), max(v.z, v.w));
 }
 
-// The workgroup's work: `me` numbers the invocation (its row me / LANES and lane me % LANES),
-// as the entry file's `main` chooses.
+// An online softmax's state over some keys: running max m, sum l of e^(s - m), and the
+// lane's 8 dims of sum e^(s - m) v.
+struct Softmax {
+    m: f32,
+    l: f32,
+    o0: vec4<f32>,
+    o1: vec4<f32>,
+}
+
+// `a` and `b` over the union of their keys.
+fn merged(a: Softmax, b: Softmax) -> Softmax {
+    let m = max(a.m, b.m);
+    let ca = exp(a.m - m);
+    let cb = exp(b.m - m);
+    return Softmax(m, a.l * ca + b.l * cb, a.o0 * ca + b.o0 * cb, a.o1 * ca + b.o1 * cb);
+}
+
+// merge_groups' slots: (m, l) a row slot (the same in each lane of a row), o a lane.
+override GROUP_O: u32 = 2u * WG;
+var<workgroup> group_ml: array<vec2<f32>, ROW_SLOTS>;
+var<workgroup> group_o: array<vec4<f32>, GROUP_O>;
+
+// Every lane's state merged over the KEY_GROUPS lanes that hold the same row and dims, in
+// group order (called in uniform control flow; identity for one group).
+fn merge_groups(s: Softmax, me: u32) -> Softmax {
+    if KEY_GROUPS == 1u {
+        return s;
+    }
+    if me % LANES == 0u {
+        group_ml[me / LANES] = vec2<f32>(s.m, s.l);
+    }
+    group_o[2u * me] = s.o0;
+    group_o[2u * me + 1u] = s.o1;
+    workgroupBarrier();
+    let stride = WG / KEY_GROUPS;
+    let first = me % stride;
+    var r = Softmax(NONE, 0.0, vec4<f32>(0.0), vec4<f32>(0.0));
+    for (var g = 0u; g < KEY_GROUPS; g++) {
+        let i = first + g * stride;
+        let ml = group_ml[i / LANES];
+        r = merged(r, Softmax(ml.x, ml.y, group_o[2u * i], group_o[2u * i + 1u]));
+    }
+    // The slots are written again by a later merge.
+    workgroupBarrier();
+    return r;
+}
+
+fn put(i: u32, v: f32) {
+    atomicStore(&splits[i], bitcast<u32>(v));
+}
+
+fn take(i: u32) -> f32 {
+    return bitcast<f32>(atomicLoad(&splits[i]));
+}
+
+// A record holds o lane-major: value i of lane l (o0[i], then o1[i - 4]) at i * LANES + l,
+// so that each of a warp's 8 accesses covers consecutive words (atomics are not vectorized),
+// then m and l.
+fn take4(i: u32) -> vec4<f32> {
+    return vec4<f32>(take(i), take(i + LANES), take(i + 2u * LANES), take(i + 3u * LANES));
+}
+
+fn put4(i: u32, v: vec4<f32>) {
+    put(i, v.x);
+    put(i + LANES, v.y);
+    put(i + 2u * LANES, v.z);
+    put(i + 3u * LANES, v.w);
+}
+
+// Where the record of split s of row hr starts.
+fn record_at(hr: u32, s: u32) -> u32 {
+    return p.records + (hr * p.n_splits + s) * (HD + 2u);
+}
+
+// The record of split s of row hr at lane `lane`'s dims, or nothing past the last split.
+fn record(hr: u32, s: u32, lane: u32) -> Softmax {
+    let at = record_at(hr, min(s, p.n_splits - 1u));
+    let o0 = take4(at + lane);
+    let o1 = take4(at + 4u * LANES + lane);
+    let ml = vec2<f32>(take(at + HD), take(at + HD + 1u));
+    if s >= p.n_splits {
+        return Softmax(NONE, 0.0, vec4<f32>(0.0), vec4<f32>(0.0));
+    }
+    return Softmax(ml.x, ml.y, o0, o1);
+}
+
+// The workgroup's work: `me` numbers the invocation (its row slot me / LANES, lane me % LANES,
+// key group me / (ROWS * LANES)), as the entry file's `main` chooses.
 fn attend(wid: vec3<u32>, me: u32) {
     let split = wid.x;
     let tile = wid.y;
     let kvh = wid.z;
-    let rl = me / LANES;
+    let slot = me / LANES;
+    let kg = slot / ROWS;
+    let rl = slot % ROWS;
     let lane = me % LANES;
     let n_rows = p.n_tokens * p.group;
     let row = tile * ROWS + rl;
@@ -223,7 +333,10 @@ fn attend(wid: vec3<u32>, me: u32) {
     let lane_pair = 2u * lane;
     let row0 = kvh * p.max_len;
 
-    for (var kb = lo; kb < hi; kb += BK) {
+    // Every group runs the same trips (the plain entry's barriers); a group's tile past `hi`
+    // is all masked.
+    for (var k0 = lo; k0 < hi; k0 += BK * KEY_GROUPS) {
+        let kb = k0 + kg * BK;
         let v0 = v_quad(pair_at(row0, kb, last, lane_pair), kb);
         let v1 = v_quad(pair_at(row0, kb + 1u, last, lane_pair), kb + 1u);
         let v2 = v_quad(pair_at(row0, kb + 2u, last, lane_pair), kb + 2u);
@@ -246,7 +359,7 @@ fn attend(wid: vec3<u32>, me: u32) {
             dots4(row0, kb + 8u, last, lane_pair, q0, q1),
             dots4(row0, kb + 12u, last, lane_pair, q0, q1),
         );
-        let sc = row_scores(dots, me, rl, lane, kb, keys, valid, hi);
+        let sc = row_scores(dots, me, slot, lane, kb, keys, valid, hi);
         let mt = max(max(max4(sc.a), max4(sc.b)), max(max4(sc.c), max4(sc.d)));
         let mn = max(m, mt);
         let c = exp(m - mn);
@@ -261,26 +374,52 @@ fn attend(wid: vec3<u32>, me: u32) {
         tile_done();
     }
 
-    if !valid {
+
+    let hr = t * p.n_heads + h;
+    var st = merge_groups(Softmax(m, l, o0, o1), me);
+    if p.n_splits > 1u {
+        if valid && kg == 0u {
+            let at = record_at(hr, split);
+            put4(at + lane, st.o0);
+            put4(at + 4u * LANES + lane, st.o1);
+            if lane == 0u {
+                put(at + HD, st.m);
+                put(at + HD + 1u, st.l);
+            }
+        }
+        // This workgroup's records before its arrival.
+        storageBarrier();
+        let counter = kvh * ((n_rows + ROWS - 1u) / ROWS) + tile;
+        if me == 0u {
+            last_split = atomicAdd(&splits[counter], 1u) == p.n_splits - 1u;
+        }
+        if !workgroupUniformLoad(&last_split) {
+            return;
+        }
+        // The other workgroups' records after their arrivals.
+        storageBarrier();
+        if me == 0u {
+            atomicStore(&splits[counter], 0u);
+        }
+        // Group kg merges splits kg, kg + KEY_GROUPS, .. four a trip (their loads together).
+        st = Softmax(NONE, 0.0, vec4<f32>(0.0), vec4<f32>(0.0));
+        for (var s = kg; s < p.n_splits; s += 4u * KEY_GROUPS) {
+            let a = record(hr, s, lane);
+            let b = record(hr, s + KEY_GROUPS, lane);
+            let c = record(hr, s + 2u * KEY_GROUPS, lane);
+            let d = record(hr, s + 3u * KEY_GROUPS, lane);
+            st = merged(merged(merged(merged(st, a), b), c), d);
+        }
+        st = merge_groups(st, me);
+    }
+    if !valid || kg != 0u {
         return;
     }
-    let hr = t * p.n_heads + h;
-    var dst = p.out_offset + hr * HD;
-    if p.partial == 1u {
-        dst = (hr * p.n_splits + split) * (HD + 2u);
-    }
-    var scale = 1.0;
-    if p.partial == 0u {
-        scale = select(0.0, 1.0 / l, l > 0.0);
-    }
-    let d0 = dst + 4u * lane;
+    let scale = select(0.0, 1.0 / st.l, st.l > 0.0);
+    let d0 = p.out_offset + hr * HD + 4u * lane;
     let d1 = d0 + HD / 2u;
     for (var i = 0u; i < 4u; i++) {
-        out[d0 + i] = o0[i] * scale;
-        out[d1 + i] = o1[i] * scale;
-    }
-    if p.partial == 1u && lane == 0u {
-        out[dst + HD] = m;
-        out[dst + HD + 1u] = l;
+        out[d0 + i] = st.o0[i] * scale;
+        out[d1 + i] = st.o1[i] * scale;
     }
 }

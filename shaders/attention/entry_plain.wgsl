@@ -6,7 +6,7 @@
 // behind this tile's reads.
 
 var<workgroup> part: array<array<f32, 16>, WG>;
-var<workgroup> scores: array<array<f32, 16>, ROWS>;
+var<workgroup> scores: array<array<f32, 16>, ROW_SLOTS>;
 
 @compute @workgroup_size(WG)
 fn main(
@@ -16,7 +16,7 @@ fn main(
     attend(wid, tid);
 }
 
-fn row_scores(d: Tile, me: u32, rl: u32, lane: u32, kb: u32, keys: vec2<u32>, valid: bool, hi: u32) -> Tile {
+fn row_scores(d: Tile, me: u32, slot: u32, lane: u32, kb: u32, keys: vec2<u32>, valid: bool, hi: u32) -> Tile {
     part[me] = array<f32, 16>(
         d.a.x, d.a.y, d.a.z, d.a.w, d.b.x, d.b.y, d.b.z, d.b.w,
         d.c.x, d.c.y, d.c.z, d.c.w, d.d.x, d.d.y, d.d.z, d.d.w,
@@ -25,12 +25,12 @@ fn row_scores(d: Tile, me: u32, rl: u32, lane: u32, kb: u32, keys: vec2<u32>, va
     for (var kk = lane; kk < BK; kk += LANES) {
         var s = 0.0;
         for (var j = 0u; j < LANES; j++) {
-            s += part[rl * LANES + j][kk];
+            s += part[slot * LANES + j][kk];
         }
-        scores[rl][kk] = finish_score(s, kb + kk, keys, valid, hi);
+        scores[slot][kk] = finish_score(s, kb + kk, keys, valid, hi);
     }
     workgroupBarrier();
-    let r = &scores[rl];
+    let r = &scores[slot];
     return Tile(
         vec4<f32>((*r)[0], (*r)[1], (*r)[2], (*r)[3]),
         vec4<f32>((*r)[4], (*r)[5], (*r)[6], (*r)[7]),

@@ -33,7 +33,7 @@ fn finish4(t: vec4<f32>, key0: u32, keys: vec2<u32>, valid: bool, hi: u32) -> ve
     );
 }
 
-fn row_scores(d: Tile, me: u32, rl: u32, lane: u32, kb: u32, keys: vec2<u32>, valid: bool, hi: u32) -> Tile {
+fn row_scores(d: Tile, me: u32, slot: u32, lane: u32, kb: u32, keys: vec2<u32>, valid: bool, hi: u32) -> Tile {
     return Tile(
         finish4(row_sum4(d.a), kb, keys, valid, hi),
         finish4(row_sum4(d.b), kb + 4u, keys, valid, hi),

@@ -17,7 +17,8 @@ struct Params {
     window: u32,
     split_len: u32,
     n_splits: u32,
-    partial: u32,
+    // Where the splits' records start in `splits` (attention.wgsl; n_splits > 1).
+    records: u32,
     scale: f32,
     softcap: f32,
     // The rotating query's (attention/q_rope.wgsl; unused by the other kernels).

@@ -97,7 +97,7 @@ fn query_begin(t: u32, h: u32, split: u32, tile: u32, kvh: u32, lane: u32, tid: 
     }
     let at = pos[p.pos_offset];
     let ps = f32(at);
-    let rl = tid / LANES;
+    let rl = row_in_tile(tid);
     var q: Query;
     for (var i = 0u; i < 4u; i++) {
         q.lo[i] = rotated(rl, 4u * lane + i, ps);

@@ -121,7 +121,7 @@ var<private> at: u32;
 fn query_begin(t: u32, h: u32, split: u32, tile: u32, kvh: u32, lane: u32, tid: u32) {
     at = pos[p.pos_offset];
     // Rows past the last read the last row's q, as the key loop's clamped rows do.
-    let rc = min(tile * ROWS + tid / LANES, p.group - 1u);
+    let rc = min(tile * ROWS + row_in_tile(tid), p.group - 1u);
     let iq = lane_at(p.q_offset + (kvh * p.group + rc) * HD, lane);
     let ik = lane_at(p.k_offset + kvh * HD, lane);
     let iv = lane_at(p.v_offset + kvh * HD, lane);

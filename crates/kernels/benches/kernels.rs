@@ -19,7 +19,7 @@
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
-use rullama_kernels::ops::attention::Attention;
+use rullama_kernels::ops::attention::{Attention, DECODE_KEY_GROUPS};
 use rullama_kernels::ops::elementwise::add_inplace;
 use rullama_kernels::ops::glu::{Activation, glu};
 use rullama_kernels::ops::head_norm_rope::{HeadNormRope, Heads};
@@ -569,12 +569,16 @@ fn bench_attention(ctx: &Ctx, c: &mut Criterion) {
         ("gemma3-decode", 4, 1, 256, 32768, 1, 512),
         ("qwen2.5-decode", 14, 2, 64, 4096, 1, 256),
         ("qwen2.5-decode-nosplit", 14, 2, 64, 4096, 1, 4096),
-        // `rullama bench`'s decode (a 1,050-position cache) at the model's split lengths:
-        // 16 positions (one key tile a split) against the 32 used before.
+        // `rullama bench`'s decode (a 1,050-position cache) at the model's split length, 64
+        // positions (one key tile for each of 4 key groups), and at 16 and 128; at 16 also
+        // with one key group (the layout before the thirteenth session, one tile a split).
         ("gemma3-270m-decode-split16", 4, 1, 256, 1050, 1, 16),
-        ("gemma3-270m-decode-split32", 4, 1, 256, 1050, 1, 32),
+        ("gemma3-270m-decode-split64", 4, 1, 256, 1050, 1, 64),
+        ("gemma3-270m-decode-split128", 4, 1, 256, 1050, 1, 128),
         ("gemma3-4b-decode-split16", 8, 4, 256, 1050, 1, 16),
-        ("gemma3-4b-decode-split32", 8, 4, 256, 1050, 1, 32),
+        ("gemma3-4b-decode-split64", 8, 4, 256, 1050, 1, 64),
+        ("qwen2.5-0.5b-decode-split16", 14, 2, 64, 1050, 1, 16),
+        ("qwen2.5-0.5b-decode-split64", 14, 2, 64, 1050, 1, 64),
         ("gemma3-prompt", 4, 1, 256, 512, 512, 512),
         ("gemma3-prompt", 4, 1, 256, 1024, 1024, 1024),
         ("qwen2.5-prompt", 14, 2, 64, 1024, 1024, 1024),
@@ -631,28 +635,32 @@ fn bench_attention(ctx: &Ctx, c: &mut Criterion) {
                 &random_f32(n_tokens * n_heads * hd, 4),
             );
             let out = GpuTensor::zeros(gpu, &[n_tokens * n_heads * hd], Dtype::F32);
-            let scratch = GpuTensor::zeros(gpu, &[attn.scratch_len(&layout).max(1)], Dtype::F32);
+            let splits = GpuTensor::zeros(gpu, &[attn.splits_len(&layout).max(1)], Dtype::U32);
             let elem = if dtype == KvDtype::F16 { 2 } else { 4 };
             let work = Work {
                 bytes: (2 * n_kv * len * hd * elem) as u64,
                 flops: 4.0 * (n_tokens * n_heads * hd * len) as f64
                     / if n_tokens > 1 { 2.0 } else { 1.0 },
             };
-            // Prompt blocks: the workgroup `ops` picks, and the decode one (64) beside it.
-            let auto = attn.workgroup(&layout);
-            let mut wgs = vec![(auto, name.clone())];
-            if n_tokens > 1 && auto != 64 {
-                wgs.push((64, format!("{name}/wg64")));
+            // The key groups `ops` picks, and the other count beside them: decode's for
+            // prompt blocks, one for decode at 16 positions a split.
+            let auto = attn.key_groups(&layout);
+            let mut groups = vec![(auto, name.clone())];
+            if n_tokens > 1 && auto != DECODE_KEY_GROUPS {
+                groups.push((DECODE_KEY_GROUPS, format!("{name}/kg{DECODE_KEY_GROUPS}")));
             }
-            for (wg, name) in wgs {
+            if n_tokens == 1 && split == 16 {
+                groups.push((1, format!("{name}/kg1")));
+            }
+            for (key_groups, name) in groups {
                 let ops = attn
                     .ops_with(
-                        wg,
+                        key_groups,
                         (&q).into(),
                         View::at(&pt, len - n_tokens),
                         &cache,
                         (&out).into(),
-                        Some(&scratch),
+                        Some(&splits),
                     )
                     .unwrap();
                 ctx.bench(c, &name, ops, work, if n_tokens > 1 { 4 } else { 50 });

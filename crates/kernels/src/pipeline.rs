@@ -63,8 +63,13 @@ pub enum Kernel {
     Unary(UnaryOp),
     /// Write K and V rows into a cache.
     KvAppend(KvDtype),
-    /// Attention over a cache (decode or causal prompt block), `HD` = head_dim.
-    Attention { kv: KvDtype, head_dim: u32 },
+    /// Attention over a cache (decode or causal prompt block), `HD` = head_dim, `KEY_GROUPS`
+    /// = key_groups (1 for prompt blocks, `attention::DECODE_KEY_GROUPS` for few rows).
+    Attention {
+        kv: KvDtype,
+        head_dim: u32,
+        key_groups: u32,
+    },
     /// The decode attention (one token) with head_norm_rope_kv folded in: q and k normed
     /// (`norm`) and rotated (`mode`) before the key loop, k's finished heads and v's stored
     /// into the cache by the split that holds the position.
@@ -76,12 +81,11 @@ pub enum Kernel {
         /// Every rotation pair within a lane (`attention_rope::in_lanes`): the hook in
         /// registers.
         lanes: bool,
+        key_groups: u32,
     },
     /// Attention of a prompt block over an f16 cache on the tensor cores (one split), `HD` =
     /// head_dim; its emulated program on a device without cooperative matrices (tests).
     AttentionCoop { head_dim: u32 },
-    /// The flash-decoding reduction over splits.
-    AttnCombine,
     /// `out = act(gate) * up`.
     Glu(Activation),
     /// Index of the largest element.
@@ -178,24 +182,30 @@ impl Kernel {
         }
         for kv in [KvDtype::F32, KvDtype::F16] {
             all.push(Kernel::KvAppend(kv));
-            all.push(Kernel::Attention { kv, head_dim: 128 });
-            for mode in [RopeMode::Normal, RopeMode::Neox] {
-                for norm in [false, true] {
-                    for lanes in [false, true] {
-                        all.push(Kernel::AttentionRope {
-                            kv,
-                            head_dim: 128,
-                            mode,
-                            norm,
-                            lanes,
-                        });
+            for key_groups in [1, attention::DECODE_KEY_GROUPS] {
+                all.push(Kernel::Attention {
+                    kv,
+                    head_dim: 128,
+                    key_groups,
+                });
+                for mode in [RopeMode::Normal, RopeMode::Neox] {
+                    for norm in [false, true] {
+                        for lanes in [false, true] {
+                            all.push(Kernel::AttentionRope {
+                                kv,
+                                head_dim: 128,
+                                mode,
+                                norm,
+                                lanes,
+                                key_groups,
+                            });
+                        }
                     }
                 }
             }
         }
         all.extend([
             Kernel::AttentionCoop { head_dim: 128 },
-            Kernel::AttnCombine,
             Kernel::AddInPlace,
             Kernel::Copy,
             Kernel::Unary(UnaryOp::Scale),
@@ -234,7 +244,7 @@ impl Kernel {
             Kernel::MatmulCoop(f, out) => matmul_coop::program(f, out, !caps.coop_f16),
             Kernel::AttentionCoop { .. } => attention_coop::program(!caps.coop_f16),
             Kernel::SampleTopK => sample::topk_program(sample::sorts_in_subgroups(caps)),
-            Kernel::Attention { kv, head_dim } => {
+            Kernel::Attention { kv, head_dim, .. } => {
                 attention::program(kv, attention::in_subgroups(caps, head_dim))
             }
             Kernel::AttentionRope {
@@ -323,7 +333,6 @@ impl Kernel {
                 kv, norm, lanes, ..
             } => attention_rope::program(kv, norm, lanes, false),
             Kernel::AttentionCoop { .. } => attention_coop::program(false),
-            Kernel::AttnCombine => attention::combine_program(),
             Kernel::Glu(_) => glu::program(),
             Kernel::Argmax => argmax::program(),
             Kernel::SampleTopK => sample::topk_program(false),
@@ -361,18 +370,26 @@ impl Kernel {
                 vec![("NEOX", mode.code()), ("NORM", f64::from(u8::from(norm)))]
             }
             Kernel::Unary(op) => vec![("OP", op.code())],
-            Kernel::Attention { head_dim, .. } | Kernel::AttentionCoop { head_dim } => {
-                vec![("HD", f64::from(head_dim))]
-            }
+            Kernel::Attention {
+                head_dim,
+                key_groups,
+                ..
+            } => vec![
+                ("HD", f64::from(head_dim)),
+                ("KEY_GROUPS", f64::from(key_groups)),
+            ],
+            Kernel::AttentionCoop { head_dim } => vec![("HD", f64::from(head_dim))],
             Kernel::AttentionRope {
                 head_dim,
                 mode,
                 norm,
+                key_groups,
                 ..
             } => vec![
                 ("HD", f64::from(head_dim)),
                 ("NEOX", mode.code()),
                 ("NORM", f64::from(u8::from(norm))),
+                ("KEY_GROUPS", f64::from(key_groups)),
             ],
             _ => Vec::new(),
         }

@@ -2,18 +2,20 @@
 //! a sliding window, a scale, an optional tanh soft-cap, and flash-decoding splits.
 //!
 //! WGSL: `attention/attention.wgsl` + `attention/kv_load_<dtype>.wgsl`, the head dimension an
-//! override (`HD`, part of the key: 64, 128 or 256); `attention/combine.wgsl` reduces the
-//! splits. A workgroup of 64 (decode) or 256 (prompt blocks: 4x the rows share each key's
-//! loads) takes 8 * WG / head_dim query rows that share one kv head (the heads of a GQA group,
-//! for one or more tokens) with head_dim / 8 lanes each, and one split of the positions; keys
-//! go by in tiles of 16 with an online softmax,
-//! so nothing of size n^2 is stored. Query t sits at position `pos[pos.offset + t]` and sees
+//! override (`HD`, part of the key: 64, 128 or 256). A workgroup of 256 takes query rows that
+//! share one kv head (the heads of a GQA group, for one or more tokens) with head_dim / 8
+//! lanes each, and one split of the positions; keys go by in tiles of 16 with an online
+//! softmax, so nothing of size n^2 is stored. Prompt blocks give the workgroup 2048 / head_dim
+//! rows (each key's loads serve them all); decode gives it 512 / head_dim rows in
+//! [`DECODE_KEY_GROUPS`] key groups, each walking its own tiles of the split. With several
+//! splits the last workgroup of a row tile to finish merges the splits' records: one
+//! dispatch either way. Query t sits at position `pos[pos.offset + t]` and sees
 //! keys `(at - window, at]` (all of `[0, at]` when window is 0): a prompt block whose K/V were
 //! appended first is causal by position.
 
 use crate::device::{Caps, Gpu};
 use crate::error::GpuError;
-use crate::op::{Op, grid_1d};
+use crate::op::Op;
 use crate::ops::kv::{self, KvAppend, KvCache, KvDtype, KvLayout};
 use crate::ops::unary::{self, UnaryOp};
 use crate::parity::data::{Rng, random_f32};
@@ -36,8 +38,9 @@ pub struct AttentionParams {
     pub window: u32,
     pub split_len: u32,
     pub n_splits: u32,
-    /// 1: write (o, m, l) records for the combine pass.
-    pub partial: u32,
+    /// Where the splits' (o, m, l) records start in the splits buffer (after the arrival
+    /// counters); unused with one split.
+    pub records: u32,
     pub scale: f32,
     /// 0: no soft-cap.
     pub softcap: f32,
@@ -50,18 +53,6 @@ pub struct AttentionParams {
     pub _pad: [u32; 2],
 }
 
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct CombineParams {
-    pub n_rows: u32,
-    pub n_splits: u32,
-    pub head_dim: u32,
-    pub out_offset: u32,
-    /// Dims of a row per workgroup ([`COMBINE_DIMS`], or head_dim where smaller).
-    pub dims: u32,
-    pub _pad: [u32; 3],
-}
-
 pub(crate) static ATTENTION: ShaderFile = shader_file!("attention/attention.wgsl");
 /// `Params` (the WGSL twin of [`AttentionParams`]), the bindings every attention kernel has
 /// and `row_keys`: shared by attention.wgsl and attention_coop.wgsl.
@@ -72,8 +63,9 @@ static Q_PLAIN: ShaderFile = shader_file!("attention/q_plain.wgsl");
 static ENTRY_PLAIN: ShaderFile = shader_file!("attention/entry_plain.wgsl");
 /// The same through subgroup shuffles ([`in_subgroups`]).
 static ENTRY_SUBGROUP: ShaderFile = shader_file!("attention/entry_subgroup.wgsl");
-static COMBINE: ShaderFile = shader_file!("attention/combine.wgsl");
 
+/// q, the caches, the positions, out; then (after the rotating variant's 6..=10) the splits
+/// buffer at 11.
 const BINDINGS: &[BindingKind] = &[
     BindingKind::Uniform,
     BindingKind::StorageRead,
@@ -81,40 +73,36 @@ const BINDINGS: &[BindingKind] = &[
     BindingKind::StorageRead,
     BindingKind::StorageRead,
     BindingKind::StorageReadWrite,
-];
-const COMBINE_BINDINGS: &[BindingKind] = &[
-    BindingKind::Uniform,
-    BindingKind::StorageRead,
+    BindingKind::Absent,
+    BindingKind::Absent,
+    BindingKind::Absent,
+    BindingKind::Absent,
+    BindingKind::Absent,
     BindingKind::StorageReadWrite,
 ];
 
-/// Workgroup for few rows (decode): head_dim / 8 lanes x 512 / head_dim rows.
-pub const WORKGROUP: u32 = 64;
-/// The combine's workgroup.
-const COMBINE_WORKGROUP: u32 = 256;
-/// Dims of a row one combine workgroup sums: 16 groups of splits at once in a workgroup of
-/// 256, so that up to 64 splits take one trip of loads.
-const COMBINE_DIMS: usize = 16;
-/// Splits of one decode step: the combine reads every split's record (empty ones too), so
+/// Invocations of every attention workgroup.
+pub const WORKGROUP: u32 = 256;
+/// Key groups of a workgroup over few rows (decode): 4 groups of 64 invocations take 512 /
+/// head_dim rows each and walk tiles g, g + 4, .. of the split, so a split is 4 tiles wide
+/// (a quarter of the splits to merge at the end) for the latency of one.
+pub const DECODE_KEY_GROUPS: u32 = 4;
+/// Splits of one step: the last workgroup reads every split's record (empty ones too), so
 /// [`Attention::n_splits`] is kept at most this.
 pub const MAX_SPLITS: usize = 256;
-/// Workgroup once a kv head has rows enough to fill it (prompt blocks): 2048 / head_dim rows,
-/// so each key a workgroup loads serves 4x the rows.
-pub const PROMPT_WORKGROUP: u32 = 256;
 /// Head dimensions the kernel takes (8 dims per lane, a row's lanes divide 64).
 pub const HEAD_DIMS: [usize; 3] = [64, 128, 256];
 
 /// Whether a head of `head_dim` sums its tile's scores through subgroup shuffles on a device
 /// with `caps`: subgroups of one size S, a row's head_dim / 8 lanes within one (S at least
-/// that) and S dividing both workgroups, so the lanes of a row are an aligned block of one
+/// that) and S dividing a key group, so the lanes of a row are an aligned block of one
 /// subgroup (`attention/entry_subgroup.wgsl`); else through workgroup memory.
 pub fn in_subgroups(caps: &Caps, head_dim: u32) -> bool {
     let s = caps.subgroup_min_size;
     caps.subgroup
         && s == caps.subgroup_max_size
         && s >= (head_dim / 8).max(1)
-        && WORKGROUP.is_multiple_of(s)
-        && PROMPT_WORKGROUP.is_multiple_of(s)
+        && (WORKGROUP / DECODE_KEY_GROUPS).is_multiple_of(s)
 }
 
 /// The entry file: subgroup shuffles or workgroup memory, with its program-name suffix.
@@ -136,16 +124,6 @@ pub(crate) fn program(kv: KvDtype, subgroup: bool) -> Program {
     }
 }
 
-pub(crate) fn combine_program() -> Program {
-    Program {
-        name: "attention_combine".to_string(),
-        files: vec![&COMBINE],
-        entry: "main",
-        bindings: COMBINE_BINDINGS,
-        params_size: size_of::<CombineParams>(),
-    }
-}
-
 /// One attention call: `n_tokens` query tokens of `n_heads` heads against a layer's cache.
 #[derive(Debug, Clone, Copy)]
 pub struct Attention {
@@ -159,8 +137,9 @@ pub struct Attention {
     pub softcap: f32,
     /// Keys in `(at - window, at]`; 0 for all of `[0, at]`.
     pub window: usize,
-    /// Positions per split. `>= max_len`: one pass, no scratch. Decode over a long cache
-    /// wants several splits (e.g. 256) so that many workgroups share the history.
+    /// Positions per split (a workgroup's share of the cache). `>= max_len`: one split.
+    /// Decode over a long cache wants several (e.g. 64) so that many workgroups share the
+    /// history.
     pub split_len: usize,
 }
 
@@ -170,67 +149,81 @@ impl Attention {
             .div_ceil(self.split_len.clamp(1, l.max_len.max(1)))
     }
 
-    /// f32 elements of the scratch tensor [`Attention::ops`] needs (0: none).
-    pub fn scratch_len(&self, l: &KvLayout) -> usize {
+    /// Key groups a workgroup takes: one once a kv head has rows (tokens x GQA group) enough
+    /// to fill it (prompt blocks), else [`DECODE_KEY_GROUPS`].
+    pub fn key_groups(&self, l: &KvLayout) -> u32 {
+        let rows = self.n_tokens * (self.n_heads / l.n_kv_heads.max(1));
+        if rows >= WORKGROUP as usize * 8 / l.head_dim.max(1) {
+            1
+        } else {
+            DECODE_KEY_GROUPS
+        }
+    }
+
+    /// Row tiles of one kv head (workgroups along the grid's y) with `key_groups`.
+    fn tiles(&self, l: &KvLayout, key_groups: u32) -> usize {
+        let rows = (WORKGROUP / key_groups) as usize * 8 / l.head_dim.max(1);
+        (self.n_tokens * (self.n_heads / l.n_kv_heads.max(1))).div_ceil(rows)
+    }
+
+    /// Arrival counters at the start of the splits buffer: one per row tile and kv head
+    /// (as many as the most tiles, [`DECODE_KEY_GROUPS`]'s, give).
+    fn counters(&self, l: &KvLayout) -> usize {
+        self.tiles(l, DECODE_KEY_GROUPS) * l.n_kv_heads
+    }
+
+    /// u32 words of the splits buffer [`Attention::ops`] needs (0: one split, none): the
+    /// arrival counters, then each split's (o, m, l) record per (token, head). It must start
+    /// zeroed and be no other op's: the ops leave the counters at zero for the next run.
+    pub fn splits_len(&self, l: &KvLayout) -> usize {
         let s = self.n_splits(l);
         if s > 1 {
-            self.n_tokens * self.n_heads * s * (l.head_dim + 2)
+            self.counters(l) + self.n_tokens * self.n_heads * s * (l.head_dim + 2)
         } else {
             0
         }
     }
 
-    /// The workgroup [`Attention::ops`] uses: [`PROMPT_WORKGROUP`] once a kv head has rows
-    /// (tokens x GQA group) enough to fill one, else [`WORKGROUP`].
-    pub fn workgroup(&self, l: &KvLayout) -> u32 {
-        let rows = self.n_tokens * (self.n_heads / l.n_kv_heads.max(1));
-        if rows >= PROMPT_WORKGROUP as usize * 8 / l.head_dim.max(1) {
-            PROMPT_WORKGROUP
-        } else {
-            WORKGROUP
-        }
-    }
-
     /// `out[out.offset + (t * n_heads + h) * head_dim ..]` = attention of head h of token t
-    /// (q at `q.offset + t * q_stride + h * head_dim`). One op, or two (attention into
-    /// `scratch`, then the combine) when there are several splits.
+    /// (q at `q.offset + t * q_stride + h * head_dim`). One op; `splits` (of
+    /// [`Attention::splits_len`] words) when there are several splits.
     pub fn ops(
         &self,
         q: View<'_>,
         pos: View<'_>,
         cache: &KvCache,
         out: View<'_>,
-        scratch: Option<&GpuTensor>,
+        splits: Option<&GpuTensor>,
     ) -> Result<Vec<Op>, GpuError> {
-        let wg = self.workgroup(&cache.layout);
-        self.ops_with(wg, q, pos, cache, out, scratch)
+        let kg = self.key_groups(&cache.layout);
+        self.ops_with(kg, q, pos, cache, out, splits)
     }
 
-    /// [`Attention::ops`] with workgroup `wg` ([`WORKGROUP`] or [`PROMPT_WORKGROUP`]), for
-    /// benches that compare the two.
+    /// [`Attention::ops`] with `key_groups` (1 or [`DECODE_KEY_GROUPS`]), for benches that
+    /// compare the two.
     pub fn ops_with(
         &self,
-        wg: u32,
+        key_groups: u32,
         q: View<'_>,
         pos: View<'_>,
         cache: &KvCache,
         out: View<'_>,
-        scratch: Option<&GpuTensor>,
+        splits: Option<&GpuTensor>,
     ) -> Result<Vec<Op>, GpuError> {
-        self.build(wg, q, pos, cache, out, scratch, None)
+        self.build(key_groups, q, pos, cache, out, splits, None)
     }
 
-    /// The ops of [`Attention::ops_with`]; with `fold`, the rotating decode variant (its
+    /// The op of [`Attention::ops_with`]; with `fold`, the rotating decode variant (its
     /// kernel, parameters and the buffers bound after the plain ones).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn build(
         &self,
-        wg: u32,
+        key_groups: u32,
         q: View<'_>,
         pos: View<'_>,
         cache: &KvCache,
         out: View<'_>,
-        scratch: Option<&GpuTensor>,
+        splits: Option<&GpuTensor>,
         fold: Option<Fold<'_>>,
     ) -> Result<Vec<Op>, GpuError> {
         let l = cache.layout;
@@ -238,9 +231,9 @@ impl Attention {
             op: "attention",
             detail,
         };
-        if wg != WORKGROUP && wg != PROMPT_WORKGROUP {
+        if key_groups != 1 && key_groups != DECODE_KEY_GROUPS {
             return Err(shape_err(format!(
-                "workgroup {wg} ({WORKGROUP} or {PROMPT_WORKGROUP})"
+                "{key_groups} key groups (1 or {DECODE_KEY_GROUPS})"
             )));
         }
         if !HEAD_DIMS.contains(&l.head_dim) {
@@ -271,6 +264,7 @@ impl Attention {
             });
         }
         let group = self.n_heads / l.n_kv_heads;
+        let tiles = self.tiles(&l, key_groups);
         let mut params = AttentionParams {
             n_tokens: self.n_tokens as u32,
             n_heads: self.n_heads as u32,
@@ -283,7 +277,7 @@ impl Attention {
             window: self.window as u32,
             split_len: l.max_len.div_ceil(n_splits) as u32,
             n_splits: n_splits as u32,
-            partial: 0,
+            records: self.counters(&l) as u32,
             scale: self.scale,
             softcap: self.softcap,
             n_rot: 0,
@@ -292,11 +286,11 @@ impl Attention {
             v_offset: 0,
             _pad: [0; 2],
         };
-        let tiles = (self.n_tokens * group).div_ceil(wg as usize * 8 / hd);
         let grid = [n_splits as u32, tiles as u32, l.n_kv_heads as u32];
         let mut kernel = Kernel::Attention {
             kv: l.dtype,
             head_dim: hd as u32,
+            key_groups,
         };
         let mut extra: Vec<&GpuBuffer> = Vec::new();
         if let Some(f) = &fold {
@@ -307,43 +301,20 @@ impl Attention {
             params.v_offset = f.v_offset;
             extra = f.buffers.clone();
         }
-        if n_splits == 1 {
-            let mut buffers = vec![&q.t.buf, &cache.k.buf, &cache.v.buf, &pos.t.buf, &out.t.buf];
-            buffers.extend(extra.iter().copied());
-            return Ok(vec![Op::new(kernel, wg, &params, &buffers, grid)]);
-        }
-        let scratch = scratch.ok_or_else(|| shape_err("several splits need a scratch".into()))?;
-        View::from(scratch).check("attention scratch", self.scratch_len(&l))?;
-        params.partial = 1;
-        params.out_offset = 0;
-        let mut buffers = vec![
-            &q.t.buf,
-            &cache.k.buf,
-            &cache.v.buf,
-            &pos.t.buf,
-            &scratch.buf,
-        ];
-        buffers.extend(extra.iter().copied());
-        let rows = self.n_tokens * self.n_heads;
-        let dims = hd.min(COMBINE_DIMS);
-        let combine = CombineParams {
-            n_rows: rows as u32,
-            n_splits: n_splits as u32,
-            head_dim: hd as u32,
-            out_offset: out.offset as u32,
-            dims: dims as u32,
-            _pad: [0; 3],
+        // One split never touches binding 11: it binds out's buffer there (writable storage
+        // bindings of one buffer may alias).
+        let splits = if n_splits == 1 {
+            &out.t.buf
+        } else {
+            let splits =
+                splits.ok_or_else(|| shape_err("several splits need a splits buffer".into()))?;
+            View::from(splits).check("attention splits", self.splits_len(&l))?;
+            &splits.buf
         };
-        Ok(vec![
-            Op::new(kernel, wg, &params, &buffers, grid),
-            Op::new(
-                Kernel::AttnCombine,
-                COMBINE_WORKGROUP,
-                &combine,
-                &[&scratch.buf, &out.t.buf],
-                grid_1d(rows * (hd / dims)),
-            ),
-        ])
+        let mut buffers = vec![&q.t.buf, &cache.k.buf, &cache.v.buf, &pos.t.buf, &out.t.buf];
+        buffers.extend(extra.iter().copied());
+        buffers.push(splits);
+        Ok(vec![Op::new(kernel, WORKGROUP, &params, &buffers, grid)])
     }
 
     /// CPU reference in f64, with the error bound of each output row (see [`CHECK`]).
@@ -438,7 +409,9 @@ impl Attention {
                 }
                 let n = (hi - lo) as f64;
                 let tiles = n / 16.0 + 2.0;
-                let splits = self.n_splits(l) as f64;
+                // Rescalings besides the tiles': a split's key groups merged, then the
+                // splits, then the key groups' shares of the splits.
+                let splits = (self.n_splits(l) + 2 * self.key_groups(l) as usize) as f64;
                 let mut rel = (2.0 * delta).exp_m1()
                     + U * (12.0 + 10.0 * e)
                     + (2.0 * n + 2.0 * tiles + 2.0 * splits + 8.0) * U;
@@ -498,7 +471,7 @@ pub struct Reference {
 /// exp itself errs by (3 + 2|x|) ulp (Vulkan) at x = s - max, and x's own rounding adds
 /// |x| 2^-24; weighted by the softmax that is 2^-24 (12 + 10 E) with E = sum w_j |s_j - m|.
 /// The online rescalings scale o and l alike (their error cancels) but round once per tile
-/// (T) and split (S); the sums of n terms into o and l err by n 2^-24 each. Reference: f64
+/// (T) and merge (S: the splits plus twice the key groups); the sums of n terms into o and l err by n 2^-24 each. Reference: f64
 /// over the values the cache holds (read back), so f16 storage is not counted here (see
 /// kv_append).
 pub const CHECK: Check = Check {
@@ -632,7 +605,7 @@ pub(crate) fn compare_on(
     let pt = GpuTensor::from_u32(gpu, &[n_hist], &all_pos);
     let n_out = attn.n_tokens * attn.n_heads * hd;
     let out = GpuTensor::zeros(gpu, &[n_out + 2], Dtype::F32);
-    let scratch = GpuTensor::zeros(gpu, &[attn.scratch_len(&l).max(1)], Dtype::F32);
+    let splits = GpuTensor::zeros(gpu, &[attn.splits_len(&l).max(1)], Dtype::U32);
     let append = KvAppend {
         n_tokens: n_hist,
         src_stride: 2 * row,
@@ -640,7 +613,7 @@ pub(crate) fn compare_on(
     let mut ops = vec![append.op((&kvt).into(), View::at(&kvt, row), (&pt).into(), &cache)?];
     let (qv, pv, ov) = (View::at(&qt, 1), View::at(&pt, start), View::at(&out, 2));
     ops.extend(match path {
-        Path::Plain => attn.ops(qv, pv, &cache, ov, Some(&scratch))?,
+        Path::Plain => attn.ops(qv, pv, &cache, ov, Some(&splits))?,
         Path::Coop { .. } => attn.coop_ops(qv, pv, &cache, ov)?,
     });
     let y: Vec<f32> = run_read(gpu, ops, &out, 2, n_out)?;
@@ -713,6 +686,64 @@ mod tests {
             let r = check.run(&gpu, 10, 97);
             assert!(r.passed(), "{r}");
         }
+    }
+
+    /// The last workgroup of each row tile leaves its arrival counter at zero: the same
+    /// decode op run three times in one step gives the same output each time (a counter
+    /// left behind would make no workgroup the last, or one too early), and the counters
+    /// read back zero.
+    #[test]
+    fn splits_counters_reset() {
+        let Some(gpu) = testutil::gpu() else { return };
+        let l = KvLayout {
+            dtype: KvDtype::F16,
+            n_kv_heads: 2,
+            head_dim: 64,
+            max_len: 200,
+        };
+        let attn = Attention {
+            n_tokens: 1,
+            n_heads: 14,
+            q_stride: 14 * 64,
+            scale: 0.125,
+            softcap: 0.0,
+            window: 0,
+            split_len: 16,
+        };
+        assert_eq!(attn.n_splits(&l), 13);
+        let row = l.n_kv_heads * l.head_dim;
+        let kv = random_f32(2 * l.max_len * row, 5);
+        let pos: Vec<u32> = (0..l.max_len as u32).collect();
+        let cache = KvCache::new(gpu, l).unwrap();
+        let kvt = GpuTensor::from_f32(gpu, &[kv.len()], &kv);
+        let pt = GpuTensor::from_u32(gpu, &[l.max_len], &pos);
+        let qt = GpuTensor::from_f32(gpu, &[14 * 64], &random_f32(14 * 64, 6));
+        let n_out = 14 * 64;
+        let out = GpuTensor::zeros(gpu, &[3 * n_out], Dtype::F32);
+        let splits = GpuTensor::zeros(gpu, &[attn.splits_len(&l)], Dtype::U32);
+        let append = KvAppend {
+            n_tokens: l.max_len,
+            src_stride: 2 * row,
+        };
+        let mut ops = vec![
+            append
+                .op((&kvt).into(), View::at(&kvt, row), (&pt).into(), &cache)
+                .unwrap(),
+        ];
+        for i in 0..3 {
+            let o = View::at(&out, i * n_out);
+            let at = View::at(&pt, 150 + 10 * (i % 2));
+            ops.extend(
+                attn.ops((&qt).into(), at, &cache, o, Some(&splits))
+                    .unwrap(),
+            );
+        }
+        let y: Vec<f32> = run_read(gpu, ops, &out, 0, 3 * n_out).unwrap();
+        assert_eq!(y[..n_out], y[2 * n_out..]);
+        assert_ne!(y[..n_out], y[n_out..2 * n_out]);
+        assert!(y.iter().all(|v| v.is_finite()) && y.iter().any(|&v| v != 0.0));
+        let counters: Vec<u32> = run_read(gpu, Vec::new(), &splits, 0, attn.counters(&l)).unwrap();
+        assert!(counters.iter().all(|&c| c == 0), "{counters:?}");
     }
 
     /// Gemma-3-270m's decode (4 heads over 1 kv head of 256, sliding window 512) at

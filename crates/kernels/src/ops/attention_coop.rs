@@ -123,7 +123,7 @@ impl Attention {
             window: self.window as u32,
             split_len: l.max_len as u32,
             n_splits: 1,
-            partial: 0,
+            records: 0,
             scale: self.scale,
             softcap: self.softcap,
             n_rot: 0,

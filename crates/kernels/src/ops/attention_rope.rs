@@ -16,7 +16,7 @@
 use crate::device::Gpu;
 use crate::error::GpuError;
 use crate::op::Op;
-use crate::ops::attention::{self, ATTENTION, Arith, Attention, Fold, WORKGROUP};
+use crate::ops::attention::{self, ATTENTION, Arith, Attention, Fold};
 use crate::ops::head_norm_rope::{HeadNormRope, Heads, HostHeads, ROTATE};
 use crate::ops::head_norm_rope_kv::KvStore;
 use crate::ops::kv::{self, HostKv, KvAppend, KvCache, KvDtype, KvLayout, store_bound};
@@ -38,7 +38,7 @@ static Q_ROPE_LANES: ShaderFile = shader_file!("attention/q_rope_lanes.wgsl");
 static ROPE_BINDINGS: ShaderFile = shader_file!("attention/rope_bindings.wgsl");
 
 /// The attention's bindings (the caches read-write: the hook stores into them), then k, v,
-/// freqs, wq, wk.
+/// freqs, wq, wk, then the splits buffer.
 const BINDINGS: &[BindingKind] = &[
     BindingKind::Uniform,
     BindingKind::StorageRead,
@@ -51,6 +51,7 @@ const BINDINGS: &[BindingKind] = &[
     BindingKind::StorageRead,
     BindingKind::StorageRead,
     BindingKind::StorageRead,
+    BindingKind::StorageReadWrite,
 ];
 
 /// Whether the key loop's lanes hold whole rotation pairs of a head of `head_dim` whose first
@@ -122,8 +123,8 @@ impl AttentionRope {
 
     /// `out` = attention of q (heads at `q.offset + h * head_dim`, normed and rotated at
     /// position `pos[pos.offset]`) over `cache`, after the token's finished k heads and v
-    /// heads were stored at that position (dropped past the cache). One op, or two with
-    /// several splits (the combine), as [`Attention::ops`].
+    /// heads were stored at that position (dropped past the cache). One op; `splits` as
+    /// [`Attention::ops`] takes it.
     pub fn ops(
         &self,
         q: View<'_>,
@@ -131,7 +132,7 @@ impl AttentionRope {
         pos: View<'_>,
         cache: &KvCache,
         out: View<'_>,
-        scratch: Option<&GpuTensor>,
+        splits: Option<&GpuTensor>,
     ) -> Result<Vec<Op>, GpuError> {
         let l = cache.layout;
         let hd = l.head_dim;
@@ -168,6 +169,7 @@ impl AttentionRope {
                 mode: self.mode,
                 norm: rot.wq.is_some(),
                 lanes: in_lanes(self.mode, self.n_rot, hd),
+                key_groups: self.attn.key_groups(&l),
             },
             n_rot: self.n_rot as u32,
             eps: self.eps,
@@ -175,8 +177,15 @@ impl AttentionRope {
             v_offset: rot.v.offset as u32,
             buffers: vec![&rot.k.t.buf, &rot.v.t.buf, &rot.freqs.buf, wq, wk],
         };
-        self.attn
-            .build(WORKGROUP, q, pos, cache, out, scratch, Some(fold))
+        self.attn.build(
+            self.attn.key_groups(&l),
+            q,
+            pos,
+            cache,
+            out,
+            splits,
+            Some(fold),
+        )
     }
 }
 
@@ -304,7 +313,7 @@ fn run(gpu: &Gpu, case: &Case, inp: &Inputs, folded: bool) -> Result<Out, GpuErr
     let wk = GpuTensor::from_f32(gpu, &[hd], &inp.wk);
     let n_out = qw;
     let out = GpuTensor::zeros(gpu, &[n_out + 2], Dtype::F32);
-    let scratch = GpuTensor::zeros(gpu, &[case.attn.scratch_len(&l).max(1)], Dtype::F32);
+    let splits = GpuTensor::zeros(gpu, &[case.attn.splits_len(&l).max(1)], Dtype::U32);
     let words = l.words();
     let rb = Readback::new(gpu, (words.max(n_out) * 4) as u64);
 
@@ -330,7 +339,7 @@ fn run(gpu: &Gpu, case: &Case, inp: &Inputs, folded: bool) -> Result<Out, GpuErr
             wk: case.norm.then_some(&wk),
             freqs: &ft,
         };
-        op.ops(qv, rot, pos, &cache, View::at(&out, 2), Some(&scratch))?
+        op.ops(qv, rot, pos, &cache, View::at(&out, 2), Some(&splits))?
     } else {
         let hnr = HeadNormRope {
             mode: case.mode,
@@ -359,7 +368,7 @@ fn run(gpu: &Gpu, case: &Case, inp: &Inputs, folded: bool) -> Result<Out, GpuErr
         )?];
         ops.extend(
             case.attn
-                .ops(qv, pos, &cache, View::at(&out, 2), Some(&scratch))?,
+                .ops(qv, pos, &cache, View::at(&out, 2), Some(&splits))?,
         );
         ops
     };

@@ -11,14 +11,14 @@
 
 use std::collections::HashMap;
 
-use rullama_kernels::ops::attention::Attention;
+use rullama_kernels::ops::attention::{self, Attention};
 use rullama_kernels::ops::attention_rope::{AttentionRope, Rotate};
 use rullama_kernels::ops::elementwise::{add_inplace, add_rows, copy};
 use rullama_kernels::ops::embed::embed_rows;
 use rullama_kernels::ops::glu::glu;
 use rullama_kernels::ops::head_norm_rope::{HeadNormRope, Heads};
 use rullama_kernels::ops::head_norm_rope_kv::KvStore;
-use rullama_kernels::ops::kv::KvAppend;
+use rullama_kernels::ops::kv::{KvAppend, KvLayout};
 use rullama_kernels::ops::matmul::{Matmul, Strides};
 use rullama_kernels::ops::matvec::{
     Input, NormInput, matvec_bias_input, matvec_glu, matvec_glu_out, matvec_input,
@@ -43,13 +43,15 @@ use super::ir::{AttnNode, IdsInput, IdsKey, Key, Node, RopeSpec, Src};
 use super::weight::GpuWeightRef;
 
 /// Positions per attention split in a decode step (flash-decoding: the history is shared by
-/// many workgroups; a prompt block attends in one pass). A split walks its keys serially, one
-/// tile of 16 keys per round of barriers, so short splits make decode fast: at 256 positions
-/// a 1,050-position gemma-3-270m cache ran on 10 workgroups and took 99 us a layer on the
-/// H100; one tile a split (16) halves each workgroup's walk against 32. At most 128 splits
-/// keep the combine (which reads every split's partial result) small for long contexts.
+/// many workgroups; a prompt block attends in one pass). A key group walks its tiles of 16
+/// keys serially, so short splits make decode fast: at 256 positions a 1,050-position
+/// gemma-3-270m cache ran on 10 workgroups and took 99 us a layer on the H100; one tile a
+/// split (16) halved each workgroup's walk against 32. A decode workgroup's key groups take
+/// a tile each at once, so a split is one tile for each. At most 128 splits keep the merge
+/// (the last workgroup reads every split's record) small for long contexts.
 fn decode_split(max_len: usize) -> usize {
-    max_len.div_ceil(128).max(16)
+    let tiles = attention::DECODE_KEY_GROUPS as usize * 16;
+    max_len.div_ceil(128).max(tiles)
 }
 
 /// RoPE frequency tables, made once per (n_rot, base, scale).
@@ -148,6 +150,7 @@ impl Plan {
             q8_inputs: options.q8_inputs,
             q8: Vec::new(),
             keep_f32: fusion.keep_f32.clone(),
+            splits: Vec::new(),
         };
         for (i, node) in key.nodes.iter().enumerate() {
             let shape = key.shapes[i];
@@ -212,6 +215,7 @@ impl Plan {
             .bufs
             .iter()
             .chain(host_ids)
+            .chain(&l.splits)
             .chain(draw.iter().map(|d| &d.scratch));
         let bytes = tensors.map(GpuTensor::bytes).sum::<u64>()
             + step.arena_bytes()
@@ -412,6 +416,9 @@ struct Lower<'a> {
     q8: Vec<(Src, usize)>,
     /// Values that decode products read as f32 even with q8 inputs (`Fusion::keep_f32`).
     keep_f32: Vec<bool>,
+    /// The decode attentions' splits buffers (zeroed, one an op: they hold arrival counters
+    /// that must be zero between runs, so not from the pool).
+    splits: Vec<GpuTensor>,
 }
 
 fn mismatch(detail: &str) -> GpuError {
@@ -471,6 +478,16 @@ impl Lower<'_> {
     fn alloc(&mut self, len: usize) -> Result<Loc, GpuError> {
         let buf = self.pool.alloc(self.gpu, len)?;
         Ok(Loc { buf, offset: 0 })
+    }
+
+    /// A new zeroed splits buffer for `attn` over `layout` (`None`: one split needs none).
+    fn splits(&mut self, attn: &Attention, layout: &KvLayout) -> Option<GpuTensor> {
+        let len = attn.splits_len(layout);
+        (len > 0).then(|| {
+            let t = GpuTensor::zeros(self.gpu, &[len], Dtype::U32);
+            self.splits.push(t.clone());
+            t
+        })
     }
 
     fn push(&mut self, op: Result<Op, GpuError>) -> Result<(), GpuError> {
@@ -1136,10 +1153,7 @@ impl Lower<'_> {
             window: a.window,
             split_len: decode_split(layout.max_len),
         };
-        let scratch = match attn.scratch_len(&layout) {
-            0 => None,
-            len => Some(self.alloc(len)?),
-        };
+        let splits = self.splits(&attn, &layout);
         let op = AttentionRope {
             attn,
             mode: spec.mode,
@@ -1155,19 +1169,15 @@ impl Lower<'_> {
         };
         let ids = self.ids;
         let pos = View::from(&ids[a.pos]);
-        let scratch_t = scratch.map(|s| &self.pool.bufs[s.buf]);
         let ops = op.ops(
             self.src(q.input(nodes)),
             rot,
             pos,
             &a.kv.kv,
             self.view(out),
-            scratch_t,
+            splits.as_ref(),
         );
         self.extend(ops)?;
-        if let Some(s) = scratch {
-            self.pool.release(s.buf);
-        }
         Ok(out)
     }
 
@@ -1206,17 +1216,15 @@ impl Lower<'_> {
             self.extend(ops)?;
             return Ok(out);
         }
-        let scratch_len = attn.scratch_len(&layout);
-        let scratch = match scratch_len {
-            0 => None,
-            len => Some(self.alloc(len)?),
-        };
-        let scratch_t = scratch.map(|s| &self.pool.bufs[s.buf]);
-        let ops = attn.ops(self.src(a.q), pos, &a.kv.kv, self.view(out), scratch_t);
+        let splits = self.splits(&attn, &layout);
+        let ops = attn.ops(
+            self.src(a.q),
+            pos,
+            &a.kv.kv,
+            self.view(out),
+            splits.as_ref(),
+        );
         self.extend(ops)?;
-        if let Some(s) = scratch {
-            self.pool.release(s.buf);
-        }
         Ok(out)
     }
 }
