@@ -25,13 +25,14 @@
 // V round trip no longer waits for the score barriers; SmolLM2 decode -2.6% a step on the
 // H100. Two private arrays of 16 vec4s instead were slower: not kept in registers).
 // One split (n_splits = 1): out[out_offset + (t * n_heads + h) * HD + d] = o / l.
-// Several: the split's record (o[HD], m, l) goes to `splits` at records + ((t * n_heads + h)
-// * n_splits + split) * (HD + 2), and the last workgroup of each (tile, kvh) to finish (an
+// Several: the split's record (o's HD values lane-major, see `take4`, then m and l) goes to
+// `splits` at records + ((t * n_heads + h) * n_splits + split) * (HD + 2), and the last workgroup of each (tile, kvh) to finish (an
 // arrival counter at splits[kvh * tiles + tile]) merges the records of its rows into out.
 // That workgroup reads records other workgroups wrote in this dispatch, so records and
 // counters are atomics (coherent across workgroups), a storage barrier orders each
 // workgroup's records before its arrival, and another orders the last one's loads after it
-// (naga emits storageBarrier with device memory scope). The counter is left at 0 for the
+// (naga emits storageBarrier with device memory scope, which WGSL itself does not promise:
+// xtask's test `storage_barrier_has_device_scope` pins it). The counter is left at 0 for the
 // next dispatch. (The merge was a dispatch of its own, attention/combine.wgsl, until the
 // thirteenth session.) Cache access (`KvWord`, `kv_pair`) comes from kv_load_<dtype>.wgsl.
 //

@@ -57,3 +57,49 @@ pub fn write(
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// attention/attention.wgsl's merge relies on naga lowering `storageBarrier()` to a
+    /// control barrier with *device* memory scope and acquire-release semantics (WGSL only
+    /// promises workgroup scope): its workgroups publish records to the last one through it.
+    /// This pins that lowering, so a naga that narrows it fails here, not as a wrong merge
+    /// on some GPU.
+    #[test]
+    fn storage_barrier_has_device_scope() {
+        let src = "@group(0) @binding(0) var<storage, read_write> a: array<atomic<u32>>;
+            @compute @workgroup_size(64) fn main() { atomicStore(&a[0], 1u); storageBarrier(); }";
+        let module = naga::front::wgsl::parse_str(src).unwrap();
+        let info = naga::valid::Validator::new(
+            naga::valid::ValidationFlags::all(),
+            naga::valid::Capabilities::default(),
+        )
+        .validate(&module)
+        .unwrap();
+        let words = super::write(&module, &info, "main").unwrap();
+        // (result id -> value) of every OpConstant, then the scopes of every OpControlBarrier.
+        let (mut constants, mut barriers) = (std::collections::HashMap::new(), Vec::new());
+        let mut i = 5;
+        while i < words.len() {
+            let (count, opcode) = ((words[i] >> 16) as usize, words[i] & 0xffff);
+            match opcode {
+                43 if count == 4 => {
+                    constants.insert(words[i + 2], words[i + 3]);
+                }
+                224 => barriers.push((words[i + 1], words[i + 2], words[i + 3])),
+                _ => {}
+            }
+            i += count.max(1);
+        }
+        let (workgroup, device) = (2, 1);
+        let acquire_release_uniform = 0x8 | 0x40;
+        assert_eq!(barriers.len(), 1, "{barriers:?}");
+        let (exec, memory, semantics) = barriers[0];
+        assert_eq!(constants[&exec], workgroup);
+        assert_eq!(constants[&memory], device);
+        assert_eq!(
+            constants[&semantics] & acquire_release_uniform,
+            acquire_release_uniform
+        );
+    }
+}
