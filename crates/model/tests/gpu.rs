@@ -70,7 +70,7 @@ fn matches_cpu_with(name: &str, kv: KvDtype) {
         cpu.forward(&mut cache, prompt, 0, OutputRows::All).unwrap()
     };
     let mut gpu = gpu_model_with(name, kv);
-    // 600 positions: decode attention runs in 10 splits of 64, merged by its last workgroup.
+    // 600 positions: decode attention runs in 10 splits of 60, merged by its last workgroup.
     let mut cache = gpu.new_cache(600).unwrap();
     let t0 = std::time::Instant::now();
     let mut rows = gpu
