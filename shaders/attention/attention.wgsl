@@ -58,6 +58,7 @@ override LANES: u32 = HD / 8u;
 override ROWS: u32 = WG / (LANES * KEY_GROUPS);
 // Row slots of the workgroup: ROWS in each key group.
 override ROW_SLOTS: u32 = WG / LANES;
+// Keys of a tile (Rust: `attention::KEY_TILE`).
 const BK: u32 = 16u;
 // Score of a masked key (and the running max before any key); exp(NONE - m) is 0.
 const NONE: f32 = -3.0e38;
@@ -207,6 +208,9 @@ struct Softmax {
     o1: vec4<f32>,
 }
 
+// The state over no keys (exp(NONE - m) weighs it nothing in a merge).
+const EMPTY = Softmax(NONE, 0.0, vec4<f32>(0.0), vec4<f32>(0.0));
+
 // `a` and `b` over the union of their keys.
 fn merged(a: Softmax, b: Softmax) -> Softmax {
     let m = max(a.m, b.m);
@@ -234,7 +238,7 @@ fn merge_groups(s: Softmax, me: u32) -> Softmax {
     workgroupBarrier();
     let stride = WG / KEY_GROUPS;
     let first = me % stride;
-    var r = Softmax(NONE, 0.0, vec4<f32>(0.0), vec4<f32>(0.0));
+    var r = EMPTY;
     for (var g = 0u; g < KEY_GROUPS; g++) {
         let i = first + g * stride;
         let ml = group_ml[i / LANES];
@@ -279,7 +283,7 @@ fn record(hr: u32, s: u32, lane: u32) -> Softmax {
     let o1 = take4(at + 4u * LANES + lane);
     let ml = vec2<f32>(take(at + HD), take(at + HD + 1u));
     if s >= p.n_splits {
-        return Softmax(NONE, 0.0, vec4<f32>(0.0), vec4<f32>(0.0));
+        return EMPTY;
     }
     return Softmax(ml.x, ml.y, o0, o1);
 }
@@ -375,7 +379,6 @@ fn attend(wid: vec3<u32>, me: u32) {
         tile_done();
     }
 
-
     let hr = t * p.n_heads + h;
     var st = merge_groups(Softmax(m, l, o0, o1), me);
     if p.n_splits > 1u {
@@ -403,7 +406,7 @@ fn attend(wid: vec3<u32>, me: u32) {
             atomicStore(&splits[counter], 0u);
         }
         // Group kg merges splits kg, kg + KEY_GROUPS, .. four a trip (their loads together).
-        st = Softmax(NONE, 0.0, vec4<f32>(0.0), vec4<f32>(0.0));
+        st = EMPTY;
         for (var s = kg; s < p.n_splits; s += 4u * KEY_GROUPS) {
             let a = record(hr, s, lane);
             let b = record(hr, s + KEY_GROUPS, lane);

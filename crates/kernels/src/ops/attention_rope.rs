@@ -162,6 +162,8 @@ impl AttentionRope {
         }
         let wq = rot.wq.map_or(&rot.freqs.buf, |w| &w.buf);
         let wk = rot.wk.map_or(wq, |w| &w.buf);
+        // One count for the kernel's override and the op's grid.
+        let key_groups = self.attn.key_groups(&l);
         let fold = Fold {
             kernel: Kernel::AttentionRope {
                 kv: l.dtype,
@@ -169,7 +171,7 @@ impl AttentionRope {
                 mode: self.mode,
                 norm: rot.wq.is_some(),
                 lanes: in_lanes(self.mode, self.n_rot, hd),
-                key_groups: self.attn.key_groups(&l),
+                key_groups,
             },
             n_rot: self.n_rot as u32,
             eps: self.eps,
@@ -177,15 +179,8 @@ impl AttentionRope {
             v_offset: rot.v.offset as u32,
             buffers: vec![&rot.k.t.buf, &rot.v.t.buf, &rot.freqs.buf, wq, wk],
         };
-        self.attn.build(
-            self.attn.key_groups(&l),
-            q,
-            pos,
-            cache,
-            out,
-            splits,
-            Some(fold),
-        )
+        self.attn
+            .build(key_groups, q, pos, cache, out, splits, Some(fold))
     }
 }
 

@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use rullama_kernels::ops::attention::{self, Attention};
+use rullama_kernels::ops::attention::{Attention, decode_split_len};
 use rullama_kernels::ops::attention_rope::{AttentionRope, Rotate};
 use rullama_kernels::ops::elementwise::{add_inplace, add_rows, copy};
 use rullama_kernels::ops::embed::embed_rows;
@@ -41,18 +41,6 @@ use super::GpuOptions;
 use super::fuse::{Fuse, Fusion, NormInto, RopeUnit, StackPart};
 use super::ir::{AttnNode, IdsInput, IdsKey, Key, Node, RopeSpec, Src};
 use super::weight::GpuWeightRef;
-
-/// Positions per attention split in a decode step (flash-decoding: the history is shared by
-/// many workgroups; a prompt block attends in one pass). A key group walks its tiles of 16
-/// keys serially, so short splits make decode fast: at 256 positions a 1,050-position
-/// gemma-3-270m cache ran on 10 workgroups and took 99 us a layer on the H100; one tile a
-/// split (16) halved each workgroup's walk against 32. A decode workgroup's key groups take
-/// a tile each at once, so a split is one tile for each. At most 128 splits keep the merge
-/// (the last workgroup reads every split's record) small for long contexts.
-fn decode_split(max_len: usize) -> usize {
-    let tiles = attention::DECODE_KEY_GROUPS as usize * 16;
-    max_len.div_ceil(128).max(tiles)
-}
 
 /// RoPE frequency tables, made once per (n_rot, base, scale).
 #[derive(Debug, Default)]
@@ -1151,7 +1139,7 @@ impl Lower<'_> {
             scale: a.scale,
             softcap: a.softcap,
             window: a.window,
-            split_len: decode_split(layout.max_len),
+            split_len: decode_split_len(layout.max_len),
         };
         let splits = self.splits(&attn, &layout);
         let op = AttentionRope {
@@ -1206,7 +1194,7 @@ impl Lower<'_> {
             softcap: a.softcap,
             window: a.window,
             split_len: if n == 1 {
-                decode_split(layout.max_len)
+                decode_split_len(layout.max_len)
             } else {
                 layout.max_len
             },
