@@ -22,25 +22,28 @@
 // reduce_subgroup.wgsl: shuffles within the quad's blocks of a subgroup, then one value per
 // block), which also writes y.
 //
-// Files. The input comes through `x4(i)` (inputs i .. i + 4, i counted from the buffer's
-// start, so x_offset included), defined by the input file: matvec/x_plain.wgsl (a vector),
-// matvec/x_glu.wgsl (act(gate) * up, computed as it is read) or matvec/x_norm.wgsl (a
-// residual add and RMSNorm, computed as it is read, its scale applied to the row totals
-// through `x_scale`); or, for a vector quantized to two int8 digits per input in blocks of
-// 32 (matvec/x_q8.wgsl, read by the dot8_<type>.wgsl files), through `xq16(i)` / `xq4(i)`
-// and `xq16_lo(i)` / `xq4_lo(i)` (the packed first and second digits), `dot8` (their exact
-// integer dot with weight codes) and `xd(i)` (the value of one unit of that dot: their
-// block's scale / 254). The stored value goes through `y_out(row, sum)`, defined by the
-// value file: common/out_store.wgsl (the sum) or common/out_bias.wgsl (sum + bias); the
-// weight row a dispatch row reads and where it lands go through `w_row` and `y_index`,
-// defined by the place file: common/out_one.wgsl (the chunk's rows, into y from y_offset) or
-// common/out_split.wgsl (a row range, split over up to 3 outputs). The entry point hands the
-// row totals to `store_rows(row0, t, tid, v)`, defined by the store file:
-// matvec/out_rows.wgsl (each row through y_out and y_index) or matvec/out_glu.wgsl (the GLU
-// epilogue: dispatch rows are gate and up rows in pairs, and act(gate) * up is stored; it
-// defines `w_row` itself and takes no value or place file). Every invocation of a workgroup
-// calls store_rows, in uniform control flow, with its quad's first row, its lane t in the
-// quad, its index tid in the workgroup and its row's total in v for t < R.
+// Files. The input comes through `x4(i)` (inputs i .. i + 4, i counted from the buffer's start,
+// so x_offset included), defined by the input file: matvec/x_plain.wgsl (a vector),
+// matvec/x_glu.wgsl (act(gate) * up, computed as it is read), matvec/x_norm.wgsl (a residual
+// add and RMSNorm, computed as it is read, its scale applied to the row totals through
+// `x_scale`) or matvec/x_scaled.wgsl (a norm's z and scale from a residual epilogue's partial
+// sums, also through `x_scale`); or, for a vector quantized to two int8 digits per input in
+// blocks of 32 (matvec/x_q8.wgsl, read by the dot8_<type>.wgsl files), through `xq16(i)` /
+// `xq4(i)` and `xq16_lo(i)` / `xq4_lo(i)` (the packed first and second digits), `dot8` (their
+// exact integer dot with weight codes) and `xd(i)` (the value of one unit of that dot: their
+// block's scale / 254). The stored value goes through `y_out(row, sum)`, defined by the value
+// file: common/out_store.wgsl (the sum) or common/out_bias.wgsl (sum + bias); the weight row a
+// dispatch row reads and where it lands go through `w_row` and `y_index`, defined by the place
+// file: common/out_one.wgsl (the chunk's rows, into y from y_offset) or common/out_split.wgsl
+// (a row range, split over up to 3 outputs). The entry point hands the row totals to
+// `store_rows(row0, t, tid, v)`, defined by the store file: matvec/out_rows.wgsl (each row
+// through y_out and y_index), matvec/out_glu.wgsl (the GLU epilogue: dispatch rows are gate and
+// up rows in pairs, and act(gate) * up is stored; it defines `w_row` itself and takes no value
+// or place file) or matvec/out_residual.wgsl (the residual epilogue: each row added to h, then
+// the next norm's z and partial sums stored; `w_row` its own too). Every invocation of a
+// workgroup calls store_rows, in uniform control flow, with its quad's first row, its lane t in
+// the quad, its index tid in the workgroup and its row's total in v for t < R; and before the
+// loop `store_begin(row0, t)`, where a store file issues the loads its stores will need.
 
 struct Params {
     n_in: u32,
@@ -58,6 +61,9 @@ struct Params {
     split: SplitParams,
     // The residual stream and norm of matvec/x_norm.wgsl (unused by the other inputs): where
     // h starts, where the updated h and the normed x are stored, the norm's eps.
+    // matvec/x_scaled.wgsl takes h_offset and h_out_offset for where its partial sums start
+    // and how many, and eps; matvec/out_residual.wgsl h_offset for h and x_out_offset for
+    // where its partial sums go.
     h_offset: u32,
     h_out_offset: u32,
     x_out_offset: u32,
@@ -101,6 +107,7 @@ fn first_stride(n: u32) -> u32 {
 // tid: the invocation's index in the workgroup (for the input's workgroup-wide work).
 fn accumulate(row0: u32, t: u32, tid: u32) -> vec4<f32> {
     x_begin(row0, tid);
+    store_begin(row0, t);
     planes_begin();
     let last = p.n_rows - 1u;
     let r0 = w_row(min(row0, last)) * p.row_bytes;

@@ -23,6 +23,9 @@ fn w_row(r: u32) -> u32 {
 // (`MAX_QUADS` in ops/matvec/mod.rs).
 var<workgroup> glu_sums: array<f32, 64>;
 
+// Nothing to load before the loop.
+fn store_begin(row0: u32, t: u32) {}
+
 // Every invocation reaches this call (the entry points call it in uniform control flow; the
 // early return before it depends on the workgroup id only), so the barrier is valid. t: the
 // lane in its quad, tid: in the workgroup.

@@ -4,6 +4,9 @@
 // (matvec/out_glu.wgsl) is the alternative. Called by every invocation (tid: its index in
 // the workgroup): the input's `x_scale` may reduce across the workgroup (1 but for
 // matvec/x_norm.wgsl, which scales the row totals by its norm).
+// Nothing to load before the loop.
+fn store_begin(row0: u32, t: u32) {}
+
 fn store_rows(row0: u32, t: u32, tid: u32, v: f32) {
     let scale = x_scale(tid);
     let r = row0 + t;

@@ -38,6 +38,12 @@ pub enum Kernel {
     /// `y = act(W_gate x) * (W_up x)` (the GLU epilogue: gate|up stacked, the GLU stored)
     /// with x a vector (`InputKind::Plain`) or a q8 vector (`InputKind::Q8`).
     MatvecGluOut(GpuFormat, InputKind, Activation),
+    /// `y = W x [+ bias]` with x = z / rms(h') from what a residual epilogue stored (z and
+    /// the partial sums of h'^2; `matvec::ScaledInput`).
+    MatvecScaled(GpuFormat, Epilogue),
+    /// `a = W x` with the residual epilogue: h += a row by row, z = h * w_out and the partial
+    /// sums of h^2 stored (`matvec::matvec_residual`).
+    MatvecResidual(GpuFormat),
     /// A vector rounded to the q8 layout (the matvec's q8 input).
     QuantizeQ8,
     /// `act(gate) * up` computed as it is read, rounded to the q8 layout.
@@ -125,6 +131,8 @@ impl Kernel {
                 | Kernel::MatvecQ8(..)
                 | Kernel::MatvecNorm(..)
                 | Kernel::MatvecGluOut(..)
+                | Kernel::MatvecScaled(..)
+                | Kernel::MatvecResidual(_)
         )
     }
 
@@ -145,11 +153,14 @@ impl Kernel {
             for addend in Addend::ALL {
                 all.extend(Epilogue::ALL.map(|out| Kernel::MatvecNorm(f, out, addend)));
             }
+            all.extend(Epilogue::ALL.map(|out| Kernel::MatvecScaled(f, out)));
+            all.push(Kernel::MatvecResidual(f));
             for act in [Activation::GeluTanh, Activation::Silu] {
                 all.push(Kernel::MatvecGluOut(f, InputKind::Plain, act));
                 for addend in Addend::ALL {
                     all.push(Kernel::MatvecGluOut(f, InputKind::Norm(addend), act));
                 }
+                all.push(Kernel::MatvecGluOut(f, InputKind::Scaled, act));
                 if matvec::q8_supported(f) {
                     all.push(Kernel::MatvecGluOut(f, InputKind::Q8, act));
                 }
@@ -239,6 +250,10 @@ impl Kernel {
                 matvec::program(f, InputKind::Norm(addend), out, caps.subgroup)
             }
             Kernel::MatvecGluOut(f, input, _) => matvec::glu_out_program(f, input, caps.subgroup),
+            Kernel::MatvecScaled(f, out) => {
+                matvec::program(f, InputKind::Scaled, out, caps.subgroup)
+            }
+            Kernel::MatvecResidual(f) => matvec::residual_program(f, caps.subgroup),
             // `Matmul::kernel` picks MatmulCoop only with coop_f16; tests build it elsewhere
             // to run its body over emulated coop ops.
             Kernel::MatmulCoop(f, out) => matmul_coop::program(f, out, !caps.coop_f16),
@@ -281,6 +296,14 @@ impl Kernel {
                 matvec::glu_out_program(f, input, false),
                 matvec::glu_out_program(f, input, true),
             ],
+            Kernel::MatvecScaled(f, out) => vec![
+                matvec::program(f, InputKind::Scaled, out, false),
+                matvec::program(f, InputKind::Scaled, out, true),
+            ],
+            Kernel::MatvecResidual(f) => vec![
+                matvec::residual_program(f, false),
+                matvec::residual_program(f, true),
+            ],
             Kernel::MatmulCoop(f, out) => vec![
                 matmul_coop::program(f, out, false),
                 matmul_coop::program(f, out, true),
@@ -317,6 +340,8 @@ impl Kernel {
                 matvec::program(f, InputKind::Norm(addend), out, false)
             }
             Kernel::MatvecGluOut(f, input, _) => matvec::glu_out_program(f, input, false),
+            Kernel::MatvecScaled(f, out) => matvec::program(f, InputKind::Scaled, out, false),
+            Kernel::MatvecResidual(f) => matvec::residual_program(f, false),
             Kernel::QuantizeQ8 => quantize::program(false),
             Kernel::QuantizeQ8Glu(_) => quantize::program(true),
             Kernel::EmbedRows(f) => embed::program(f),
@@ -355,8 +380,11 @@ impl Kernel {
             Kernel::MatvecGlu(f, a) => vec![("ACT", a.code()), partial_units(f)],
             Kernel::Matvec(f, _) => vec![partial_units(f)],
             Kernel::MatvecNorm(f, _, _) => vec![x_reads(f)],
-            // x_q8.wgsl has no PARTIAL_UNITS (a q8 row is whole blocks of 32).
-            Kernel::MatvecGluOut(_, InputKind::Q8, a) => vec![("ACT", a.code())],
+            Kernel::MatvecResidual(f) => vec![partial_units(f)],
+            // x_q8.wgsl and x_scaled.wgsl have no PARTIAL_UNITS (rows of whole blocks of 32).
+            Kernel::MatvecGluOut(_, InputKind::Q8 | InputKind::Scaled, a) => {
+                vec![("ACT", a.code())]
+            }
             Kernel::MatvecGluOut(f, InputKind::Norm(_), a) => vec![("ACT", a.code()), x_reads(f)],
             Kernel::MatvecGluOut(f, _, a) => vec![("ACT", a.code()), partial_units(f)],
             Kernel::Rope(m) => vec![("NEOX", m.code())],

@@ -237,34 +237,35 @@ fn qwen2_projections_are_stacked() {
     let matmuls = |k: &Kernel| matches!(k, Kernel::Matmul(..) | Kernel::MatmulCoop(..));
     // q|k|v, o, gate|up, down per layer, and the LM head.
     assert_eq!(count(prefill, matmuls), 4 * LAYERS + 1, "{prefill:?}");
-    // A product over one output, with its input as it is or computed from the residual op
-    // before it (`GpuOptions::fold_norm`).
+    // A product over one output, with its input as it is, computed from the residual op
+    // before it (`GpuOptions::fold_norm`) or from what that op's addend's product stored
+    // (`GpuOptions::residual_rows`).
     let one = |e| {
         move |k: &Kernel| {
             *k == Kernel::Matvec(GpuFormat::F32, e)
                 || *k == Kernel::MatvecNorm(GpuFormat::F32, e, Addend::Plain)
+                || *k == Kernel::MatvecScaled(GpuFormat::F32, e)
         }
     };
     assert_eq!(count(decode, one(Epilogue::BIAS)), LAYERS, "{decode:?}");
-    // o, down per layer, and the LM head.
-    assert_eq!(
-        count(decode, one(Epilogue::STORE)),
-        2 * LAYERS + 1,
-        "{decode:?}"
-    );
+    // The LM head; o and down are the residual ops' products.
+    assert_eq!(count(decode, one(Epilogue::STORE)), 1, "{decode:?}");
+    let rows = |k: &Kernel| *k == Kernel::MatvecResidual(GpuFormat::F32);
+    assert_eq!(count(decode, rows), 2 * LAYERS, "{decode:?}");
     let glu_out = |k: &Kernel| matches!(k, Kernel::MatvecGluOut(GpuFormat::F32, ..));
     assert_eq!(count(decode, glu_out), LAYERS, "{decode:?}");
     let glu = |k: &Kernel| matches!(k, Kernel::MatvecGlu(..) | Kernel::Glu(_));
     assert_eq!(count(decode, glu), 0, "{decode:?}");
-    // Every residual op is computed by the product that reads its norm: gate|up (with the
-    // GLU epilogue), the next layer's q|k|v, the LM head (small enough here).
-    let norm_in = |k: &Kernel| {
+    // Every residual op is done row by row by the o or down projection, and the products
+    // that read its norm take its z and partial sums: gate|up (with the GLU epilogue), the
+    // next layer's q|k|v, the LM head (small enough here).
+    let scaled = |k: &Kernel| {
         matches!(
             k,
-            Kernel::MatvecNorm(..) | Kernel::MatvecGluOut(_, InputKind::Norm(_), _)
+            Kernel::MatvecScaled(..) | Kernel::MatvecGluOut(_, InputKind::Scaled, _)
         )
     };
-    assert_eq!(count(decode, norm_in), 2 * LAYERS, "{decode:?}");
+    assert_eq!(count(decode, scaled), 2 * LAYERS, "{decode:?}");
     let residual = |k: &Kernel| matches!(k, Kernel::ResidualNorm { .. });
     assert_eq!(count(decode, residual), 0, "{decode:?}");
     // RoPE still fused on the biased q and k: inside the decode attention.
@@ -281,6 +282,7 @@ fn qwen2_projections_are_stacked() {
         kv_dtype: KvDtype::F32,
         stack_projections,
         fold_norm: false,
+        residual_rows: false,
         ..GpuOptions::default()
     };
     let stacked = run_with(&file, separate(true));
@@ -292,10 +294,12 @@ fn qwen2_projections_are_stacked() {
     assert!(bits(&stacked.logits) == bits(&alone.logits));
 }
 
-/// The residual ops folded into the products that read their norms (`GpuOptions::fold_norm`,
-/// the default) against the separate `residual_norm` dispatches: two dispatches fewer a
-/// layer in decode, none in prefill (the fold is for one token), and logits within the CPU
-/// bar either way (the sums of squares go in another order, so not bit for bit).
+/// The residual ops done row by row by the products that make their addends, their norms
+/// read as z and partial sums (`GpuOptions::residual_rows`, the default), or without that
+/// folded into the products that read their norms (`GpuOptions::fold_norm`), against the
+/// separate `residual_norm` dispatches: two dispatches fewer a layer in decode either way,
+/// none in prefill (the folds are for one token), and logits within the CPU bar each way
+/// (the sums of squares go in other orders, so not bit for bit).
 #[test]
 fn qwen2_residual_norms_fold_into_products() {
     if skip() {
@@ -306,19 +310,38 @@ fn qwen2_residual_norms_fold_into_products() {
         kv_dtype: KvDtype::F32,
         ..GpuOptions::default()
     };
-    let folded = run_with(&file, options);
+    let rows = run_with(&file, options);
+    let folded = run_with(
+        &file,
+        GpuOptions {
+            residual_rows: false,
+            ..options
+        },
+    );
     let separate = run_with(
         &file,
         GpuOptions {
             fold_norm: false,
+            residual_rows: false,
             ..options
         },
     );
     let residual = |k: &Kernel| matches!(k, Kernel::ResidualNorm { .. });
+    let epilogue = |k: &Kernel| matches!(k, Kernel::MatvecResidual(_));
     assert_eq!(count(&separate.decode, residual), 2 * LAYERS);
-    assert_eq!(separate.decode.len() - folded.decode.len(), 2 * LAYERS);
-    assert_eq!(separate.prefill, folded.prefill);
-    assert_matches_cpu(&file, &folded.logits);
+    assert_eq!(
+        count(&rows.decode, epilogue),
+        2 * LAYERS,
+        "{:?}",
+        rows.decode
+    );
+    assert_eq!(count(&folded.decode, epilogue), 0, "{:?}", folded.decode);
+    for run in [&rows, &folded] {
+        assert_eq!(count(&run.decode, residual), 0, "{:?}", run.decode);
+        assert_eq!(separate.decode.len() - run.decode.len(), 2 * LAYERS);
+        assert_eq!(separate.prefill, run.prefill);
+        assert_matches_cpu(&file, &run.logits);
+    }
     assert_matches_cpu(&file, &separate.logits);
 }
 

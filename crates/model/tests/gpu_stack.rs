@@ -83,6 +83,7 @@ fn stacks_as_the_file_allows(name: &str) {
             kv_dtype: KvDtype::F32,
             stack_projections,
             fold_norm: false,
+            residual_rows: false,
             glu_epilogue: false,
             ..GpuOptions::default()
         };

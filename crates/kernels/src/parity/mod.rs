@@ -179,6 +179,8 @@ pub fn checks() -> Vec<Check> {
         matvec::BIAS_CHECK,
         matvec::GLU_OUT_CHECK,
         matvec::Q8_GLU_OUT_CHECK,
+        matvec::RESIDUAL_CHECK,
+        matvec::SCALED_CHECK,
         quantize::CHECK,
         quantize::GLU_CHECK,
         matvec_q8::CHECK,

@@ -44,13 +44,20 @@
 //!   before its key loop (`attention_rope`, [`Fuse::RopeAttend`]), q and k never stored.
 //!   Found right after the K/V appends, for the ops `GpuOptions::fold_rope_attention` names
 //!   (by default every one: [`RopeAttention`]);
-//! - a decode step's residual op (above) whose norm a product reads, with or without a norm
-//!   of its own operand (Gemma's post-norm, Llama's plain add): the first product that reads
-//!   the norm computes the add and the norm as it reads its input (the operand's own scale
-//!   reduced by every workgroup before its loop), and stores h and the normed vector for the
-//!   later readers ([`NormInto`]; `matvec/x_norm.wgsl`), where the product is small enough
-//!   ([`NORM_FUSE_MAX_BYTES`]). Found last, and only when the lowering asks for it
-//!   (`GpuOptions::fold_norm`).
+//! - a decode step's Llama-style residual op (above, without a norm of its addend) into the
+//!   product that makes the addend, an o or down projection, row by row: the matvec adds
+//!   each row to h and stores the norm's z = h' * w_out and per workgroup the sum of its
+//!   rows' h'^2, and every product that reads the norm takes those and scales its row totals
+//!   by 1 / rms(h') (the kernels' residual epilogue and scaled input, `matvec_residual`;
+//!   [`Fuse::ResidualRows`], [`Fusion::scaled_input`]). Found after the K/V and rope folds,
+//!   and only when the lowering asks for it (`GpuOptions::residual_rows`);
+//! - a decode step's residual op (above) that is left and whose norm a product reads, with
+//!   or without a norm of its own operand (Gemma's post-norm, Llama's plain add): the first
+//!   product that reads the norm computes the add and the norm as it reads its input (the
+//!   operand's own scale reduced by every workgroup before its loop), and stores h and the
+//!   normed vector for the later readers ([`ResidualOp`]; `matvec/x_norm.wgsl`), where the
+//!   product is small enough ([`NORM_FUSE_MAX_BYTES`]). Found last, and only when the
+//!   lowering asks for it (`GpuOptions::fold_norm`).
 //!
 //! A node folds only when its value has no other reader and the shapes are whole rows, so
 //! every other graph lowers as before. [`Fusion::emit_at`] says where each node's work
@@ -77,11 +84,12 @@ const GLU_FUSE_MAX_BYTES: u64 = 4 << 20;
 /// its post-norm) 10.5 MB, qwen2.5-0.5b's 17 MB, an LM head hundreds.
 const NORM_FUSE_MAX_BYTES: u64 = 12 << 20;
 
-/// A residual op `h + [rms_norm(a)]` computed by the product that reads its norm first
-/// (emitted there): the add node, the operand's own norm folded into it if any, and the
-/// norm after it, whose value the product stores for the other readers.
+/// A residual op `h + [rms_norm(a)]` computed inside a product (emitted there): by the
+/// product that reads its norm first ([`Fusion::norm_input`]), or row by row by the product
+/// that makes its addend ([`Fuse::ResidualRows`]). The add node, the operand's own norm
+/// folded into it if any, and the norm after it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct NormInto {
+pub(crate) struct ResidualOp {
     pub add: usize,
     pub pre: Option<usize>,
     pub out: usize,
@@ -95,7 +103,7 @@ pub(crate) enum Fuse {
     /// Computed inside another node's fused kernel (emitted there).
     Folded,
     /// Computed by another node's fused kernel, which sets its location: an earlier one, or
-    /// the product a residual op folds into ([`NormInto`]).
+    /// the product a residual op folds into ([`ResidualOp`]).
     Done,
     /// The add: `h += [rms_norm(pre)]`, then `[out = rms_norm(h)]`.
     Residual {
@@ -132,6 +140,11 @@ pub(crate) enum Fuse {
     /// its own in one stacked upload) stores the `glu` node's value: gate's and up's values
     /// are folded, `up` and `glu` are `Done`.
     GluStack { up: usize, glu: usize },
+    /// The matmul (one token) whose value is the addend of a Llama-style residual op, which
+    /// its matvec does row by row (the residual epilogue, `matvec_residual`): h updated, the
+    /// norm's z and partial sums stored, which the norm's readers take as their input
+    /// ([`Fusion::scaled_input`]). Its own value is folded, the add and the norm are `Done`.
+    ResidualRows(ResidualOp),
 }
 
 /// One projection of a stacked product: its matmul node and the `add_bias` node folded into
@@ -185,7 +198,10 @@ pub(crate) struct Fusion {
     pub emit_at: Vec<usize>,
     /// For a product (a matmul lowered as itself, with its bias, or as a stack's first
     /// part): the residual op it computes its input from.
-    pub norm_input: Vec<Option<NormInto>>,
+    pub norm_input: Vec<Option<ResidualOp>>,
+    /// For a product: the norm node whose value it reads as a residual epilogue's z and
+    /// partial sums ([`Fuse::ResidualRows`]).
+    pub scaled_input: Vec<Option<usize>>,
 }
 
 impl Fusion {
@@ -209,6 +225,7 @@ impl Fusion {
             keep_f32: vec![false; n],
             emit_at: (0..n).collect(),
             norm_input: vec![None; n],
+            scaled_input: vec![None; n],
         };
         let whole = |s: &Src| s.row0 == 0 && s.rows == key.shapes[s.value].0;
         for i in 0..n {
@@ -247,6 +264,12 @@ impl Fusion {
                 for i in 0..n {
                     f.rope_attend(key, &uses, i, normed, &whole);
                 }
+            }
+        }
+        // With q8 inputs a separate residual op stays: it writes its readers' q8 copy.
+        if options.residual_rows && !options.q8_inputs {
+            for i in 0..n {
+                f.residual_rows(key, &uses, i, &whole);
             }
         }
         if options.fold_norm {
@@ -565,6 +588,96 @@ impl Fusion {
         }
     }
 
+    /// The rows the product at node `j` computes, if it is one lowered at its own node (with
+    /// its bias, as a stack, or gate|up with the GLU epilogue).
+    fn product_rows(&self, key: &Key, j: usize) -> Option<usize> {
+        match &self.fuse[j] {
+            Fuse::Plain | Fuse::Biased { .. } => Some(key.shapes[j].1),
+            Fuse::Stack { parts } => Some(parts.iter().map(|p| key.shapes[p.matmul].1).sum()),
+            Fuse::GluStack { .. } => Some(2 * key.shapes[j].1),
+            _ => None,
+        }
+        .filter(|_| matches!(key.nodes[j], Node::Matmul { .. }))
+    }
+
+    /// A Llama-style residual op at `i` (no norm of its addend, a norm after it) into the
+    /// product that makes its addend, row by row ([`Fuse::ResidualRows`]): one token of whole
+    /// units of 32; the addend a whole-row product of one weight chunk lowered at its own node
+    /// as a plain matvec that nothing else reads, with h made before it; every reader of the
+    /// norm a product lowered at its own node that reads it whole (then through the scaled
+    /// input), their workgroups' reads of the partial sums within [`NORM_FUSE_MAX_BYTES`].
+    fn residual_rows(
+        &mut self,
+        key: &Key,
+        uses: &[usize],
+        i: usize,
+        whole: &impl Fn(&Src) -> bool,
+    ) {
+        let Fuse::Residual {
+            pre: None,
+            out: Some(o),
+        } = self.fuse[i]
+        else {
+            return;
+        };
+        let nodes = &key.nodes;
+        let (rows, cols) = key.shapes[i];
+        let Node::Add { a, b } = &nodes[i] else {
+            return;
+        };
+        let product = |v: usize| matches!(nodes[v], Node::Matmul { .. });
+        let (m, h) = match (product(a.value), product(b.value)) {
+            (true, false) => (a.value, b),
+            (false, true) => (b.value, a),
+            _ => return,
+        };
+        let Node::Matmul { w, x } = &nodes[m] else {
+            return;
+        };
+        let one_chunk = w.matrix().is_some_and(|w| w.chunks.len() == 1);
+        if rows != 1
+            || !cols.is_multiple_of(32)
+            || !self.free(m)
+            || uses[m] != 1
+            || !w.is_whole()
+            || !one_chunk
+            || !whole(x)
+            || self.emit_at[h.value] >= m
+        {
+            return;
+        }
+        // The readers' products, and the partial sums their workgroups read.
+        let partials = cols.div_ceil(ROWS);
+        let mut readers = Vec::new();
+        let mut reads = 0u64;
+        for r in (0..nodes.len()).filter(|&r| nodes[r].inputs().iter().any(|s| s.value == o)) {
+            let j = self.emit_at[r];
+            let reads_o = matches!(&nodes[j], Node::Matmul { x, .. } if x.value == o && whole(x));
+            let Some(product_rows) = self.product_rows(key, j).filter(|_| reads_o) else {
+                return;
+            };
+            if !readers.contains(&j) {
+                readers.push(j);
+                reads += (product_rows.div_ceil(ROWS) * partials * 4) as u64;
+            }
+        }
+        if readers.is_empty() || reads > NORM_FUSE_MAX_BYTES {
+            return;
+        }
+        for j in readers {
+            self.scaled_input[j] = Some(o);
+        }
+        self.fuse[m] = Fuse::ResidualRows(ResidualOp {
+            add: i,
+            pre: None,
+            out: o,
+        });
+        self.folded[m] = true;
+        self.fuse[i] = Fuse::Done;
+        self.emit_at[i] = m;
+        self.emit_at[o] = m;
+    }
+
     /// The residual op at `i` into the product that reads its norm first: one token of
     /// whole units of 32, a product lowered at its own node that reads the norm whole, f32
     /// inputs (a q8 copy would need the norm first), and extra reads within
@@ -588,11 +701,8 @@ impl Fusion {
         let Node::Matmul { w, x } = &nodes[j] else {
             return;
         };
-        let product_rows = match &self.fuse[j] {
-            Fuse::Plain | Fuse::Biased { .. } => key.shapes[j].1,
-            Fuse::Stack { parts } => parts.iter().map(|p| key.shapes[p.matmul].1).sum(),
-            Fuse::GluStack { .. } => 2 * key.shapes[j].1,
-            _ => return,
+        let Some(product_rows) = self.product_rows(key, j) else {
+            return;
         };
         let Some(m) = w.matrix() else {
             return;
@@ -604,7 +714,7 @@ impl Fusion {
         if x.value != o || !whole(x) || q8 || reads > NORM_FUSE_MAX_BYTES {
             return;
         }
-        self.norm_input[j] = Some(NormInto {
+        self.norm_input[j] = Some(ResidualOp {
             add: i,
             pre,
             out: o,

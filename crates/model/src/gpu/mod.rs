@@ -103,6 +103,14 @@ pub struct GpuOptions {
     /// they save (`fuse.rs`). `false` keeps the separate `residual_norm` (for comparisons:
     /// the same arithmetic per element, the sums of squares in another order).
     pub fold_norm: bool,
+    /// In a decode step, a Llama-style residual op (`h += a`, then a norm) is done row by row
+    /// by the product that makes `a` (the o or down projection: the kernels' residual
+    /// epilogue, `matvec_residual`), and the products that read the norm take its z and
+    /// partial sums as their input (`Input::Scaled`: each scales its row totals by the norm's
+    /// 1 / rms), where their extra reads stay small (`fuse.rs`); it goes before `fold_norm`.
+    /// `false` leaves those ops to `fold_norm` or the separate `residual_norm` (for
+    /// comparisons: the same arithmetic per element, the sums of squares in another order).
+    pub residual_rows: bool,
     /// In a decode step, the matvec over a stacked gate|up stores `act(gate) * up` (the
     /// matvec's GLU epilogue), so the down projection is a plain matvec: no `glu` dispatch,
     /// and no GLU recomputed by every workgroup of the down projection (`matvec_glu`).
@@ -122,6 +130,7 @@ impl Default for GpuOptions {
             fold_kv_append: true,
             fold_rope_attention: RopeAttention::All,
             fold_norm: true,
+            residual_rows: true,
             glu_epilogue: true,
         }
     }

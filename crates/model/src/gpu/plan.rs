@@ -21,8 +21,8 @@ use rullama_kernels::ops::head_norm_rope_kv::KvStore;
 use rullama_kernels::ops::kv::{KvAppend, KvLayout};
 use rullama_kernels::ops::matmul::{Matmul, Strides};
 use rullama_kernels::ops::matvec::{
-    Input, NormInput, matvec_bias_input, matvec_glu, matvec_glu_out, matvec_input,
-    matvec_split_input, q8_supported,
+    Input, NormInput, ResidualRows, ScaledInput, matvec_bias_input, matvec_glu, matvec_glu_out,
+    matvec_input, matvec_residual, matvec_split_input, q8_supported, residual_partials,
 };
 use rullama_kernels::ops::norm::RmsNorm;
 use rullama_kernels::ops::quantize::{Q8_BLOCK, q8_words, quantize_q8, quantize_q8_glu};
@@ -38,7 +38,7 @@ use rullama_kernels::{
 };
 
 use super::GpuOptions;
-use super::fuse::{Fuse, Fusion, NormInto, RopeUnit, StackPart};
+use super::fuse::{Fuse, Fusion, ResidualOp, RopeUnit, StackPart};
 use super::ir::{AttnNode, IdsInput, IdsKey, Key, Node, RopeSpec, Src};
 use super::weight::GpuWeightRef;
 
@@ -128,6 +128,8 @@ impl Plan {
             gpu,
             key,
             norm_into: fusion.norm_input.clone(),
+            scaled_input: fusion.scaled_input.clone(),
+            scaled: Vec::new(),
             pool: Pool::default(),
             locs: vec![None; key.nodes.len()],
             last_use,
@@ -169,6 +171,7 @@ impl Plan {
                 Fuse::ScaledEmbed { scale } => l.scaled_embed(key, i, *scale)?,
                 Fuse::Stack { parts } => l.stack(key, parts)?,
                 Fuse::GluStack { up, glu } => l.glu_stack(key, i, *up, *glu)?,
+                Fuse::ResidualRows(r) => l.residual_rows(key, i, *r)?,
             }
             for &v in &release_after[i] {
                 let buf = l.locs[v].expect("a released value was lowered").buf;
@@ -297,7 +300,18 @@ enum Feed {
     /// A q8 copy of it.
     Q8(Loc),
     /// Computed by the product from a residual op.
-    Norm(NormInto),
+    Norm(ResidualOp),
+    /// A norm's z and partial sums from a residual epilogue ([`Scaled`]).
+    Scaled(Scaled),
+}
+
+/// Where a residual epilogue put a norm's partial sums (its z is the norm's value), and the
+/// norm's eps.
+#[derive(Debug, Clone, Copy)]
+struct Scaled {
+    partials: Loc,
+    count: usize,
+    eps: f32,
 }
 
 /// The operands of a residual op ([`Lower::residual_parts`]).
@@ -384,7 +398,11 @@ struct Lower<'a> {
     gpu: &'a Gpu,
     key: &'a Key,
     /// The residual op each product computes its input from (`fuse.rs`).
-    norm_into: Vec<Option<NormInto>>,
+    norm_into: Vec<Option<ResidualOp>>,
+    /// The norm each product reads as a residual epilogue's z and partial sums (`fuse.rs`).
+    scaled_input: Vec<Option<usize>>,
+    /// The residual epilogues' norms so far: the norm node and where its partial sums are.
+    scaled: Vec<(usize, Scaled)>,
     pool: Pool,
     /// Where each value lives (`None`: not lowered yet, or folded into a fused kernel).
     locs: Vec<Option<Loc>>,
@@ -592,7 +610,7 @@ impl Lower<'_> {
             w_in,
             w_out,
             eps,
-        } = self.residual_parts(key, i, pre, out)?;
+        } = self.residual_parts(key, i, pre, out, None)?;
         let (rows, cols) = key.shapes[i];
         let h_loc = self.inplace(i, h, &[a_src])?;
         self.locs[i] = Some(h_loc);
@@ -630,25 +648,75 @@ impl Lower<'_> {
         Ok(())
     }
 
+    /// The product at matmul node `m` with the residual op `r` over its value done row by row
+    /// (`fuse.rs`, [`Fuse::ResidualRows`]): h updated in place (or in a copy, as
+    /// [`Lower::inplace`] decides), the norm's z and the partial sums in one new buffer (z
+    /// first, the norm's value for liveness), which the norm's readers find in
+    /// [`Lower::scaled`].
+    fn residual_rows(&mut self, key: &Key, m: usize, r: ResidualOp) -> Result<(), GpuError> {
+        let Node::Matmul { w, x } = &key.nodes[m] else {
+            return Err(mismatch(
+                "a residual epilogue on a node other than a matmul",
+            ));
+        };
+        let parts = self.residual_parts(key, r.add, r.pre, Some(r.out), Some(m))?;
+        if parts.a.value != m || parts.w_in.is_some() {
+            return Err(mismatch(
+                "a residual epilogue whose addend is not its plain product",
+            ));
+        }
+        let w_out = parts
+            .w_out
+            .ok_or_else(|| mismatch("a residual epilogue without its norm's gain"))?;
+        let w = matrix(w)?;
+        let n = key.shapes[r.add].1;
+        let count = residual_partials(w);
+        let h = self.inplace(m, parts.h, &[*x])?;
+        self.locs[r.add] = Some(h);
+        let z = self.alloc(n.next_multiple_of(4) + count)?;
+        self.locs[r.out] = Some(z);
+        let partials = Loc {
+            buf: z.buf,
+            offset: n.next_multiple_of(4),
+        };
+        let scaled = Scaled {
+            partials,
+            count,
+            eps: parts.eps,
+        };
+        self.scaled.push((r.out, scaled));
+        let rows = ResidualRows {
+            h: self.view(h),
+            w_out,
+            z: self.view(z),
+            partials: self.view(partials),
+        };
+        let op = matvec_residual(w, self.src(*x), rows);
+        self.push(op)
+    }
+
     /// The operands of the residual op at add node `i`: `a` (the folded norm's input, or
-    /// the add's other operand), `h` (the operand that is not the folded norm; either,
-    /// without one: the one this add reads last, so it is updated in place), the gains and
-    /// the eps (the norms share one: `fuse.rs`).
+    /// the add's other operand), `h` (the operand that is not the folded norm; without one,
+    /// the operand that is not `addend`, or else the one this add reads last, so it is
+    /// updated in place), the gains and the eps (the norms share one: `fuse.rs`).
     fn residual_parts<'k>(
         &self,
         key: &'k Key,
         i: usize,
         pre: Option<usize>,
         out: Option<usize>,
+        addend: Option<usize>,
     ) -> Result<ResidualParts<'k>, GpuError> {
         let Node::Add { a, b } = &key.nodes[i] else {
             return Err(mismatch("a residual fusion on a node other than an add"));
         };
-        let (h, a) = match pre {
-            Some(p) if a.value == p => (*b, *a),
-            Some(_) => (*a, *b),
-            None if self.last_use[a.value] == Some(i) => (*a, *b),
-            None => (*b, *a),
+        let (h, a) = match (pre, addend) {
+            (Some(p), _) if a.value == p => (*b, *a),
+            (Some(_), _) => (*a, *b),
+            (None, Some(m)) if a.value == m => (*b, *a),
+            (None, Some(_)) => (*a, *b),
+            (None, None) if self.last_use[a.value] == Some(i) => (*a, *b),
+            (None, None) => (*b, *a),
         };
         let (a, w_in, eps) = match pre.map(|p| &key.nodes[p]) {
             Some(Node::RmsNorm { x, weight, eps, .. }) => (*x, weight.as_ref(), *eps),
@@ -831,10 +899,19 @@ impl Lower<'_> {
         Ok(())
     }
 
-    /// How the product at matmul node `m` reads `x`: computed from the residual op folded
-    /// into it (`fuse.rs`, [`NormInto`]; its h and x then get one buffer, which the kernel
-    /// writes), as a q8 copy ([`Lower::q8_input`]), or as it is.
+    /// How the product at matmul node `m` reads `x`: as the z and partial sums of the
+    /// residual epilogue that made it ([`Lower::residual_rows`]), computed from the residual
+    /// op folded into it (`fuse.rs`, [`ResidualOp`]; its h and x then get one buffer, which
+    /// the kernel writes), as a q8 copy ([`Lower::q8_input`]), or as it is.
     fn feed(&mut self, m: usize, x: Src, rows: WeightRows<'_>) -> Result<Feed, GpuError> {
+        if let Some(o) = self.scaled_input[m] {
+            return self
+                .scaled
+                .iter()
+                .find(|(norm, _)| *norm == o && x.value == o)
+                .map(|&(_, s)| Feed::Scaled(s))
+                .ok_or_else(|| mismatch("a scaled input before its residual epilogue"));
+        }
         if let Some(n) = self.norm_into[m] {
             let buf = self.alloc(2 * x.cols)?.buf;
             self.pool.retain(buf);
@@ -857,14 +934,20 @@ impl Lower<'_> {
             Feed::Vector => Input::Plain(self.src(x)),
             Feed::Q8(q) => Input::Q8(self.view(q)),
             Feed::Norm(n) => Input::Norm(self.norm_input(n)?),
+            Feed::Scaled(s) => Input::Scaled(ScaledInput {
+                z: self.src(x),
+                partials: self.view(s.partials),
+                count: s.count,
+                eps: s.eps,
+            }),
         })
     }
 
     /// The input of a product that computes it from the residual op `n` ([`Lower::feed`]
     /// placed its outputs).
-    fn norm_input(&self, n: NormInto) -> Result<NormInput<'_>, GpuError> {
+    fn norm_input(&self, n: ResidualOp) -> Result<NormInput<'_>, GpuError> {
         let key = self.key;
-        let parts = self.residual_parts(key, n.add, n.pre, Some(n.out))?;
+        let parts = self.residual_parts(key, n.add, n.pre, Some(n.out), None)?;
         let w_out = parts
             .w_out
             .ok_or_else(|| mismatch("a folded residual op without its norm's gain"))?;

@@ -52,6 +52,7 @@ use crate::tensor::{GpuBuffer, GpuTensor, GpuWeight, View, WeightRows, WeightSha
 mod check;
 mod glu_out;
 mod norm_check;
+mod residual;
 pub use check::{BIAS_CHECK, CHECK, GLU_CHECK, matvec_bias_ref, matvec_ref};
 pub(crate) use check::{Case, CaseInput, compare_input};
 pub use glu_out::{
@@ -59,6 +60,9 @@ pub use glu_out::{
     matvec_glu_out,
 };
 pub use norm_check::CHECK as NORM_CHECK;
+pub use residual::{
+    RESIDUAL_CHECK, ResidualRows, SCALED_CHECK, matvec_residual, residual_partials,
+};
 
 /// Parameters of one matvec dispatch (WGSL `Params` in `matvec/matvec.wgsl`).
 #[repr(C)]
@@ -86,7 +90,10 @@ pub struct MatvecParams {
     pub norm: NormParams,
 }
 
-/// The parameters of a [`NormInput`] (offsets in floats).
+/// The parameters of a [`NormInput`] (offsets in floats). A [`ScaledInput`] takes h_offset
+/// and h_out_offset for where its partial sums start and how many there are, and eps; the
+/// residual epilogue ([`matvec_residual`]) h_offset for h and x_out_offset for where its
+/// partial sums go.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct NormParams {
@@ -115,6 +122,23 @@ pub enum Input<'a> {
     /// A residual add and RMSNorm computed as the kernel reads it ([`NormInput`]): a decode
     /// step's `residual_norm` folded into the product reading it.
     Norm(NormInput<'a>),
+    /// The norm after a residual op that its addend's product did ([`matvec_residual`]),
+    /// from what that product stored ([`ScaledInput`]).
+    Scaled(ScaledInput<'a>),
+}
+
+/// `x = z / rms(h')` with `z = h' * w_out` and the partial sums of `h'^2` that a residual
+/// epilogue stored ([`matvec_residual`]): `rms(h') = sqrt(sum(partials) / n_in + eps)`.
+/// The kernel reads z as a vector and scales its row totals by `1 / rms(h')`
+/// (`matvec/x_scaled.wgsl`), so `n_in` is a multiple of 32 and z starts at a multiple of 4
+/// floats.
+#[derive(Debug, Clone, Copy)]
+pub struct ScaledInput<'a> {
+    pub z: View<'a>,
+    /// `count` partial sums from the view's offset.
+    pub partials: View<'a>,
+    pub count: usize,
+    pub eps: f32,
 }
 
 /// `h' = h + a'` (stored to `h_out`), then the input `x = rms_norm(h') * w_out` (stored to
@@ -154,6 +178,9 @@ pub enum InputKind {
     /// and the h'|x output at 6..8, a normed addend's w_in at 9 ([`norm_bindings`]), `x4`
     /// and the rows' factor `x_scale`.
     Norm(Addend),
+    /// `matvec/x_scaled.wgsl` + the workgroup sum as for `Norm`: z at 2, the partial sums at
+    /// 6 ([`scaled_bindings`]), `x4` and the rows' factor `x_scale`.
+    Scaled,
 }
 
 /// What a norm input adds to the residual stream: `a` as it is (Llama's block) or `a`
@@ -191,6 +218,24 @@ pub fn norm_bindings(out: Epilogue, addend: Addend) -> &'static [BindingKind] {
     }
 }
 
+/// The bindings of a matvec with a [`ScaledInput`]: the epilogue's (the bias at 5, or
+/// nothing there), then the partial sums at 6.
+pub fn scaled_bindings(out: Epilogue) -> &'static [BindingKind] {
+    use BindingKind::{Absent, StorageRead as R, StorageReadWrite as Rw, Uniform};
+    if out.bias {
+        &[Uniform, R, R, Rw, R, R, R]
+    } else {
+        &[Uniform, R, R, Rw, R, Absent, R]
+    }
+}
+
+/// The bindings of a matvec with the residual epilogue ([`matvec_residual`]): the plain
+/// store's without a bias, then h, w_out and the partial sums at 6 to 8.
+const RESIDUAL_BINDINGS: &[BindingKind] = {
+    use BindingKind::{Absent, StorageRead as R, StorageReadWrite as Rw, Uniform};
+    &[Uniform, R, R, Rw, R, Absent, Rw, R, Rw]
+};
+
 /// The bindings of a matvec with a GLU input: [`WEIGHT_KERNEL_BINDINGS`] (input = gate) and
 /// `up` at 5.
 ///
@@ -209,6 +254,7 @@ static X_PLAIN: ShaderFile = shader_file!("matvec/x_plain.wgsl");
 static X_GLU: ShaderFile = shader_file!("matvec/x_glu.wgsl");
 static X_Q8: ShaderFile = shader_file!("matvec/x_q8.wgsl");
 static X_NORM: ShaderFile = shader_file!("matvec/x_norm.wgsl");
+static X_SCALED: ShaderFile = shader_file!("matvec/x_scaled.wgsl");
 static ADDEND_PLAIN: ShaderFile = shader_file!("matvec/addend_plain.wgsl");
 static ADDEND_NORMED: ShaderFile = shader_file!("matvec/addend_normed.wgsl");
 static REDUCE_PLAIN: ShaderFile = shader_file!("matvec/reduce_plain.wgsl");
@@ -219,6 +265,7 @@ static SUM_SUBGROUP: ShaderFile = shader_file!("matvec/sum_subgroup.wgsl");
 // the GLU epilogue.
 static OUT_ROWS: ShaderFile = shader_file!("matvec/out_rows.wgsl");
 static OUT_GLU: ShaderFile = shader_file!("matvec/out_glu.wgsl");
+static OUT_RESIDUAL: ShaderFile = shader_file!("matvec/out_residual.wgsl");
 // `const`, not `static`: `dot_files` returns promoted `&'static` slices of them.
 const ROWS_EACH: ShaderFile = shader_file!("matvec/rows_each.wgsl");
 const DOT_F32: ShaderFile = shader_file!("matvec/dot_f32.wgsl");
@@ -302,7 +349,7 @@ pub fn q8_supported(f: GpuFormat) -> bool {
 /// The dot files of a program with input `input`.
 fn dots(f: GpuFormat, input: InputKind) -> &'static [&'static ShaderFile] {
     match input {
-        InputKind::Plain | InputKind::Glu | InputKind::Norm(_) => dot_files(f),
+        InputKind::Plain | InputKind::Glu | InputKind::Norm(_) | InputKind::Scaled => dot_files(f),
         InputKind::Q8 => dot8_files(f).unwrap_or_else(|| {
             panic!("no q8-input matvec for {f:?} (ops check q8_supported first)")
         }),
@@ -417,12 +464,15 @@ pub fn lane_layout(f: GpuFormat, input: InputKind) -> (usize, usize) {
 
 /// What a matvec program does with its row totals (its store file, `store_rows`): store each
 /// row through an [`Epilogue`] (`matvec/out_rows.wgsl` with the epilogue's value and place
-/// files), or the GLU epilogue (`matvec/out_glu.wgsl` + `elementwise/act.wgsl`: gate and up
-/// rows in pairs, `act(gate) * up` stored; [`matvec_glu_out`]).
+/// files), the GLU epilogue (`matvec/out_glu.wgsl` + `elementwise/act.wgsl`: gate and up
+/// rows in pairs, `act(gate) * up` stored; [`matvec_glu_out`]), or the residual epilogue
+/// (`matvec/out_residual.wgsl`: the rows added to h, z and the partial sums stored;
+/// [`matvec_residual`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Store {
     Rows(Epilogue),
     Glu,
+    Residual,
 }
 
 impl Store {
@@ -430,20 +480,25 @@ impl Store {
         match self {
             Store::Rows(out) => out.files().into_iter().chain([&OUT_ROWS]).collect(),
             Store::Glu => vec![&OUT_GLU, &glu::ACT],
+            Store::Residual => vec![&OUT_RESIDUAL],
         }
     }
 
     /// The bindings with a vector or q8 input (the GLU epilogue binds what the plain store
     /// without a bias binds).
     fn bindings(self) -> &'static [BindingKind] {
-        self.epilogue().bindings()
+        match self {
+            Store::Residual => RESIDUAL_BINDINGS,
+            _ => self.epilogue().bindings(),
+        }
     }
 
-    /// The epilogue whose bindings the store has (the GLU epilogue: the plain store's).
+    /// The epilogue whose bindings the store has before its own (the GLU and residual
+    /// epilogues: the plain store's).
     fn epilogue(self) -> Epilogue {
         match self {
             Store::Rows(out) => out,
-            Store::Glu => Epilogue::STORE,
+            Store::Glu | Store::Residual => Epilogue::STORE,
         }
     }
 
@@ -451,6 +506,7 @@ impl Store {
         match self {
             Store::Rows(out) => out.infix(),
             Store::Glu => "_glu_out",
+            Store::Residual => "_residual",
         }
     }
 }
@@ -467,6 +523,12 @@ pub(crate) fn program(f: GpuFormat, input: InputKind, out: Epilogue, subgroup: b
 /// `input` (a vector or a q8 vector; a GLU input would be a second GLU).
 pub(crate) fn glu_out_program(f: GpuFormat, input: InputKind, subgroup: bool) -> Program {
     assemble(f, input, Store::Glu, subgroup)
+}
+
+/// The matvec program with the residual epilogue ([`matvec_residual`]) for format `f` (a
+/// vector input).
+pub(crate) fn residual_program(f: GpuFormat, subgroup: bool) -> Program {
+    assemble(f, InputKind::Plain, Store::Residual, subgroup)
 }
 
 fn assemble(f: GpuFormat, input: InputKind, store: Store, subgroup: bool) -> Program {
@@ -493,6 +555,14 @@ fn assemble(f: GpuFormat, input: InputKind, store: Store, subgroup: bool) -> Pro
                 vec![&X_NORM, file, sum],
                 prefix,
                 norm_bindings(store.epilogue(), addend),
+            )
+        }
+        InputKind::Scaled => {
+            let sum = if subgroup { &SUM_SUBGROUP } else { &REDUCE };
+            (
+                vec![&X_SCALED, sum],
+                "matvec_scaled",
+                scaled_bindings(store.epilogue()),
             )
         }
     };
@@ -799,6 +869,36 @@ impl<'a> Input<'a> {
                         InputKind::Norm(addend),
                         n.a,
                     )
+                })
+            }
+            Input::Scaled(sc) => {
+                let what = "matvec scaled input";
+                if !s.n_in.is_multiple_of(32) {
+                    return Err(invalid(
+                        what,
+                        format!("n_in {} is not a multiple of 32", s.n_in),
+                    ));
+                }
+                if !sc.z.offset.is_multiple_of(4) {
+                    return Err(invalid(
+                        what,
+                        format!("z at float {}: not a multiple of 4", sc.z.offset),
+                    ));
+                }
+                if sc.count == 0 {
+                    return Err(invalid(what, "no partial sums".into()));
+                }
+                sc.z.check(what, s.n_in)?;
+                sc.partials.check(what, sc.count)?;
+                Ok(Bound {
+                    more: vec![&sc.partials.t.buf],
+                    norm: NormParams {
+                        h_offset: sc.partials.offset as u32,
+                        h_out_offset: sc.count as u32,
+                        x_out_offset: 0,
+                        eps: sc.eps,
+                    },
+                    ..bound(Kernel::MatvecScaled(f, out), InputKind::Scaled, sc.z)
                 })
             }
         }
