@@ -123,12 +123,29 @@ pub(crate) fn compare_norm(gpu: &Gpu, case: Case, place: NormPlace) -> Result<Co
             format!("{} x {i}", name())
         });
     }
-    let (want, abs) = matvec_bias_ref(&w, &x, b.as_deref());
     let e: Vec<f64> = x.iter().map(|&x| ulps * U * f64::from(x).abs()).collect();
+    add_perturbed_rows(&mut c, &w, &x, &e, b.as_deref(), &y, name);
+    Ok(c)
+}
+
+/// Adds to `c` each row of `y`, a product `W x' + b` whose effective input x' is within
+/// `e_i` of `x`, against the f64 `W x + b`: `(n_in + 5) u (sum_i |w_i x_i| + |b|) + (1 +
+/// (n_in + 4) u) sum_i |w_i| e_i` (the bias is one more term of the sum,
+/// `epilogue::bias_bound`). `name` names the case.
+pub(crate) fn add_perturbed_rows(
+    c: &mut Compare,
+    w: &[f32],
+    x: &[f32],
+    e: &[f64],
+    b: Option<&[f32]>,
+    y: &[f32],
+    name: impl Fn() -> String,
+) {
+    let n = x.len();
+    let (want, abs) = matvec_bias_ref(w, x, b);
     for (r, row) in w.chunks_exact(n).enumerate() {
-        // The bias is one more term of the sum (`epilogue::bias_bound`).
-        let bias = b.as_ref().map_or(0.0, |b| f64::from(b[r]).abs());
-        let bound = perturbed_input_bound(row, &e, f64::from(abs[r]))
+        let bias = b.map_or(0.0, |b| f64::from(b[r]).abs());
+        let bound = perturbed_input_bound(row, e, f64::from(abs[r]))
             + (n + 5) as f64 * U * bias
             + U * f64::from(abs[r])
             + 1e-30;
@@ -136,7 +153,6 @@ pub(crate) fn compare_norm(gpu: &Gpu, case: Case, place: NormPlace) -> Result<Co
             format!("{} row {r}", name())
         });
     }
-    Ok(c)
 }
 
 #[cfg(test)]

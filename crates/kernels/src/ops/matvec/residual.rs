@@ -25,7 +25,8 @@ use crate::pipeline::Kernel;
 use crate::readback::Readback;
 use crate::tensor::{Dtype, GpuTensor, GpuWeight, View};
 
-use super::check::{Case, matvec_bias_ref, perturbed_input_bound};
+use super::check::Case;
+use super::norm_check::add_perturbed_rows;
 use super::{
     Input, InputKind, NormParams, Outputs, Place, ROWS, ScaledInput, invalid, lanes, matvec_ref,
     ops,
@@ -227,23 +228,13 @@ pub(crate) fn compare_scaled(gpu: &Gpu, case: Case, count: usize) -> Result<Comp
 
     let total: f64 = partials.iter().map(|&v| f64::from(v)).sum();
     let s = 1.0 / (total / n as f64 + f64::from(eps)).sqrt();
+    // x rounded to f32: one more u |x_i| in the effective input, inside e_i's 8.
     let x: Vec<f32> = z.iter().map(|&v| (f64::from(v) * s) as f32).collect();
-    let (want, abs) = matvec_bias_ref(&w, &x, b.as_deref());
     let ulps = (count / 2 + 8) as f64;
     let e: Vec<f64> = x.iter().map(|&v| ulps * U * f64::from(v).abs()).collect();
     let mut c = Compare::default();
     let name = || format!("{} count {count}", case.name());
-    for (r, row) in w.chunks_exact(n).enumerate() {
-        let bias = b.as_ref().map_or(0.0, |b| f64::from(b[r]).abs());
-        // x rounded to f32 above: one more u |x_i| in the effective input, inside e_i's 8.
-        let bound = perturbed_input_bound(row, &e, f64::from(abs[r]))
-            + (n + 5) as f64 * U * bias
-            + U * f64::from(abs[r])
-            + 1e-30;
-        c.add(f64::from(y[r]), f64::from(want[r]), bound, || {
-            format!("{} row {r}", name())
-        });
-    }
+    add_perturbed_rows(&mut c, &w, &x, &e, b.as_deref(), &y, name);
     Ok(c)
 }
 
