@@ -6,11 +6,13 @@
 // blocks' sums of row r in order (deterministic). One barrier. The workgroup is a multiple
 // of the subgroup size or ends in a partial subgroup whose lanes count from 0.
 
-// This invocation's subgroup, its lane in it and the workgroup's subgroup count, for the
-// norm input's sums (matvec/sum_subgroup.wgsl).
+// This invocation's subgroup, its lane in it, the workgroup's subgroup count and the
+// subgroup size, for the norm input's sums (matvec/sum_subgroup.wgsl) and the scaled
+// input's (matvec/scaled_sum_subgroup.wgsl).
 var<private> sg_index: u32;
 var<private> sg_lane: u32;
 var<private> sg_count: u32;
+var<private> sg_size: u32;
 
 @compute @workgroup_size(WG)
 fn main(
@@ -23,6 +25,7 @@ fn main(
     @builtin(num_subgroups) n_sg: u32,
 ) {
     sg_index = sg;
+    sg_size = size;
     sg_lane = lane;
     sg_count = n_sg;
     let first = first_row(wid, nwg);

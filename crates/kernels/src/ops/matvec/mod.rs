@@ -178,8 +178,10 @@ pub enum InputKind {
     /// and the h'|x output at 6..8, a normed addend's w_in at 9 ([`norm_bindings`]), `x4`
     /// and the rows' factor `x_scale`.
     Norm(Addend),
-    /// `matvec/x_scaled.wgsl` + the workgroup sum as for `Norm`: z at 2, the partial sums at
-    /// 6 ([`scaled_bindings`]), `x4` and the rows' factor `x_scale`.
+    /// `matvec/x_scaled.wgsl` + who adds the partial sums (`matvec/scaled_sum_subgroup.wgsl`:
+    /// every subgroup; `matvec/scaled_sum_plain.wgsl` + `norm/reduce.wgsl`: the workgroup):
+    /// z at 2, the partial sums at 6 ([`scaled_bindings`]), `x4` and the rows' factor
+    /// `x_scale`.
     Scaled,
 }
 
@@ -255,6 +257,9 @@ static X_GLU: ShaderFile = shader_file!("matvec/x_glu.wgsl");
 static X_Q8: ShaderFile = shader_file!("matvec/x_q8.wgsl");
 static X_NORM: ShaderFile = shader_file!("matvec/x_norm.wgsl");
 static X_SCALED: ShaderFile = shader_file!("matvec/x_scaled.wgsl");
+// Who adds the scaled input's partial sums: each subgroup itself, or the workgroup.
+static SCALED_SUM_SUBGROUP: ShaderFile = shader_file!("matvec/scaled_sum_subgroup.wgsl");
+static SCALED_SUM_PLAIN: ShaderFile = shader_file!("matvec/scaled_sum_plain.wgsl");
 static ADDEND_PLAIN: ShaderFile = shader_file!("matvec/addend_plain.wgsl");
 static ADDEND_NORMED: ShaderFile = shader_file!("matvec/addend_normed.wgsl");
 static REDUCE_PLAIN: ShaderFile = shader_file!("matvec/reduce_plain.wgsl");
@@ -558,9 +563,16 @@ fn assemble(f: GpuFormat, input: InputKind, store: Store, subgroup: bool) -> Pro
             )
         }
         InputKind::Scaled => {
-            let sum = if subgroup { &SUM_SUBGROUP } else { &REDUCE };
+            let sums: &[&'static ShaderFile] = if subgroup {
+                &[&SCALED_SUM_SUBGROUP]
+            } else {
+                &[&SCALED_SUM_PLAIN, &REDUCE]
+            };
             (
-                vec![&X_SCALED, sum],
+                [&X_SCALED]
+                    .into_iter()
+                    .chain(sums.iter().copied())
+                    .collect(),
                 "matvec_scaled",
                 scaled_bindings(store.epilogue()),
             )

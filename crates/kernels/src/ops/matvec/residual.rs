@@ -6,9 +6,10 @@
 //! h in place, stores `z = h' * w_out` (y before its one scale) and, per workgroup, the sum of
 //! its rows' `h'^2` ([`residual_partials`] of them). Every row belongs to one workgroup, so
 //! no workgroup waits for another. The products that read y take [`Input::Scaled`]
-//! (`matvec/x_scaled.wgsl`): each of their workgroups loads the partial sums before its loop,
-//! reduces them to `1 / rms(h')` after it and scales its row totals by it, as the norm input
-//! ([`Input::Norm`]) scales by the rms it gathers. Against the norm input, a reader's
+//! (`matvec/x_scaled.wgsl`): they load the partial sums before their loop, add them up after
+//! it (every subgroup by itself, or without subgroup operations the workgroup) and scale
+//! their row totals by `1 / rms(h')`, as the norm input ([`Input::Norm`]) scales by the rms
+//! it gathers. Against the norm input, a reader's
 //! workgroup reads the partial sums (a quarter of n floats or fewer) instead of `a`, `h` and
 //! the gain (3 n floats), so the residual op can go where its reader is too big for the norm
 //! input. The weight must be one chunk (one dispatch, one set of partial sums).
@@ -179,7 +180,7 @@ pub(crate) fn compare_residual(gpu: &Gpu, case: Case) -> Result<Compare, GpuErro
 /// `count` positive terms errs by `count u`, halved by the square root; division, sqrt and
 /// eps a few u), so `e_i = (count/2 + 8) u |z_i s|` and the bound is
 /// `(n_in + 5) u (sum_i |w_i z_i s| + |b|) + (1 + (n_in + 4) u) sum_i |w_i| e_i`. Cases:
-/// every format, with and without a bias, 1 to 1000 partial sums (past 4 a lane: the loop).
+/// every format, with and without a bias, 1 to 1000 partial sums (past 8 a lane: the loop).
 pub const SCALED_CHECK: Check = Check {
     name: "matvec_scaled",
     tolerance: "(n_in+5)u(sum|w_i x_i|+|b|) + (1+(n_in+4)u) sum|w_i| e_i, x = z s, e_i = (count/2+8)u|x_i|",
