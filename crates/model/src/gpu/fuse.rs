@@ -635,9 +635,12 @@ impl Fusion {
             return;
         };
         let one_chunk = w.matrix().is_some_and(|w| w.chunks.len() == 1);
+        // A product reading another such norm has no residual epilogue (its input would be
+        // the scaled one): the epilogue's matvec reads a plain vector.
         if rows != 1
             || !cols.is_multiple_of(32)
             || !self.free(m)
+            || self.scaled_input[m].is_some()
             || uses[m] != 1
             || !w.is_whole()
             || !one_chunk
