@@ -95,6 +95,11 @@ pub(crate) struct ResidualOp {
     pub out: usize,
 }
 
+/// The nodes that read value `v`.
+fn readers(key: &Key, v: usize) -> impl Iterator<Item = usize> + '_ {
+    (0..key.nodes.len()).filter(move |&r| key.nodes[r].inputs().iter().any(|s| s.value == v))
+}
+
 /// What the lowering does at a node.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Fuse {
@@ -651,23 +656,23 @@ impl Fusion {
         }
         // The readers' products, and the partial sums their workgroups read.
         let partials = cols.div_ceil(ROWS);
-        let mut readers = Vec::new();
+        let mut products = Vec::new();
         let mut reads = 0u64;
-        for r in (0..nodes.len()).filter(|&r| nodes[r].inputs().iter().any(|s| s.value == o)) {
+        for r in readers(key, o) {
             let j = self.emit_at[r];
             let reads_o = matches!(&nodes[j], Node::Matmul { x, .. } if x.value == o && whole(x));
             let Some(product_rows) = self.product_rows(key, j).filter(|_| reads_o) else {
                 return;
             };
-            if !readers.contains(&j) {
-                readers.push(j);
+            if !products.contains(&j) {
+                products.push(j);
                 reads += (product_rows.div_ceil(ROWS) * partials * 4) as u64;
             }
         }
-        if readers.is_empty() || reads > NORM_FUSE_MAX_BYTES {
+        if products.is_empty() || reads > NORM_FUSE_MAX_BYTES {
             return;
         }
-        for j in readers {
+        for j in products {
             self.scaled_input[j] = Some(o);
         }
         self.fuse[m] = Fuse::ResidualRows(ResidualOp {
@@ -695,9 +700,7 @@ impl Fusion {
             return;
         }
         let nodes = &key.nodes;
-        let first = (0..nodes.len())
-            .filter(|&r| nodes[r].inputs().iter().any(|s| s.value == o))
-            .min_by_key(|&r| self.emit_at[r]);
+        let first = readers(key, o).min_by_key(|&r| self.emit_at[r]);
         let Some(j) = first.map(|r| self.emit_at[r]) else {
             return;
         };

@@ -673,11 +673,12 @@ impl Lower<'_> {
         let count = residual_partials(w);
         let h = self.inplace(m, parts.h, &[*x])?;
         self.locs[r.add] = Some(h);
-        let z = self.alloc(n.next_multiple_of(4) + count)?;
+        let z_len = n.next_multiple_of(4);
+        let z = self.alloc(z_len + count)?;
         self.locs[r.out] = Some(z);
         let partials = Loc {
             buf: z.buf,
-            offset: n.next_multiple_of(4),
+            offset: z_len,
         };
         let scaled = Scaled {
             partials,

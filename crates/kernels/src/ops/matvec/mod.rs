@@ -759,6 +759,28 @@ pub(crate) fn whole_block_rows(f: GpuFormat) -> bool {
     f.block_weights() > 1
 }
 
+/// Inputs read as whole units of 32 (the q8, norm and scaled inputs) need rows of them.
+fn check_whole_units(what: &'static str, n_in: usize) -> Result<(), GpuError> {
+    if !n_in.is_multiple_of(32) {
+        return Err(invalid(
+            what,
+            format!("n_in {n_in} is not a multiple of 32"),
+        ));
+    }
+    Ok(())
+}
+
+/// A vector read as vec4s (the norm and scaled inputs) starts at a multiple of 4 floats.
+fn check_vec4_offset(what: &'static str, name: &str, offset: usize) -> Result<(), GpuError> {
+    if !offset.is_multiple_of(4) {
+        return Err(invalid(
+            what,
+            format!("{name} at float {offset}: not a multiple of 4"),
+        ));
+    }
+    Ok(())
+}
+
 /// Unchecked vec4 reads (`whole_block_rows`) need the input to start at a multiple of 4
 /// floats.
 fn check_vec4_start(what: &'static str, f: GpuFormat, offset: usize) -> Result<(), GpuError> {
@@ -814,12 +836,7 @@ impl<'a> Input<'a> {
                         format!("no q8-input matvec for {f:?} weights (see q8_supported)"),
                     ));
                 }
-                if !s.n_in.is_multiple_of(32) {
-                    return Err(invalid(
-                        "matvec q8",
-                        format!("n_in {} is not a multiple of 32", s.n_in),
-                    ));
-                }
+                check_whole_units("matvec q8", s.n_in)?;
                 if !q.offset.is_multiple_of(4) {
                     return Err(invalid(
                         "matvec q8",
@@ -835,12 +852,7 @@ impl<'a> Input<'a> {
             }
             Input::Norm(n) => {
                 let what = "matvec norm input";
-                if !s.n_in.is_multiple_of(32) {
-                    return Err(invalid(
-                        what,
-                        format!("n_in {} is not a multiple of 32", s.n_in),
-                    ));
-                }
+                check_whole_units(what, s.n_in)?;
                 if n.h_out.t.buf.id != n.x_out.t.buf.id {
                     return Err(invalid(what, "h_out and x_out in two tensors".into()));
                 }
@@ -851,12 +863,7 @@ impl<'a> Input<'a> {
                     ("x_out", n.x_out),
                 ] {
                     v.check(what, s.n_in)?;
-                    if !v.offset.is_multiple_of(4) {
-                        return Err(invalid(
-                            what,
-                            format!("{name} at float {}: not a multiple of 4", v.offset),
-                        ));
-                    }
+                    check_vec4_offset(what, name, v.offset)?;
                 }
                 View::from(n.w_out).check(what, s.n_in)?;
                 if let Some(w_in) = n.w_in {
@@ -885,18 +892,8 @@ impl<'a> Input<'a> {
             }
             Input::Scaled(sc) => {
                 let what = "matvec scaled input";
-                if !s.n_in.is_multiple_of(32) {
-                    return Err(invalid(
-                        what,
-                        format!("n_in {} is not a multiple of 32", s.n_in),
-                    ));
-                }
-                if !sc.z.offset.is_multiple_of(4) {
-                    return Err(invalid(
-                        what,
-                        format!("z at float {}: not a multiple of 4", sc.z.offset),
-                    ));
-                }
+                check_whole_units(what, s.n_in)?;
+                check_vec4_offset(what, "z", sc.z.offset)?;
                 if sc.count == 0 {
                     return Err(invalid(what, "no partial sums".into()));
                 }

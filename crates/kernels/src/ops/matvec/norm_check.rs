@@ -41,8 +41,8 @@ pub(crate) struct NormPlace {
     pub out_at: usize,
 }
 
-/// `case` with its rows grown to whole units of 32 (what the norm input takes).
-fn whole_units(mut case: Case) -> Case {
+/// `case` with its rows grown to whole units of 32 (what the norm and scaled inputs take).
+pub(crate) fn whole_units(mut case: Case) -> Case {
     while !case.n_in().is_multiple_of(32) {
         case.n_blocks += 1;
     }

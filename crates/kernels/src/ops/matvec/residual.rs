@@ -27,7 +27,7 @@ use crate::readback::Readback;
 use crate::tensor::{Dtype, GpuTensor, GpuWeight, View};
 
 use super::check::Case;
-use super::norm_check::add_perturbed_rows;
+use super::norm_check::{add_perturbed_rows, whole_units};
 use super::{
     Input, InputKind, NormParams, Outputs, Place, ROWS, ScaledInput, invalid, lanes, matvec_ref,
     ops,
@@ -188,10 +188,7 @@ pub const SCALED_CHECK: Check = Check {
 };
 
 fn scaled_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
-    let mut case = Case::random(rng);
-    while !case.n_in().is_multiple_of(32) {
-        case.n_blocks += 1;
-    }
+    let mut case = whole_units(Case::random(rng));
     case.bias = rng.bool();
     let count = match rng.range(0, 3) {
         0 => rng.range(1, 20),
@@ -277,10 +274,7 @@ mod tests {
         for (i, f) in GpuFormat::ALL.into_iter().enumerate() {
             let c = compare_residual(gpu, case(f, 37, 3, 70 + i as u64)).unwrap();
             assert!(c.max_ratio <= 1.0, "{}", c.worst);
-            let mut scaled = case(f, 9, 3, 90 + i as u64);
-            while !scaled.n_in().is_multiple_of(32) {
-                scaled.n_blocks += 1;
-            }
+            let mut scaled = whole_units(case(f, 9, 3, 90 + i as u64));
             scaled.bias = i % 2 == 0;
             let c = compare_scaled(gpu, scaled, 224 + i).unwrap();
             assert!(c.max_ratio <= 1.0, "{}", c.worst);
