@@ -1,46 +1,70 @@
 //! Stacked projections on the real models (lavapipe in CI): the projections that read one
-//! input and share a format and width (q/k/v, gate/up) are one matvec in a decode step and
-//! one matmul in a prefill step, so each layer's matrix dispatches drop by what the file's
-//! tensor types allow (gemma-3-270m's Q4_K_M mix: q|k|v where v is Q5_0 like q and k, q|k and
-//! v apart where v is Q8_0; gate|up everywhere); the logits equal those of the projections
-//! uploaded one by one, bit for bit. And one projection of a stacked upload computed alone
-//! (a row range of it) gives what the CPU reference gives.
+//! input and share a width (q/k/v, gate/up) are one matvec in a decode step and one matmul in
+//! a prefill step, so each layer's matrix dispatches drop by what the file's tensor types
+//! allow. Stacked in one format only (gemma-3-270m's Q4_K_M mix: q|k|v where v is Q5_0 like q
+//! and k, q|k and v apart where v is Q8_0; gate|up everywhere), the logits equal those of the
+//! projections uploaded one by one, bit for bit; with the Q5_0 rows widened to Q8_0 beside a
+//! Q8_0 v (`GpuOptions::widen_stacks`, the default), q|k|v is one product in every layer, and
+//! with every small Q5_0 matrix widened as well (`widen_below`, the default) the logits stay
+//! within `tests/gpu.rs`'s bars of those (the same weight values, their dot products summed
+//! in the Q8_0 kernel's order). And one projection of a stacked upload
+//! computed alone (a row range of it) gives what the CPU reference gives.
 //!
 //! No adapter: the tests fail, unless `RULLAMA_NO_GPU_TESTS=1`, which skips them.
 
 mod common;
 
-use common::gpu::{Script, device, file, run, skip};
+use common::gpu::{Deviation, LOGIT_REL, Script, TOP10_NATS, device, file, run, skip};
 
 use rullama_gguf::{GgmlType, GgufFile, GgufWriter};
 use rullama_kernels::Kernel;
 use rullama_model::backend::LinearView;
 use rullama_model::gpu::{GpuOptions, KvDtype};
 use rullama_model::{Backend, CpuBackend, GpuBackend, OutputRows};
+use rullama_quant::Format;
+use rullama_quant::widen::common_format;
 
-/// Runs of consecutive tensors with one (type, width): how many products they need stacked.
-fn runs<F: AsRef<[u8]>>(file: &GgufFile<F>, names: &[String]) -> usize {
+/// How many products `names` (consecutive tensors) need stacked: a run goes on while the next
+/// tensor has the run's width and a format that holds both exactly (the same one, unless
+/// `widen`).
+fn runs<F: AsRef<[u8]>>(file: &GgufFile<F>, names: &[String], widen: bool) -> usize {
     let key = |n: &String| {
         let t = file.tensor(n).unwrap_or_else(|| panic!("{n}"));
-        (t.info.ggml_type, t.info.dims[0])
+        (Format::Ggml(t.info.ggml_type), t.info.dims[0])
     };
-    1 + names
-        .windows(2)
-        .filter(|w| key(&w[0]) != key(&w[1]))
-        .count()
+    let mut runs = 0;
+    let mut run: Option<(Format, u64)> = None;
+    for (format, width) in names.iter().map(key) {
+        let joined = run.and_then(|(f, w)| {
+            let common = if widen {
+                common_format(f, format)
+            } else {
+                (f == format).then_some(f)
+            };
+            common.filter(|_| w == width)
+        });
+        run = match joined {
+            Some(f) => Some((f, width)),
+            None => {
+                runs += 1;
+                Some((format, width))
+            }
+        };
+    }
+    runs
 }
 
 /// Matrix products of each layer with the projections stacked: q, k, v in as many as they
 /// have runs, o, gate and up in as many as theirs, down (7 unstacked).
-fn stacked_products<F: AsRef<[u8]>>(file: &GgufFile<F>, n_layer: usize) -> Vec<usize> {
+fn stacked_products<F: AsRef<[u8]>>(file: &GgufFile<F>, n_layer: usize, widen: bool) -> Vec<usize> {
     (0..n_layer)
         .map(|il| {
             let names = |ns: &[&str]| -> Vec<String> {
                 ns.iter().map(|n| format!("blk.{il}.{n}.weight")).collect()
             };
-            runs(file, &names(&["attn_q", "attn_k", "attn_v"]))
+            runs(file, &names(&["attn_q", "attn_k", "attn_v"]), widen)
                 + 1
-                + runs(file, &names(&["ffn_gate", "ffn_up"]))
+                + runs(file, &names(&["ffn_gate", "ffn_up"]), widen)
                 + 1
         })
         .collect()
@@ -74,7 +98,7 @@ fn stacks_as_the_file_allows(name: &str) {
     }
     let file = file(name);
     let gpu = device();
-    let run_with = |stack_projections| {
+    let run_with = |stack_projections, widen_stacks: bool| {
         // The residual ops unfolded (a folded norm feeds its first product as it reads and the
         // later ones from the stored vector, so which product comes first would change the
         // rounding) and without the GLU epilogue (which needs a stacked gate|up:
@@ -82,6 +106,13 @@ fn stacks_as_the_file_allows(name: &str) {
         let options = GpuOptions {
             kv_dtype: KvDtype::F32,
             stack_projections,
+            widen_stacks,
+            // The small matrices widened too where the stacks are (`widen_below`'s default).
+            widen_below: if widen_stacks {
+                GpuOptions::default().widen_below
+            } else {
+                0
+            },
             fold_norm: false,
             residual_rows: false,
             glu_epilogue: false,
@@ -89,50 +120,66 @@ fn stacks_as_the_file_allows(name: &str) {
         };
         run(&gpu, &file, options, &SCRIPT)
     };
-    let (stacked, alone) = (run_with(true), run_with(false));
-    let n_layer = stacked.n_layer;
-    let layers = stacked_products(&file, n_layer);
+    let alone = run_with(false, false);
+    let n_layer = alone.n_layer;
     // The LM head: a dispatch per chunk of the output matrix (2 on lavapipe for 150k+
     // vocabularies of Q8_0, whose 128 MiB binding limit splits them).
     let lm_head = matrix_products(&alone.decode) - 7 * n_layer;
     assert!((1..=3).contains(&lm_head), "{lm_head} LM head dispatches");
-    let stacked_layers: usize = layers.iter().sum();
-    let saving = 7 * n_layer - stacked_layers;
-    eprintln!(
-        "{name}: decode {} -> {} dispatches, {} -> {} matrix products ({} a layer -> {:.2} a \
-         layer on average, {}..={}), prefill {} -> {}",
-        alone.decode.len(),
-        stacked.decode.len(),
-        matrix_products(&alone.decode),
-        matrix_products(&stacked.decode),
-        7,
-        stacked_layers as f64 / n_layer as f64,
-        layers.iter().min().unwrap(),
-        layers.iter().max().unwrap(),
-        alone.prefill.len(),
-        stacked.prefill.len(),
-    );
-    assert_eq!(matrix_products(&stacked.decode), stacked_layers + lm_head);
-    assert_eq!(alone.decode.len() - stacked.decode.len(), saving);
-    assert_eq!(
-        matrix_products(&alone.prefill) - matrix_products(&stacked.prefill),
-        saving
-    );
-    assert!(
-        stacked.bits() == alone.bits(),
-        "{name}: stacked logits differ from the separate products'"
-    );
+    for widen in [false, true] {
+        let stacked = run_with(true, widen);
+        let layers = stacked_products(&file, n_layer, widen);
+        let stacked_layers: usize = layers.iter().sum();
+        let saving = 7 * n_layer - stacked_layers;
+        eprintln!(
+            "{name} (widen {widen}): decode {} -> {} dispatches, {} -> {} matrix products ({} a \
+             layer -> {:.2} a layer on average, {}..={}), prefill {} -> {}",
+            alone.decode.len(),
+            stacked.decode.len(),
+            matrix_products(&alone.decode),
+            matrix_products(&stacked.decode),
+            7,
+            stacked_layers as f64 / n_layer as f64,
+            layers.iter().min().unwrap(),
+            layers.iter().max().unwrap(),
+            alone.prefill.len(),
+            stacked.prefill.len(),
+        );
+        assert_eq!(matrix_products(&stacked.decode), stacked_layers + lm_head);
+        assert_eq!(alone.decode.len() - stacked.decode.len(), saving);
+        assert_eq!(
+            matrix_products(&alone.prefill) - matrix_products(&stacked.prefill),
+            saving
+        );
+        if widen {
+            let mut dev = Deviation::default();
+            for (got, want) in stacked.logits.iter().zip(&alone.logits) {
+                dev.add(got, want);
+            }
+            eprintln!("{name}: widened stacks against the projections alone: {dev:?}");
+            assert!(
+                dev.logit_rel <= LOGIT_REL && dev.top10_nats <= TOP10_NATS,
+                "{name}: widened stacks {dev:?}"
+            );
+        } else {
+            assert!(
+                stacked.bits() == alone.bits(),
+                "{name}: stacked logits differ from the separate products'"
+            );
+        }
+    }
 }
 
-/// gemma-3-270m (Q4_K_M): q|k|v in the 9 layers whose v is Q5_0, q|k and v in the 9 where
-/// v is Q8_0, gate|up in all 18: 45 matrix products fewer per decode step.
+/// gemma-3-270m (Q4_K_M): in one format, q|k|v in the 9 layers whose v is Q5_0, q|k and v in
+/// the 9 where v is Q8_0, gate|up in all 18: 45 matrix products fewer per decode step;
+/// widened, q|k|v in all 18: 54 fewer.
 #[test]
 fn gemma3_stacks_as_the_file_allows() {
     stacks_as_the_file_allows("gemma3-270m");
 }
 
 /// qwen2.5-0.5b: as gemma (v Q8_0 in half the layers), with the q/k/v biases stacked too:
-/// 60 fewer.
+/// 60 fewer in one format, 72 widened.
 #[test]
 fn qwen2_stacks_as_the_file_allows() {
     stacks_as_the_file_allows("qwen2.5-0.5b");

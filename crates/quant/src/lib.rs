@@ -25,6 +25,7 @@ pub mod q5_0;
 pub mod q5_1;
 pub mod q8_0;
 pub mod q8_1;
+pub mod widen;
 
 pub use error::QuantError;
 pub use format::{BlockFormat, Format};

@@ -49,6 +49,7 @@ pub use ir::{GpuAct, GpuIds};
 pub use memory::DeviceMemory;
 pub use rullama_kernels::ops::kv::KvDtype;
 pub use rullama_kernels::{KernelTime, StepProfile};
+use weight::Widen;
 pub use weight::{GpuKvCache, GpuWeightRef};
 
 /// A GPU error as the model's error, saying what was being done.
@@ -77,6 +78,23 @@ pub struct GpuOptions {
     /// uploads each alone (for comparisons: the logits are the same bit for bit). Applies
     /// to models loaded after it is set.
     pub stack_projections: bool,
+    /// Stack projections of different formats where one format holds all their weights
+    /// exactly (`rullama_quant::widen`: Q4_0 and Q5_0 rows go up as Q8_0 beside Q8_0 ones),
+    /// so a Q4_K_M file's q and k in Q5_0 and its v in Q8_0 (llama.cpp gives the v of some
+    /// layers more bits) are one product, not two chained dispatches. The widened rows read
+    /// 34 bytes a block of 32 instead of 22 (Q5_0). `false` stacks only matrices of one
+    /// format (for comparisons: the weights are the same values, their dot products summed
+    /// in the Q8_0 kernel's order).
+    pub widen_stacks: bool,
+    /// Upload Q4_0 and Q5_0 matrices (and stacks) of at most this many bytes as Q8_0, every
+    /// weight kept exactly (`rullama_quant::widen`), for the decode products: a small product
+    /// is bound by its lanes' chain, not its bytes, and Q8_0's (two lanes a block of 32, its
+    /// codes read as they are) is shorter than Q5_0's (one lane a block, its fifth bits
+    /// spread in). On the H100 (docs/PERF.md, fifteenth session) every Q5_0 matrix as Q8_0
+    /// took gemma-3-270m's decode step -5.5% and SmolLM2's -6.2%, but qwen2.5-0.5b's 12 MB
+    /// gate|up ran slower (bandwidth counts there), so the default bound, 4 MiB, widens the
+    /// small models' matrices (up to 1.8 MB) and no large model's. 0 keeps the file's formats.
+    pub widen_below: usize,
     /// Decode matvecs read their input as two int8 digits of a per-block-of-32 scale
     /// (d = amax / 127; x' = d (q1 + q2 / 254), within d / 508 of x: about 16 bits) and
     /// multiply with packed integer dot products, where the weight's format has that kernel
@@ -126,6 +144,8 @@ impl Default for GpuOptions {
             max_plans: 8,
             tensor_cores: true,
             stack_projections: true,
+            widen_stacks: true,
+            widen_below: 4 << 20,
             q8_inputs: false,
             fold_kv_append: true,
             fold_rope_attention: RopeAttention::All,
@@ -201,6 +221,14 @@ impl GpuBackend {
 
     pub fn new(gpu: Gpu) -> GpuBackend {
         GpuBackend::shared(Arc::new(gpu))
+    }
+
+    /// Which matrices [`GpuOptions`] uploads in a wider format.
+    fn widen(&self) -> Widen {
+        Widen {
+            stacks: self.options.widen_stacks,
+            below: self.options.widen_below,
+        }
     }
 
     /// A backend on a device shared with others.
@@ -333,7 +361,7 @@ impl Backend for GpuBackend {
     type KvCache = GpuKvCache;
 
     fn load_weight(&mut self, view: TensorView<'_>) -> Result<GpuWeightRef> {
-        let w = GpuWeightRef::load(&self.gpu, view)?;
+        let w = GpuWeightRef::load(&self.gpu, view, self.widen())?;
         self.weight_bytes += w.bytes();
         Ok(w)
     }
@@ -347,24 +375,26 @@ impl Backend for GpuBackend {
         let mut out = Vec::with_capacity(linears.len());
         let mut i = 0;
         while i < linears.len() {
+            let widen = self.widen();
+            let views: Vec<TensorView<'_>> = linears[i..].iter().map(|l| l.weight).collect();
             let mut n = 1;
             while self.options.stack_projections
                 && i + n < linears.len()
-                && GpuWeightRef::stackable(linears[i].weight, linears[i + n].weight)
+                && GpuWeightRef::stack_shape(&views[..=n], widen).is_some()
             {
                 n += 1;
             }
             let run = &linears[i..i + n];
             let loaded = if n == 1 {
                 let l = run[0];
-                let weight = GpuWeightRef::load(&self.gpu, l.weight)?;
+                let weight = GpuWeightRef::load(&self.gpu, l.weight, widen)?;
                 let bias = l
                     .bias
-                    .map(|b| GpuWeightRef::load(&self.gpu, b))
+                    .map(|b| GpuWeightRef::load(&self.gpu, b, widen))
                     .transpose()?;
                 vec![(weight, bias)]
             } else {
-                GpuWeightRef::load_stack(&self.gpu, run)?
+                GpuWeightRef::load_stack(&self.gpu, run, widen)?
             };
             // A stack's matrix (and bias) is counted once, at its first handle.
             let mut seen: Vec<&GpuWeightRef> = Vec::new();

@@ -2,11 +2,14 @@
 //! GGUF block layout) and the KV cache (one K and one V buffer per layer, `n_ctx` positions).
 //!
 //! Projections that read one input (q, k, v; gate, up) are stacked where their matrices
-//! have one format and width ([`GpuWeightRef::load_stack`]): one matrix with their rows in
-//! turn, and their biases likewise, so one product computes them all (`fuse.rs`); each
+//! have one width and a format that holds all their weights exactly
+//! ([`GpuWeightRef::stack_shape`]: their own, or Q8_0 for Q4_0 and Q5_0 rows beside Q8_0
+//! ones, `rullama_quant::widen`) ([`GpuWeightRef::load_stack`]): one matrix with their rows
+//! in turn, and their biases likewise, so one product computes them all (`fuse.rs`); each
 //! projection's handle names the shared matrix and its own rows. Only the stacked copy is
 //! uploaded.
 
+use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,6 +18,7 @@ use rullama_gguf::TensorView;
 use rullama_kernels::ops::attention_coop::KEY_BLOCK;
 use rullama_kernels::ops::kv::{KvCache as LayerCache, KvDtype, KvLayout};
 use rullama_kernels::{Gpu, GpuFormat, GpuTensor, GpuWeight, View, WeightRows, WeightShape};
+use rullama_quant::widen as widening;
 use rullama_quant::{Format, FormatOps};
 
 use super::gpu_err;
@@ -95,8 +99,9 @@ impl GpuWeightRef {
         }
     }
 
-    /// Uploads a tensor of the file: 1-D ones as f32, matrices as their blocks.
-    pub(crate) fn load(gpu: &Gpu, view: TensorView<'_>) -> Result<GpuWeightRef> {
+    /// Uploads a tensor of the file: 1-D ones as f32, matrices as their blocks (in the
+    /// format [`Widen::upload_shape`] gives).
+    pub(crate) fn load(gpu: &Gpu, view: TensorView<'_>, widen: Widen) -> Result<GpuWeightRef> {
         let name = &view.info.name;
         let (data, n) = if is_vector(view) {
             let v = dequantized(view)?;
@@ -104,8 +109,10 @@ impl GpuWeightRef {
                 WeightData::Vector(GpuTensor::from_f32(gpu, &[v.len()], &v)),
                 v.len(),
             )
-        } else if let Some(shape) = matrix_shape(view)? {
-            let w = GpuWeight::upload(gpu, shape, view.data)
+        } else if let Some(file_shape) = matrix_shape(view)? {
+            let shape = widen.upload_shape(file_shape, view.data.len());
+            let data = widened(file_shape, shape, view)?;
+            let w = GpuWeight::upload(gpu, shape, &data)
                 .map_err(gpu_err(format!("uploading tensor `{name}`")))?;
             (WeightData::Matrix(w), shape.n_out)
         } else {
@@ -117,37 +124,63 @@ impl GpuWeightRef {
         Ok(GpuWeightRef::part(&Arc::new(data), 0..n))
     }
 
-    /// Whether `a` and `b` are matrices that one stacked upload can hold: 2-D, one format,
-    /// one width.
-    pub(crate) fn stackable(a: TensorView<'_>, b: TensorView<'_>) -> bool {
-        let (Ok(Some(sa)), Ok(Some(sb))) = (matrix_shape(a), matrix_shape(b)) else {
-            return false;
-        };
-        sa.format == sb.format && sa.n_in == sb.n_in
+    /// The shape of one stacked upload of `views`: 2-D, one width, and a format that holds
+    /// every weight of theirs exactly (one format; or, where `widen.stacks`,
+    /// `rullama_quant::widen`'s common format: a Q4_K_M file's q and k in Q5_0 with a v in
+    /// Q8_0 go up as Q8_0), their rows in turn; `None` where they have none.
+    pub(crate) fn stack_shape(views: &[TensorView<'_>], widen: Widen) -> Option<WeightShape> {
+        let mut shapes = views.iter().map(|&v| matrix_shape(v).ok().flatten());
+        let mut stack = shapes.next()??;
+        for s in shapes {
+            let s = s?;
+            let format = if widen.stacks {
+                let common = widening::common_format(stack.format.format(), s.format.format())?;
+                GpuFormat::try_from(common).ok()?
+            } else {
+                (stack.format == s.format).then_some(s.format)?
+            };
+            if s.n_in != stack.n_in {
+                return None;
+            }
+            stack = WeightShape {
+                format,
+                n_in: s.n_in,
+                n_out: stack.n_out + s.n_out,
+            };
+        }
+        Some(stack)
     }
 
-    /// Uploads the matrices of `linears` (which [`GpuWeightRef::stackable`] accepts two by
-    /// two) as one stacked matrix, their rows in turn, and their biases as one stacked
-    /// vector when each has one (else each bias alone). Each handle names its own rows.
+    /// Uploads the matrices of `linears` (which [`GpuWeightRef::stack_shape`] accepts) as one
+    /// stacked matrix, their rows in turn (in the format [`Widen::upload_shape`] gives the
+    /// stack), and their biases as one stacked vector when each has one (else each bias
+    /// alone). Each handle names its own rows.
     pub(crate) fn load_stack(
         gpu: &Gpu,
         linears: &[LinearView<'_>],
+        widen: Widen,
     ) -> Result<Vec<LinearWeights<GpuWeightRef>>> {
         let first = linears
             .first()
             .ok_or_else(|| ModelError::Backend("an empty stack of projections".into()))?;
-        let shapes = linears
-            .iter()
-            .map(|l| matrix_shape(l.weight)?.ok_or_else(|| not_a_matrix(l.weight)))
-            .collect::<Result<Vec<_>>>()?;
-        let n_out = shapes.iter().map(|s| s.n_out).sum();
-        let shape = WeightShape { n_out, ..shapes[0] };
-        let bytes: Vec<u8> = linears
-            .iter()
-            .flat_map(|l| l.weight.data)
-            .copied()
-            .collect();
         let name = &first.weight.info.name;
+        let views: Vec<TensorView<'_>> = linears.iter().map(|l| l.weight).collect();
+        let stack = GpuWeightRef::stack_shape(&views, widen).ok_or_else(|| {
+            ModelError::Unsupported(format!(
+                "stacking `{name}` with the next projections: no one format and width"
+            ))
+        })?;
+        let file_bytes = views.iter().map(|v| v.data.len()).sum();
+        let shape = widen.upload_shape(stack, file_bytes);
+        let shapes = views
+            .iter()
+            .map(|&v| matrix_shape(v)?.ok_or_else(|| not_a_matrix(v)))
+            .collect::<Result<Vec<_>>>()?;
+        let mut bytes = Vec::new();
+        for (&v, &s) in views.iter().zip(&shapes) {
+            bytes.extend_from_slice(&widened(s, shape, v)?);
+        }
+        let n_out = shape.n_out;
         let w = GpuWeight::upload(gpu, shape, &bytes).map_err(gpu_err(format!(
             "uploading `{name}` stacked with the next projections"
         )))?;
@@ -179,7 +212,11 @@ impl GpuWeightRef {
             }
             None => linears
                 .iter()
-                .map(|l| l.bias.map(|b| GpuWeightRef::load(gpu, b)).transpose())
+                .map(|l| {
+                    l.bias
+                        .map(|b| GpuWeightRef::load(gpu, b, widen))
+                        .transpose()
+                })
                 .collect::<Result<_>>()?,
         };
         Ok(ranges
@@ -224,7 +261,8 @@ impl GpuWeightRef {
         self.matrix().map(|w| w.rows(self.rows.clone()))
     }
 
-    /// Bytes of its rows in the file's format (a stacked projection's share).
+    /// Bytes of its rows in its GPU format (a stacked projection's share; a widened one's
+    /// in the stack's format).
     pub(crate) fn matrix_bytes(&self) -> Option<u64> {
         self.matrix()
             .map(|w| (w.shape.format.row_bytes(w.shape.n_in) * self.rows.len()) as u64)
@@ -247,6 +285,51 @@ impl GpuWeightRef {
     pub(crate) fn len(&self) -> usize {
         self.rows.len()
     }
+}
+
+/// Which matrices go up in a wider format than the file's, every weight kept exactly
+/// (`rullama_quant::widen`: Q4_0 and Q5_0 blocks as Q8_0 ones of the same scale and values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Widen {
+    /// Stacks of projections of different formats (`GpuOptions::widen_stacks`).
+    pub stacks: bool,
+    /// Q4_0 and Q5_0 matrices (or stacks) of at most this many file bytes
+    /// (`GpuOptions::widen_below`).
+    pub below: usize,
+}
+
+impl Widen {
+    /// The shape a matrix (or stack) of `shape`, `file_bytes` bytes in the file, goes up in:
+    /// Q8_0 where it widens there and is small enough, else `shape`.
+    pub(crate) fn upload_shape(self, shape: WeightShape, file_bytes: usize) -> WeightShape {
+        let q8_0 = GpuFormat::Q8_0;
+        if file_bytes <= self.below && widening::widens_into(shape.format.format(), q8_0.format()) {
+            WeightShape {
+                format: q8_0,
+                ..shape
+            }
+        } else {
+            shape
+        }
+    }
+}
+
+/// `view`'s blocks (a matrix of `file` shape) in `upload`'s format: borrowed where it is the
+/// file's.
+fn widened<'a>(
+    file: WeightShape,
+    upload: WeightShape,
+    view: TensorView<'a>,
+) -> Result<Cow<'a, [u8]>> {
+    if file.format == upload.format {
+        return Ok(Cow::Borrowed(view.data));
+    }
+    widening::widen(file.format.format(), upload.format.format(), view.data)
+        .map(Cow::Owned)
+        .map_err(|source| ModelError::Weight {
+            name: view.info.name.clone(),
+            source,
+        })
 }
 
 fn not_a_matrix(view: TensorView<'_>) -> ModelError {
@@ -331,5 +414,35 @@ pub(crate) struct LayerKv {
 impl PartialEq for LayerKv {
     fn eq(&self, other: &Self) -> bool {
         (self.cache, self.layer) == (other.cache, other.layer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_q4_0_and_q5_0_matrices_go_up_as_q8_0() {
+        let widen = Widen {
+            stacks: true,
+            below: 1000,
+        };
+        let shape = |format| WeightShape {
+            format,
+            n_in: 64,
+            n_out: 8,
+        };
+        for f in [GpuFormat::Q4_0, GpuFormat::Q5_0] {
+            assert_eq!(widen.upload_shape(shape(f), 1000), shape(GpuFormat::Q8_0));
+            assert_eq!(widen.upload_shape(shape(f), 1001), shape(f));
+        }
+        for f in [
+            GpuFormat::Q4_1,
+            GpuFormat::Q4K,
+            GpuFormat::Q8_0,
+            GpuFormat::F16,
+        ] {
+            assert_eq!(widen.upload_shape(shape(f), 10), shape(f));
+        }
     }
 }
