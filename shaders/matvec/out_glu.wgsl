@@ -19,26 +19,19 @@ fn w_row(r: u32) -> u32 {
     return p.split.row_base + glu_gate_row(r) + select(0u, p.split.end0, (r & 2u) != 0u);
 }
 
-// Each quad's 4 row totals (gate 2k, gate 2k + 1, up 2k, up 2k + 1): QUADS is at most 16
-// (`MAX_QUADS` in ops/matvec/mod.rs).
-var<workgroup> glu_sums: array<f32, 64>;
-
 // Nothing to load before the loop.
 fn store_begin(row0: u32, t: u32) {}
 
-// Every invocation reaches this call (the entry points call it in uniform control flow; the
-// early return before it depends on the workgroup id only), so the barrier is valid. t: the
-// lane in its quad, tid: in the workgroup.
+// Lane t < 2 of a quad stores pair t from its own total (gate row t) and the entry's
+// `quad_total(t + 2)` (up row t + 2, summed in the order lane t + 2 sums it), so no lane
+// waits for another's total: no barrier of its own. Every invocation calls this in uniform
+// control flow (the input's x_scale may reduce across the workgroup). t: the lane in its
+// quad, tid: in the workgroup.
 fn store_rows(row0: u32, t: u32, tid: u32, v: f32) {
-    // The input's factor of the row totals (1 but for matvec/x_norm.wgsl).
+    // The input's factor of the row totals (1 but for matvec/x_norm.wgsl and x_scaled.wgsl).
     let scale = x_scale(tid);
-    let slot = R * quad + t;
-    if t < R {
-        glu_sums[slot] = v * scale;
-    }
-    workgroupBarrier();
     let i = row0 / 2u + t;
     if t < 2u && i < p.split.end0 {
-        y[p.y_offset + i] = act(glu_sums[slot]) * glu_sums[slot + 2u];
+        y[p.y_offset + i] = act(v * scale) * (quad_total(t + 2u) * scale);
     }
 }

@@ -1,6 +1,12 @@
 // Matvec entry point without subgroup operations: each quad's partial sums reduced by a tree
 // over its WG / QUADS slots of workgroup memory (any count; ceil(log2) barriers).
 
+// Row r's total of this invocation's quad, after the tree: the quad's first slot. Any lane
+// may ask for any row (the GLU epilogue's lane t takes gate row t and up row t + 2).
+fn quad_total(r: u32) -> f32 {
+    return red[r * 256u + quad * (WG / QUADS)];
+}
+
 @compute @workgroup_size(WG)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -28,5 +34,5 @@ fn main(
         }
         workgroupBarrier();
     }
-    store_rows(row0, t, tid, red[min(t, R - 1u) * 256u + tid - t]);
+    store_rows(row0, t, tid, quad_total(min(t, R - 1u)));
 }

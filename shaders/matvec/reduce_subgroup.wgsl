@@ -13,6 +13,19 @@ var<private> sg_index: u32;
 var<private> sg_lane: u32;
 var<private> sg_count: u32;
 var<private> sg_size: u32;
+// The blocks of this invocation's quad (lanes / block), for quad_total.
+var<private> quad_blocks: u32;
+
+// Row r's total of this invocation's quad, after the entry's barrier: its blocks' sums in
+// order. Any lane may ask for any row (the GLU epilogue's lane t takes gate row t and up
+// row t + 2 without exchanging them).
+fn quad_total(r: u32) -> f32 {
+    var v = 0.0;
+    for (var i = 0u; i < quad_blocks; i++) {
+        v += red[r * 256u + quad * quad_blocks + i];
+    }
+    return v;
+}
 
 @compute @workgroup_size(WG)
 fn main(
@@ -51,13 +64,11 @@ fn main(
             red[r * 256u + me / block] = acc[r];
         }
     }
+    quad_blocks = lanes / block;
     workgroupBarrier();
     var v = 0.0;
     if t < R {
-        let blocks = lanes / block;
-        for (var i = 0u; i < blocks; i++) {
-            v += red[t * 256u + quad * blocks + i];
-        }
+        v = quad_total(t);
     }
     store_rows(row0, t, me, v);
 }

@@ -366,7 +366,7 @@ fn dots(f: GpuFormat, input: InputKind) -> &'static [&'static ShaderFile] {
 pub const MAX_WORKGROUP: u32 = 128;
 /// The most invocations of a workgroup of several quads.
 pub const MAX_QUADS_WORKGROUP: u32 = 256;
-/// The most row quads per workgroup (`glu_sums` in `matvec/out_glu.wgsl` holds 4 each).
+/// The most row quads per workgroup.
 pub const MAX_QUADS: u32 = 16;
 /// Rows per quad (`R` in the WGSL).
 pub const ROWS: usize = 4;
