@@ -32,6 +32,7 @@ impl Op {
                 kernel,
                 workgroup_size,
                 quads: 1,
+                parts: 0,
             },
             params: bytemuck::bytes_of(params).to_vec(),
             buffers: buffers.iter().map(|&b| b.clone()).collect(),

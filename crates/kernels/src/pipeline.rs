@@ -447,6 +447,9 @@ pub struct PipelineKey {
     /// The matvec's `QUADS` override: row quads side by side in a workgroup (1 for every
     /// other kernel, which has no such override).
     pub quads: u32,
+    /// The matvec dot file's `PARTS` override, lanes a step ([`matvec::Lanes::parts`]); 0:
+    /// not set (every kernel whose file has no such override).
+    pub parts: u32,
 }
 
 /// A bind group layout (shared by every kernel with the same binding kinds) and its pipeline layout.
@@ -555,6 +558,9 @@ impl Gpu {
         constants.push(("WG", f64::from(key.workgroup_size)));
         if key.quads != 1 {
             constants.push(("QUADS", f64::from(key.quads)));
+        }
+        if key.parts != 0 {
+            constants.push(("PARTS", f64::from(key.parts)));
         }
         let compute = self
             .device

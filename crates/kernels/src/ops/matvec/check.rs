@@ -316,7 +316,7 @@ mod tests {
     use super::*;
     use crate::ops::matvec::{
         Addend, InputKind, QUADS_MIN_ROWS, ROWS, SKELETON, lane_layout, lanes, matvec, matvec_bias,
-        ops, q8_supported,
+        ops, parts_override, q8_supported,
     };
     use crate::ops::split;
     use crate::testutil;
@@ -519,6 +519,21 @@ mod tests {
         assert_eq!((norm.workgroup, norm.quads), (32, 1));
         assert_eq!(at(GpuFormat::Q8_0, 896, 9728), (64, 1));
         assert_eq!(at(GpuFormat::Q4K, 4096, 14336), (128, 1));
+        // Q4_K's lanes a super-block (an override) doubled where a lane still takes one step:
+        // n_in 1024 and 2048 (4 and 8 super-blocks of 16 lanes), not 2560 (10 would need 160).
+        let parts = |n_in, n_rows| lanes(GpuFormat::Q4K, InputKind::Plain, n_in, n_rows).parts;
+        assert_eq!(
+            (at(GpuFormat::Q4K, 1024, 640), parts(1024, 640)),
+            ((64, 1), 16)
+        );
+        assert_eq!(
+            (at(GpuFormat::Q4K, 2048, 640), parts(2048, 640)),
+            ((128, 1), 16)
+        );
+        assert_eq!(parts(2560, 4096), 0);
+        assert_eq!(parts(1024, QUADS_MIN_ROWS), 0);
+        assert!(!parts_override(GpuFormat::Q4K, InputKind::Q8));
+        assert!(!parts_override(GpuFormat::Q6K, InputKind::Plain));
         assert_eq!(at(GpuFormat::Q4K, 2560, 4096), (128, 1));
         assert_eq!(at(GpuFormat::Q4K, 10240, 2560), (128, 1));
         // Many rows: quads of steps / 2 groups side by side, filling whole warps, >= 96 lanes.

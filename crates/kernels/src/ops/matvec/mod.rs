@@ -380,11 +380,14 @@ pub const QUADS_MIN_ROWS: usize = 16_384;
 const WARP: usize = 32;
 
 /// How a matvec workgroup lays out its lanes: `workgroup` invocations over `quads` row quads
-/// side by side (`WG` and `QUADS` in `matvec/matvec.wgsl`), `workgroup / quads` lanes a quad.
+/// side by side (`WG` and `QUADS` in `matvec/matvec.wgsl`), `workgroup / quads` lanes a quad,
+/// and where the dot file lets its lanes a step change (`override PARTS`), how many it takes
+/// (0: the file's own count).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Lanes {
     pub workgroup: u32,
     pub quads: u32,
+    pub parts: u32,
 }
 
 /// The lanes of a dispatch of `n_rows` rows of `n_in` weights read with input `input`. A row
@@ -404,9 +407,24 @@ pub struct Lanes {
 /// LM head (640x262144 Q8_0) 139 -> 80 us as 8 quads of 20, SmolLM2's (576x49152 Q8_0)
 /// 27.8 -> 15.5 us as 8 quads of 12 (3 trips); one trip a lane (2 quads of 80, 4 of 40) was
 /// 4-28% slower than two.
+///
+/// A dot file whose `PARTS` is an override (Q4_K's) takes twice its lanes a step in a
+/// one-quad dispatch whose steps then still give every lane one step at most (a product of
+/// few, short rows, bound by each lane's chain of loads rather than by its bytes): on the
+/// H100 (2026-11-26, docs/PERF.md) 16 lanes a Q4_K super-block took gemma-3-270m's decode
+/// step -2.6% (its o and down projections, 1024 and 2048 inputs), while gemma3-4b's gate|up
+/// (20,480 rows side by side) ran 10% slower with them.
 pub fn lanes(f: GpuFormat, input: InputKind, n_in: usize, n_rows: usize) -> Lanes {
     let (parts, step_units) = lane_layout(f, input);
     let steps = n_in.div_ceil(32).div_ceil(step_units).max(1);
+    let split = n_rows < QUADS_MIN_ROWS
+        && parts_override(f, input)
+        && steps * 2 * parts <= MAX_WORKGROUP as usize;
+    let (parts, parts_set) = if split {
+        (2 * parts, 2 * parts as u32)
+    } else {
+        (parts, 0)
+    };
     let pow2 = ((steps * parts).next_power_of_two() as u32).clamp(WARP as u32, MAX_WORKGROUP);
     // A quad of one warp goes two to a workgroup, but for a norm input: the H100 holds at
     // most 32 workgroups an SM, so one-warp workgroups fill at most half its 64 warps
@@ -416,6 +434,7 @@ pub fn lanes(f: GpuFormat, input: InputKind, n_in: usize, n_rows: usize) -> Lane
     let one_quad = Lanes {
         workgroup: if pair { 2 * pow2 } else { pow2 },
         quads: if pair { 2 } else { 1 },
+        parts: parts_set,
     };
     if n_rows < QUADS_MIN_ROWS {
         return one_quad;
@@ -435,6 +454,7 @@ pub fn lanes(f: GpuFormat, input: InputKind, n_in: usize, n_rows: usize) -> Lane
         fits.then_some(Lanes {
             workgroup: workgroup as u32,
             quads: quads as u32,
+            parts: 0,
         })
     };
     side_by_side(2)
@@ -455,7 +475,10 @@ pub fn lane_layout(f: GpuFormat, input: InputKind) -> (usize, usize) {
     let constant = |name: &str| -> usize {
         let line = source
             .lines()
-            .find(|l| l.starts_with(&format!("const {name}: u32 = ")))
+            .find(|l| {
+                l.starts_with(&format!("const {name}: u32 = "))
+                    || l.starts_with(&format!("override {name}: u32 = "))
+            })
             .unwrap_or_else(|| panic!("{name} in the dot file of {f:?}"));
         let value = line.rsplit("= ").next().unwrap_or("");
         value
@@ -465,6 +488,15 @@ pub fn lane_layout(f: GpuFormat, input: InputKind) -> (usize, usize) {
             .expect("a u32 literal")
     };
     (constant("PARTS"), constant("STEP_UNITS"))
+}
+
+/// Whether the dot file of the program with input `input` declares `PARTS` as an override
+/// (its default is what [`lane_layout`] reads), so a dispatch may set it ([`Lanes::parts`]).
+pub fn parts_override(f: GpuFormat, input: InputKind) -> bool {
+    let source = dots(f, input).last().expect("a dot file").text();
+    source
+        .lines()
+        .any(|l| l.starts_with("override PARTS: u32 = "))
 }
 
 /// What a matvec program does with its row totals (its store file, `store_rows`): store each
@@ -943,6 +975,7 @@ impl Bound<'_> {
             grid_1d(place.n_rows.div_ceil(quad_rows)),
         );
         op.key.quads = lanes.quads;
+        op.key.parts = lanes.parts;
         op
     }
 }
