@@ -513,11 +513,13 @@ mod tests {
             (l.workgroup, l.quads)
         };
         // One quad a workgroup: a power of two of lanes, at most 128; two quads of one warp.
-        assert_eq!(at(GpuFormat::Q6K, 2048, 2560), (64, 1));
+        assert_eq!(at(GpuFormat::Q6K, 2560, 2048), (128, 1));
+        // Split (below): 8 Q6_K super-blocks of 16 lanes, 28 Q8_0 blocks of 4.
+        assert_eq!(at(GpuFormat::Q6K, 2048, 2560), (128, 1));
         assert_eq!(at(GpuFormat::Q5_0, 896, 9728), (64, 2));
         let norm = lanes(GpuFormat::Q5_0, InputKind::Norm(Addend::Plain), 896, 4608);
         assert_eq!((norm.workgroup, norm.quads), (32, 1));
-        assert_eq!(at(GpuFormat::Q8_0, 896, 9728), (64, 1));
+        assert_eq!(at(GpuFormat::Q8_0, 896, 9728), (128, 1));
         assert_eq!(at(GpuFormat::Q4K, 4096, 14336), (128, 1));
         // Q4_K's lanes a super-block (an override) doubled where a lane still takes one step:
         // n_in 1024 and 2048 (4 and 8 super-blocks of 16 lanes), not 2560 (10 would need 160).
@@ -533,7 +535,11 @@ mod tests {
         assert_eq!(parts(2560, 4096), 0);
         assert_eq!(parts(1024, QUADS_MIN_ROWS), 0);
         assert!(!parts_override(GpuFormat::Q4K, InputKind::Q8));
-        assert!(!parts_override(GpuFormat::Q6K, InputKind::Plain));
+        assert!(!parts_override(GpuFormat::Q5_0, InputKind::Plain));
+        // Q8_0 at n_in 640: 20 blocks of 4 lanes instead of 2; not its 262,144-row LM head.
+        let q8 = |n_rows| lanes(GpuFormat::Q8_0, InputKind::Plain, 640, n_rows);
+        assert_eq!((q8(1536).workgroup, q8(1536).parts), (128, 4));
+        assert_eq!(q8(262_144).parts, 0);
         assert_eq!(at(GpuFormat::Q4K, 2560, 4096), (128, 1));
         assert_eq!(at(GpuFormat::Q4K, 10240, 2560), (128, 1));
         // Many rows: quads of steps / 2 groups side by side, filling whole warps, >= 96 lanes.

@@ -408,12 +408,13 @@ pub struct Lanes {
 /// 27.8 -> 15.5 us as 8 quads of 12 (3 trips); one trip a lane (2 quads of 80, 4 of 40) was
 /// 4-28% slower than two.
 ///
-/// A dot file whose `PARTS` is an override (Q4_K's) takes twice its lanes a step in a
-/// one-quad dispatch whose steps then still give every lane one step at most (a product of
-/// few, short rows, bound by each lane's chain of loads rather than by its bytes): on the
-/// H100 (2026-11-26, docs/PERF.md) 16 lanes a Q4_K super-block took gemma-3-270m's decode
-/// step -2.6% (its o and down projections, 1024 and 2048 inputs), while gemma3-4b's gate|up
-/// (20,480 rows side by side) ran 10% slower with them.
+/// A dot file whose `PARTS` is an override (Q4_K's, Q6_K's, Q8_0's) takes twice its lanes a
+/// step in a one-quad dispatch whose steps then still give every lane one step at most (a
+/// product of few, short rows, bound by each lane's chain of loads rather than by its
+/// bytes). On the H100 (2026-11-26, docs/PERF.md): 16 lanes a Q4_K super-block took
+/// gemma-3-270m's decode step -0.3 to -2.6% (its o and down projections, 1024 and 2048
+/// inputs), while gemma3-4b's gate|up (20,480 rows side by side) ran 10% slower with them;
+/// Q8_0 and Q6_K split as well took SmolLM2's step -1.2% and qwen's -1.0%.
 pub fn lanes(f: GpuFormat, input: InputKind, n_in: usize, n_rows: usize) -> Lanes {
     let (parts, step_units) = lane_layout(f, input);
     let steps = n_in.div_ceil(32).div_ceil(step_units).max(1);
