@@ -33,4 +33,5 @@ fn main(
         }
     }
     store_best(tid, block);
+    level_end(tid);
 }

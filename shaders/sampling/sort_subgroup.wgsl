@@ -105,4 +105,5 @@ fn main(
     put4(base, k, d);
     workgroupBarrier();
     store_best(tid, block);
+    level_end(tid);
 }

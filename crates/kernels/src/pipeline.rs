@@ -98,8 +98,9 @@ pub enum Kernel {
     Argmax,
     /// Sampling, selection level: the best `K_MAX` of each block of candidates.
     SampleTopK,
-    /// Sampling, the draw: top-k, top-p, min-p, temperature, inverse CDF over the best `K_MAX`.
-    SampleDraw,
+    /// Sampling, the last selection level (one block), which then draws: top-k, top-p,
+    /// min-p, temperature, inverse CDF over its best `K_MAX`.
+    SampleTopKDraw,
     /// Rotary position embedding, in place.
     Rope(RopeMode),
     /// `h += [rms_norm(a) * w_in]`, then optionally `y = rms_norm(h) * w_out` (and y's q8
@@ -228,7 +229,7 @@ impl Kernel {
             Kernel::QuantizeQ8Glu(Activation::Silu),
             Kernel::Argmax,
             Kernel::SampleTopK,
-            Kernel::SampleDraw,
+            Kernel::SampleTopKDraw,
             Kernel::Rope(RopeMode::Normal),
             Kernel::Rope(RopeMode::Neox),
         ]);
@@ -258,7 +259,8 @@ impl Kernel {
             // to run its body over emulated coop ops.
             Kernel::MatmulCoop(f, out) => matmul_coop::program(f, out, !caps.coop_f16),
             Kernel::AttentionCoop { .. } => attention_coop::program(!caps.coop_f16),
-            Kernel::SampleTopK => sample::topk_program(sample::sorts_in_subgroups(caps)),
+            Kernel::SampleTopK => sample::topk_program(sample::sorts_in_subgroups(caps), false),
+            Kernel::SampleTopKDraw => sample::topk_program(sample::sorts_in_subgroups(caps), true),
             Kernel::Attention { kv, head_dim, .. } => {
                 attention::program(kv, attention::in_subgroups(caps, head_dim))
             }
@@ -314,7 +316,14 @@ impl Kernel {
                     attention_coop::program(true),
                 ]
             }
-            Kernel::SampleTopK => vec![sample::topk_program(false), sample::topk_program(true)],
+            Kernel::SampleTopK => vec![
+                sample::topk_program(false, false),
+                sample::topk_program(true, false),
+            ],
+            Kernel::SampleTopKDraw => vec![
+                sample::topk_program(false, true),
+                sample::topk_program(true, true),
+            ],
             Kernel::Attention { kv, .. } => {
                 vec![attention::program(kv, false), attention::program(kv, true)]
             }
@@ -360,8 +369,8 @@ impl Kernel {
             Kernel::AttentionCoop { .. } => attention_coop::program(false),
             Kernel::Glu(_) => glu::program(),
             Kernel::Argmax => argmax::program(),
-            Kernel::SampleTopK => sample::topk_program(false),
-            Kernel::SampleDraw => sample::draw_program(),
+            Kernel::SampleTopK => sample::topk_program(false, false),
+            Kernel::SampleTopKDraw => sample::topk_program(false, true),
             Kernel::Rope(_) => rope::program(),
             Kernel::ResidualNorm { pre_norm, out, .. } => residual_norm::program(pre_norm, out),
             Kernel::HeadNormRope { norm, kv, .. } => head_norm_rope::program(norm, kv),

@@ -2,17 +2,20 @@
 //! with the CPU sampler's semantics (`crates/model/src/sampler/`, llama.cpp's chain and
 //! order: top-p and min-p see the temperature-1 distribution). Only the token id is written.
 //!
-//! WGSL: `sampling/topk.wgsl` (selection) and `sampling/sample.wgsl` (the draw). Selection
-//! runs in levels: each workgroup of 256 sorts a block of [`BLOCK`] entries best first
-//! (bitonic: in registers and subgroup shuffles where the device has subgroups of one size,
+//! WGSL: `sampling/topk.wgsl` (selection) with a level file (`sampling/level.wgsl`, or for the
+//! last level `sampling/level_draw.wgsl` + `sampling/draw.wgsl`: the draw). Selection runs in
+//! levels: each workgroup of 256 sorts a block of [`BLOCK`] entries best first (bitonic: in
+//! registers and subgroup shuffles where the device has subgroups of one size,
 //! `sampling/sort_subgroup.wgsl`, else in workgroup memory, `sampling/sort_barrier.wgsl`)
-//! and keeps its best [`K_MAX`]; the next level does the same over those
-//! lists (8 times shorter) until one list of `K_MAX` is left (a 262,144 vocabulary: 256, 32,
-//! 4, then 1 workgroup). The draw is one invocation over at most `K_MAX` candidates, walking
-//! them in the CPU's order so its sums round as the CPU's do, over each candidate's logit and
-//! exponentials that `K_MAX` invocations compute first into workgroup memory. The uniform random number comes
-//! from the host (the CPU sampler's own stream) in the draw's per-step parameters: nothing is
-//! read back to get it, and the same seed draws the same numbers on either executor.
+//! and keeps its best [`K_MAX`]; the next level does the same over those lists (8 times
+//! shorter) until one list of `K_MAX` is left (a 262,144 vocabulary: 256, 32, 4, then 1
+//! workgroup). That last level's workgroup then draws from its sorted block (one dispatch
+//! fewer than a draw of its own: 10-18 us a decode step on the H100): its invocations compute
+//! each candidate's logit and exponentials into workgroup memory, then one walks the
+//! candidates in the CPU's order so its sums round as the CPU's do. The uniform random number
+//! comes from the host (the CPU sampler's own stream) in the last level's per-step
+//! parameters: nothing is read back to get it, and the same seed draws the same numbers on
+//! either executor.
 
 use crate::device::{Caps, Gpu};
 use crate::error::GpuError;
@@ -96,8 +99,9 @@ pub struct TopKParams {
     pub from_x: u32,
 }
 
-/// Parameters of the draw (WGSL `Params` in `sampling/sample.wgsl`); rewritten every step
-/// ([`SampleParams::set`]) with the step's random number.
+/// Parameters of the draw (the fields after the level's in WGSL `Params` of
+/// `sampling/level_draw.wgsl`); rewritten every step ([`SampleParams::set`]) with the step's
+/// random number.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct SampleParams {
@@ -135,19 +139,31 @@ impl SampleParams {
     }
 }
 
+/// Parameters of the last selection level, which draws the token (WGSL `Params` in
+/// `sampling/level_draw.wgsl`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct TopKDrawParams {
+    pub level: TopKParams,
+    pub draw: SampleParams,
+}
+
 static TOPK: ShaderFile = shader_file!("sampling/topk.wgsl");
+static LEVEL: ShaderFile = shader_file!("sampling/level.wgsl");
+static LEVEL_DRAW: ShaderFile = shader_file!("sampling/level_draw.wgsl");
 static SORT_BARRIER: ShaderFile = shader_file!("sampling/sort_barrier.wgsl");
 static SORT_SUBGROUP: ShaderFile = shader_file!("sampling/sort_subgroup.wgsl");
-static DRAW: ShaderFile = shader_file!("sampling/sample.wgsl");
+static DRAW: ShaderFile = shader_file!("sampling/draw.wgsl");
 
 const TOPK_BINDINGS: &[BindingKind] = &[
     BindingKind::Uniform,
     BindingKind::StorageRead,
     BindingKind::StorageReadWrite,
 ];
-const DRAW_BINDINGS: &[BindingKind] = &[
+const TOPK_DRAW_BINDINGS: &[BindingKind] = &[
     BindingKind::Uniform,
     BindingKind::StorageRead,
+    BindingKind::StorageReadWrite,
     BindingKind::StorageReadWrite,
 ];
 
@@ -162,29 +178,33 @@ pub(crate) fn sorts_in_subgroups(caps: &Caps) -> bool {
     caps.subgroup && size == caps.subgroup_max_size && size >= 4 && WORKGROUP.is_multiple_of(size)
 }
 
-/// The selection level's program: its sort through subgroup shuffles, or through workgroup
-/// memory only.
-pub(crate) fn topk_program(subgroup: bool) -> Program {
-    let (sort, name) = match subgroup {
-        true => (&SORT_SUBGROUP, "sample_topk_sg"),
-        false => (&SORT_BARRIER, "sample_topk"),
+/// A selection level's program (`draw`: the last level, which draws the token): its sort
+/// through subgroup shuffles, or through workgroup memory only.
+pub(crate) fn topk_program(subgroup: bool, draw: bool) -> Program {
+    let (sort, sort_name) = match subgroup {
+        true => (&SORT_SUBGROUP, "_sg"),
+        false => (&SORT_BARRIER, ""),
+    };
+    let (files, bindings, params_size, name) = match draw {
+        false => (
+            vec![&TOPK, &LEVEL, sort],
+            TOPK_BINDINGS,
+            size_of::<TopKParams>(),
+            "sample_topk",
+        ),
+        true => (
+            vec![&TOPK, &LEVEL_DRAW, &DRAW, sort],
+            TOPK_DRAW_BINDINGS,
+            size_of::<TopKDrawParams>(),
+            "sample_topk_draw",
+        ),
     };
     Program {
-        name: name.to_string(),
-        files: vec![&TOPK, sort],
+        name: format!("{name}{sort_name}"),
+        files,
         entry: "main",
-        bindings: TOPK_BINDINGS,
-        params_size: size_of::<TopKParams>(),
-    }
-}
-
-pub(crate) fn draw_program() -> Program {
-    Program {
-        name: "sample_draw".to_string(),
-        files: vec![&DRAW],
-        entry: "main",
-        bindings: DRAW_BINDINGS,
-        params_size: size_of::<SampleParams>(),
+        bindings,
+        params_size,
     }
 }
 
@@ -267,23 +287,23 @@ impl Sample {
         View::from(scratch).check("sample scratch", self.scratch_len())?;
         let mut ops = Vec::new();
         let levels = self.levels(x.offset);
-        for l in &levels {
-            let params = TopKParams {
-                n: l.n_in as u32,
-                src_offset: l.src as u32,
-                dst_offset: l.dst as u32,
-                from_x: u32::from(l.from_x),
-            };
+        let (last, before) = levels.split_last().expect("at least one level");
+        let level_params = |l: &Level| TopKParams {
+            n: l.n_in as u32,
+            src_offset: l.src as u32,
+            dst_offset: l.dst as u32,
+            from_x: u32::from(l.from_x),
+        };
+        for l in before {
             ops.push(Op::new(
                 Kernel::SampleTopK,
                 WORKGROUP,
-                &params,
+                &level_params(l),
                 &[&x.t.buf, &scratch.buf],
                 grid_1d(l.blocks),
             ));
         }
-        let last = levels.last().expect("at least one level");
-        let mut params = SampleParams {
+        let mut draw = SampleParams {
             src_offset: last.dst as u32,
             out_index: out.offset as u32,
             k: 1,
@@ -295,13 +315,17 @@ impl Sample {
             u: 0.0,
             _pad: [0; 3],
         };
-        params.set(s, u)?;
+        draw.set(s, u)?;
+        let params = TopKDrawParams {
+            level: level_params(last),
+            draw,
+        };
         ops.push(Op::new(
-            Kernel::SampleDraw,
-            K_MAX as u32,
+            Kernel::SampleTopKDraw,
+            WORKGROUP,
             &params,
-            &[&scratch.buf, &out.t.buf],
-            [1, 1, 1],
+            &[&x.t.buf, &scratch.buf, &out.t.buf],
+            grid_1d(last.blocks),
         ));
         Ok(ops)
     }

@@ -28,7 +28,7 @@ use rullama_kernels::ops::norm::RmsNorm;
 use rullama_kernels::ops::quantize::{Q8_BLOCK, q8_words, quantize_q8, quantize_q8_glu};
 use rullama_kernels::ops::residual_norm::{NormOut, ResidualNorm};
 use rullama_kernels::ops::rope::{Rope, rope_freqs};
-use rullama_kernels::ops::sample::{Sample, SampleParams, Sampling};
+use rullama_kernels::ops::sample::{Sample, Sampling, TopKDrawParams};
 use rullama_kernels::ops::split::Out;
 use rullama_kernels::ops::split_k::SplitK;
 use rullama_kernels::ops::unary::unary;
@@ -237,8 +237,8 @@ impl Plan {
             op: "sample",
             detail: "this step was built without the sampling op".into(),
         })?;
-        let mut params: SampleParams = self.step.params(draw.op);
-        params.set(s, u)?;
+        let mut params: TopKDrawParams = self.step.params(draw.op);
+        params.draw.set(s, u)?;
         self.step.set_params(draw.op, &params);
         self.write_ids(gpu, ids);
         Ok(&mut self.step)

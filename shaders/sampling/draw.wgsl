@@ -1,44 +1,17 @@
-// The draw over the best K candidates (sorted best first by `topk.wgsl`), with the CPU
+// The draw over the best K candidates (the last selection level's sorted block, through
+// `candidate(i)` of sampling/level_draw.wgsl, which also defines `store_token`), with the CPU
 // sampler's chain and arithmetic (`crates/model/src/sampler/`): top-k -> top-p -> min-p ->
 // temperature -> softmax -> inverse-CDF draw with the uniform number `u` from the host's
 // random stream. Top-p and min-p see the temperature-1 distribution (llama.cpp's order).
-// Writes the token id to out[out_index]; NONE when no logit is finite (the CPU's
-// NoFiniteLogits). At most K = 128 candidates: one invocation walks them in order, as the
-// CPU does (the sums must run in the same order to round the same way), over values the
-// workgroup's K invocations first compute at once into workgroup memory, one candidate each
-// (its logit and exponentials: the same expressions as the CPU's, so the same values). One
-// invocation doing all of it took ~20 us on the H100, its arrays in local memory.
+// Stores the token id (`store_token`); NONE when no logit is finite (the CPU's
+// NoFiniteLogits). At most K = 128 candidates (topk.wgsl's K): one invocation walks them in
+// order, as the CPU does (the sums must run in the same order to round the same way), over
+// values the workgroup first computes at once into workgroup memory, one candidate an
+// invocation (its logit and exponentials: the same expressions as the CPU's, so the same
+// values). One invocation doing all of it took ~20 us on the H100, its arrays in local
+// memory. (Until the fifteenth session the draw was a dispatch of its own after the last
+// level, reading the stored candidates back.)
 
-struct Params {
-    src_offset: u32,
-    out_index: u32,
-    // 1..=K.
-    k: u32,
-    min_keep: u32,
-    // <= 0: greedy (the best candidate, no draw).
-    temperature: f32,
-    // >= 1: off.
-    top_p: f32,
-    // <= 0: off.
-    min_p: f32,
-    // ln(min_p), computed by the host in f32 as the CPU sampler does, so the threshold
-    // max + ln(min_p) is the same correctly rounded sum on both sides.
-    ln_min_p: f32,
-    // Uniform in [0, 1), a multiple of 2^-24.
-    u: f32,
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> cand: array<vec2<u32>>;
-@group(0) @binding(2) var<storage, read_write> out: array<u32>;
-
-// One invocation per candidate for the elementwise part: K.
-override WG: u32 = 128u;
-const K: u32 = 128u;
-const NONE: u32 = 0xffffffffu;
 const NEG_INF_KEY: u32 = 0x007fffffu;
 const NEG_INF_BITS: u32 = 0xff800000u;
 const POS_INF_BITS: u32 = 0x7f800000u;
@@ -83,20 +56,17 @@ fn tempered(l: f32) -> f32 {
     return l;
 }
 
-@compute @workgroup_size(WG)
-fn main(@builtin(local_invocation_index) tid: u32) {
-    let m = logit(cand[p.src_offset].x);
+// Every candidate's values, one invocation a candidate (the workgroup's WG invocations in
+// turn); the caller then waits at a barrier.
+fn draw_values(tid: u32) {
+    let m = logit(candidate(0u).x);
     for (var i = tid; i < K; i += WG) {
-        let c = cand[p.src_offset + i];
+        let c = candidate(i);
         let l = logit(c.x);
         cs[i] = c;
         ls[i] = l;
         e1[i] = shifted_exp(l, m);
         e2[i] = shifted_exp(tempered(l), tempered(m));
-    }
-    workgroupBarrier();
-    if tid == 0u {
-        draw();
     }
 }
 
@@ -109,11 +79,11 @@ fn draw() {
     }
     // Sorted: the first is the maximum; -inf there means nothing is finite.
     if n == 0u || cs[0].x == NEG_INF_KEY {
-        out[p.out_index] = NONE;
+        store_token(NONE);
         return;
     }
     if p.temperature <= 0.0 {
-        out[p.out_index] = cs[0].y;
+        store_token(cs[0].y);
         return;
     }
     let m = ls[0];
@@ -146,7 +116,7 @@ fn draw() {
         n = keep;
     }
     if n == 1u {
-        out[p.out_index] = cs[0].y;
+        store_token(cs[0].y);
         return;
     }
     // Dividing by t > 0 keeps the order: the first is still the maximum (e2 is relative to it).
@@ -165,7 +135,7 @@ fn draw() {
     for (var i = 0u; i < n; i++) {
         cum += e2[i];
         if cum > goal {
-            out[p.out_index] = cs[i].y;
+            store_token(cs[i].y);
             return;
         }
     }
@@ -176,5 +146,5 @@ fn draw() {
             last = i;
         }
     }
-    out[p.out_index] = cs[last].y;
+    store_token(cs[last].y);
 }

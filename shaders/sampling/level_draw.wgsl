@@ -1,0 +1,55 @@
+// The last selection level (one block, topk.wgsl), which then draws the token from its
+// sorted block (sampling/draw.wgsl) instead of leaving that to a dispatch of its own: the
+// level's parameters, then the draw's (`SampleParams` in ops/sample.rs, rewritten every
+// step), and the token's output at binding 3.
+
+struct Params {
+    n: u32,
+    src_offset: u32,
+    dst_offset: u32,
+    from_x: u32,
+    // The draw's (`SampleParams`): its candidates' offset is unused here (they are the
+    // sorted block in workgroup memory).
+    draw_src_offset: u32,
+    out_index: u32,
+    // 1..=K.
+    k: u32,
+    min_keep: u32,
+    // <= 0: greedy (the best candidate, no draw).
+    temperature: f32,
+    // >= 1: off.
+    top_p: f32,
+    // <= 0: off.
+    min_p: f32,
+    // ln(min_p), computed by the host in f32 as the CPU sampler does, so the threshold
+    // max + ln(min_p) is the same correctly rounded sum on both sides.
+    ln_min_p: f32,
+    // Uniform in [0, 1), a multiple of 2^-24.
+    u: f32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(3) var<storage, read_write> out: array<u32>;
+
+// Candidate i of the draw: entry i of the sorted block.
+fn candidate(i: u32) -> vec2<u32> {
+    return vec2<u32>(keys[i], ids[i]);
+}
+
+fn store_token(id: u32) {
+    out[p.out_index] = id;
+}
+
+// Every invocation calls this (uniform control flow: the entry's early return depends on the
+// workgroup id only), after store_best: the sorted block is in keys / ids.
+fn level_end(tid: u32) {
+    workgroupBarrier();
+    draw_values(tid);
+    workgroupBarrier();
+    if tid == 0u {
+        draw();
+    }
+}
