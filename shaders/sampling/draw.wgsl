@@ -4,7 +4,7 @@
 // temperature -> softmax -> inverse-CDF draw with the uniform number `u` from the host's
 // random stream. Top-p and min-p see the temperature-1 distribution (llama.cpp's order).
 // Stores the token id (`store_token`); NONE when no logit is finite (the CPU's
-// NoFiniteLogits). At most K = 128 candidates (topk.wgsl's K): one invocation walks them in
+// NoFiniteLogits). At most K = 64 candidates (topk.wgsl's K): one invocation walks them in
 // order, as the CPU does (the sums must run in the same order to round the same way), over
 // values the workgroup first computes at once into workgroup memory, one candidate an
 // invocation (its logit and exponentials: the same expressions as the CPU's, so the same

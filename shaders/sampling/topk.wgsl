@@ -3,7 +3,7 @@
 // best first (bitonic; the sort file has the entry point: sampling/sort_barrier.wgsl sorts in
 // workgroup memory, sampling/sort_subgroup.wgsl mostly in registers) and writes its best K
 // as (key, id) pairs. The best K of a row are among the best K of every block, so levels
-// repeat (each one 8x shorter) until one list of K is left; the last level's workgroup (one
+// repeat (each one 16x shorter) until one list of K is left; the last level's workgroup (one
 // block) then draws the token from its sorted block (sampling/level_draw.wgsl).
 //
 // Order: larger logit first, ties to the lower id; NaN counts as -inf and -0 as +0 (the CPU
@@ -20,7 +20,7 @@
 
 override WG: u32 = 256u;
 const B: u32 = 1024u;
-const K: u32 = 128u;
+const K: u32 = 64u;
 const NONE: u32 = 0xffffffffu;
 var<workgroup> keys: array<u32, 1024>;
 var<workgroup> ids: array<u32, 1024>;

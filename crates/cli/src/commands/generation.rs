@@ -17,8 +17,8 @@ use super::CliError;
 /// Sampling and context flags, with llama.cpp's defaults.
 ///
 /// Where sampling runs: the GPU executor samples on the GPU and reads back only the token id
-/// when the settings are greedy (`--temp 0`), or `--top-k` 1..=128 with any `--top-p`,
-/// `--min-p` and `--temp`, and `--repeat-penalty 1`; other settings (`--top-k 0` or > 128,
+/// when the settings are greedy (`--temp 0`), or `--top-k` 1..=64 with any `--top-p`,
+/// `--min-p` and `--temp`, and `--repeat-penalty 1`; other settings (`--top-k 0` or > 64,
 /// a repeat penalty) read the logits back and sample on the CPU, as the CPU executor always
 /// does. The same `--seed` gives the same draws either way.
 #[derive(clap::Args, Debug)]

@@ -7,8 +7,8 @@
 //! levels: each workgroup of 256 sorts a block of [`BLOCK`] entries best first (bitonic: in
 //! registers and subgroup shuffles where the device has subgroups of one size,
 //! `sampling/sort_subgroup.wgsl`, else in workgroup memory, `sampling/sort_barrier.wgsl`)
-//! and keeps its best [`K_MAX`]; the next level does the same over those lists (8 times
-//! shorter) until one list of `K_MAX` is left (a 262,144 vocabulary: 256, 32, 4, then 1
+//! and keeps its best [`K_MAX`]; the next level does the same over those lists (16 times
+//! shorter) until one list of `K_MAX` is left (a 262,144 vocabulary: 256, 16, then 1
 //! workgroup). That last level's workgroup then draws from its sorted block (one dispatch
 //! fewer than a draw of its own: 10-18 us a decode step on the H100): its invocations compute
 //! each candidate's logit and exponentials into workgroup memory, then one walks the
@@ -28,9 +28,12 @@ use crate::tensor::{Dtype, GpuTensor, View};
 
 pub use super::sample_ref::{Drawn, sample_ref};
 
-/// The most candidates top-k may keep on the GPU (`K` in both WGSL files). llama.cpp's
-/// default top-k is 40; larger k (or top-k off) samples on the CPU.
-pub const K_MAX: usize = 128;
+/// The most candidates top-k may keep on the GPU (`K` in `sampling/topk.wgsl`). llama.cpp's
+/// and Ollama's default top-k is 40; larger k (or top-k off) samples on the CPU. Each level
+/// keeps this many of a block of [`BLOCK`], so it decides how many levels a vocabulary takes:
+/// 64 (16x shorter a level) takes 262,144 and 151,936 logits in three dispatches where 128
+/// took four (the H100, fifteenth session: 13-20 us a level, docs/PERF.md).
+pub const K_MAX: usize = 64;
 /// Entries one selection workgroup sorts (`B` in `topk.wgsl`): 8 KiB of workgroup memory.
 pub const BLOCK: usize = 1024;
 /// Written instead of an id when no logit is finite (the CPU sampler's `NoFiniteLogits`).
@@ -541,6 +544,10 @@ mod tests {
             let levels = op.levels(0);
             assert_eq!(levels.last().unwrap().blocks, 1, "n {n}");
             assert_eq!(levels[0].n_in, n);
+            if n == 262_144 {
+                let blocks: Vec<usize> = levels.iter().map(|l| l.blocks).collect();
+                assert_eq!(blocks, [256, 16, 1]);
+            }
             let (a, b) = op.regions();
             for l in &levels {
                 let region = if l.dst == 0 { a } else { b };

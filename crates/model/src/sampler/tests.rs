@@ -61,7 +61,7 @@ prop_compose! {
     fn device_params()(
         seed in 0u32..1000,
         temperature in -0.5f32..2.0,
-        top_k in 1i32..=128,
+        top_k in 1i32..=rullama_kernels::ops::sample::K_MAX as i32,
         top_p in 0.0f32..1.2,
         min_p in 0.0f32..0.6,
         min_keep in 0usize..5,
