@@ -4,10 +4,10 @@
 //! Projections that read one input (q, k, v; gate, up) are stacked where their matrices
 //! have one width and a format that holds all their weights exactly
 //! ([`GpuWeightRef::stack_shape`]: their own, or Q8_0 for Q4_0 and Q5_0 rows beside Q8_0
-//! ones, `rullama_quant::widen`) ([`GpuWeightRef::load_stack`]): one matrix with their rows
-//! in turn, and their biases likewise, so one product computes them all (`fuse.rs`); each
-//! projection's handle names the shared matrix and its own rows. Only the stacked copy is
-//! uploaded.
+//! ones, `rullama_quant::widen`): one matrix with their rows in turn, and their biases
+//! likewise ([`GpuWeightRef::load_stack`]), so one product computes them all (`fuse.rs`);
+//! each projection's handle names the shared matrix and its own rows. Only the stacked copy
+//! is uploaded. Small Q4_0 and Q5_0 matrices and stacks go up as Q8_0 too ([`Widen`]).
 
 use std::borrow::Cow;
 use std::ops::Range;
