@@ -373,14 +373,14 @@ impl Backend for GpuBackend {
         linears: &[LinearView<'_>],
     ) -> Result<Vec<LinearWeights<GpuWeightRef>>> {
         let mut out = Vec::with_capacity(linears.len());
+        let widen = self.widen();
+        let views: Vec<TensorView<'_>> = linears.iter().map(|l| l.weight).collect();
         let mut i = 0;
         while i < linears.len() {
-            let widen = self.widen();
-            let views: Vec<TensorView<'_>> = linears[i..].iter().map(|l| l.weight).collect();
             let mut n = 1;
             while self.options.stack_projections
                 && i + n < linears.len()
-                && GpuWeightRef::stack_shape(&views[..=n], widen).is_some()
+                && GpuWeightRef::stack_shape(&views[i..=i + n], widen).is_some()
             {
                 n += 1;
             }

@@ -37,6 +37,8 @@
 //! |x_i - x'_i| <= d / 508 (+ a few roundings) per element (`ops::matvec_q8` states the
 //! bounds). Formats: [`q8_supported`].
 
+use std::borrow::Cow;
+
 use crate::error::GpuError;
 use crate::format::GpuFormat;
 use crate::op::{Op, grid_1d};
@@ -421,11 +423,7 @@ pub fn lanes(f: GpuFormat, input: InputKind, n_in: usize, n_rows: usize) -> Lane
     let split = n_rows < QUADS_MIN_ROWS
         && parts_override(f, input)
         && steps * 2 * parts <= MAX_WORKGROUP as usize;
-    let (parts, parts_set) = if split {
-        (2 * parts, 2 * parts as u32)
-    } else {
-        (parts, 0)
-    };
+    let parts = if split { 2 * parts } else { parts };
     let pow2 = ((steps * parts).next_power_of_two() as u32).clamp(WARP as u32, MAX_WORKGROUP);
     // A quad of one warp goes two to a workgroup, but for a norm input: the H100 holds at
     // most 32 workgroups an SM, so one-warp workgroups fill at most half its 64 warps
@@ -435,7 +433,7 @@ pub fn lanes(f: GpuFormat, input: InputKind, n_in: usize, n_rows: usize) -> Lane
     let one_quad = Lanes {
         workgroup: if pair { 2 * pow2 } else { pow2 },
         quads: if pair { 2 } else { 1 },
-        parts: parts_set,
+        parts: if split { parts as u32 } else { 0 },
     };
     if n_rows < QUADS_MIN_ROWS {
         return one_quad;
@@ -471,8 +469,7 @@ fn gcd(a: usize, b: usize) -> usize {
 /// (`PARTS`, `STEP_UNITS`) of the dot file the program with input `input` uses, read from its
 /// WGSL (the one source).
 pub fn lane_layout(f: GpuFormat, input: InputKind) -> (usize, usize) {
-    // The text the program is built from (a replaced dot file may change its lane layout).
-    let source = dots(f, input).last().expect("a dot file").text();
+    let source = dot_source(f, input);
     let constant = |name: &str| -> usize {
         let line = source
             .lines()
@@ -494,10 +491,15 @@ pub fn lane_layout(f: GpuFormat, input: InputKind) -> (usize, usize) {
 /// Whether the dot file of the program with input `input` declares `PARTS` as an override
 /// (its default is what [`lane_layout`] reads), so a dispatch may set it ([`Lanes::parts`]).
 pub fn parts_override(f: GpuFormat, input: InputKind) -> bool {
-    let source = dots(f, input).last().expect("a dot file").text();
-    source
+    dot_source(f, input)
         .lines()
         .any(|l| l.starts_with("override PARTS: u32 = "))
+}
+
+/// The text of the dot file the program with input `input` is built from (a replaced dot
+/// file may change its lane layout).
+fn dot_source(f: GpuFormat, input: InputKind) -> Cow<'static, str> {
+    dots(f, input).last().expect("a dot file").text()
 }
 
 /// What a matvec program does with its row totals (its store file, `store_rows`): store each
