@@ -1,5 +1,5 @@
-// A selection level that only selects (topk.wgsl): its parameters, and nothing after the
-// block's best K are stored.
+// A selection level that only selects (topk.wgsl): its parameters, and its end: the block's
+// best K stored for the next level.
 
 struct Params {
     // Entries in the input.
@@ -14,4 +14,6 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> p: Params;
 
-fn level_end(tid: u32) {}
+fn level_end(tid: u32, block: u32) {
+    store_best(tid, block);
+}

@@ -1,16 +1,14 @@
-// The last selection level (one block, topk.wgsl), which then draws the token from its
-// sorted block (sampling/draw.wgsl) instead of leaving that to a dispatch of its own: the
-// level's parameters, then the draw's (`SampleParams` in ops/sample.rs, rewritten every
-// step), and the token's output at binding 3.
+// The last selection level (one block, topk.wgsl), which draws the token from its sorted
+// block (sampling/draw.wgsl) instead of storing it for a dispatch of its own: the level's
+// parameters, then the draw's (`SampleParams` in ops/sample.rs, rewritten every step; 16
+// words in all, no padding), and the token's output at binding 3.
 
 struct Params {
     n: u32,
     src_offset: u32,
     dst_offset: u32,
     from_x: u32,
-    // The draw's (`SampleParams`): its candidates' offset is unused here (they are the
-    // sorted block in workgroup memory).
-    draw_src_offset: u32,
+    // The draw's (`SampleParams`); its candidates are the sorted block in workgroup memory.
     out_index: u32,
     // 1..=K.
     k: u32,
@@ -26,9 +24,6 @@ struct Params {
     ln_min_p: f32,
     // Uniform in [0, 1), a multiple of 2^-24.
     u: f32,
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -43,9 +38,10 @@ fn store_token(id: u32) {
     out[p.out_index] = id;
 }
 
-// Every invocation calls this (uniform control flow: the entry's early return depends on the
-// workgroup id only), after store_best: the sorted block is in keys / ids.
-fn level_end(tid: u32) {
+// The draw instead of storing the best K (nobody would read them). Every invocation calls
+// this (uniform control flow: the entry's early return depends on the workgroup id only),
+// with the sorted block in keys / ids.
+fn level_end(tid: u32, block: u32) {
     workgroupBarrier();
     draw_values(tid);
     workgroupBarrier();

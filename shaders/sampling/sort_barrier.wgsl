@@ -32,6 +32,5 @@ fn main(
             workgroupBarrier();
         }
     }
-    store_best(tid, block);
-    level_end(tid);
+    level_end(tid, block);
 }

@@ -104,6 +104,5 @@ fn main(
     workgroupBarrier();
     put4(base, k, d);
     workgroupBarrier();
-    store_best(tid, block);
-    level_end(tid);
+    level_end(tid, block);
 }

@@ -4,7 +4,7 @@
 // workgroup memory, sampling/sort_subgroup.wgsl mostly in registers) and writes its best K
 // as (key, id) pairs. The best K of a row are among the best K of every block, so levels
 // repeat (each one 16x shorter) until one list of K is left; the last level's workgroup (one
-// block) then draws the token from its sorted block (sampling/level_draw.wgsl).
+// block) draws the token from its sorted block instead (sampling/level_draw.wgsl).
 //
 // Order: larger logit first, ties to the lower id; NaN counts as -inf and -0 as +0 (the CPU
 // sampler's order, `sampler/candidates.rs`). Logits become order-preserving u32 keys, so
@@ -12,9 +12,9 @@
 // Padding entries have key 0 (below -inf's key) and id NONE.
 
 // The level's `Params` (n, src_offset, dst_offset, from_x and, for the last level, the
-// draw's) and `level_end`, called by the entry point after `store_best` with the block
-// sorted in `keys` / `ids`, come from the level file: sampling/level.wgsl (a level) or
-// sampling/level_draw.wgsl (the last level, which then draws the token, sampling/draw.wgsl).
+// draw's) and `level_end(tid, block)`, called by the entry point with the block sorted in
+// `keys` / `ids`, come from the level file: sampling/level.wgsl (`store_best`) or
+// sampling/level_draw.wgsl (the last level: the draw, sampling/draw.wgsl).
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> cand: array<vec2<u32>>;
 

@@ -108,7 +108,6 @@ pub struct TopKParams {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct SampleParams {
-    pub src_offset: u32,
     pub out_index: u32,
     pub k: u32,
     pub min_keep: u32,
@@ -118,7 +117,6 @@ pub struct SampleParams {
     /// `min_p.ln()` in f32, as the CPU computes it: the threshold is then the same sum.
     pub ln_min_p: f32,
     pub u: f32,
-    pub _pad: [u32; 3],
 }
 
 impl SampleParams {
@@ -307,7 +305,6 @@ impl Sample {
             ));
         }
         let mut draw = SampleParams {
-            src_offset: last.dst as u32,
             out_index: out.offset as u32,
             k: 1,
             min_keep: 0,
@@ -316,7 +313,6 @@ impl Sample {
             min_p: 0.0,
             ln_min_p: 0.0,
             u: 0.0,
-            _pad: [0; 3],
         };
         draw.set(s, u)?;
         let params = TopKDrawParams {
