@@ -1,10 +1,10 @@
 //! Reads that overlap the next steps: a few small staging buffers used in turn.
 //!
 //! A submit + read-back of a few bytes costs ~0.6 ms on the H100 (DESIGN.md), longer than a
-//! small model's whole decode step. [`ReadRing::submit`] records a step, appends the copy of
-//! its result into the next staging slot, submits, and starts mapping that slot without
-//! waiting; [`ReadRing::read`] waits for that one submission later, after the caller has
-//! queued the next step. A slot still mapping when its turn comes again (a result nobody
+//! small model's whole decode step. [`ReadRing::submit`] records one or more steps in one
+//! pass, appends the copy of each one's result into the next staging slots, submits, and
+//! starts mapping those slots without waiting; [`ReadRing::read`] waits for that submission
+//! later, after the caller has queued the next steps. A slot still mapping when its turn comes again (a result nobody
 //! read) is waited for and released first. The staging buffers are made once.
 
 use std::sync::mpsc::{Receiver, channel};
@@ -67,34 +67,58 @@ impl ReadRing {
         self.bytes * self.slots.len() as u64
     }
 
-    /// Records `step`, then a copy of the first `bytes` of `src` from byte `offset`, submits
-    /// both and starts mapping the copy. Does not wait for the GPU.
+    /// Records `steps` in order as one compute pass, then the copy of each one's read (the
+    /// first bytes of its tensor) into its own slot, submits them together and starts
+    /// mapping the slots. Does not wait for the GPU. The steps' parameters must be flushed
+    /// ([`Step::flush`]): several steps of one submission cannot share a parameter arena,
+    /// so the same step appears at most once.
     pub fn submit(
         &mut self,
         gpu: &Gpu,
-        step: &mut Step,
-        src: &GpuTensor,
-        offset: u64,
-    ) -> Result<Ticket, GpuError> {
-        let slot = self.next;
-        self.next = (self.next + 1) % self.slots.len();
-        self.release(gpu, slot)?;
-        self.generation += 1;
-        let bytes = self.bytes;
-        let staging = &self.slots[slot].staging;
-        let index = gpu.submit_with(step, |enc| {
-            enc.copy_buffer_to_buffer(src.buf.raw(), offset, staging, 0, bytes);
-        });
-        let (tx, rx) = channel();
-        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
-        self.slots[slot].mapping = Some((self.generation, rx));
-        Ok(Ticket {
-            slot,
-            generation: self.generation,
-            index,
-        })
+        steps: &[(&Step, &GpuTensor)],
+    ) -> Result<Vec<Ticket>, GpuError> {
+        let mut slots = Vec::with_capacity(steps.len());
+        for _ in steps {
+            let slot = self.next;
+            self.next = (self.next + 1) % self.slots.len();
+            self.release(gpu, slot)?;
+            slots.push(slot);
+        }
+        let mut encoder = gpu
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("steps"),
+                timestamp_writes: None,
+            });
+            for (step, _) in steps {
+                step.encode(&mut pass);
+            }
+        }
+        for ((_, src), &slot) in steps.iter().zip(&slots) {
+            let staging = &self.slots[slot].staging;
+            encoder.copy_buffer_to_buffer(src.buf.raw(), 0, staging, 0, self.bytes);
+        }
+        let index = gpu.queue.submit(Some(encoder.finish()));
+        let mut tickets = Vec::with_capacity(steps.len());
+        for slot in slots {
+            self.generation += 1;
+            let (tx, rx) = channel();
+            self.slots[slot]
+                .staging
+                .slice(..)
+                .map_async(wgpu::MapMode::Read, move |r| {
+                    let _ = tx.send(r);
+                });
+            self.slots[slot].mapping = Some((self.generation, rx));
+            tickets.push(Ticket {
+                slot,
+                generation: self.generation,
+                index: index.clone(),
+            });
+        }
+        Ok(tickets)
     }
 
     /// Waits for the ticket's submission and copies its bytes into `out`.

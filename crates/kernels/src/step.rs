@@ -16,7 +16,7 @@ use crate::device::Gpu;
 use crate::op::Op;
 use crate::pipeline::{Kernel, Pipeline};
 use crate::shader::bound;
-use crate::tensor::BufferId;
+use crate::tensor::{BufferId, GpuBuffer};
 
 /// Index of an op in its step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -43,8 +43,28 @@ impl StepBuilder {
         ops.into_iter().map(|op| self.push(op)).collect()
     }
 
-    pub fn build(self, gpu: &Gpu) -> Step {
-        Step::build(gpu, self.ops)
+    pub fn build(&self, gpu: &Gpu) -> Step {
+        Step::build(gpu, &self.ops)
+    }
+
+    /// The same ops with buffers replaced (`(from, to)`: every binding of `from` binds `to`
+    /// instead): a twin of a step that reads and writes other copies of its per-step
+    /// buffers, so that the two can run in one submission.
+    pub fn replacing(&self, pairs: &[(BufferId, &GpuBuffer)]) -> StepBuilder {
+        let ops = self
+            .ops
+            .iter()
+            .map(|op| {
+                let mut op = op.clone();
+                for b in &mut op.buffers {
+                    if let Some((_, to)) = pairs.iter().find(|(from, _)| *from == b.id) {
+                        *b = (*to).clone();
+                    }
+                }
+                op
+            })
+            .collect();
+        StepBuilder { ops }
     }
 }
 
@@ -78,11 +98,11 @@ pub struct Step {
 type BindKey = (usize, usize, Vec<BufferId>);
 
 impl Step {
-    fn build(gpu: &Gpu, ops: Vec<Op>) -> Step {
+    fn build(gpu: &Gpu, ops: &[Op]) -> Step {
         let align = gpu.limits.min_uniform_buffer_offset_alignment.max(4) as usize;
         let mut slots = Vec::with_capacity(ops.len());
         let mut size = 0usize;
-        for op in &ops {
+        for op in ops {
             assert!(
                 op.params.len().is_multiple_of(16) && !op.params.is_empty(),
                 "parameter structs are padded to a multiple of 16 bytes"

@@ -190,6 +190,25 @@ pub trait Backend: Debug {
         Ok(PendingToken::Ready(self.sample(logits, draw)?))
     }
 
+    /// How many queued draws the backend records into one submission ([`Backend::queue_sample`]
+    /// holds a step until that many are queued, or until a token of them is taken): a
+    /// generator keeps twice as many queued so the device always has work behind the
+    /// submission it waits for. The default: 1 (every draw is submitted at once).
+    fn steps_per_submit(&self) -> usize {
+        1
+    }
+
+    /// Submits the queued draws it holds now (a generator's first token, whose wait should
+    /// not include the steps queued after it). The default holds none.
+    fn submit_queued(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Drops the queued draws not yet submitted (a generator stopping ahead of them): their
+    /// steps never run, and the next step reads the last token drawn before them. The
+    /// default has none.
+    fn drop_unsubmitted(&mut self) {}
+
     /// Waits for a drawn token. `None`: no logit was finite.
     fn take_token(&mut self, pending: PendingToken) -> Result<Option<u32>> {
         match pending {
@@ -229,9 +248,9 @@ impl PendingToken {
     }
 }
 
-/// A token a GPU step draws: the read of its id, and its place among the queued draws.
+/// A token a GPU step draws: its place among the queued draws (the backend keeps the read
+/// of its id).
 #[derive(Debug)]
 pub struct DeviceToken {
-    pub(crate) ticket: rullama_kernels::Ticket,
     pub(crate) seq: u64,
 }

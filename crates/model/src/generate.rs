@@ -1,17 +1,23 @@
-//! Generation that keeps the device busy: the step feeding token t is queued before t is
-//! read back.
+//! Generation that keeps the device busy: the steps feeding the next tokens are queued
+//! before a token is read back.
 //!
 //! A submit and the read-back of a 4-byte id take ~0.6 ms on the H100, as long as a small
-//! model's whole decode step, and the host records the next step meanwhile. Where the
+//! model's whole decode step, and the host records the next steps meanwhile. Where the
 //! token is drawn on the device ([`PendingToken::Queued`]), [`Generator::next`] therefore
-//! queues the next step first, feeding it the token where it lies ([`Input::Drawn`]), and
-//! only then waits for the id. The sampler's random numbers are taken in the same order as
-//! one step at a time, so the tokens are the same. Where the host draws (penalties and the
-//! other CPU-only samplers need the accepted history), steps run one after the other.
+//! queues the next steps first, feeding each the token the one before draws where it lies
+//! ([`Input::Drawn`]), and only then waits for the oldest id. It keeps twice the backend's
+//! [`Session::steps_per_submit`] draws queued (two for a backend that submits every step,
+//! four for one that records two steps into a submission), so the device always has a
+//! submission behind the one waited for. The sampler's random numbers are taken in the
+//! same order as one step at a time, so the tokens are the same. Where the host draws
+//! (penalties and the other CPU-only samplers need the accepted history), steps run one
+//! after the other.
 //!
-//! Stop conditions are the caller's and are seen one step late: [`Generator::finish`]
-//! rewinds the cache past the step queued ahead for a token that was not kept.
+//! Stop conditions are the caller's and are seen a few steps late: [`Generator::finish`]
+//! rewinds the cache past the steps queued ahead for tokens that were not kept (and the
+//! backend drops those it has not submitted).
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use crate::backend::{Backend, PendingToken};
@@ -23,12 +29,12 @@ use crate::sampler::Sampler;
 #[derive(Debug)]
 pub struct Generator<'s, 'm, B: Backend> {
     session: &'s mut Session<'m, B>,
-    /// The next token to return, being drawn.
-    pending: Option<PendingToken>,
-    /// Tokens still to return.
-    left: usize,
-    /// Where the next token returned goes in the cache when it is fed.
-    next_pos: usize,
+    /// The tokens being drawn, oldest (the next to return) first.
+    pending: VecDeque<PendingToken>,
+    /// Tokens still to queue.
+    unqueued: usize,
+    /// Positions the queued steps fill: the next token queued is fed at `fed`.
+    fed: usize,
     /// Host time spent queueing steps (recording, encoding, submitting) and waiting for ids.
     times: HostTimes,
 }
@@ -51,49 +57,62 @@ impl<'s, 'm, B: Backend> Generator<'s, 'm, B> {
         n_predict: usize,
         sampler: &mut Sampler,
     ) -> Result<Generator<'s, 'm, B>> {
-        let pending = match n_predict {
-            0 => None,
-            _ => Some(session.queue_sample(Input::Tokens(prompt), start_pos, sampler)?),
-        };
+        let mut pending = VecDeque::new();
+        if n_predict > 0 {
+            pending.push_back(session.queue_sample(Input::Tokens(prompt), start_pos, sampler)?);
+            // The first token should not wait for the steps queued behind it.
+            session.submit_queued()?;
+        }
         Ok(Generator {
             session,
             pending,
-            left: n_predict,
-            next_pos: start_pos + prompt.len(),
+            unqueued: n_predict.saturating_sub(1),
+            fed: start_pos + prompt.len(),
             times: HostTimes::default(),
         })
+    }
+
+    /// Whether another step may be queued: tokens left to draw and room in the cache for
+    /// the token it feeds.
+    fn may_queue(&self) -> bool {
+        self.unqueued > 0 && self.fed < self.session.n_ctx()
     }
 
     /// The next token, accepted by `sampler` (the same sampler on every call); `None` once
     /// `n_predict` tokens were returned or the context is full.
     pub fn next(&mut self, sampler: &mut Sampler) -> Result<Option<u32>> {
-        let Some(pending) = self.pending.take() else {
+        if self.pending.is_empty() {
             return Ok(None);
-        };
-        self.left -= 1;
-        let feed = self.left > 0 && self.next_pos < self.session.n_ctx();
+        }
         let t0 = Instant::now();
-        if feed && pending.is_queued() {
-            let ahead =
-                self.session
-                    .queue_sample(Input::Drawn(&pending), self.next_pos, sampler)?;
-            self.pending = Some(ahead);
+        let depth = 2 * self.session.steps_per_submit().max(1);
+        while self.pending.len() < depth
+            && self.may_queue()
+            && self.pending.back().is_some_and(PendingToken::is_queued)
+        {
+            let last = self.pending.back().expect("checked above");
+            let ahead = self
+                .session
+                .queue_sample(Input::Drawn(last), self.fed, sampler)?;
+            self.pending.push_back(ahead);
+            self.unqueued -= 1;
+            self.fed += 1;
         }
         let t1 = Instant::now();
-        let token = self.session.take_token(pending)?;
+        let oldest = self.pending.pop_front().expect("checked above");
+        let token = self.session.take_token(oldest)?;
         let t2 = Instant::now();
         sampler.accept(token);
-        if feed && self.pending.is_none() {
-            let next =
-                self.session
-                    .queue_sample(Input::Tokens(&[token]), self.next_pos, sampler)?;
-            self.pending = Some(next);
+        if self.pending.is_empty() && self.may_queue() {
+            let next = self
+                .session
+                .queue_sample(Input::Tokens(&[token]), self.fed, sampler)?;
+            self.pending.push_back(next);
+            self.unqueued -= 1;
+            self.fed += 1;
         }
         self.times.queue += (t1 - t0) + t2.elapsed();
         self.times.wait += t2 - t1;
-        if feed {
-            self.next_pos += 1;
-        }
         Ok(Some(token))
     }
 
@@ -105,7 +124,7 @@ impl<'s, 'm, B: Backend> Generator<'s, 'm, B> {
     /// Ends generation: the cache keeps the prompt and every token returned but the last
     /// (which, as in one-step-at-a-time generation, was never fed for keeps).
     pub fn finish(self) {
-        let keep = self.next_pos - usize::from(self.pending.is_some());
+        let keep = self.fed - self.pending.len();
         self.session.rewind(keep);
     }
 }

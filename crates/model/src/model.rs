@@ -368,10 +368,22 @@ impl<B: Backend> Session<'_, B> {
         self.model.take_token(pending)
     }
 
-    /// Forgets the positions from `len` on (a step queued ahead whose token was not kept);
-    /// the next step may start there.
+    /// Forgets the positions from `len` on (steps queued ahead whose tokens were not kept),
+    /// and drops those of them the backend has not submitted yet
+    /// ([`Backend::drop_unsubmitted`]); the next step may start there.
     pub fn rewind(&mut self, len: usize) {
+        self.model.backend.drop_unsubmitted();
         self.cache.len = self.cache.len.min(len);
+    }
+
+    /// See [`Backend::submit_queued`].
+    pub fn submit_queued(&mut self) -> Result<()> {
+        self.model.backend.submit_queued()
+    }
+
+    /// See [`Backend::steps_per_submit`].
+    pub fn steps_per_submit(&self) -> usize {
+        self.model.backend.steps_per_submit()
     }
 
     /// Greedy generation: feed `prompt`, then `n` times append the arg-max token.

@@ -346,8 +346,10 @@ fn device_memory_is_what_the_backend_allocated() {
     };
     assert!(loaded.weights >= tensor_bytes && loaded.weights < tensor_bytes + tensor_bytes / 100);
     assert_eq!(loaded.kv_cache, 0);
-    // Before any step: only the drawn-token buffer (16 bytes) and its read ring (3 x 4).
-    assert_eq!(loaded.scratch, 16 + 3 * 4);
+    // Before any step: only the drawn-token slots (16 bytes each, one per step of a
+    // submission) and the read ring (3 submissions' ids and one: 4 bytes each).
+    let n = GpuOptions::default().steps_per_submit as u64;
+    assert_eq!(loaded.scratch, n * 16 + (3 * n + 1) * 4);
 
     let mut session = model.session(16).unwrap();
     session.forward(&[1, 2, 3, 4], 0, OutputRows::Last).unwrap();
@@ -369,56 +371,85 @@ fn device_memory_is_what_the_backend_allocated() {
     assert_eq!(hal(&mut model), base + held.total());
 }
 
-/// Generation that queues each step before the previous id is read (`Generator`, feeding the
-/// drawn token where it lies on the device) draws exactly what one step at a time draws, for
-/// greedy and for seeded top-k sampling, and rewinds the cache past the step it queued ahead.
+/// Generation that queues steps before the previous id is read (`Generator`, feeding the
+/// drawn token where it lies on the device), with one to four steps recorded into a
+/// submission, draws exactly what one step at a time draws, for greedy and for seeded top-k
+/// sampling, and rewinds the cache past the steps it queued ahead: generation stopped early
+/// and started again from the rewound cache goes on with the same tokens.
 #[test]
 fn queued_generation_matches_step_by_step() {
     if skip() {
         return;
     }
-    let mut model = gpu_model("smollm2-135m");
     let prompt = [1u32, 504, 3458, 282, 4649, 314];
-    let n = 6;
-    for params in [
+    let n = 7;
+    let samplers = [
         SamplerParams::greedy(),
         SamplerParams {
             seed: 11,
             ..SamplerParams::default()
         },
-    ] {
-        let mut sampler = Sampler::new(params);
-        let mut session = model.session(32).unwrap();
-        let mut want = vec![session.forward_sample(&prompt, 0, &mut sampler).unwrap()];
-        while want.len() < n {
-            let last = *want.last().unwrap();
-            sampler.accept(last);
-            want.push(
-                session
-                    .forward_sample(&[last], session.len(), &mut sampler)
-                    .unwrap(),
+    ];
+    let mut model = gpu_model("smollm2-135m");
+    let wants: Vec<Vec<u32>> = samplers
+        .iter()
+        .map(|&params| {
+            let mut sampler = Sampler::new(params);
+            let mut session = model.session(32).unwrap();
+            let mut want = vec![session.forward_sample(&prompt, 0, &mut sampler).unwrap()];
+            while want.len() < n {
+                let last = *want.last().unwrap();
+                sampler.accept(last);
+                let pos = session.len();
+                want.push(session.forward_sample(&[last], pos, &mut sampler).unwrap());
+            }
+            want
+        })
+        .collect();
+    drop(model);
+    for steps_per_submit in [1, 2, 3, 4] {
+        let backend = GpuBackend::open().unwrap().with_options(GpuOptions {
+            kv_dtype: KvDtype::F32,
+            steps_per_submit,
+            ..GpuOptions::default()
+        });
+        let mut model = Model::open(common::cached("smollm2-135m"), backend).unwrap();
+        for (&params, want) in samplers.iter().zip(&wants) {
+            let mut sampler = Sampler::new(params);
+            let mut session = model.session(32).unwrap();
+            let mut tokens = Generator::start(&mut session, &prompt, 0, n, &mut sampler).unwrap();
+            let mut got = Vec::new();
+            while let Some(t) = tokens.next(&mut sampler).unwrap() {
+                got.push(t);
+            }
+            tokens.finish();
+            assert_eq!(
+                &got, want,
+                "{steps_per_submit} a submit vs one step at a time"
             );
+            // The prompt and every token but the last are in the cache; nothing queued beyond.
+            assert_eq!(session.len(), prompt.len() + n - 1);
         }
-        drop(session);
-
-        let mut sampler = Sampler::new(params);
+        // A stop seen early: the steps queued for the tokens after it are dropped (from the
+        // cache, and from the device's queue where not yet submitted); greedy generation
+        // started again from the last token returned goes on as if never stopped.
+        let want = &wants[0];
+        let mut sampler = Sampler::new(SamplerParams::greedy());
         let mut session = model.session(32).unwrap();
         let mut tokens = Generator::start(&mut session, &prompt, 0, n, &mut sampler).unwrap();
-        let mut got = Vec::new();
+        let mut got = vec![tokens.next(&mut sampler).unwrap().unwrap()];
+        got.push(tokens.next(&mut sampler).unwrap().unwrap());
+        tokens.finish();
+        assert_eq!(session.len(), prompt.len() + 1);
+        let (last, pos) = (got[1], session.len());
+        let mut tokens = Generator::start(&mut session, &[last], pos, n - 2, &mut sampler).unwrap();
         while let Some(t) = tokens.next(&mut sampler).unwrap() {
             got.push(t);
         }
         tokens.finish();
-        assert_eq!(got, want, "queued ahead vs one step at a time");
-        // The prompt and every token but the last are in the cache; nothing queued beyond.
-        assert_eq!(session.len(), prompt.len() + n - 1);
+        assert_eq!(
+            &got, want,
+            "{steps_per_submit} a submit, stopped and started again"
+        );
     }
-    // A stop seen early: the step queued for the token after it is dropped from the cache.
-    let mut sampler = Sampler::new(SamplerParams::greedy());
-    let mut session = model.session(32).unwrap();
-    let mut tokens = Generator::start(&mut session, &prompt, 0, n, &mut sampler).unwrap();
-    tokens.next(&mut sampler).unwrap();
-    tokens.next(&mut sampler).unwrap();
-    tokens.finish();
-    assert_eq!(session.len(), prompt.len() + 1);
 }

@@ -146,6 +146,11 @@ pub struct GpuFlags {
     /// says what is measured.
     #[arg(long)]
     pub q8_inputs: bool,
+    /// Decode steps the GPU executor records into one submission (one compute pass). Each
+    /// submission costs the GPU a gap between steps; 4 (the default) shares it among four
+    /// tokens, which then come back together. 1 submits every step at once.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=8))]
+    pub steps_per_submit: u16,
 }
 
 impl GpuFlags {
@@ -154,6 +159,7 @@ impl GpuFlags {
             kv_dtype: self.cache_type.dtype(),
             tensor_cores: !self.no_tensor_cores,
             q8_inputs: self.q8_inputs,
+            steps_per_submit: usize::from(self.steps_per_submit),
             ..GpuOptions::default()
         }
     }

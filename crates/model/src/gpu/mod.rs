@@ -24,6 +24,7 @@ mod memory;
 mod plan;
 mod weight;
 
+use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -32,7 +33,7 @@ use rullama_kernels::ops::glu::Activation as GpuActivation;
 use rullama_kernels::ops::rope::RopeMode;
 use rullama_kernels::ops::sample::{K_MAX, NO_TOKEN, Sampling};
 use rullama_kernels::ops::unary::UnaryOp;
-use rullama_kernels::{Dtype, Gpu, GpuError, GpuTensor, Kernel, ReadRing};
+use rullama_kernels::{Dtype, Gpu, GpuError, GpuTensor, Kernel, ReadRing, Ticket};
 
 use crate::backend::{
     Attention, AttentionInputs, Backend, DeviceToken, KvCacheSpec, LinearView, LinearWeights,
@@ -135,6 +136,14 @@ pub struct GpuOptions {
     /// `false` keeps the GLU apart or in the down projection's input (for comparisons: the
     /// logits are the same bit for bit).
     pub glu_epilogue: bool,
+    /// Sampling steps recorded into one submission (one compute pass): a step queued is held
+    /// until that many are, then they go together, so a decode token pays a fraction of a
+    /// submission's cost (on the H100 ~10 us between passes and ~12 between submissions;
+    /// docs/PERF.md, sixteenth session). [`Backend::steps_per_submit`] tells a generator to
+    /// keep twice as many draws queued, so the device always has the next submission behind
+    /// the one read. A token then comes back with the others of its submission. 1 submits
+    /// every step at once.
+    pub steps_per_submit: usize,
 }
 
 impl Default for GpuOptions {
@@ -152,6 +161,7 @@ impl Default for GpuOptions {
             fold_norm: true,
             residual_rows: true,
             glu_epilogue: true,
+            steps_per_submit: 4,
         }
     }
 }
@@ -202,16 +212,45 @@ pub struct GpuBackend {
     weight_bytes: u64,
     /// Bytes of the KV caches alive now.
     kv_bytes: LiveBytes,
-    /// The token the last sampling step drew; steps fed `Backend::drawn_ids` read it here.
-    token: GpuTensor,
+    /// The token slots sampling steps draw into in turn, one per step of a submission (a
+    /// plan's copy `c` into slot `c`): steps fed `Backend::drawn_ids` read the one drawn
+    /// last, and every step of a submission leaves its own token for the read-back.
+    tokens: Vec<GpuTensor>,
+    /// The slot holding the token drawn last: the next step runs its plan's copy
+    /// `last_draw + 1`, which reads it there.
+    last_draw: usize,
     /// Staging for the drawn ids, a few steps deep so reads overlap the next steps.
     reads: ReadRing,
-    /// Sampling steps queued so far (the last one's token is in `token`).
+    /// Sampling steps queued so far (the last one's token is in `tokens[last_draw]`).
     queued: u64,
+    /// Sampling steps prepared but not yet submitted (fewer than `steps_per_submit`).
+    held: Vec<Held>,
+    /// The read tickets of submitted draws, by sequence number, oldest first.
+    tickets: VecDeque<(u64, Ticket)>,
+    /// Plans built so far (the next plan's id).
+    plans_made: u64,
 }
 
-/// Staging slots of the token read ring: a step in flight, one queued behind it, one spare.
-const READ_SLOTS: usize = 3;
+/// A sampling step waiting for the others of its submission.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    plan: u64,
+    copy: usize,
+    seq: u64,
+}
+
+/// One token slot per step of a submission.
+fn token_slots(gpu: &Gpu, steps_per_submit: usize) -> Vec<GpuTensor> {
+    (0..steps_per_submit.max(1))
+        .map(|_| GpuTensor::zeros(gpu, &[1], Dtype::U32))
+        .collect()
+}
+
+/// Staging slots of the token read ring: the draws a generator keeps queued (two
+/// submissions' worth), the ones being submitted, one spare.
+fn read_slots(steps_per_submit: usize) -> usize {
+    3 * steps_per_submit.max(1) + 1
+}
 
 impl GpuBackend {
     /// Opens the adapter named by `RULLAMA_ADAPTER`, or the best one.
@@ -233,12 +272,17 @@ impl GpuBackend {
 
     /// A backend on a device shared with others.
     pub fn shared(gpu: Arc<Gpu>) -> GpuBackend {
+        let options = GpuOptions::default();
         GpuBackend {
-            token: GpuTensor::zeros(&gpu, &[1], Dtype::U32),
-            reads: ReadRing::new(&gpu, READ_SLOTS, 4),
+            tokens: token_slots(&gpu, options.steps_per_submit),
+            last_draw: 0,
+            reads: ReadRing::new(&gpu, read_slots(options.steps_per_submit), 4),
             queued: 0,
+            held: Vec::new(),
+            tickets: VecDeque::new(),
+            plans_made: 0,
             gpu,
-            options: GpuOptions::default(),
+            options,
             rec: Recording::new(1),
             plans: Vec::new(),
             freqs: Freqs::default(),
@@ -249,6 +293,11 @@ impl GpuBackend {
     }
 
     pub fn with_options(mut self, options: GpuOptions) -> GpuBackend {
+        // Plans bind the token slots: built ones go with the old slots.
+        self.plans.clear();
+        self.tokens = token_slots(&self.gpu, options.steps_per_submit);
+        self.last_draw = 0;
+        self.reads = ReadRing::new(&self.gpu, read_slots(options.steps_per_submit), 4);
         self.options = options;
         self
     }
@@ -275,7 +324,7 @@ impl GpuBackend {
             kv_cache: self.kv_bytes.get(),
             scratch: self.plans.iter().map(|(_, p)| p.bytes()).sum::<u64>()
                 + self.freqs.bytes()
-                + self.token.bytes()
+                + self.tokens.iter().map(GpuTensor::bytes).sum::<u64>()
                 + self.reads.total_bytes(),
         }
     }
@@ -327,8 +376,18 @@ impl GpuBackend {
                 self.plans.push(entry);
             }
             None => {
-                let plan =
-                    Plan::build(&self.gpu, &key, &mut self.freqs, &self.token, &self.options)?;
+                // The held steps' plans must stay cached until they are submitted.
+                self.submit_held()?;
+                self.plans_made += 1;
+                let (gpu, options) = (&self.gpu, &self.options);
+                let plan = Plan::build(
+                    gpu,
+                    self.plans_made,
+                    &key,
+                    &mut self.freqs,
+                    &self.tokens,
+                    options,
+                )?;
                 self.stats.plans_built += 1;
                 if self.plans.len() >= self.options.max_plans.max(1) {
                     self.plans.remove(0);
@@ -337,6 +396,38 @@ impl GpuBackend {
             }
         }
         Ok(&mut self.plans.last_mut().expect("just pushed").1)
+    }
+
+    /// The copy of a plan the next step runs: the one that reads the token drawn last.
+    fn next_copy(&self) -> usize {
+        (self.last_draw + 1) % self.tokens.len()
+    }
+
+    /// Submits the held sampling steps, in order, as one pass.
+    fn submit_held(&mut self) -> Result<(), GpuError> {
+        if self.held.is_empty() {
+            return Ok(());
+        }
+        let held = std::mem::take(&mut self.held);
+        let steps: Vec<_> = held
+            .iter()
+            .map(|h| {
+                let (_, plan) = self
+                    .plans
+                    .iter()
+                    .find(|(_, p)| p.id == h.plan)
+                    .expect("a held step's plan stays cached until it is submitted");
+                (plan.step(h.copy), &self.tokens[h.copy])
+            })
+            .collect();
+        let tickets = self.reads.submit(&self.gpu, &steps)?;
+        self.tickets.extend(held.iter().map(|h| h.seq).zip(tickets));
+        // Tickets older than the ring are dead (their slots were reused): never read.
+        let live = read_slots(self.options.steps_per_submit);
+        while self.tickets.len() > live {
+            self.tickets.pop_front();
+        }
+        Ok(())
     }
 }
 
@@ -577,9 +668,12 @@ impl Backend for GpuBackend {
 
     fn read(&mut self, x: &GpuAct) -> Result<Vec<f32>> {
         let ids = self.finish(x, false)?;
+        self.submit_held()
+            .map_err(gpu_err("submitting queued sampling steps"))?;
         let gpu = Arc::clone(&self.gpu);
+        let copy = self.next_copy();
         self.current()
-            .run(&gpu, &ids)
+            .run(&gpu, copy, &ids)
             .map_err(gpu_err("running a step"))
     }
 
@@ -588,11 +682,14 @@ impl Backend for GpuBackend {
     }
 
     fn profile_last_step(&mut self) -> Result<Option<StepProfile>> {
+        self.submit_held()
+            .map_err(gpu_err("submitting queued sampling steps"))?;
+        let copy = self.last_draw;
         let Some((_, plan)) = self.plans.last_mut() else {
             return Ok(None);
         };
         let profile = plan
-            .profile(&self.gpu)
+            .profile(&self.gpu, copy)
             .map_err(gpu_err("profiling a step"))?;
         Ok(Some(profile))
     }
@@ -615,37 +712,70 @@ impl Backend for GpuBackend {
             temperature: draw.temperature,
         };
         let ids = self.finish(logits, true)?;
-        let plan = &mut self
-            .plans
-            .last_mut()
-            .expect("finish() leaves the plan last")
-            .1;
-        let step = plan
-            .prepare_sample(&self.gpu, &ids, &s, draw.u)
+        let copy = self.next_copy();
+        // A copy's buffers hold one step's inputs, and a slot one draw until it is read
+        // back: a second step of the same copy (or slot) waits for a submit.
+        if self.held.iter().any(|h| h.copy == copy) {
+            self.submit_held()
+                .map_err(gpu_err("submitting queued sampling steps"))?;
+        }
+        let gpu = Arc::clone(&self.gpu);
+        let plan = self.current();
+        plan.prepare_sample(&gpu, copy, &ids, &s, draw.u)
             .map_err(gpu_err("preparing a sampling step"))?;
-        let ticket = self
-            .reads
-            .submit(&self.gpu, step, &self.token, 0)
-            .map_err(gpu_err("submitting a sampling step"))?;
+        let id = plan.id;
+        self.last_draw = copy;
         self.queued += 1;
-        self.stats.device_samples += 1;
-        Ok(PendingToken::Queued(DeviceToken {
-            ticket,
+        self.held.push(Held {
+            plan: id,
+            copy,
             seq: self.queued,
-        }))
+        });
+        if self.held.len() >= self.options.steps_per_submit.max(1) {
+            self.submit_held()
+                .map_err(gpu_err("submitting sampling steps"))?;
+        }
+        self.stats.device_samples += 1;
+        Ok(PendingToken::Queued(DeviceToken { seq: self.queued }))
     }
 
     fn take_token(&mut self, pending: PendingToken) -> Result<Option<u32>> {
         match pending {
             PendingToken::Ready(t) => Ok(t),
             PendingToken::Queued(d) => {
+                if self.held.iter().any(|h| h.seq == d.seq) {
+                    self.submit_held()
+                        .map_err(gpu_err("submitting sampling steps"))?;
+                }
+                let at = self.tickets.iter().position(|(seq, _)| *seq == d.seq);
+                let Some((_, ticket)) = at.and_then(|i| self.tickets.remove(i)) else {
+                    return Err(ModelError::Backend(
+                        "a drawn token read twice, or after its step was dropped".into(),
+                    ));
+                };
                 let mut id = [0u32];
                 self.reads
-                    .read(&self.gpu, d.ticket, &mut id)
+                    .read(&self.gpu, ticket, &mut id)
                     .map_err(gpu_err("reading a drawn token"))?;
                 Ok((id[0] != NO_TOKEN).then_some(id[0]))
             }
         }
+    }
+
+    fn steps_per_submit(&self) -> usize {
+        self.options.steps_per_submit.max(1)
+    }
+
+    fn submit_queued(&mut self) -> Result<()> {
+        self.submit_held()
+            .map_err(gpu_err("submitting sampling steps"))
+    }
+
+    fn drop_unsubmitted(&mut self) {
+        if let Some(first) = self.held.first() {
+            self.last_draw = (first.copy + self.tokens.len() - 1) % self.tokens.len();
+        }
+        self.held.clear();
     }
 
     fn drawn_ids(&mut self, pending: &PendingToken) -> Result<GpuIds> {

@@ -1,5 +1,6 @@
 //! Lowering a recorded step to kernel ops, once: buffers, pipelines, uniform arena and bind
-//! groups are made here; [`Plan::run`] then only writes the step's ids and submits.
+//! groups are made here (once per token slot: [`Plan`]'s copies); [`Plan::run`] then only
+//! writes the step's ids and submits.
 //!
 //! Buffers come from a pool in node order: a value keeps its buffer until its last reader,
 //! then the buffer goes back to the pool (best fit by size), so a 30-layer step needs a few
@@ -33,8 +34,8 @@ use rullama_kernels::ops::split::Out;
 use rullama_kernels::ops::split_k::SplitK;
 use rullama_kernels::ops::unary::unary;
 use rullama_kernels::{
-    Dtype, Gpu, GpuError, GpuTensor, GpuWeight, Kernel, Op, OpId, Readback, Step, StepBuilder,
-    StepProfile, View, WeightRows,
+    BufferId, Dtype, Gpu, GpuBuffer, GpuError, GpuTensor, GpuWeight, Kernel, Op, OpId, Readback,
+    Step, StepBuilder, StepProfile, View, WeightRows,
 };
 
 use super::GpuOptions;
@@ -65,10 +66,16 @@ impl Freqs {
 }
 
 /// A step built once and replayed: its dispatches, id buffers and the read-back of its output.
+///
+/// Built as one copy per token slot ([`StepCopy`]), the copies differing only in their per-step
+/// buffers: of `n`, copy `c` reads the drawn token from slot `c - 1` (mod `n`), draws into
+/// slot `c`, and has its own host ids and parameter arena, so that `n` consecutive steps of
+/// one plan (decode) can be recorded into one submission.
 #[derive(Debug)]
 pub(crate) struct Plan {
-    step: Step,
-    ids: Vec<GpuTensor>,
+    /// Tells plans apart in the backend's queue of unsubmitted steps.
+    pub id: u64,
+    copies: Vec<StepCopy>,
     /// Staging for the output (plans that read logits; a sampling plan's 4-byte id goes
     /// through the backend's read ring).
     readback: Option<Readback>,
@@ -83,8 +90,17 @@ pub(crate) struct Plan {
     draw: Option<Draw>,
 }
 
+/// One of a plan's copies of the step.
+#[derive(Debug)]
+struct StepCopy {
+    step: Step,
+    /// The host-written id buffers, one per slot of the key (the drawn slots' entries are
+    /// the token slot the copy reads).
+    ids: Vec<GpuTensor>,
+}
+
 /// The sampling ops of a plan: the draw (whose parameters change per step) and the candidate
-/// scratch of the selection levels. The id lands in the backend's token buffer.
+/// scratch of the selection levels. The id lands in the token slot of the plan copy.
 #[derive(Debug)]
 struct Draw {
     op: OpId,
@@ -92,25 +108,31 @@ struct Draw {
 }
 
 impl Plan {
-    /// Lowers `key`. `token`: the backend's one-u32 buffer that sampling ops write and
-    /// `IdsKey::Drawn` slots read (the token drawn by the previous step stays there);
-    /// `options`: whether prompt matmuls may run on the tensor cores, whether K/V appends
-    /// fold into the rope ops, whether decode matvecs read q8 copies of their inputs.
+    /// Lowers `key` as plan `id`. `tokens`: the backend's one-u32 token slots that sampling
+    /// ops write and `IdsKey::Drawn` slots read (copy `c` draws into slot `c` and reads slot
+    /// `c - 1`, where the previous step drew; at least one); `options`:
+    /// whether prompt matmuls may run on the tensor cores, whether K/V appends fold into the
+    /// rope ops, whether decode matvecs read q8 copies of their inputs.
     pub fn build(
         gpu: &Gpu,
+        id: u64,
         key: &Key,
         freqs: &mut Freqs,
-        token: &GpuTensor,
+        tokens: &[GpuTensor],
         options: &GpuOptions,
     ) -> Result<Plan, GpuError> {
-        let ids: Vec<GpuTensor> = key
-            .ids
-            .iter()
-            .map(|k| match *k {
-                IdsKey::Host(n) => GpuTensor::zeros(gpu, &[n], Dtype::U32),
-                IdsKey::Drawn => token.clone(),
-            })
-            .collect();
+        let host_ids = |drawn: &GpuTensor| -> Vec<GpuTensor> {
+            key.ids
+                .iter()
+                .map(|k| match *k {
+                    IdsKey::Host(n) => GpuTensor::zeros(gpu, &[n], Dtype::U32),
+                    IdsKey::Drawn => drawn.clone(),
+                })
+                .collect()
+        };
+        // Lowered as copy 0; the others are the same ops on their own buffers.
+        let n = tokens.len();
+        let ids = host_ids(&tokens[n - 1]);
         let fusion = Fusion::plan(key, options);
         let last_use = fusion.last_use(key);
         // Each value's buffer goes back to the pool after the node that reads it last, or
@@ -187,20 +209,41 @@ impl Plan {
             let row = View::at(&out, loc.offset + (t.rows - 1) * t.cols);
             let sample = Sample { n: t.cols };
             let scratch = GpuTensor::zeros(gpu, &[sample.scratch_len()], Dtype::U32);
-            let ops = sample.ops(row, &scratch, token.into(), &Sampling::greedy(), 0.0)?;
+            let ops = sample.ops(row, &scratch, (&tokens[0]).into(), &Sampling::greedy(), 0.0)?;
             let op = *l.step.extend(ops).last().expect("the draw is the last op");
             Some(Draw { op, scratch })
         } else {
             None
         };
         let buffers = l.pool.bufs.len();
-        let step = l.step.build(gpu);
+        let mut copies = vec![StepCopy {
+            step: l.step.build(gpu),
+            ids: ids.clone(),
+        }];
+        for c in 1..n {
+            // Slot j's bindings take slot j + c, each host id buffer its own copy's.
+            let own_ids = host_ids(&tokens[c - 1]);
+            let mut swap: Vec<(BufferId, &GpuBuffer)> = (0..n)
+                .map(|j| (tokens[j].buf.id(), &tokens[(j + c) % n].buf))
+                .collect();
+            for ((a, b), k) in ids.iter().zip(&own_ids).zip(&key.ids) {
+                if matches!(k, IdsKey::Host(_)) {
+                    swap.push((a.buf.id(), &b.buf));
+                }
+            }
+            copies.push(StepCopy {
+                step: l.step.replacing(&swap).build(gpu),
+                ids: own_ids,
+            });
+        }
         let readback = (!key.sample).then(|| Readback::new(gpu, (t.len() * 4) as u64));
-        let host_ids = ids
-            .iter()
-            .zip(&key.ids)
-            .filter(|(_, k)| matches!(k, IdsKey::Host(_)))
-            .map(|(t, _)| t);
+        let host_ids = copies.iter().flat_map(|copy| {
+            copy.ids
+                .iter()
+                .zip(&key.ids)
+                .filter(|(_, k)| matches!(k, IdsKey::Host(_)))
+                .map(|(t, _)| t)
+        });
         let tensors = l
             .pool
             .bufs
@@ -209,11 +252,11 @@ impl Plan {
             .chain(&l.splits)
             .chain(draw.iter().map(|d| &d.scratch));
         let bytes = tensors.map(GpuTensor::bytes).sum::<u64>()
-            + step.arena_bytes()
+            + copies.iter().map(|c| c.step.arena_bytes()).sum::<u64>()
             + readback.as_ref().map_or(0, Readback::bytes);
         Ok(Plan {
-            step,
-            ids,
+            id,
+            copies,
             readback,
             out,
             out_offset: loc.offset,
@@ -224,29 +267,38 @@ impl Plan {
         })
     }
 
-    /// Sets the draw's parameters and writes the step's host ids: the step is then ready to
-    /// submit (through the backend's read ring). Only for plans built with `sample`.
+    /// Sets copy `copy`'s draw parameters and writes its host ids: the copy is then ready
+    /// to submit (through the backend's read ring, [`Plan::step`]). Only for plans built
+    /// with `sample`.
     pub fn prepare_sample(
         &mut self,
         gpu: &Gpu,
+        copy: usize,
         ids: &[IdsInput],
         s: &Sampling,
         u: f32,
-    ) -> Result<&mut Step, GpuError> {
+    ) -> Result<(), GpuError> {
         let draw = self.draw.as_ref().ok_or_else(|| GpuError::InvalidParams {
             op: "sample",
             detail: "this step was built without the sampling op".into(),
         })?;
-        let mut params: TopKDrawParams = self.step.params(draw.op);
+        let step = &mut self.copies[copy].step;
+        let mut params: TopKDrawParams = step.params(draw.op);
         params.draw.set(s, u)?;
-        self.step.set_params(draw.op, &params);
-        self.write_ids(gpu, ids);
-        Ok(&mut self.step)
+        step.set_params(draw.op, &params);
+        step.flush(&gpu.queue);
+        self.write_ids(gpu, copy, ids);
+        Ok(())
     }
 
-    /// Writes the host ids (the drawn token is already on the device).
-    fn write_ids(&self, gpu: &Gpu, ids: &[IdsInput]) {
-        for (t, input) in self.ids.iter().zip(ids) {
+    /// Copy `copy`'s step.
+    pub fn step(&self, copy: usize) -> &Step {
+        &self.copies[copy].step
+    }
+
+    /// Writes copy `copy`'s host ids (the drawn token is already on the device).
+    fn write_ids(&self, gpu: &Gpu, copy: usize, ids: &[IdsInput]) {
+        for (t, input) in self.copies[copy].ids.iter().zip(ids) {
             if let IdsInput::Host(values) = input {
                 let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
                 gpu.queue.write_buffer(t.buf.raw(), 0, &bytes);
@@ -254,9 +306,10 @@ impl Plan {
         }
     }
 
-    /// Writes the step's ids, submits it (one encoder, one pass) and reads the output back.
-    pub fn run(&mut self, gpu: &Gpu, ids: &[IdsInput]) -> Result<Vec<f32>, GpuError> {
-        self.write_ids(gpu, ids);
+    /// Writes copy `copy`'s ids, submits it (one encoder, one pass) and reads the output
+    /// back.
+    pub fn run(&mut self, gpu: &Gpu, copy: usize, ids: &[IdsInput]) -> Result<Vec<f32>, GpuError> {
+        self.write_ids(gpu, copy, ids);
         let readback = self
             .readback
             .as_ref()
@@ -265,22 +318,23 @@ impl Plan {
                 detail: "this step was built to sample; it reads back only the token".into(),
             })?;
         let mut out = vec![0.0f32; self.out_len];
-        readback.run_and_read(gpu, &mut self.step, &self.out, self.out_offset, &mut out)?;
+        let step = &mut self.copies[copy].step;
+        readback.run_and_read(gpu, step, &self.out, self.out_offset, &mut out)?;
         Ok(out)
     }
 
-    /// Replays the step with a timestamp around every dispatch (ids as last written).
-    pub fn profile(&mut self, gpu: &Gpu) -> Result<StepProfile, GpuError> {
-        self.step.profile(gpu)
+    /// Replays copy `copy` with a timestamp around every dispatch (ids as last written).
+    pub fn profile(&mut self, gpu: &Gpu, copy: usize) -> Result<StepProfile, GpuError> {
+        self.copies[copy].step.profile(gpu)
     }
 
     pub fn dispatches(&self) -> usize {
-        self.step.len()
+        self.copies[0].step.len()
     }
 
     /// The kernel of each dispatch, in order.
     pub fn kernels(&self) -> Vec<Kernel> {
-        self.step.kernels().collect()
+        self.copies[0].step.kernels().collect()
     }
 
     pub fn buffers(&self) -> usize {
