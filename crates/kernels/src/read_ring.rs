@@ -4,8 +4,9 @@
 //! small model's whole decode step. [`ReadRing::submit`] records one or more steps in one
 //! pass, appends the copy of each one's result into the next staging slots, submits, and
 //! starts mapping those slots without waiting; [`ReadRing::read`] waits for that submission
-//! later, after the caller has queued the next steps. A slot still mapping when its turn comes again (a result nobody
-//! read) is waited for and released first. The staging buffers are made once.
+//! later, after the caller has queued the next steps. A slot still mapping when its turn
+//! comes again (a result nobody read) is waited for and released first. The staging buffers
+//! are made once.
 
 use std::sync::mpsc::{Receiver, channel};
 

@@ -48,8 +48,8 @@ impl StepBuilder {
     }
 
     /// The same ops with buffers replaced (`(from, to)`: every binding of `from` binds `to`
-    /// instead): a twin of a step that reads and writes other copies of its per-step
-    /// buffers, so that the two can run in one submission.
+    /// instead): another copy of a step that reads and writes its own per-step buffers, so
+    /// that several copies can run in one submission.
     pub fn replacing(&self, pairs: &[(BufferId, &GpuBuffer)]) -> StepBuilder {
         let ops = self
             .ops
