@@ -6,7 +6,8 @@
 # shader files (read through RULLAMA_SHADER_DIR; check it with `xtask wgsl` first).
 # RUNS: "BUILD[:VARIANT] ..." in order (e.g. "rbase rnew rbase rnew", or "rnew rnew:off");
 # MODELS the twins; P, N the prompt and decode lengths. Prints each run's decode t/s (median,
-# min, max) and its decode step timed around its pass (`bench --profile`).
+# min, max), its decode step timed around its pass and the host's time a token recording,
+# encoding and submitting (`bench --profile`).
 for f in .gl/*.deb; do dpkg -x "$f" / ; done; ldconfig
 for b in .dev/*.xz; do [ "$b" = .dev/llama-vk.tar.xz ] || xz -dkf "$b"; done
 chmod +x .dev/xtask
@@ -20,6 +21,6 @@ for m in ${MODELS:-gemma3-270m smollm2-135m qwen2.5-0.5b gemma3-4b}; do
     b=${r%%:*}; v=""; [ "$r" = "$b" ] || v=$PWD/.dev/v/${r#*:}
     chmod +x .dev/$b
     RULLAMA_SHADER_DIR=$v timeout 150 .dev/$b bench /tmp/rl/m/$m.gguf -p ${P:-922} -n ${N:-64} -r 3 --profile 2>/dev/null > "$OUT/$m-${r/:/-}.md"
-    echo "$m $r: $(grep -E '\| tg' "$OUT/$m-${r/:/-}.md" | cut -d'|' -f7-9) | $(grep -E 'profile of one decode' "$OUT/$m-${r/:/-}.md" | grep -oE '[0-9.]+ us with timestamps around')"
+    echo "$m $r: $(grep -E '\| tg' "$OUT/$m-${r/:/-}.md" | cut -d'|' -f7-9) | $(grep -E 'profile of one decode' "$OUT/$m-${r/:/-}.md" | grep -oE '[0-9.]+ us with timestamps around') | $(grep -oE '[0-9.]+ us recording' "$OUT/$m-${r/:/-}.md")"
   done
 done

@@ -64,7 +64,7 @@ fn main(
     var k = mine[0];
     var d = mine[1];
     let wide = 4u * sg_size;
-    for (var size = 2u; size <= B; size <<= 1u) {
+    for (var size = first_merge(); size <= B; size <<= 1u) {
         for (var stride = size >> 1u; stride > 0u; stride >>= 1u) {
             if stride >= 4u {
                 // For every entry of the invocation alike: stride and size are >= 4.

@@ -56,17 +56,34 @@ fn block_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return wid.y * nwg.x + wid.x;
 }
 
-// Block `block`'s entries into keys / ids (padding past n). The caller then waits at a barrier.
+// The first bitonic merge a block needs. Logits come unordered: merges of 2 entries first.
+// A previous level's lists are runs of K sorted best first, what the merges up to K leave
+// where every other run is reversed (`load_block` reverses them), so the sort starts at
+// merges of 2 K: 34 of the 55 stages at B = 1024.
+fn first_merge() -> u32 {
+    return select(2u * K, 2u, p.from_x != 0u);
+}
+
+// Block `block`'s entries into keys / ids (padding past n; a previous level's odd runs
+// reversed, worst first, as the bitonic merges up to K leave them). The caller then waits at
+// a barrier.
 fn load_block(tid: u32, block: u32) {
     for (var e = tid; e < B; e += WG) {
-        let g = block * B + e;
         var key = 0u;
         var id = NONE;
-        if g < p.n {
-            if p.from_x != 0u {
+        if p.from_x != 0u {
+            let g = block * B + e;
+            if g < p.n {
                 key = order_key(x[p.src_offset + g]);
                 id = g;
-            } else {
+            }
+        } else {
+            // n is whole runs here: a reversed entry lies in its run, so past n together.
+            var g = block * B + e;
+            if (e & K) != 0u {
+                g ^= K - 1u;
+            }
+            if g < p.n {
                 let c = cand[p.src_offset + g];
                 key = c.x;
                 id = c.y;

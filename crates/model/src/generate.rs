@@ -8,10 +8,12 @@
 //! ([`Input::Drawn`]), and only then waits for the oldest id. It keeps twice the backend's
 //! [`Session::steps_per_submit`] draws queued (two for a backend that submits every step,
 //! four for one that records two steps into a submission), so the device always has a
-//! submission behind the one waited for. The sampler's random numbers are taken in the
-//! same order as one step at a time, so the tokens are the same. Where the host draws
-//! (penalties and the other CPU-only samplers need the accepted history), steps run one
-//! after the other.
+//! submission behind the one waited for. The first submissions grow (1, 1, 2, .. steps, up
+//! to a full one), so the device is not left with the first step alone while the host
+//! records several, and the last steps go without waiting to fill a submission. The
+//! sampler's random numbers are taken in the same order as one step at a time, so the
+//! tokens are the same. Where the host draws (penalties and the other CPU-only samplers
+//! need the accepted history), steps run one after the other.
 //!
 //! Stop conditions are the caller's and are seen a few steps late: [`Generator::finish`]
 //! rewinds the cache past the steps queued ahead for tokens that were not kept (and the
@@ -35,6 +37,8 @@ pub struct Generator<'s, 'm, B: Backend> {
     unqueued: usize,
     /// Positions the queued steps fill: the next token queued is fed at `fed`.
     fed: usize,
+    /// Steps queued so far (the first included).
+    queued: usize,
     /// Host time spent queueing steps (recording, encoding, submitting) and waiting for ids.
     times: HostTimes,
 }
@@ -68,8 +72,19 @@ impl<'s, 'm, B: Backend> Generator<'s, 'm, B> {
             pending,
             unqueued: n_predict.saturating_sub(1),
             fed: start_pos + prompt.len(),
+            queued: usize::from(n_predict > 0),
             times: HostTimes::default(),
         })
+    }
+
+    /// Whether the steps held for a submission should go now rather than when it is full.
+    /// At the start the device has only the first step to run while the host records a
+    /// whole submission (several times a small model's step): submissions of 1, 1, 2, 4, ..
+    /// steps (the queued count a power of two, up to a full submission) keep it fed. At the
+    /// end, the last steps have no later ones to wait for.
+    fn submit_early(&self) -> bool {
+        let ramp = self.queued.is_power_of_two() && self.queued <= self.session.steps_per_submit();
+        ramp || !self.may_queue()
     }
 
     /// Whether another step may be queued: tokens left to draw and room in the cache for
@@ -97,6 +112,10 @@ impl<'s, 'm, B: Backend> Generator<'s, 'm, B> {
             self.pending.push_back(ahead);
             self.unqueued -= 1;
             self.fed += 1;
+            self.queued += 1;
+            if self.submit_early() {
+                self.session.submit_queued()?;
+            }
         }
         let t1 = Instant::now();
         let oldest = self.pending.pop_front().expect("checked above");
@@ -110,6 +129,7 @@ impl<'s, 'm, B: Backend> Generator<'s, 'm, B> {
             self.pending.push_back(next);
             self.unqueued -= 1;
             self.fed += 1;
+            self.queued += 1;
         }
         self.times.queue += (t1 - t0) + t2.elapsed();
         self.times.wait += t2 - t1;

@@ -414,9 +414,18 @@ fn queued_generation_matches_step_by_step() {
             ..GpuOptions::default()
         });
         let mut model = Model::open(common::cached("smollm2-135m"), backend).unwrap();
+        // The 7 steps' submissions: growing from one step at the start (1, 1, 2, .. up to a
+        // full one: the device is not left with one step while the host records several),
+        // the last ones not waiting to fill a submission.
+        let submissions = match steps_per_submit {
+            1 => 7, // one a step
+            2 => 5, // 1, 1, 2, 2, 1
+            _ => 4, // 1, 1, 3, 2 and 1, 1, 2, 3
+        };
         for (&params, want) in samplers.iter().zip(&wants) {
             let mut sampler = Sampler::new(params);
             let mut session = model.session(32).unwrap();
+            let before = session.model().backend().stats().sample_submissions;
             let mut tokens = Generator::start(&mut session, &prompt, 0, n, &mut sampler).unwrap();
             let mut got = Vec::new();
             while let Some(t) = tokens.next(&mut sampler).unwrap() {
@@ -429,6 +438,12 @@ fn queued_generation_matches_step_by_step() {
             );
             // The prompt and every token but the last are in the cache; nothing queued beyond.
             assert_eq!(session.len(), prompt.len() + n - 1);
+            let stats = session.model().backend().stats();
+            assert_eq!(
+                stats.sample_submissions - before,
+                submissions,
+                "{steps_per_submit} a submit"
+            );
         }
         // A stop seen early: the steps queued for the tokens after it are dropped (from the
         // cache, and from the device's queue where not yet submitted); greedy generation

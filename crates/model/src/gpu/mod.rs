@@ -196,6 +196,8 @@ pub struct GpuStats {
     pub buffers: usize,
     /// Steps that sampled on the GPU and read back only the token id.
     pub device_samples: u64,
+    /// Submissions of those steps (each one or several steps in one pass).
+    pub sample_submissions: u64,
 }
 
 /// The GPU executor of the model graph.
@@ -421,6 +423,7 @@ impl GpuBackend {
             })
             .collect();
         let tickets = self.reads.submit(&self.gpu, &steps)?;
+        self.stats.sample_submissions += 1;
         self.tickets.extend(held.iter().map(|h| h.seq).zip(tickets));
         // Tickets older than the ring are dead (their slots were reused): never read.
         let live = read_slots(self.options.steps_per_submit);
