@@ -1,12 +1,13 @@
 // topk.wgsl's entry point, sorting with subgroup shuffles (Features::SUBGROUP, one subgroup
-// size, a divisor of WG of at least 4): the same bitonic network as
-// sampling/sort_barrier.wgsl, with the block in registers. Invocation j (numbered in subgroup
-// order: j = subgroup * size + lane, so the lanes of a subgroup hold consecutive entries)
-// holds entries 4 j .. 4 j + 3 as two vec4s (keys, ids). A stage's pairs (i, i ^ stride) then lie in one invocation (stride 1,
-// 2: compared in registers), in one subgroup (stride < 4 sg_size: the partner's entries come
-// through subgroupShuffleXor) or across subgroups (stride >= 4 sg_size: through workgroup
-// memory, two barriers). At B = 1024 and a subgroup of 32 that is 6 of the 55 stages
-// against every one in sort_barrier.wgsl.
+// size, a divisor of WG of at least 4): the same network as sampling/sort_barrier.wgsl
+// (topk.wgsl's, which keeps the block's best K), with the block in registers. Invocation j
+// (numbered in subgroup order: j = subgroup * size + lane, so the lanes of a subgroup hold
+// consecutive entries) holds entries 4 j .. 4 j + 3 as two vec4s (keys, ids). A stage's pairs
+// (i, i ^ stride) then lie in one invocation (stride 1, 2: compared in registers), in one
+// subgroup (stride < 4 sg_size: the partner's entries come through subgroupShuffleXor) or
+// across subgroups (stride >= 4 sg_size: through workgroup memory, two barriers). At
+// B = 1024 and a subgroup of 32 that is 3 of the 49 stages against every one in
+// sort_barrier.wgsl.
 
 // Entries a, b ordered best first (or worst first): (key a, key b, id a, id b).
 fn order_pair(ka: u32, kb: u32, da: u32, db: u32, best_first: bool) -> vec4<u32> {
@@ -65,10 +66,10 @@ fn main(
     var d = mine[1];
     let wide = 4u * sg_size;
     for (var size = first_merge(); size <= B; size <<= 1u) {
-        for (var stride = size >> 1u; stride > 0u; stride >>= 1u) {
+        for (var stride = size >> 1u; stride > 0u; stride = next_stride(size, stride)) {
             if stride >= 4u {
                 // For every entry of the invocation alike: stride and size are >= 4.
-                let want_better = ((base & stride) == 0u) == ((base & size) == 0u);
+                let want_better = keeps_better(base, size, stride);
                 var pk: vec4<u32>;
                 var pd: vec4<u32>;
                 if stride >= wide {

@@ -5,7 +5,7 @@
 //! matvec + glu it replaces, stacked projections (q|k|v, gate|up: one matvec or
 //! split matmul beside the separate products), the prompt matmul (`matmul/...`: f32; beside
 //! it `matmul_coop/...`, the tensor-core kernel, where the device has cooperative matrices),
-//! decode and prompt attention.
+//! decode and prompt attention, and the floor of one dependent dispatch (`dispatch/...`).
 //! Each measurement is one compute pass of `reps` identical dispatches,
 //! timed by GPU timestamps at the pass's start and end when the adapter has TIMESTAMP_QUERY
 //! (wall time of submit-to-idle otherwise), divided by `reps`. Criterion reports time and
@@ -701,6 +701,22 @@ fn parity(gpu: &Gpu) {
     }
 }
 
+/// The floor of a dependent dispatch (`dispatch/add/1x640`): an in-place add of 640 floats
+/// (one workgroup), each dispatch reading what the one before wrote, as a decode step's
+/// chain does. A step of N dispatches costs at least N times this beyond its memory traffic.
+fn bench_dispatch_floor(ctx: &Ctx, c: &mut Criterion) {
+    let gpu = &ctx.gpu;
+    let n = 640;
+    let h = GpuTensor::from_f32(gpu, &[n], &random_f32(n, 1));
+    let a = GpuTensor::from_f32(gpu, &[n], &random_f32(n, 2));
+    let work = Work {
+        bytes: (3 * 4 * n) as u64,
+        flops: n as f64,
+    };
+    let op = add_inplace((&h).into(), (&a).into(), n).unwrap();
+    ctx.bench(c, "dispatch/add/1x640", vec![op], work, 400);
+}
+
 /// The fused norms against the dispatches they replace, at gemma-3-270m's shapes: the
 /// post-attention block (`h += norm(a) * w_post; y = norm(h) * w_ffn`: rms_norm, add, rms_norm)
 /// for decode (1 row, 640 and 2560 wide) and a 512-token prompt block, and q/k norm + RoPE (4 q heads, 1 kv head,
@@ -925,5 +941,6 @@ fn main() {
     bench_attention(&ctx, &mut c);
     bench_sample(&ctx, &mut c);
     bench_norms(&ctx, &mut c);
+    bench_dispatch_floor(&ctx, &mut c);
     c.final_summary();
 }

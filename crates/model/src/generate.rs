@@ -77,14 +77,28 @@ impl<'s, 'm, B: Backend> Generator<'s, 'm, B> {
         })
     }
 
+    /// Takes the token of a step just queued at `fed`, and submits the steps the backend
+    /// holds where the device should not wait for a full submission.
+    fn push(&mut self, token: PendingToken) -> Result<()> {
+        self.pending.push_back(token);
+        self.unqueued -= 1;
+        self.fed += 1;
+        self.queued += 1;
+        if self.submit_early() {
+            self.session.submit_queued()?;
+        }
+        Ok(())
+    }
+
     /// Whether the steps held for a submission should go now rather than when it is full.
     /// At the start the device has only the first step to run while the host records a
     /// whole submission (several times a small model's step): submissions of 1, 1, 2, 4, ..
-    /// steps (the queued count a power of two, up to a full submission) keep it fed. At the
-    /// end, the last steps have no later ones to wait for.
+    /// steps (the queued count a power of two, up to a full submission) keep it fed. A step
+    /// queued with nothing before it has the device to itself, and at the end the last
+    /// steps have no later ones to wait for.
     fn submit_early(&self) -> bool {
         let ramp = self.queued.is_power_of_two() && self.queued <= self.session.steps_per_submit();
-        ramp || !self.may_queue()
+        ramp || self.pending.len() == 1 || !self.may_queue()
     }
 
     /// Whether another step may be queued: tokens left to draw and room in the cache for
@@ -109,13 +123,7 @@ impl<'s, 'm, B: Backend> Generator<'s, 'm, B> {
             let ahead = self
                 .session
                 .queue_sample(Input::Drawn(last), self.fed, sampler)?;
-            self.pending.push_back(ahead);
-            self.unqueued -= 1;
-            self.fed += 1;
-            self.queued += 1;
-            if self.submit_early() {
-                self.session.submit_queued()?;
-            }
+            self.push(ahead)?;
         }
         let t1 = Instant::now();
         let oldest = self.pending.pop_front().expect("checked above");
@@ -126,10 +134,7 @@ impl<'s, 'm, B: Backend> Generator<'s, 'm, B> {
             let next = self
                 .session
                 .queue_sample(Input::Tokens(&[token]), self.fed, sampler)?;
-            self.pending.push_back(next);
-            self.unqueued -= 1;
-            self.fed += 1;
-            self.queued += 1;
+            self.push(next)?;
         }
         self.times.queue += (t1 - t0) + t2.elapsed();
         self.times.wait += t2 - t1;

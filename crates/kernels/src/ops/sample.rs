@@ -4,13 +4,14 @@
 //!
 //! WGSL: `sampling/topk.wgsl` (selection) with a level file (`sampling/level.wgsl`, or for the
 //! last level `sampling/level_draw.wgsl` + `sampling/draw.wgsl`: the draw). Selection runs in
-//! levels: each workgroup of 256 sorts a block of [`BLOCK`] entries best first (bitonic: in
-//! registers and subgroup shuffles where the device has subgroups of one size,
-//! `sampling/sort_subgroup.wgsl`, else in workgroup memory, `sampling/sort_barrier.wgsl`)
-//! and keeps its best [`K_MAX`]; the next level does the same over those lists (16 times
-//! shorter; they come sorted, so its sort skips the merges up to `K_MAX`: ~1% of a
-//! gemma-3-270m decode step on the H100) until one list of `K_MAX` is left (a 262,144
-//! vocabulary: 256, 16, then 1 workgroup). That last level's workgroup then draws from its sorted block (one dispatch
+//! levels: each workgroup of 256 puts the best [`K_MAX`] of a block of [`BLOCK`] entries
+//! first, in order (a bitonic sort whose merges past `K_MAX` keep only the better half:
+//! `sampling/topk.wgsl`; in registers and subgroup shuffles where the device has subgroups
+//! of one size, `sampling/sort_subgroup.wgsl`, else in workgroup memory,
+//! `sampling/sort_barrier.wgsl`) and keeps them; the next level does the same over those
+//! lists (16 times shorter; they come sorted, so its network skips the merges up to
+//! `K_MAX`) until one list of `K_MAX` is left (a 262,144 vocabulary: 256, 16, then 1
+//! workgroup). That last level's workgroup then draws from its block's best (one dispatch
 //! fewer than a draw of its own: 10-18 us a decode step on the H100): its invocations compute
 //! each candidate's logit and exponentials into workgroup memory, then one walks the
 //! candidates in the CPU's order so its sums round as the CPU's do. The uniform random number

@@ -295,11 +295,13 @@ impl GpuBackend {
     }
 
     pub fn with_options(mut self, options: GpuOptions) -> GpuBackend {
-        // Plans bind the token slots: built ones go with the old slots.
+        // Plans follow the options (and bind the token slots): built ones go.
         self.plans.clear();
-        self.tokens = token_slots(&self.gpu, options.steps_per_submit);
-        self.last_draw = 0;
-        self.reads = ReadRing::new(&self.gpu, read_slots(options.steps_per_submit), 4);
+        if options.steps_per_submit != self.options.steps_per_submit {
+            self.tokens = token_slots(&self.gpu, options.steps_per_submit);
+            self.last_draw = 0;
+            self.reads = ReadRing::new(&self.gpu, read_slots(options.steps_per_submit), 4);
+        }
         self.options = options;
         self
     }
