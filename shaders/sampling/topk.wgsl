@@ -83,8 +83,8 @@ fn keeps_better(i: u32, size: u32, stride: u32) -> bool {
 
 // The first bitonic merge a block needs. Logits come unordered: merges of 2 entries first.
 // A previous level's lists are runs of K sorted best first, what the merges up to K leave
-// where every other run is reversed (`load_block` reverses them), so the sort starts at
-// merges of 2 K: 34 of the 55 stages at B = 1024.
+// where every other run is reversed (`load_block` reverses them), so the network starts at
+// the merges of 2 K: 28 stages at B = 1024 instead of 49.
 fn first_merge() -> u32 {
     return select(2u * K, 2u, p.from_x != 0u);
 }
