@@ -69,10 +69,9 @@ impl ReadRing {
     }
 
     /// Records `steps` in order as one compute pass, then the copy of each one's read (the
-    /// first bytes of its tensor) into its own slot, submits them together and starts
-    /// mapping the slots. Does not wait for the GPU. The steps' parameters must be flushed
-    /// ([`Step::flush`]): several steps of one submission cannot share a parameter arena,
-    /// so the same step appears at most once.
+    /// first bytes of its tensor) into its own slot, submits them together
+    /// ([`Gpu::submit_steps`]: their parameters flushed) and starts mapping the slots. Does
+    /// not wait for the GPU.
     pub fn submit(
         &mut self,
         gpu: &Gpu,
@@ -85,23 +84,13 @@ impl ReadRing {
             self.release(gpu, slot)?;
             slots.push(slot);
         }
-        let mut encoder = gpu
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-        {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("steps"),
-                timestamp_writes: None,
-            });
-            for (step, _) in steps {
-                step.encode(&mut pass);
+        let recorded: Vec<&Step> = steps.iter().map(|(step, _)| *step).collect();
+        let index = gpu.submit_steps(&recorded, |encoder| {
+            for ((_, src), &slot) in steps.iter().zip(&slots) {
+                let staging = &self.slots[slot].staging;
+                encoder.copy_buffer_to_buffer(src.buf.raw(), 0, staging, 0, self.bytes);
             }
-        }
-        for ((_, src), &slot) in steps.iter().zip(&slots) {
-            let staging = &self.slots[slot].staging;
-            encoder.copy_buffer_to_buffer(src.buf.raw(), 0, staging, 0, self.bytes);
-        }
-        let index = gpu.queue.submit(Some(encoder.finish()));
+        });
         let mut tickets = Vec::with_capacity(steps.len());
         for slot in slots {
             self.generation += 1;

@@ -259,16 +259,6 @@ impl Step {
             after(pass, i);
         }
     }
-
-    /// Flushes parameters and records the step as one compute pass of `encoder`.
-    pub fn record(&mut self, queue: &wgpu::Queue, encoder: &mut wgpu::CommandEncoder) {
-        self.flush(queue);
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some("step"),
-            timestamp_writes: None,
-        });
-        self.encode(&mut pass);
-    }
 }
 
 fn create_bind_group(
@@ -300,18 +290,40 @@ fn create_bind_group(
 }
 
 impl Gpu {
-    /// Records `step` into one command encoder (one pass), lets `after` append copies, and submits.
-    pub fn submit_with(
+    /// Records `steps` in order as one compute pass of one command encoder, lets `after`
+    /// append copies, and submits. The steps' parameters must be flushed ([`Step::flush`]):
+    /// several steps of one submission cannot share a parameter arena, so a step appears at
+    /// most once.
+    pub fn submit_steps(
         &self,
-        step: &mut Step,
+        steps: &[&Step],
         after: impl FnOnce(&mut wgpu::CommandEncoder),
     ) -> wgpu::SubmissionIndex {
         let mut encoder = self
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-        step.record(&self.queue, &mut encoder);
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("steps"),
+                timestamp_writes: None,
+            });
+            for step in steps {
+                step.encode(&mut pass);
+            }
+        }
         after(&mut encoder);
         self.queue.submit(Some(encoder.finish()))
+    }
+
+    /// Flushes `step`'s parameters, records it as one pass, lets `after` append copies, and
+    /// submits.
+    pub fn submit_with(
+        &self,
+        step: &mut Step,
+        after: impl FnOnce(&mut wgpu::CommandEncoder),
+    ) -> wgpu::SubmissionIndex {
+        step.flush(&self.queue);
+        self.submit_steps(&[step], after)
     }
 
     /// Records and submits `step`.

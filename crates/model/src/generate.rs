@@ -37,8 +37,8 @@ pub struct Generator<'s, 'm, B: Backend> {
     unqueued: usize,
     /// Positions the queued steps fill: the next token queued is fed at `fed`.
     fed: usize,
-    /// Steps queued so far (the first included).
-    queued: usize,
+    /// Tokens asked for (`unqueued` of them not queued yet).
+    n_predict: usize,
     /// Host time spent queueing steps (recording, encoding, submitting) and waiting for ids.
     times: HostTimes,
 }
@@ -72,7 +72,7 @@ impl<'s, 'm, B: Backend> Generator<'s, 'm, B> {
             pending,
             unqueued: n_predict.saturating_sub(1),
             fed: start_pos + prompt.len(),
-            queued: usize::from(n_predict > 0),
+            n_predict,
             times: HostTimes::default(),
         })
     }
@@ -83,7 +83,6 @@ impl<'s, 'm, B: Backend> Generator<'s, 'm, B> {
         self.pending.push_back(token);
         self.unqueued -= 1;
         self.fed += 1;
-        self.queued += 1;
         if self.submit_early() {
             self.session.submit_queued()?;
         }
@@ -97,7 +96,8 @@ impl<'s, 'm, B: Backend> Generator<'s, 'm, B> {
     /// queued with nothing before it has the device to itself, and at the end the last
     /// steps have no later ones to wait for.
     fn submit_early(&self) -> bool {
-        let ramp = self.queued.is_power_of_two() && self.queued <= self.session.steps_per_submit();
+        let queued = self.n_predict - self.unqueued;
+        let ramp = queued.is_power_of_two() && queued <= self.session.steps_per_submit();
         ramp || self.pending.len() == 1 || !self.may_queue()
     }
 

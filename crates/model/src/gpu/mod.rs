@@ -673,8 +673,7 @@ impl Backend for GpuBackend {
 
     fn read(&mut self, x: &GpuAct) -> Result<Vec<f32>> {
         let ids = self.finish(x, false)?;
-        self.submit_held()
-            .map_err(gpu_err("submitting queued sampling steps"))?;
+        self.submit_queued()?;
         let gpu = Arc::clone(&self.gpu);
         let copy = self.next_copy();
         self.current()
@@ -687,8 +686,7 @@ impl Backend for GpuBackend {
     }
 
     fn profile_last_step(&mut self) -> Result<Option<StepProfile>> {
-        self.submit_held()
-            .map_err(gpu_err("submitting queued sampling steps"))?;
+        self.submit_queued()?;
         let copy = self.last_draw;
         let Some((_, plan)) = self.plans.last_mut() else {
             return Ok(None);
@@ -721,8 +719,7 @@ impl Backend for GpuBackend {
         // A copy's buffers hold one step's inputs, and a slot one draw until it is read
         // back: a second step of the same copy (or slot) waits for a submit.
         if self.held.iter().any(|h| h.copy == copy) {
-            self.submit_held()
-                .map_err(gpu_err("submitting queued sampling steps"))?;
+            self.submit_queued()?;
         }
         let gpu = Arc::clone(&self.gpu);
         let plan = self.current();
@@ -736,9 +733,8 @@ impl Backend for GpuBackend {
             copy,
             seq: self.queued,
         });
-        if self.held.len() >= self.options.steps_per_submit.max(1) {
-            self.submit_held()
-                .map_err(gpu_err("submitting sampling steps"))?;
+        if self.held.len() >= self.steps_per_submit() {
+            self.submit_queued()?;
         }
         self.stats.device_samples += 1;
         Ok(PendingToken::Queued(DeviceToken { seq: self.queued }))
@@ -749,8 +745,7 @@ impl Backend for GpuBackend {
             PendingToken::Ready(t) => Ok(t),
             PendingToken::Queued(d) => {
                 if self.held.iter().any(|h| h.seq == d.seq) {
-                    self.submit_held()
-                        .map_err(gpu_err("submitting sampling steps"))?;
+                    self.submit_queued()?;
                 }
                 let at = self.tickets.iter().position(|(seq, _)| *seq == d.seq);
                 let Some((_, ticket)) = at.and_then(|i| self.tickets.remove(i)) else {
