@@ -47,6 +47,11 @@ impl StepBuilder {
         Step::build(gpu, &self.ops)
     }
 
+    /// The kernel of each op, in order.
+    pub fn kernels(&self) -> Vec<Kernel> {
+        self.ops.iter().map(|op| op.key.kernel).collect()
+    }
+
     /// The same ops with buffers replaced (`(from, to)`: every binding of `from` binds `to`
     /// instead): another copy of a step that reads and writes its own per-step buffers, so
     /// that several copies can run in one submission.

@@ -1,22 +1,30 @@
-//! The op set every executor implements, and the parameter structs of its ops.
+//! The two traits an executor implements, and the parameter structs of the ops.
 //!
-//! The graph (`arch/*.rs` over `graph/`) only ever calls these methods; it never looks at
-//! data. Ops take backend-owned handles and return new ones, so a backend may execute them
-//! at once (the CPU reference) or record them as dispatches to run later (the GPU). Shapes
-//! are `[rows, cols]` row-major, one row per token; "heads" are consecutive column groups.
+//! - [`Backend`]: what belongs to the device and is shared by every sequence of a model —
+//!   the weights, and on the GPU the pipelines, the built plans and their buffer pool. It is
+//!   mutated only while the model loads; afterwards [`crate::Model`] hands out `&Backend`.
+//! - [`Sequence`]: what belongs to one sequence — its KV cache and its queue of tokens being
+//!   drawn — and the op set one step of the graph records over it. Each
+//!   [`crate::Session`] owns one, so several sessions can run over one loaded model.
+//!
+//! The graph (`arch/*.rs` over `graph/`) only ever calls the op methods; it never looks at
+//! data. Ops take sequence-owned handles and return new ones, so an executor may run them at
+//! once (the CPU reference) or record them as dispatches to run later (the GPU). Shapes are
+//! `[rows, cols]` row-major, one row per token; "heads" are consecutive column groups.
 //!
 //! Ops do not return `Result`: shapes are checked when weights are loaded, so a shape error
-//! inside a step is a bug. A backend that can fail during a step (out of memory, device
-//! lost) keeps the error and reports it from [`Backend::read`].
+//! inside a step is a bug. A sequence that can fail during a step (out of memory, device
+//! lost) keeps the error and reports it from [`Sequence::read`].
 
 use std::fmt::Debug;
 use std::ops::Range;
 
 use rullama_gguf::TensorView;
+use rullama_kernels::StepProfile;
 
 use crate::config::{Activation, RopeStyle};
 use crate::error::{ModelError, Result};
-use crate::gpu::{DeviceMemory, StepProfile};
+use crate::memory::DeviceMemory;
 use crate::sampler::DeviceDraw;
 use crate::sampler::SamplerError;
 
@@ -24,7 +32,7 @@ use crate::sampler::SamplerError;
 /// `y = x / sqrt(mean(x^2) + eps) * weight`. `group` is the row length for a whole-row norm
 /// and the head dim for per-head q/k norms; `weight` then has `group` values.
 #[derive(Debug, Clone, Copy)]
-pub struct RmsNorm<'w, W> {
+pub struct RmsNormParams<'w, W> {
     pub weight: Option<&'w W>,
     pub eps: f32,
     pub group: usize,
@@ -34,7 +42,7 @@ pub struct RmsNorm<'w, W> {
 /// position: the first `n_rot` dims of a head rotate in pairs picked by `style`, by angle
 /// `pos * freq_scale * base^(-2i/n_rot)` for pair `i`; the rest pass through.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Rope {
+pub struct RopeParams {
     pub head_dim: usize,
     pub n_rot: usize,
     pub base: f32,
@@ -42,9 +50,9 @@ pub struct Rope {
     pub style: RopeStyle,
 }
 
-/// Causal attention of one layer over its KV cache.
+/// Causal attention of one layer over its sequence's KV cache.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Attention {
+pub struct AttentionParams {
     /// Which layer's slot of the cache to append to and read.
     pub layer: usize,
     pub n_head: usize,
@@ -93,16 +101,13 @@ pub struct LinearView<'a> {
 /// A loaded linear layer: its matrix and its bias, if any.
 pub type LinearWeights<W> = (W, Option<W>);
 
-/// An executor of the model graph.
+/// The device side of an executor: the weights and whatever every sequence shares. Loading
+/// takes `&mut self`; everything after it `&self`, so sessions can share the model.
 pub trait Backend: Debug {
     /// A weight uploaded (or kept) once at load; cheap to clone (tied embeddings share one).
     type Weight: Clone + Debug;
-    /// An f32 activation `[rows, cols]`.
-    type Tensor: Debug;
-    /// Token ids or positions, one per row.
-    type Ids: Debug;
-    /// Keys and values of every layer, for `n_ctx` positions.
-    type KvCache: Debug;
+    /// One sequence's state and the op set its steps record.
+    type Sequence: Sequence<Weight = Self::Weight>;
 
     /// Take a weight from the file (quantized or f32, GGML dims). Called once per tensor.
     fn load_weight(&mut self, view: TensorView<'_>) -> Result<Self::Weight>;
@@ -124,7 +129,75 @@ pub trait Backend: Debug {
             })
             .collect()
     }
-    fn new_kv_cache(&mut self, spec: &KvCacheSpec) -> Result<Self::KvCache>;
+
+    /// A new sequence with an empty KV cache of `spec`'s shape.
+    fn new_sequence(&self, spec: &KvCacheSpec) -> Result<Self::Sequence>;
+
+    /// Bytes the backend holds on its device now, by role, every live sequence's included;
+    /// `None` (the default): it computes on the host.
+    fn device_memory(&self) -> Option<DeviceMemory> {
+        None
+    }
+}
+
+/// How deep a sequence's queue of draws runs — the one place where the generator, the
+/// sequence and its plans agree on it.
+///
+/// A GPU sequence records `steps_per_submit` decode steps into one submission (one compute
+/// pass), each drawing its token into its own token slot (the plan's copy `c` draws into
+/// slot `c` and reads slot `c - 1`, so the steps chain on the device). A
+/// [`crate::Generator`] keeps two submissions' worth of draws queued, so the device always
+/// has a submission behind the one whose ids the host waits for, and the ids travel back
+/// through a ring of staging slots deep enough for every draw that may be in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueDepth {
+    steps_per_submit: usize,
+}
+
+impl QueueDepth {
+    /// At least one step a submission.
+    pub fn new(steps_per_submit: usize) -> QueueDepth {
+        QueueDepth {
+            steps_per_submit: steps_per_submit.max(1),
+        }
+    }
+
+    /// Steps recorded into one submission; also the number of token slots and of a plan's
+    /// copies (one per step of a submission).
+    pub fn steps_per_submit(self) -> usize {
+        self.steps_per_submit
+    }
+
+    /// Draws a generator keeps queued: two submissions.
+    pub fn queued_draws(self) -> usize {
+        2 * self.steps_per_submit
+    }
+
+    /// Staging slots for the drawn ids: the draws a generator keeps queued, those of the
+    /// submission being recorded, and one spare. A read ticket older than this is dead (its
+    /// slot was reused).
+    pub fn read_slots(self) -> usize {
+        3 * self.steps_per_submit + 1
+    }
+}
+
+impl Default for QueueDepth {
+    /// One step a submission: every draw is submitted at once.
+    fn default() -> Self {
+        QueueDepth::new(1)
+    }
+}
+
+/// One sequence on an executor: its KV cache and queued draws, and the op set a step of the
+/// graph records over them.
+pub trait Sequence: Debug {
+    /// A weight of the [`Backend`] the sequence runs on.
+    type Weight: Clone + Debug;
+    /// An f32 activation `[rows, cols]`.
+    type Tensor: Debug;
+    /// Token ids or positions, one per row.
+    type Ids: Debug;
+
     /// Ids the host supplies for a step: the tokens, their positions.
     fn ids(&mut self, ids: &[u32]) -> Self::Ids;
 
@@ -134,15 +207,15 @@ pub trait Backend: Debug {
     fn matmul(&mut self, w: &Self::Weight, x: &Self::Tensor) -> Self::Tensor;
     /// `x + bias` on every row.
     fn add_bias(&mut self, x: &Self::Tensor, bias: &Self::Weight) -> Self::Tensor;
-    fn rms_norm(&mut self, x: &Self::Tensor, p: &RmsNorm<'_, Self::Weight>) -> Self::Tensor;
-    fn rope(&mut self, x: &Self::Tensor, positions: &Self::Ids, p: &Rope) -> Self::Tensor;
-    /// Append `k`, `v` at `positions` to the layer's cache, then attend every query row to
-    /// the cached keys its position may see. Result `[n, n_head * head_dim_v]`.
+    fn rms_norm(&mut self, x: &Self::Tensor, p: &RmsNormParams<'_, Self::Weight>) -> Self::Tensor;
+    fn rope(&mut self, x: &Self::Tensor, positions: &Self::Ids, p: &RopeParams) -> Self::Tensor;
+    /// Append `k`, `v` at `positions` to the layer's slot of this sequence's cache, then
+    /// attend every query row to the cached keys its position may see. Result
+    /// `[n, n_head * head_dim_v]`.
     fn attention(
         &mut self,
-        cache: &mut Self::KvCache,
         x: AttentionInputs<'_, Self::Tensor, Self::Ids>,
-        p: &Attention,
+        p: &AttentionParams,
     ) -> Self::Tensor;
     /// `act(gate) * up`, element-wise.
     fn glu(&mut self, gate: &Self::Tensor, up: &Self::Tensor, act: Activation) -> Self::Tensor;
@@ -156,19 +229,13 @@ pub trait Backend: Debug {
     /// Finish the step if needed and copy `x` to the host, row-major.
     fn read(&mut self, x: &Self::Tensor) -> Result<Vec<f32>>;
 
-    /// Bytes the backend holds on its device now, by role; `None` (the default): it computes
-    /// on the host.
-    fn device_memory(&self) -> Option<DeviceMemory> {
-        None
-    }
-
-    /// Replays the step run last once more with a GPU timestamp around every dispatch;
-    /// `None` (the default): the backend has no device timer.
+    /// Replays this sequence's last step once more with a GPU timestamp around every
+    /// dispatch; `None` (the default): the executor has no device timer.
     fn profile_last_step(&mut self) -> Result<Option<StepProfile>> {
         Ok(None)
     }
 
-    /// The largest top-k [`Backend::sample`] implements; 0 (the default): the backend
+    /// The largest top-k [`Sequence::sample`] implements; 0 (the default): the executor
     /// samples nowhere but on the host (callers read the logits and run the CPU sampler).
     fn device_top_k(&self) -> usize {
         0
@@ -183,19 +250,17 @@ pub trait Backend: Debug {
         ))
     }
 
-    /// As [`Backend::sample`], without waiting for the id: [`Backend::take_token`] reads
-    /// it, and [`Backend::drawn_ids`] feeds it to the next step while it is still on the
+    /// As [`Sequence::sample`], without waiting for the id: [`Sequence::take_token`] reads
+    /// it, and [`Sequence::drawn_ids`] feeds it to the next step while it is still on the
     /// device, so that step can be queued first. The default draws at once.
     fn queue_sample(&mut self, logits: &Self::Tensor, draw: &DeviceDraw) -> Result<PendingToken> {
         Ok(PendingToken::Ready(self.sample(logits, draw)?))
     }
 
-    /// How many queued draws the backend records into one submission ([`Backend::queue_sample`]
-    /// holds a step until that many are queued, or until a token of them is taken): a
-    /// generator keeps twice as many queued so the device always has work behind the
-    /// submission it waits for. The default: 1 (every draw is submitted at once).
-    fn steps_per_submit(&self) -> usize {
-        1
+    /// How the sequence queues draws ([`QueueDepth`]); the default submits every draw at
+    /// once.
+    fn queue_depth(&self) -> QueueDepth {
+        QueueDepth::default()
     }
 
     /// Submits the queued draws it holds now (a generator's first token, whose wait should
@@ -248,9 +313,11 @@ impl PendingToken {
     }
 }
 
-/// A token a GPU step draws: its place among the queued draws (the backend keeps the read
-/// of its id).
+/// A token a GPU step draws: its place among its sequence's queued draws (the sequence
+/// keeps the read of its id).
 #[derive(Debug)]
 pub struct DeviceToken {
+    /// The sequence that queued it.
+    pub(crate) owner: u64,
     pub(crate) seq: u64,
 }

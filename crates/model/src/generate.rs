@@ -5,9 +5,8 @@
 //! model's whole decode step, and the host records the next steps meanwhile. Where the
 //! token is drawn on the device ([`PendingToken::Queued`]), [`Generator::next`] therefore
 //! queues the next steps first, feeding each the token the one before draws where it lies
-//! ([`Input::Drawn`]), and only then waits for the oldest id. It keeps twice the backend's
-//! [`Session::steps_per_submit`] draws queued (two for a backend that submits every step,
-//! four for one that records two steps into a submission), so the device always has a
+//! ([`StepInput::Drawn`]), and only then waits for the oldest id. It keeps the sequence's
+//! [`QueueDepth::queued_draws`](crate::QueueDepth::queued_draws) queued (two submissions' worth), so the device always has a
 //! submission behind the one waited for. The first submissions grow (1, 1, 2, .. steps, up
 //! to a full one), so the device is not left with the first step alone while the host
 //! records several, and the last steps go without waiting to fill a submission. The
@@ -17,14 +16,14 @@
 //!
 //! Stop conditions are the caller's and are seen a few steps late: [`Generator::finish`]
 //! rewinds the cache past the steps queued ahead for tokens that were not kept (and the
-//! backend drops those it has not submitted).
+//! sequence drops those it has not submitted).
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use crate::backend::{Backend, PendingToken};
 use crate::error::Result;
-use crate::model::{Input, Session};
+use crate::model::{Session, StepInput};
 use crate::sampler::Sampler;
 
 /// Tokens drawn one at a time after a prompt.
@@ -63,7 +62,11 @@ impl<'s, 'm, B: Backend> Generator<'s, 'm, B> {
     ) -> Result<Generator<'s, 'm, B>> {
         let mut pending = VecDeque::new();
         if n_predict > 0 {
-            pending.push_back(session.queue_sample(Input::Tokens(prompt), start_pos, sampler)?);
+            pending.push_back(session.queue_sample(
+                StepInput::Tokens(prompt),
+                start_pos,
+                sampler,
+            )?);
             // The first token should not wait for the steps queued behind it.
             session.submit_queued()?;
         }
@@ -97,7 +100,8 @@ impl<'s, 'm, B: Backend> Generator<'s, 'm, B> {
     /// steps have no later ones to wait for.
     fn submit_early(&self) -> bool {
         let queued = self.n_predict - self.unqueued;
-        let ramp = queued.is_power_of_two() && queued <= self.session.steps_per_submit();
+        let ramp =
+            queued.is_power_of_two() && queued <= self.session.queue_depth().steps_per_submit();
         ramp || self.pending.len() == 1 || !self.may_queue()
     }
 
@@ -114,7 +118,7 @@ impl<'s, 'm, B: Backend> Generator<'s, 'm, B> {
             return Ok(None);
         }
         let t0 = Instant::now();
-        let depth = 2 * self.session.steps_per_submit().max(1);
+        let depth = self.session.queue_depth().queued_draws();
         while self.pending.len() < depth
             && self.may_queue()
             && self.pending.back().is_some_and(PendingToken::is_queued)
@@ -122,7 +126,7 @@ impl<'s, 'm, B: Backend> Generator<'s, 'm, B> {
             let last = self.pending.back().expect("checked above");
             let ahead = self
                 .session
-                .queue_sample(Input::Drawn(last), self.fed, sampler)?;
+                .queue_sample(StepInput::Drawn(last), self.fed, sampler)?;
             self.push(ahead)?;
         }
         let t1 = Instant::now();
@@ -133,7 +137,7 @@ impl<'s, 'm, B: Backend> Generator<'s, 'm, B> {
         if self.pending.is_empty() && self.may_queue() {
             let next = self
                 .session
-                .queue_sample(Input::Tokens(&[token]), self.fed, sampler)?;
+                .queue_sample(StepInput::Tokens(&[token]), self.fed, sampler)?;
             self.push(next)?;
         }
         self.times.queue += (t1 - t0) + t2.elapsed();

@@ -2,13 +2,17 @@
 //!
 //! - [`ModelConfig`]: hyper-parameters from GGUF metadata plus the per-architecture rules
 //!   llama.cpp applies that the file does not store.
-//! - [`Backend`]: the op set (embed, matmul, add_bias, rms_norm, rope, attention, glu, add,
-//!   scale, softcap, rows). The graph only calls ops on handles, so a backend can execute
-//!   them at once ([`CpuBackend`], the f32 reference) or record them (the GPU).
+//! - [`Backend`]: an executor's device side (weights, and on the GPU pipelines and built
+//!   plans), shared by every sequence; [`Sequence`]: one sequence's state (KV cache, queued
+//!   draws) and the op set (embed, matmul, add_bias, rms_norm, rope, attention, glu, add,
+//!   scale, softcap, rows) its steps record. The graph only calls ops on handles, so an
+//!   executor can run them at once ([`CpuBackend`], the f32 reference) or record them
+//!   ([`GpuBackend`]).
 //! - `arch/*.rs`: one file per architecture (rules, weights, graph), over the shared builders
 //!   of `graph/`.
-//! - [`Model`] / [`Session`]: load, then run blocks of tokens (prefill) or single tokens
-//!   (decode) through the same graph with a [`KvCache`].
+//! - [`Model`] / [`Session`]: load once, then any number of sessions (sequences) run blocks
+//!   of tokens (prefill) or single tokens (decode) through the same graph, each over its own
+//!   KV cache.
 //!
 //! - [`perplexity`]: llama-perplexity's method over a [`Model`], for the CLI and xtask.
 //!
@@ -23,16 +27,19 @@ mod generate;
 pub mod gpu;
 mod graph;
 pub mod logits;
+mod memory;
 mod model;
 pub mod perplexity;
 pub mod sampler;
 
 pub use arch::Arch;
-pub use backend::{Backend, PendingToken};
+pub use backend::{Backend, PendingToken, QueueDepth, Sequence};
 pub use config::{Activation, LayerConfig, ModelConfig, RopeFreqs, RopeStyle};
 pub use cpu::CpuBackend;
 pub use error::{ModelError, Result};
 pub use generate::{Generator, HostTimes};
-pub use gpu::{DeviceMemory, GpuBackend, KernelTime, StepProfile};
+pub use gpu::GpuBackend;
 pub use graph::OutputRows;
-pub use model::{Input, KvCache, Logits, Model, Session};
+pub use memory::DeviceMemory;
+pub use model::{Logits, Model, Session, StepInput};
+pub use rullama_kernels::{KernelTime, StepProfile};

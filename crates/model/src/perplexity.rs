@@ -68,7 +68,7 @@ impl Chunks<'_> {
 /// Score the chunks in order, calling `progress(chunk_index, running_total)` after each (the
 /// CLI prints llama-perplexity's running figure with it).
 pub fn score<B: Backend>(
-    model: &mut Model<B>,
+    model: &Model<B>,
     chunks: Chunks<'_>,
     mut progress: impl FnMut(usize, &Perplexity),
 ) -> Result<Perplexity> {

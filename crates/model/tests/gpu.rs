@@ -65,20 +65,20 @@ fn matches_cpu_with(name: &str, kv: KvDtype) {
     let case = &common::logprob_cases(name)[1];
     let prompt = &case.prompt_ids[..PROMPT.min(case.prompt_ids.len())];
     let want = {
-        let mut cpu = common::model(name).lock().unwrap();
-        let mut cache = cpu.new_cache(64).unwrap();
-        cpu.forward(&mut cache, prompt, 0, OutputRows::All).unwrap()
+        let cpu = common::model(name).lock().unwrap();
+        let mut cache = cpu.session(64).unwrap();
+        cache.forward(prompt, 0, OutputRows::All).unwrap()
     };
-    let mut gpu = gpu_model_with(name, kv);
+    let gpu = gpu_model_with(name, kv);
     // 600 positions: decode attention runs in 10 splits of 60, merged by its last workgroup.
-    let mut cache = gpu.new_cache(600).unwrap();
+    let mut cache = gpu.session(600).unwrap();
     let t0 = std::time::Instant::now();
-    let mut rows = gpu
-        .forward(&mut cache, &prompt[..PREFILL], 0, OutputRows::All)
+    let mut rows = cache
+        .forward(&prompt[..PREFILL], 0, OutputRows::All)
         .unwrap()
         .data;
     for (t, &id) in prompt.iter().enumerate().skip(PREFILL) {
-        let l = gpu.forward(&mut cache, &[id], t, OutputRows::Last).unwrap();
+        let l = cache.forward(&[id], t, OutputRows::Last).unwrap();
         rows.extend_from_slice(&l.data);
     }
     let elapsed = t0.elapsed();
@@ -93,7 +93,7 @@ fn matches_cpu_with(name: &str, kv: KvDtype) {
         prompt.len(),
         dev.logit_rel,
         dev.top10_nats,
-        gpu.backend_mut().stats()
+        gpu.backend().stats()
     );
     match kv {
         KvDtype::F32 => {
@@ -110,7 +110,7 @@ fn greedy_matches_oracle(name: &str) {
     if skip() {
         return;
     }
-    let mut gpu = gpu_model(name);
+    let gpu = gpu_model(name);
     let g = &common::greedy_cases(name)[0];
     let n = 8.min(g.tie_at);
     let t0 = std::time::Instant::now();
@@ -247,7 +247,7 @@ fn greedy_gpu_sampling_matches_logits_path() {
 }
 
 fn session_stats(model: &mut Model<GpuBackend>) -> rullama_model::gpu::GpuStats {
-    model.backend_mut().stats()
+    model.backend().stats()
 }
 
 /// After the first decode step is built, decode steps create no GPU object: no buffer, no
@@ -258,8 +258,8 @@ fn decode_creates_nothing() {
     if skip() {
         return;
     }
-    let mut model = gpu_model("smollm2-135m");
-    let mut cache = model.new_cache(32).unwrap();
+    let model = gpu_model("smollm2-135m");
+    let mut session = model.session(32).unwrap();
     let mut sampler = Sampler::new(SamplerParams {
         seed: 5,
         penalties: PenaltyParams {
@@ -268,25 +268,21 @@ fn decode_creates_nothing() {
         },
         ..SamplerParams::default()
     });
-    let mut feed = |model: &mut Model<GpuBackend>, ids: &[u32], sample: bool| {
-        let start = cache.len();
+    let mut feed = |ids: &[u32], sample: bool| {
+        let start = session.len();
         if sample {
-            model
-                .forward_sample(&mut cache, ids, start, &mut sampler)
-                .unwrap();
+            session.forward_sample(ids, start, &mut sampler).unwrap();
         } else {
-            model
-                .forward(&mut cache, ids, start, OutputRows::Last)
-                .unwrap();
+            session.forward(ids, start, OutputRows::Last).unwrap();
         }
     };
-    feed(&mut model, &[1, 2, 3, 4], false);
-    feed(&mut model, &[5], false);
-    feed(&mut model, &[6], true);
-    feed(&mut model, &[7], false);
-    feed(&mut model, &[8], true);
-    let built = model.backend_mut().stats().plans_built;
-    let gpu = std::sync::Arc::clone(model.backend_mut().gpu());
+    feed(&[1, 2, 3, 4], false);
+    feed(&[5], false);
+    feed(&[6], true);
+    feed(&[7], false);
+    feed(&[8], true);
+    let built = model.backend().stats().plans_built;
+    let gpu = std::sync::Arc::clone(model.backend().gpu());
     gpu.wait().unwrap();
     // The counts that must not move at all (encoders come and go with each submit).
     const FIXED: [&str; 5] = [
@@ -306,7 +302,7 @@ fn decode_creates_nothing() {
     let before = fixed(&gpu);
     assert!(before[0].1 > 0, "wgpu's `counters` feature is off");
     for id in 9..15 {
-        feed(&mut model, &[id], id % 2 == 0);
+        feed(&[id], id % 2 == 0);
     }
     gpu.wait().unwrap();
     let after = fixed(&gpu);
@@ -314,7 +310,7 @@ fn decode_creates_nothing() {
     for ((what, b), (_, a)) in before.into_iter().zip(after) {
         assert_eq!(a, b, "{what} grew during decode");
     }
-    let stats = model.backend_mut().stats();
+    let stats = model.backend().stats();
     assert_eq!(stats.plans_built, built, "a decode step was rebuilt");
     assert_eq!(
         stats.device_samples, 5,
@@ -323,52 +319,56 @@ fn decode_creates_nothing() {
     eprintln!("decode step: {stats:?}");
 }
 
-/// `GpuBackend::memory` counts the buffers it holds: weights at load, the live KV caches (a
-/// dropped cache is taken back), the built steps; what wgpu-hal counts as allocated buffer
-/// memory on this test's own device moves by exactly as much, over a small fixed amount the
-/// device (wgpu itself) keeps besides.
+/// `GpuBackend::memory` counts the buffers it holds: weights at load, the live sequences' KV
+/// caches and queues (a dropped session's are taken back), the built plans; what wgpu-hal
+/// counts as allocated buffer memory on this test's own device moves by exactly as much,
+/// over a small fixed amount the device (wgpu itself) keeps besides.
 #[test]
 fn device_memory_is_what_the_backend_allocated() {
     if skip() {
         return;
     }
-    let mut model = gpu_model("smollm2-135m");
+    let model = gpu_model("smollm2-135m");
     // After a wait: the upload's staging buffers are freed once the queue has run.
-    let hal = |model: &mut Model<GpuBackend>| {
-        let gpu = std::sync::Arc::clone(model.backend_mut().gpu());
+    let hal = |model: &Model<GpuBackend>| {
+        let gpu = std::sync::Arc::clone(model.backend().gpu());
         gpu.wait().unwrap();
         gpu.device.get_internal_counters().hal.buffer_memory.read() as u64
     };
-    let loaded = model.backend_mut().memory();
+    let loaded = model.backend().memory();
     let tensor_bytes = {
         let file = common::gpu::file("smollm2-135m");
         file.tensors().map(|t| t.n_bytes).sum::<u64>()
     };
     assert!(loaded.weights >= tensor_bytes && loaded.weights < tensor_bytes + tensor_bytes / 100);
     assert_eq!(loaded.kv_cache, 0);
-    // Before any step: only the drawn-token slots (16 bytes each, one per step of a
-    // submission) and the read ring (3 submissions' ids and one: 4 bytes each).
-    let n = GpuOptions::default().steps_per_submit as u64;
-    assert_eq!(loaded.scratch, n * 16 + (3 * n + 1) * 4);
+    assert_eq!(loaded.scratch, 0, "no plan and no sequence yet");
 
     let mut session = model.session(16).unwrap();
     session.forward(&[1, 2, 3, 4], 0, OutputRows::Last).unwrap();
     session.forward(&[5], 4, OutputRows::Last).unwrap();
     drop(session);
-    let held = model.backend_mut().memory();
+    let held = model.backend().memory();
     assert_eq!(held.kv_cache, 0, "the session's cache went with it");
     assert!(held.scratch > 0 && held.weights == loaded.weights);
-    let base = hal(&mut model) - held.total();
+    let base = hal(&model) - held.total();
     eprintln!("{held:?}, the device's own buffers: {base} bytes");
     assert!(base < 4 << 20, "{base} bytes not counted");
 
-    let cache = model.new_cache(16).unwrap();
-    let with_cache = model.backend_mut().memory();
+    let session = model.session(16).unwrap();
+    let with_session = model.backend().memory();
     // 30 layers, K and V, 16 positions of 3 KV heads of 64 f32s.
-    assert_eq!(with_cache.kv_cache, 30 * 2 * 16 * 3 * 64 * 4);
-    assert_eq!(hal(&mut model), base + with_cache.total());
-    drop(cache);
-    assert_eq!(hal(&mut model), base + held.total());
+    assert_eq!(with_session.kv_cache, 30 * 2 * 16 * 3 * 64 * 4);
+    // Before its first step a sequence holds its drawn-token slots (16 bytes each, one per
+    // step of a submission) and its read ring (3 submissions' ids and one: 4 bytes each).
+    let n = GpuOptions::default().steps_per_submit as u64;
+    assert_eq!(
+        with_session.scratch - held.scratch,
+        n * 16 + (3 * n + 1) * 4
+    );
+    assert_eq!(hal(&model), base + with_session.total());
+    drop(session);
+    assert_eq!(hal(&model), base + held.total());
 }
 
 /// Generation that queues steps before the previous id is read (`Generator`, feeding the
@@ -390,7 +390,7 @@ fn queued_generation_matches_step_by_step() {
             ..SamplerParams::default()
         },
     ];
-    let mut model = gpu_model("smollm2-135m");
+    let model = gpu_model("smollm2-135m");
     let wants: Vec<Vec<u32>> = samplers
         .iter()
         .map(|&params| {
@@ -413,7 +413,7 @@ fn queued_generation_matches_step_by_step() {
             steps_per_submit,
             ..GpuOptions::default()
         });
-        let mut model = Model::open(common::cached("smollm2-135m"), backend).unwrap();
+        let model = Model::open(common::cached("smollm2-135m"), backend).unwrap();
         // The 7 steps' submissions: growing from one step at the start (1, 1, 2, .. up to a
         // full one: the device is not left with one step while the host records several),
         // the last ones not waiting to fill a submission.

@@ -119,18 +119,18 @@ fn run_with(file: &GgufFile<Vec<u8>>, options: GpuOptions) -> Run {
     let backend = GpuBackend::open()
         .expect("a GPU adapter (lavapipe will do)")
         .with_options(options);
-    let mut gpu = Model::load(file, backend).unwrap();
-    let mut cache = gpu.new_cache(16).unwrap();
-    let mut logits = gpu
-        .forward(&mut cache, &PROMPT[..3], 0, OutputRows::All)
+    let gpu = Model::load(file, backend).unwrap();
+    let mut cache = gpu.session(16).unwrap();
+    let mut logits = cache
+        .forward(&PROMPT[..3], 0, OutputRows::All)
         .unwrap()
         .data;
-    let prefill = gpu.backend_mut().last_step_kernels();
+    let prefill = gpu.backend().last_step_kernels();
     let mut decode = Vec::new();
     for (t, &id) in PROMPT.iter().enumerate().skip(3) {
-        let l = gpu.forward(&mut cache, &[id], t, OutputRows::Last).unwrap();
+        let l = cache.forward(&[id], t, OutputRows::Last).unwrap();
         logits.extend_from_slice(&l.data);
-        decode = gpu.backend_mut().last_step_kernels();
+        decode = gpu.backend().last_step_kernels();
     }
     eprintln!(
         "stack {stack_projections}: prefill: {prefill:?}\ndecode ({} dispatches): {decode:?}",
@@ -146,10 +146,9 @@ fn run_with(file: &GgufFile<Vec<u8>>, options: GpuOptions) -> Run {
 /// The logits within `tests/gpu.rs`'s bar of the CPU reference at every position.
 fn assert_matches_cpu(file: &GgufFile<Vec<u8>>, logits: &[f32]) {
     let want = {
-        let mut cpu = Model::load(file, CpuBackend::new()).unwrap();
-        let mut cache = cpu.new_cache(16).unwrap();
-        cpu.forward(&mut cache, &PROMPT, 0, OutputRows::All)
-            .unwrap()
+        let cpu = Model::load(file, CpuBackend::new()).unwrap();
+        let mut cache = cpu.session(16).unwrap();
+        cache.forward(&PROMPT, 0, OutputRows::All).unwrap()
     };
     let n_vocab = VOCAB as usize;
     for (t, g) in logits.chunks(n_vocab).enumerate() {

@@ -18,9 +18,9 @@ use common::gpu::{Deviation, LOGIT_REL, Script, TOP10_NATS, device, file, run, s
 
 use rullama_gguf::{GgmlType, GgufFile, GgufWriter};
 use rullama_kernels::Kernel;
-use rullama_model::backend::LinearView;
+use rullama_model::backend::{KvCacheSpec, LinearView};
 use rullama_model::gpu::{GpuOptions, KvDtype};
-use rullama_model::{Backend, CpuBackend, GpuBackend, OutputRows};
+use rullama_model::{Backend, CpuBackend, GpuBackend, OutputRows, Sequence};
 use rullama_quant::Format;
 use rullama_quant::widen::common_format;
 
@@ -222,14 +222,19 @@ fn one_projection_of_a_stack_alone() {
 
     /// k alone, then v and k, for `tokens`: the three results, concatenated.
     fn compute<B: Backend>(
-        b: &mut B,
+        backend: &mut B,
         file: &GgufFile<Vec<u8>>,
         views: &[LinearView<'_>],
         tokens: &[u32],
     ) -> Vec<f32> {
-        let lin = b.load_linears(views).unwrap();
-        let table = b.load_weight(file.tensor("table").unwrap()).unwrap();
-        let linear = |b: &mut B, x: &B::Tensor, i: usize| {
+        let lin = backend.load_linears(views).unwrap();
+        let table = backend.load_weight(file.tensor("table").unwrap()).unwrap();
+        let spec = KvCacheSpec {
+            n_ctx: 1,
+            layers: Vec::new(),
+        };
+        let b = &mut backend.new_sequence(&spec).unwrap();
+        let linear = |b: &mut B::Sequence, x: &<B::Sequence as Sequence>::Tensor, i: usize| {
             let (w, bias) = &lin[i];
             let y = b.matmul(w, x);
             b.add_bias(&y, bias.as_ref().unwrap())

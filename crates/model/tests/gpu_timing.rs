@@ -14,15 +14,13 @@ fn step_times() {
     let backend = GpuBackend::open().expect("a GPU adapter");
     eprintln!("open device: {:.2?}", t.elapsed());
     let t = Instant::now();
-    let mut model = Model::open(path, backend).unwrap();
+    let model = Model::open(path, backend).unwrap();
     eprintln!("load {name}: {:.2?}", t.elapsed());
-    let mut cache = model.new_cache(64).unwrap();
+    let mut cache = model.session(64).unwrap();
     let prompt = [1u32, 2, 3, 4, 5, 6];
     for round in 0..2 {
         let t = Instant::now();
-        model
-            .forward(&mut cache, &prompt, 0, OutputRows::Last)
-            .unwrap();
+        cache.forward(&prompt, 0, OutputRows::Last).unwrap();
         eprintln!(
             "prefill {} (round {round}): {:.2?}",
             prompt.len(),
@@ -32,10 +30,8 @@ fn step_times() {
     for i in 0..6 {
         let t = Instant::now();
         let pos = prompt.len() + i;
-        model
-            .forward(&mut cache, &[7], pos, OutputRows::Last)
-            .unwrap();
+        cache.forward(&[7], pos, OutputRows::Last).unwrap();
         eprintln!("decode at {pos}: {:.2?}", t.elapsed());
     }
-    eprintln!("{:?}", model.backend_mut().stats());
+    eprintln!("{:?}", model.backend().stats());
 }

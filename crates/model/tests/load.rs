@@ -63,7 +63,7 @@ fn load(bytes: Vec<u8>) -> Result<Model<CpuBackend>, ModelError> {
 
 #[test]
 fn complete_synthetic_file_runs() {
-    let mut m = load(llama_writer("llama", &[], None)).unwrap();
+    let m = load(llama_writer("llama", &[], None)).unwrap();
     let mut s = m.session(4).unwrap();
     let logits = s.feed(&[1, 2, 3]).unwrap();
     assert_eq!(logits.len(), VOCAB as usize);

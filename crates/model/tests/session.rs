@@ -19,37 +19,31 @@ fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
 /// and `OutputRows::All` gives every position's.
 #[test]
 fn prefill_equals_token_by_token() {
-    let mut m = model("smollm2-135m").lock().unwrap();
-    let mut cache = m.new_cache(8).unwrap();
-    let all = m.forward(&mut cache, &PROMPT, 0, OutputRows::All).unwrap();
+    let m = model("smollm2-135m").lock().unwrap();
+    let mut block = m.session(8).unwrap();
+    let all = block.forward(&PROMPT, 0, OutputRows::All).unwrap();
     assert_eq!(all.n_rows(), PROMPT.len());
 
-    let mut step = m.new_cache(8).unwrap();
-    let first = m
-        .forward(&mut step, &PROMPT[..2], 0, OutputRows::Last)
-        .unwrap();
+    let mut step = m.session(8).unwrap();
+    let first = step.forward(&PROMPT[..2], 0, OutputRows::Last).unwrap();
     assert!(max_abs_diff(first.last(), all.row(1)) < 1e-4);
     for i in 2..PROMPT.len() {
-        let l = m
-            .forward(&mut step, &PROMPT[i..=i], i, OutputRows::Last)
-            .unwrap();
+        let l = step.forward(&PROMPT[i..=i], i, OutputRows::Last).unwrap();
         let d = max_abs_diff(l.last(), all.row(i));
         assert!(d < 1e-4, "position {i}: max |Δ logit| {d}");
     }
     assert_eq!(step.len(), PROMPT.len());
 
     // Rewinding: run position 4 again with another token, then the original one.
-    m.forward(&mut step, &[42], 4, OutputRows::Last).unwrap();
-    let again = m
-        .forward(&mut step, &PROMPT[4..], 4, OutputRows::Last)
-        .unwrap();
+    step.forward(&[42], 4, OutputRows::Last).unwrap();
+    let again = step.forward(&PROMPT[4..], 4, OutputRows::Last).unwrap();
     assert!(max_abs_diff(again.last(), all.row(4)) < 1e-4);
 }
 
 /// Dequantizing at load gives the same logits, bit for bit.
 #[test]
 fn dense_storage_is_identical() {
-    let mut dense = dense_model("smollm2-135m");
+    let dense = dense_model("smollm2-135m");
     let want = model("smollm2-135m")
         .lock()
         .unwrap()
@@ -63,7 +57,7 @@ fn dense_storage_is_identical() {
 
 #[test]
 fn input_errors_are_typed() {
-    let mut m = model("smollm2-135m").lock().unwrap();
+    let m = model("smollm2-135m").lock().unwrap();
     let n_vocab = m.config().n_vocab;
     let mut s = m.session(4).unwrap();
     assert!(matches!(s.feed(&[]), Err(ModelError::EmptyInput)));

@@ -154,7 +154,7 @@ fn open<B: Backend>(path: &Path, backend: B) -> Result<Model<B>, String> {
 }
 
 /// One check of one model: a row of the table.
-type Check<C, B> = fn(&C, &mut Model<B>) -> Result<Row, String>;
+type Check<C, B> = fn(&C, &Model<B>) -> Result<Row, String>;
 
 /// One model's checks, whatever its executor.
 struct Checked<'a> {
@@ -168,7 +168,7 @@ struct Checked<'a> {
 
 impl Checked<'_> {
     /// Runs and prints the three checks; returns how many failed.
-    fn run<B: Backend>(&self, model: &mut Model<B>) -> Result<usize, String> {
+    fn run<B: Backend>(&self, model: &Model<B>) -> Result<usize, String> {
         let mut failures = 0;
         let checks: [Check<Self, B>; 3] = [Self::greedy, Self::logprobs, Self::perplexity];
         for check in checks {
@@ -196,7 +196,7 @@ impl Checked<'_> {
     }
 
     /// Every greedy prompt, compared token for token before `tie_at`.
-    fn greedy<B: Backend>(&self, model: &mut Model<B>) -> Result<Row, String> {
+    fn greedy<B: Backend>(&self, model: &Model<B>) -> Result<Row, String> {
         let (mut tokens, mut differ) = (0, 0);
         for case in &self.oracle.greedy {
             let n = case.tie_at.min(case.ids.len());
@@ -228,7 +228,7 @@ impl Checked<'_> {
     }
 
     /// Every log-prob prompt: the largest |Δ| over the oracle's top 10.
-    fn logprobs<B: Backend>(&self, model: &mut Model<B>) -> Result<Row, String> {
+    fn logprobs<B: Backend>(&self, model: &Model<B>) -> Result<Row, String> {
         let mut worst = 0f64;
         for case in &self.oracle.logprobs {
             let mut session = model
@@ -255,7 +255,7 @@ impl Checked<'_> {
     }
 
     /// llama-perplexity's method over the oracle's text, against `ppl_f32`.
-    fn perplexity<B: Backend>(&self, model: &mut Model<B>) -> Result<Row, String> {
+    fn perplexity<B: Backend>(&self, model: &Model<B>) -> Result<Row, String> {
         let want = &self.oracle.perplexity;
         let file = self.oracle.dir.join(&want.text_file);
         let text = std::fs::read_to_string(&file)

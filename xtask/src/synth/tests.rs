@@ -67,7 +67,7 @@ fn tiny_models_parse_load_and_run() {
             }
             rullama_tokenizer::Tokenizer::from_gguf(meta).unwrap();
 
-            let mut model = Model::load(&file, CpuBackend::new()).unwrap();
+            let model = Model::load(&file, CpuBackend::new()).unwrap();
             assert_eq!(model.config().n_vocab, 300, "{what}");
             let mut session = model.session(32).unwrap();
             let logits = session.feed(&[2, 270, 271, 272, 5, 299, 280]).unwrap();

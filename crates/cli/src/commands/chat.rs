@@ -40,7 +40,7 @@ struct Conversation<'a> {
 impl ModelTask for Conversation<'_> {
     type Output = ();
 
-    fn run<B: Backend>(self, model: &mut Model<B>, tokenizer: &Tokenizer) -> Result<(), CliError> {
+    fn run<B: Backend>(self, model: &Model<B>, tokenizer: &Tokenizer) -> Result<(), CliError> {
         let args = self.args;
         let template = ChatTemplate::for_model(tokenizer)?;
         let mut sampler = args.generation.sampler();

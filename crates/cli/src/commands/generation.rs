@@ -76,7 +76,7 @@ const MIN_AUTO_CTX: usize = 256;
 /// the device runs out of memory allocating its KV cache; a shrunken context is said on
 /// stderr.
 pub fn open_session<B: Backend>(
-    model: &mut Model<B>,
+    model: &Model<B>,
     ctx: Option<usize>,
 ) -> Result<Session<'_, B>, CliError> {
     if let Some(n) = ctx {
@@ -86,15 +86,15 @@ pub fn open_session<B: Backend>(
     let mut n = wanted;
     // Each failed try drops its cache before the next; the last error is the one returned.
     loop {
-        match model.new_cache(n) {
-            Ok(cache) => {
+        match model.session(n) {
+            Ok(session) => {
                 if n < wanted {
                     eprintln!(
                         "note: a context of {wanted} tokens does not fit the GPU's memory; \
                          using {n} (--ctx sets it)"
                     );
                 }
-                return Ok(model.session_with(cache));
+                return Ok(session);
             }
             Err(e) if e.is_out_of_memory() && n / 2 >= MIN_AUTO_CTX => n /= 2,
             Err(e) => return Err(e.into()),
@@ -204,7 +204,7 @@ pub trait ModelTask {
     type Output;
     fn run<B: Backend>(
         self,
-        model: &mut Model<B>,
+        model: &Model<B>,
         tokenizer: &Tokenizer,
     ) -> Result<Self::Output, CliError>;
 }
@@ -385,10 +385,10 @@ mod tests {
     fn default_context_is_the_training_context_up_to_4096() {
         let path = store::cached_test_model("smollm2-135m")
             .expect("test model smollm2-135m is not cached: run `cargo xtask models`");
-        let mut model = Model::open(path, CpuBackend::new()).unwrap();
+        let model = Model::open(path, CpuBackend::new()).unwrap();
         assert!(model.config().n_ctx_train > DEFAULT_CTX);
-        assert_eq!(open_session(&mut model, None).unwrap().n_ctx(), DEFAULT_CTX);
-        assert_eq!(open_session(&mut model, Some(100)).unwrap().n_ctx(), 100);
-        assert!(open_session(&mut model, Some(0)).is_err());
+        assert_eq!(open_session(&model, None).unwrap().n_ctx(), DEFAULT_CTX);
+        assert_eq!(open_session(&model, Some(100)).unwrap().n_ctx(), 100);
+        assert!(open_session(&model, Some(0)).is_err());
     }
 }

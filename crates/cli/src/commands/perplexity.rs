@@ -92,7 +92,7 @@ struct Score<'a>(Chunks<'a>);
 impl ModelTask for Score<'_> {
     type Output = Perplexity;
 
-    fn run<B: Backend>(self, model: &mut Model<B>, _: &Tokenizer) -> Result<Perplexity, CliError> {
+    fn run<B: Backend>(self, model: &Model<B>, _: &Tokenizer) -> Result<Perplexity, CliError> {
         let mut err = std::io::stderr();
         let total = perplexity::score(model, self.0, |i, total| {
             // Progress only: a closed stderr must not fail the figure on stdout.

@@ -72,11 +72,7 @@ struct Generate<'a> {
 impl ModelTask for Generate<'_> {
     type Output = Stats;
 
-    fn run<B: Backend>(
-        self,
-        model: &mut Model<B>,
-        tokenizer: &Tokenizer,
-    ) -> Result<Stats, CliError> {
+    fn run<B: Backend>(self, model: &Model<B>, tokenizer: &Tokenizer) -> Result<Stats, CliError> {
         let mut sampler = self.args.sampler();
         let mut session = generation::open_session(model, self.args.ctx)?;
         let mut out = std::io::stdout().lock();

@@ -3,7 +3,7 @@
 
 use rullama_gguf::Metadata;
 
-use crate::backend::Backend;
+use crate::backend::Sequence;
 use crate::config::{Activation, ModelConfig, RopeFreqs, RopeStyle, positive_f32};
 use crate::error::Result;
 use crate::graph::Graph;
@@ -107,11 +107,11 @@ impl<W: Clone> Weights<W> {
     }
 }
 
-pub(crate) fn forward<B: Backend>(g: &mut Graph<'_, B>, w: &Weights<B::Weight>) -> B::Tensor {
+pub(crate) fn forward<S: Sequence>(g: &mut Graph<'_, S>, w: &Weights<S::Weight>) -> S::Tensor {
     let hd = g.cfg.head_dim_k;
     let embd = g.input_embeddings(&w.tok_embd);
     let mut inp_l = match g.cfg.embed_scale {
-        Some(s) => g.b.scale(&embd, s),
+        Some(s) => g.ops.scale(&embd, s),
         None => embd,
     };
     for (il, l) in w.layers.iter().enumerate() {
@@ -127,12 +127,12 @@ pub(crate) fn forward<B: Backend>(g: &mut Graph<'_, B>, w: &Weights<B::Weight>) 
         let cur = g.attention(il, &q, &k, &v, &l.attn.o);
 
         let cur = g.norm(&cur, &l.post_attn_norm);
-        let sa_out = g.b.add(&cur, &inp_l);
+        let sa_out = g.ops.add(&cur, &inp_l);
 
         let cur = g.norm(&sa_out, &l.ffn_norm);
         let cur = g.ffn(&l.ffn, &cur);
         let cur = g.norm(&cur, &l.post_ffw_norm);
-        inp_l = g.b.add(&cur, &sa_out);
+        inp_l = g.ops.add(&cur, &sa_out);
     }
     g.logits(&inp_l, &w.output_norm, &w.output)
 }

@@ -2,7 +2,7 @@
 
 use rullama_gguf::Metadata;
 
-use crate::backend::Backend;
+use crate::backend::Sequence;
 use crate::config::{Activation, ModelConfig, RopeStyle, positive_f32};
 use crate::error::{ModelError, Result};
 use crate::graph::Graph;
@@ -100,7 +100,7 @@ impl<W: Clone> Weights<W> {
 
 /// The pre-norm block (llama.cpp `src/models/llama.cpp`, and `qwen2.cpp`, which differs only
 /// in its biases): `norm → q, k, v → rope → attention + o → add → norm → ffn → add`.
-pub(crate) fn forward<B: Backend>(g: &mut Graph<'_, B>, w: &Weights<B::Weight>) -> B::Tensor {
+pub(crate) fn forward<S: Sequence>(g: &mut Graph<'_, S>, w: &Weights<S::Weight>) -> S::Tensor {
     let mut inp_l = g.input_embeddings(&w.tok_embd);
     for (il, l) in w.layers.iter().enumerate() {
         let inp_sa = inp_l;
@@ -112,11 +112,11 @@ pub(crate) fn forward<B: Backend>(g: &mut Graph<'_, B>, w: &Weights<B::Weight>) 
         let q = g.rope(&q, il);
         let k = g.rope(&k, il);
         let cur = g.attention(il, &q, &k, &v, &l.attn.o);
-        let ffn_inp = g.b.add(&cur, &inp_sa);
+        let ffn_inp = g.ops.add(&cur, &inp_sa);
 
         let cur = g.norm(&ffn_inp, &l.ffn_norm);
         let cur = g.ffn(&l.ffn, &cur);
-        inp_l = g.b.add(&cur, &ffn_inp);
+        inp_l = g.ops.add(&cur, &ffn_inp);
     }
     g.logits(&inp_l, &w.output_norm, &w.output)
 }

@@ -7,7 +7,7 @@ pub(crate) mod qwen2;
 
 use rullama_gguf::Metadata;
 
-use crate::backend::Backend;
+use crate::backend::Sequence;
 use crate::config::ModelConfig;
 use crate::error::{ModelError, Result};
 use crate::graph::Graph;
@@ -67,7 +67,7 @@ impl<W: Clone> ArchWeights<W> {
 }
 
 /// Run one step of the graph; returns the logits tensor.
-pub(crate) fn forward<B: Backend>(g: &mut Graph<'_, B>, w: &ArchWeights<B::Weight>) -> B::Tensor {
+pub(crate) fn forward<S: Sequence>(g: &mut Graph<'_, S>, w: &ArchWeights<S::Weight>) -> S::Tensor {
     match w {
         ArchWeights::Gemma3(w) => gemma3::forward(g, w),
         ArchWeights::Llama(w) => llama::forward(g, w),

@@ -2,7 +2,7 @@
 
 use super::matmul::dot;
 use super::tensor::CpuTensor;
-use crate::backend::{Attention, AttentionInputs, KvCacheSpec, KvLayerSpec};
+use crate::backend::{AttentionInputs, AttentionParams, KvCacheSpec, KvLayerSpec};
 
 /// Keys and values of each layer, `n_ctx` rows each, indexed by position.
 #[derive(Debug, Clone)]
@@ -39,7 +39,7 @@ impl CpuKvCache {
 pub(crate) fn attention(
     cache: &mut CpuKvCache,
     x: AttentionInputs<'_, CpuTensor, Vec<u32>>,
-    p: &Attention,
+    p: &AttentionParams,
 ) -> CpuTensor {
     let n_ctx = cache.n_ctx;
     let lc = &mut cache.layers[p.layer];
@@ -101,7 +101,13 @@ mod tests {
     }
 
     /// The textbook formula, on whole K/V matrices indexed by position.
-    fn naive(q: &CpuTensor, k: &CpuTensor, v: &CpuTensor, pos: &[u32], p: &Attention) -> Vec<f32> {
+    fn naive(
+        q: &CpuTensor,
+        k: &CpuTensor,
+        v: &CpuTensor,
+        pos: &[u32],
+        p: &AttentionParams,
+    ) -> Vec<f32> {
         let (dk, dv) = (p.head_dim_k, p.head_dim_v);
         let mut out = vec![];
         for (t, &pt) in pos.iter().enumerate() {
@@ -137,7 +143,7 @@ mod tests {
     /// decode steps give the same rows as the naive formula over all 6.
     #[test]
     fn gqa_window_prefill_then_decode() {
-        let p = Attention {
+        let p = AttentionParams {
             layer: 1,
             n_head: 4,
             n_head_kv: 2,
@@ -154,7 +160,7 @@ mod tests {
         let pos: Vec<u32> = (0..n as u32).collect();
         let want = naive(&q, &k, &v, &pos, &p);
         for window in [Some(3), None] {
-            let p = Attention { window, ..p };
+            let p = AttentionParams { window, ..p };
             let want = if window.is_some() {
                 want.clone()
             } else {

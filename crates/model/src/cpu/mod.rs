@@ -20,7 +20,9 @@ use std::ops::Range;
 
 use rullama_gguf::TensorView;
 
-use crate::backend::{Attention, AttentionInputs, Backend, KvCacheSpec, RmsNorm, Rope};
+use crate::backend::{
+    AttentionInputs, AttentionParams, Backend, KvCacheSpec, RmsNormParams, RopeParams, Sequence,
+};
 use crate::config::Activation;
 use crate::error::Result;
 
@@ -66,17 +68,31 @@ impl CpuBackend {
 
 impl Backend for CpuBackend {
     type Weight = CpuWeight;
-    type Tensor = CpuTensor;
-    type Ids = Vec<u32>;
-    type KvCache = CpuKvCache;
+    type Sequence = CpuSequence;
 
     fn load_weight(&mut self, view: TensorView<'_>) -> Result<CpuWeight> {
         CpuWeight::from_view(view, self.storage)
     }
 
-    fn new_kv_cache(&mut self, spec: &KvCacheSpec) -> Result<CpuKvCache> {
-        Ok(CpuKvCache::new(spec))
+    fn new_sequence(&self, spec: &KvCacheSpec) -> Result<CpuSequence> {
+        Ok(CpuSequence {
+            threads: self.threads,
+            cache: CpuKvCache::new(spec),
+        })
     }
+}
+
+/// A sequence on the CPU reference: its KV cache; every op runs when called.
+#[derive(Debug, Clone)]
+pub struct CpuSequence {
+    threads: usize,
+    cache: CpuKvCache,
+}
+
+impl Sequence for CpuSequence {
+    type Weight = CpuWeight;
+    type Tensor = CpuTensor;
+    type Ids = Vec<u32>;
 
     fn ids(&mut self, ids: &[u32]) -> Vec<u32> {
         ids.to_vec()
@@ -94,21 +110,20 @@ impl Backend for CpuBackend {
         elementwise::add_bias(x, bias)
     }
 
-    fn rms_norm(&mut self, x: &CpuTensor, p: &RmsNorm<'_, CpuWeight>) -> CpuTensor {
+    fn rms_norm(&mut self, x: &CpuTensor, p: &RmsNormParams<'_, CpuWeight>) -> CpuTensor {
         norm::rms_norm(x, p)
     }
 
-    fn rope(&mut self, x: &CpuTensor, positions: &Vec<u32>, p: &Rope) -> CpuTensor {
+    fn rope(&mut self, x: &CpuTensor, positions: &Vec<u32>, p: &RopeParams) -> CpuTensor {
         rope::rope(x, positions, p)
     }
 
     fn attention(
         &mut self,
-        cache: &mut CpuKvCache,
         x: AttentionInputs<'_, CpuTensor, Vec<u32>>,
-        p: &Attention,
+        p: &AttentionParams,
     ) -> CpuTensor {
-        attention::attention(cache, x, p)
+        attention::attention(&mut self.cache, x, p)
     }
 
     fn glu(&mut self, gate: &CpuTensor, up: &CpuTensor, act: Activation) -> CpuTensor {

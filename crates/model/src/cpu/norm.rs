@@ -1,9 +1,9 @@
 //! RMS norm over groups of a row (whole rows, or heads).
 
 use super::tensor::{CpuTensor, CpuWeight};
-use crate::backend::RmsNorm;
+use crate::backend::RmsNormParams;
 
-pub(crate) fn rms_norm(x: &CpuTensor, p: &RmsNorm<'_, CpuWeight>) -> CpuTensor {
+pub(crate) fn rms_norm(x: &CpuTensor, p: &RmsNormParams<'_, CpuWeight>) -> CpuTensor {
     assert!(
         p.group > 0 && x.cols.is_multiple_of(p.group),
         "rms_norm: group {} vs width {}",
@@ -34,7 +34,7 @@ mod tests {
     fn rows_and_heads() {
         let x = CpuTensor::new(1, 4, vec![1.0, 2.0, 3.0, 4.0]);
         let w = CpuWeight::from_f32_vector(vec![1.0, 2.0, 0.5, 1.0]);
-        let p = RmsNorm {
+        let p = RmsNormParams {
             weight: Some(&w),
             eps: 0.0,
             group: 4,
@@ -46,7 +46,7 @@ mod tests {
             assert!((*a as f64 - b).abs() < 1e-6);
         }
         // Per head of 2, no weight, eps 1: [1,2] -> rms sqrt(2.5 + 1).
-        let p = RmsNorm {
+        let p = RmsNormParams {
             weight: None,
             eps: 1.0,
             group: 2,

@@ -1,10 +1,10 @@
 //! Rotary position embedding, angles in f64.
 
 use super::tensor::CpuTensor;
-use crate::backend::Rope;
+use crate::backend::RopeParams;
 use crate::config::RopeStyle;
 
-pub(crate) fn rope(x: &CpuTensor, positions: &[u32], p: &Rope) -> CpuTensor {
+pub(crate) fn rope(x: &CpuTensor, positions: &[u32], p: &RopeParams) -> CpuTensor {
     assert_eq!(positions.len(), x.rows, "rope: one position per row");
     assert!(x.cols.is_multiple_of(p.head_dim) && p.n_rot <= p.head_dim);
     let half = p.n_rot / 2;
@@ -35,8 +35,8 @@ pub(crate) fn rope(x: &CpuTensor, positions: &[u32], p: &Rope) -> CpuTensor {
 mod tests {
     use super::*;
 
-    fn params(style: RopeStyle, n_rot: usize) -> Rope {
-        Rope {
+    fn params(style: RopeStyle, n_rot: usize) -> RopeParams {
+        RopeParams {
             head_dim: 4,
             n_rot,
             base: 100.0,

@@ -449,7 +449,7 @@ impl Fusion {
         let Some((a, at)) = attention else {
             return;
         };
-        let l = at.kv.kv.layout;
+        let l = at.kv.layout;
         let fits = self.free(a)
             && at.pos == *pos
             && whole(&at.k)

@@ -2,14 +2,18 @@
 //! host's ids for the step, and the handles the graph holds.
 //!
 //! Nodes carry shapes and parameters but no data and no buffers: two steps that make the
-//! same calls on the same shapes (every decode step) record equal node lists, which is the
-//! key under which the built [`super::plan::Plan`] is cached and replayed.
+//! same calls on the same shapes (every decode step, of any sequence with a cache of the
+//! same shape) record equal node lists, which is the key under which the built
+//! [`super::plan::Plan`] is cached and replayed. Which sequence's KV cache and token slots a
+//! step uses is not part of the key: each sequence binds the plan to its own
+//! ([`super::plan::Binding`]).
 
 use rullama_kernels::ops::glu::Activation as GpuActivation;
+use rullama_kernels::ops::kv::KvLayout;
 use rullama_kernels::ops::rope::RopeMode;
 use rullama_kernels::ops::unary::UnaryOp;
 
-use super::weight::{GpuWeightRef, LayerKv};
+use super::weight::GpuWeightRef;
 
 /// An activation handle (`Backend::Tensor`): rows `row0..row0 + rows` of value `value` of
 /// the step `step` (a `rows` range is a view, not a copy).
@@ -52,10 +56,17 @@ pub(crate) struct RopeSpec {
     pub freq_scale: f32,
 }
 
+/// Which layer's slot of the sequence's KV cache an attention uses, and its shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KvSlot {
+    pub layer: usize,
+    pub layout: KvLayout,
+}
+
 /// Attention of one layer: append k, v at the positions, then attend.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct AttnNode {
-    pub kv: LayerKv,
+    pub kv: KvSlot,
     pub q: Src,
     pub k: Src,
     pub v: Src,

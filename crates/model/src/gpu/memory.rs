@@ -1,33 +1,11 @@
-//! What the GPU backend has allocated on the device, by role ([`DeviceMemory`], reported
-//! through [`crate::Backend::device_memory`] for `rullama bench`). Counted from the sizes of
-//! the buffers it creates (padding included); what wgpu and the driver allocate besides
-//! (pipelines, bind groups, shader code) is not counted.
+//! Counting the GPU executor's device bytes ([`crate::DeviceMemory`]) as buffers come and go.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Bytes of the device buffers a backend holds now.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct DeviceMemory {
-    /// Weights uploaded at load: matrices in their GPU layout (GGUF blocks, or split by field,
-    /// in row chunks), 1-D tensors as f32.
-    pub weights: u64,
-    /// The KV caches alive now (every layer's K and V for `n_ctx` positions).
-    pub kv_cache: u64,
-    /// The built steps kept for replay (activation buffers, token-id and position buffers,
-    /// uniform arenas, read-back staging, sampling scratch) and the RoPE frequency tables.
-    pub scratch: u64,
-}
-
-impl DeviceMemory {
-    pub fn total(&self) -> u64 {
-        self.weights + self.kv_cache + self.scratch
-    }
-}
-
-/// Bytes of the live KV caches, shared by the backend and the caches it made: a cache adds
-/// its bytes when made and takes them back when dropped. Caches are dropped by their owners
-/// (a session, a test), which the backend never sees, so each cache does its own counting.
+/// Bytes of buffers whose owners the backend never sees go (a sequence's KV cache, its plan
+/// bindings): each owner adds its bytes when made and takes them back when dropped, through
+/// a shared counter.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct LiveBytes(Arc<AtomicU64>);
 
@@ -42,5 +20,28 @@ impl LiveBytes {
 
     pub fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Bytes counted in a [`LiveBytes`] for as long as this guard lives.
+#[derive(Debug)]
+pub(crate) struct Counted {
+    bytes: u64,
+    live: LiveBytes,
+}
+
+impl Counted {
+    pub fn new(live: &LiveBytes, bytes: u64) -> Counted {
+        live.add(bytes);
+        Counted {
+            bytes,
+            live: live.clone(),
+        }
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.live.sub(self.bytes);
     }
 }

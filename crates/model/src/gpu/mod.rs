@@ -1,14 +1,19 @@
-//! The GPU backend: the same graphs, recorded as wgpu dispatches (`rullama-kernels`).
+//! The GPU executor: the same graphs, recorded as wgpu dispatches (`rullama-kernels`).
 //!
-//! Ops do not run when the graph calls them: each appends a node to the step's recording
-//! ([`ir`]) and returns a handle. [`Backend::read`] ends the step. Its node list (shapes,
-//! parameters, weight and cache identities; never data) is the key of a cache of built
-//! [`plan::Plan`]s: the first time a signature is seen, it is lowered to kernel ops, buffers
-//! are taken from a pool and the `Step` (pipelines, one uniform arena, bind groups) is
-//! built; every later step with the same signature (every decode step) creates no GPU
+//! [`GpuBackend`] is the device side, shared by every sequence of a model: the weights, the
+//! built plans (a cache keyed by step signature: shapes, parameters and weight identities;
+//! never data, never which sequence) with their buffer pool, the RoPE tables. A
+//! [`GpuSequence`] is one sequence's side: its KV cache, its token slots and queued draws
+//! ([`queue`]), and its bindings of the plans it ran to those buffers ([`plan::Binding`]).
+//!
+//! Ops do not run when the graph calls them: each appends a node to the sequence's
+//! recording ([`ir`]) and returns a handle. [`Sequence::read`] ends the step. The first time
+//! a signature is seen it is lowered to kernel ops, and the first time a sequence runs a
+//! plan the plan is bound to the sequence's buffers (pipelines, uniform arenas, bind
+//! groups); every later step with the same signature (every decode step) creates no GPU
 //! object: it writes the token ids and positions (small u32 buffers that the gather, RoPE
 //! and attention read) and submits one encoder with one compute pass, then reads back only
-//! the requested tensor, or, for [`Backend::sample`], only the 4-byte token id that the
+//! the requested tensor, or, for [`Sequence::sample`], only the 4-byte token id that the
 //! sampling op (`rullama_kernels::ops::sample`) draws from the last row of logits.
 //!
 //! Matrices: one token runs the matvec kernel, a block of tokens (prefill) the tiled matmul,
@@ -22,34 +27,25 @@ mod fuse;
 mod ir;
 mod memory;
 mod plan;
+mod queue;
+mod sequence;
 mod weight;
 
-use std::collections::VecDeque;
-use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use rullama_gguf::TensorView;
-use rullama_kernels::ops::glu::Activation as GpuActivation;
-use rullama_kernels::ops::rope::RopeMode;
-use rullama_kernels::ops::sample::{K_MAX, NO_TOKEN, Sampling};
-use rullama_kernels::ops::unary::UnaryOp;
-use rullama_kernels::{Dtype, Gpu, GpuError, GpuTensor, Kernel, ReadRing, Ticket};
+use rullama_kernels::{Gpu, GpuError, Kernel};
 
-use crate::backend::{
-    Attention, AttentionInputs, Backend, DeviceToken, KvCacheSpec, LinearView, LinearWeights,
-    PendingToken, RmsNorm, Rope,
-};
-use crate::config::{Activation, RopeStyle};
+use crate::backend::{Backend, KvCacheSpec, LinearView, LinearWeights, QueueDepth};
 use crate::error::{ModelError, Result};
-use crate::sampler::{DeviceDraw, SamplerError};
-use ir::{AttnNode, IdsInput, Key, Node, Recording, RopeSpec};
+use crate::memory::DeviceMemory;
+use ir::Key;
 use memory::LiveBytes;
 use plan::{Freqs, Plan};
 
 pub use ir::{GpuAct, GpuIds};
-pub use memory::DeviceMemory;
 pub use rullama_kernels::ops::kv::KvDtype;
-pub use rullama_kernels::{KernelTime, StepProfile};
+pub use sequence::GpuSequence;
 use weight::Widen;
 pub use weight::{GpuKvCache, GpuWeightRef};
 
@@ -66,8 +62,8 @@ pub(crate) fn gpu_err(context: impl Into<String>) -> impl FnOnce(GpuError) -> Mo
 pub struct GpuOptions {
     /// Element type of KV caches made from now on.
     pub kv_dtype: KvDtype,
-    /// Built steps kept for replay (prefill shapes, decode, per cache); the least recently
-    /// used goes first.
+    /// Plans kept for replay (prefill shapes, decode), and plan bindings each sequence
+    /// keeps; the least recently used goes first.
     pub max_plans: usize,
     /// Prompt blocks' matmuls on the tensor cores where the device has them
     /// (`Caps::coop_f16`): weights and activations are rounded to f16 there, products summed
@@ -139,10 +135,10 @@ pub struct GpuOptions {
     /// Sampling steps recorded into one submission (one compute pass): a step queued is held
     /// until that many are, then they go together, so a decode token pays a fraction of a
     /// submission's cost (on the H100 ~10 us between passes and ~12 between submissions;
-    /// docs/PERF.md, sixteenth session). [`Backend::steps_per_submit`] tells a generator to
-    /// keep twice as many draws queued, so the device always has the next submission behind
-    /// the one read. A token then comes back with the others of its submission. 1 submits
-    /// every step at once.
+    /// docs/PERF.md, sixteenth session). A generator keeps twice as many draws queued, so
+    /// the device always has the next submission behind the one read; the queue's depths
+    /// all follow from this one number ([`QueueDepth`]). A token then comes back with the
+    /// others of its submission. 1 submits every step at once.
     pub steps_per_submit: usize,
 }
 
@@ -183,13 +179,15 @@ pub enum RopeAttention {
     All,
 }
 
-/// Counts for tests and reports.
+/// Counts for tests and reports, over every sequence of a backend.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct GpuStats {
     /// Steps submitted.
     pub steps: u64,
-    /// Steps that had to be built (signature not cached).
+    /// Steps whose plan had to be built (signature not cached).
     pub plans_built: u64,
+    /// Plans bound to a sequence's buffers (a sequence's first step of a signature).
+    pub bindings_built: u64,
     /// Dispatches of the last step.
     pub dispatches: usize,
     /// Activation buffers of the last step's plan.
@@ -200,58 +198,115 @@ pub struct GpuStats {
     pub sample_submissions: u64,
 }
 
-/// The GPU executor of the model graph.
+/// The GPU executor's device side, shared by the sequences of a model.
 #[derive(Debug)]
 pub struct GpuBackend {
-    gpu: Arc<Gpu>,
-    options: GpuOptions,
-    rec: Recording,
-    /// Built steps with their keys, most recently used last.
-    plans: Vec<(Key, Plan)>,
-    freqs: Freqs,
-    stats: GpuStats,
+    shared: Arc<Shared>,
     /// Bytes of the weights loaded so far.
     weight_bytes: u64,
-    /// Bytes of the KV caches alive now.
+}
+
+/// What the sequences of one backend share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub gpu: Arc<Gpu>,
+    pub options: GpuOptions,
+    plans: Mutex<PlanCache>,
+    stats: Mutex<GpuStats>,
+    /// The plan run last (by any sequence), for [`GpuBackend::last_step_kernels`].
+    last: Mutex<Option<Arc<Plan>>>,
     kv_bytes: LiveBytes,
-    /// The token slots sampling steps draw into in turn, one per step of a submission (a
-    /// plan's copy `c` into slot `c`): steps fed `Backend::drawn_ids` read the one drawn
-    /// last, and every step of a submission leaves its own token for the read-back.
-    tokens: Vec<GpuTensor>,
-    /// The slot holding the token drawn last: the next step runs its plan's copy
-    /// `last_draw + 1`, which reads it there.
-    last_draw: usize,
-    /// Staging for the drawn ids, a few steps deep so reads overlap the next steps.
-    reads: ReadRing,
-    /// Sampling steps queued so far (the last one's token is in `tokens[last_draw]`).
-    queued: u64,
-    /// Sampling steps prepared but not yet submitted (fewer than `steps_per_submit`).
-    held: Vec<Held>,
-    /// The read tickets of submitted draws, by sequence number, oldest first.
-    tickets: VecDeque<(u64, Ticket)>,
-    /// Plans built so far (the next plan's id).
-    plans_made: u64,
+    plan_bytes: LiveBytes,
+    /// What sequences hold besides their caches: token slots, id staging, plan bindings.
+    seq_bytes: LiveBytes,
 }
 
-/// A sampling step waiting for the others of its submission.
-#[derive(Debug, Clone, Copy)]
-struct Held {
-    plan: u64,
-    copy: usize,
-    seq: u64,
+/// Built plans, most recently used last, and the RoPE tables they read.
+#[derive(Debug, Default)]
+struct PlanCache {
+    plans: Vec<Arc<Plan>>,
+    freqs: Freqs,
 }
 
-/// One token slot per step of a submission.
-fn token_slots(gpu: &Gpu, steps_per_submit: usize) -> Vec<GpuTensor> {
-    (0..steps_per_submit.max(1))
-        .map(|_| GpuTensor::zeros(gpu, &[1], Dtype::U32))
-        .collect()
+/// Locks `m`; a panic of another holder leaves data that is still consistent (plain
+/// caches and counters), so a poisoned lock is taken as it is.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Staging slots of the token read ring: the draws a generator keeps queued (two
-/// submissions' worth), the ones being submitted, one spare.
-fn read_slots(steps_per_submit: usize) -> usize {
-    3 * steps_per_submit.max(1) + 1
+impl Shared {
+    fn new(gpu: Arc<Gpu>, options: GpuOptions, counters: [LiveBytes; 3]) -> Shared {
+        let [kv_bytes, plan_bytes, seq_bytes] = counters;
+        Shared {
+            gpu,
+            options,
+            plans: Mutex::default(),
+            stats: Mutex::default(),
+            last: Mutex::default(),
+            kv_bytes,
+            plan_bytes,
+            seq_bytes,
+        }
+    }
+
+    /// How deep every sequence's queue of draws runs.
+    pub fn depth(&self) -> QueueDepth {
+        QueueDepth::new(self.options.steps_per_submit)
+    }
+
+    /// The plan of `key`, built if new (the least recently used one goes when the cache is
+    /// full: sequences bound to it keep it alive until they let it go).
+    pub fn plan(&self, key: Key) -> Result<Arc<Plan>, GpuError> {
+        let mut cache = lock(&self.plans);
+        let plan = match cache.plans.iter().position(|p| p.key == key) {
+            Some(i) => {
+                let plan = cache.plans.remove(i);
+                cache.plans.push(Arc::clone(&plan));
+                plan
+            }
+            None => {
+                let copies = self.depth().steps_per_submit();
+                let freqs = &mut cache.freqs;
+                let plan = Arc::new(Plan::build(
+                    &self.gpu,
+                    key,
+                    freqs,
+                    copies,
+                    &self.options,
+                    &self.plan_bytes,
+                )?);
+                lock(&self.stats).plans_built += 1;
+                if cache.plans.len() >= self.options.max_plans.max(1) {
+                    cache.plans.remove(0);
+                }
+                cache.plans.push(Arc::clone(&plan));
+                plan
+            }
+        };
+        Ok(plan)
+    }
+
+    /// Counts a step of `plan` about to run.
+    pub fn count_step(&self, plan: &Arc<Plan>) {
+        let mut stats = lock(&self.stats);
+        stats.steps += 1;
+        stats.dispatches = plan.dispatches();
+        stats.buffers = plan.buffers();
+        drop(stats);
+        let mut last = lock(&self.last);
+        if !last.as_ref().is_some_and(|l| Arc::ptr_eq(l, plan)) {
+            *last = Some(Arc::clone(plan));
+        }
+    }
+
+    /// Updates the counters.
+    pub fn stats(&self, f: impl FnOnce(&mut GpuStats)) {
+        f(&mut lock(&self.stats));
+    }
+
+    pub fn seq_bytes(&self) -> &LiveBytes {
+        &self.seq_bytes
+    }
 }
 
 impl GpuBackend {
@@ -264,200 +319,77 @@ impl GpuBackend {
         GpuBackend::shared(Arc::new(gpu))
     }
 
-    /// Which matrices [`GpuOptions`] uploads in a wider format.
-    fn widen(&self) -> Widen {
-        Widen {
-            stacks: self.options.widen_stacks,
-            below: self.options.widen_below,
-        }
-    }
-
     /// A backend on a device shared with others.
     pub fn shared(gpu: Arc<Gpu>) -> GpuBackend {
-        let options = GpuOptions::default();
+        let counters = Default::default();
         GpuBackend {
-            tokens: token_slots(&gpu, options.steps_per_submit),
-            last_draw: 0,
-            reads: ReadRing::new(&gpu, read_slots(options.steps_per_submit), 4),
-            queued: 0,
-            held: Vec::new(),
-            tickets: VecDeque::new(),
-            plans_made: 0,
-            gpu,
-            options,
-            rec: Recording::new(1),
-            plans: Vec::new(),
-            freqs: Freqs::default(),
-            stats: GpuStats::default(),
+            shared: Arc::new(Shared::new(gpu, GpuOptions::default(), counters)),
             weight_bytes: 0,
-            kv_bytes: LiveBytes::default(),
         }
     }
 
-    pub fn with_options(mut self, options: GpuOptions) -> GpuBackend {
-        // Plans follow the options (and bind the token slots): built ones go.
-        self.plans.clear();
-        if options.steps_per_submit != self.options.steps_per_submit {
-            self.tokens = token_slots(&self.gpu, options.steps_per_submit);
-            self.last_draw = 0;
-            self.reads = ReadRing::new(&self.gpu, read_slots(options.steps_per_submit), 4);
+    /// The same device with other options. Plans follow the options: built ones go (a
+    /// sequence made before keeps the options it was made with).
+    pub fn with_options(self, options: GpuOptions) -> GpuBackend {
+        let s = &self.shared;
+        let counters = [
+            s.kv_bytes.clone(),
+            s.plan_bytes.clone(),
+            s.seq_bytes.clone(),
+        ];
+        GpuBackend {
+            shared: Arc::new(Shared::new(Arc::clone(&s.gpu), options, counters)),
+            weight_bytes: self.weight_bytes,
         }
-        self.options = options;
-        self
+    }
+
+    pub fn options(&self) -> &GpuOptions {
+        &self.shared.options
     }
 
     pub fn gpu(&self) -> &Arc<Gpu> {
-        &self.gpu
+        &self.shared.gpu
     }
 
+    /// Counts of every sequence's steps so far.
     pub fn stats(&self) -> GpuStats {
-        self.stats
+        *lock(&self.shared.stats)
     }
 
-    /// The kernel of each dispatch of the last step (which fusions the lowering applied).
+    /// The kernel of each dispatch of the last step any sequence ran (which fusions the
+    /// lowering applied).
     pub fn last_step_kernels(&self) -> Vec<Kernel> {
-        self.plans
-            .last()
-            .map_or_else(Vec::new, |(_, p)| p.kernels())
+        lock(&self.shared.last)
+            .as_ref()
+            .map_or_else(Vec::new, |p| p.kernels().to_vec())
     }
 
-    /// Device memory held now: weights, live KV caches, built steps.
+    /// Device memory held now: weights, live sequences' KV caches, plans and what sequences
+    /// hold to run them.
     pub fn memory(&self) -> DeviceMemory {
+        let s = &self.shared;
         DeviceMemory {
             weights: self.weight_bytes,
-            kv_cache: self.kv_bytes.get(),
-            scratch: self.plans.iter().map(|(_, p)| p.bytes()).sum::<u64>()
-                + self.freqs.bytes()
-                + self.tokens.iter().map(GpuTensor::bytes).sum::<u64>()
-                + self.reads.total_bytes(),
+            kv_cache: s.kv_bytes.get(),
+            scratch: s.plan_bytes.get() + lock(&s.plans).freqs.bytes() + s.seq_bytes.get(),
         }
     }
 
-    /// Records a failed shape check; `read` reports it.
-    fn check(&mut self, ok: bool, what: impl FnOnce() -> String) {
-        if !ok {
-            self.rec.fail(what());
+    /// Which matrices [`GpuOptions`] uploads in a wider format.
+    fn widen(&self) -> Widen {
+        Widen {
+            stacks: self.shared.options.widen_stacks,
+            below: self.shared.options.widen_below,
         }
-    }
-
-    fn unary(&mut self, x: &GpuAct, op: UnaryOp, value: f32) -> GpuAct {
-        let x = self.rec.src(x);
-        self.rec.push(Node::Unary { x, op, value }, x.rows, x.cols)
-    }
-
-    /// Ends the recording: the plan for its key (built if new, then the most recent of
-    /// `plans`) and the step's ids.
-    fn finish(&mut self, x: &GpuAct, sample: bool) -> Result<Vec<IdsInput>> {
-        let next = Recording::new(self.rec.step + 1);
-        let mut rec = std::mem::replace(&mut self.rec, next);
-        let target = rec.src(x);
-        if let Some(e) = rec.error.take() {
-            return Err(ModelError::Backend(format!("gpu step: {e}")));
-        }
-        let (key, ids) = rec.into_key(target, sample);
-        let plan = self.plan(key).map_err(gpu_err("building a step"))?;
-        let (dispatches, buffers) = (plan.dispatches(), plan.buffers());
-        self.stats.steps += 1;
-        self.stats.dispatches = dispatches;
-        self.stats.buffers = buffers;
-        Ok(ids)
-    }
-
-    /// The plan `finish` left most recent.
-    fn current(&mut self) -> &mut Plan {
-        &mut self
-            .plans
-            .last_mut()
-            .expect("finish() leaves the plan last")
-            .1
-    }
-
-    /// Finds or builds the plan of `key`, moving it to the back (most recent).
-    fn plan(&mut self, key: Key) -> Result<&mut Plan, GpuError> {
-        match self.plans.iter().position(|(k, _)| *k == key) {
-            Some(i) => {
-                let entry = self.plans.remove(i);
-                self.plans.push(entry);
-            }
-            None => {
-                // The held steps' plans must stay cached until they are submitted.
-                self.submit_held()?;
-                self.plans_made += 1;
-                let (gpu, options) = (&self.gpu, &self.options);
-                let plan = Plan::build(
-                    gpu,
-                    self.plans_made,
-                    &key,
-                    &mut self.freqs,
-                    &self.tokens,
-                    options,
-                )?;
-                self.stats.plans_built += 1;
-                if self.plans.len() >= self.options.max_plans.max(1) {
-                    self.plans.remove(0);
-                }
-                self.plans.push((key, plan));
-            }
-        }
-        Ok(&mut self.plans.last_mut().expect("just pushed").1)
-    }
-
-    /// The copy of a plan the next step runs: the one that reads the token drawn last.
-    fn next_copy(&self) -> usize {
-        (self.last_draw + 1) % self.tokens.len()
-    }
-
-    /// Submits the held sampling steps, in order, as one pass.
-    fn submit_held(&mut self) -> Result<(), GpuError> {
-        if self.held.is_empty() {
-            return Ok(());
-        }
-        let held = std::mem::take(&mut self.held);
-        let steps: Vec<_> = held
-            .iter()
-            .map(|h| {
-                let (_, plan) = self
-                    .plans
-                    .iter()
-                    .find(|(_, p)| p.id == h.plan)
-                    .expect("a held step's plan stays cached until it is submitted");
-                (plan.step(h.copy), &self.tokens[h.copy])
-            })
-            .collect();
-        let tickets = self.reads.submit(&self.gpu, &steps)?;
-        self.stats.sample_submissions += 1;
-        self.tickets.extend(held.iter().map(|h| h.seq).zip(tickets));
-        // Tickets older than the ring are dead (their slots were reused): never read.
-        let live = read_slots(self.options.steps_per_submit);
-        while self.tickets.len() > live {
-            self.tickets.pop_front();
-        }
-        Ok(())
-    }
-}
-
-fn activation(a: Activation) -> GpuActivation {
-    match a {
-        Activation::GeluTanh => GpuActivation::GeluTanh,
-        Activation::Silu => GpuActivation::Silu,
-    }
-}
-
-fn rope_mode(s: RopeStyle) -> RopeMode {
-    match s {
-        RopeStyle::Normal => RopeMode::Normal,
-        RopeStyle::Neox => RopeMode::Neox,
     }
 }
 
 impl Backend for GpuBackend {
     type Weight = GpuWeightRef;
-    type Tensor = GpuAct;
-    type Ids = GpuIds;
-    type KvCache = GpuKvCache;
+    type Sequence = GpuSequence;
 
     fn load_weight(&mut self, view: TensorView<'_>) -> Result<GpuWeightRef> {
-        let w = GpuWeightRef::load(&self.gpu, view, self.widen())?;
+        let w = GpuWeightRef::load(&self.shared.gpu, view, self.widen())?;
         self.weight_bytes += w.bytes();
         Ok(w)
     }
@@ -468,13 +400,14 @@ impl Backend for GpuBackend {
         &mut self,
         linears: &[LinearView<'_>],
     ) -> Result<Vec<LinearWeights<GpuWeightRef>>> {
+        let gpu = Arc::clone(&self.shared.gpu);
         let mut out = Vec::with_capacity(linears.len());
         let widen = self.widen();
         let views: Vec<TensorView<'_>> = linears.iter().map(|l| l.weight).collect();
         let mut i = 0;
         while i < linears.len() {
             let mut n = 1;
-            while self.options.stack_projections
+            while self.shared.options.stack_projections
                 && i + n < linears.len()
                 && GpuWeightRef::stack_shape(&views[i..=i + n], widen).is_some()
             {
@@ -483,14 +416,14 @@ impl Backend for GpuBackend {
             let run = &linears[i..i + n];
             let loaded = if n == 1 {
                 let l = run[0];
-                let weight = GpuWeightRef::load(&self.gpu, l.weight, widen)?;
+                let weight = GpuWeightRef::load(&gpu, l.weight, widen)?;
                 let bias = l
                     .bias
-                    .map(|b| GpuWeightRef::load(&self.gpu, b, widen))
+                    .map(|b| GpuWeightRef::load(&gpu, b, widen))
                     .transpose()?;
                 vec![(weight, bias)]
             } else {
-                GpuWeightRef::load_stack(&self.gpu, run, widen)?
+                GpuWeightRef::load_stack(&gpu, run, widen)?
             };
             // A stack's matrix (and bias) is counted once, at its first handle.
             let mut seen: Vec<&GpuWeightRef> = Vec::new();
@@ -506,288 +439,13 @@ impl Backend for GpuBackend {
         Ok(out)
     }
 
-    fn new_kv_cache(&mut self, spec: &KvCacheSpec) -> Result<GpuKvCache> {
-        GpuKvCache::new(&self.gpu, spec, self.options.kv_dtype, &self.kv_bytes)
-    }
-
-    fn ids(&mut self, ids: &[u32]) -> GpuIds {
-        self.rec.push_ids(IdsInput::Host(ids.to_vec()), ids.len())
-    }
-
-    fn embed(&mut self, table: &GpuWeightRef, ids: &GpuIds) -> GpuAct {
-        let slot = self.rec.slot(ids);
-        let d = table.matrix().map_or(0, |w| w.shape.n_in);
-        self.check(d > 0, || "embed: the table is not a matrix".into());
-        let node = Node::Embed {
-            table: table.clone(),
-            ids: slot,
-            n: ids.n,
-        };
-        self.rec.push(node, ids.n, d)
-    }
-
-    fn matmul(&mut self, w: &GpuWeightRef, x: &GpuAct) -> GpuAct {
-        let x = self.rec.src(x);
-        let shape = w.matrix().map(|m| m.shape);
-        let n_out = w.matrix_rows().map_or(0, |r| r.n);
-        self.check(shape.is_some_and(|s| s.n_in == x.cols), || {
-            format!("matmul: weight {shape:?} with input of {} columns", x.cols)
-        });
-        let node = Node::Matmul { w: w.clone(), x };
-        self.rec.push(node, x.rows, n_out)
-    }
-
-    fn add_bias(&mut self, x: &GpuAct, bias: &GpuWeightRef) -> GpuAct {
-        let x = self.rec.src(x);
-        let n = bias.vector().map(|_| bias.len());
-        self.check(n == Some(x.cols), || {
-            format!("add_bias: bias of {n:?} on {} columns", x.cols)
-        });
-        let node = Node::AddBias {
-            x,
-            bias: bias.clone(),
-        };
-        self.rec.push(node, x.rows, x.cols)
-    }
-
-    fn rms_norm(&mut self, x: &GpuAct, p: &RmsNorm<'_, GpuWeightRef>) -> GpuAct {
-        let x = self.rec.src(x);
-        let ok = p.group > 0 && x.cols.is_multiple_of(p.group);
-        let w_ok = p
-            .weight
-            .is_none_or(|w| w.vector().map(|_| w.len()) == Some(p.group));
-        self.check(ok && w_ok, || {
-            format!("rms_norm: group {} over {} columns", p.group, x.cols)
-        });
-        let node = Node::RmsNorm {
-            x,
-            weight: p.weight.cloned(),
-            eps: p.eps,
-            group: p.group,
-        };
-        self.rec.push(node, x.rows, x.cols)
-    }
-
-    fn rope(&mut self, x: &GpuAct, positions: &GpuIds, p: &Rope) -> GpuAct {
-        let x = self.rec.src(x);
-        let pos = self.rec.slot(positions);
-        let ok = positions.n == x.rows && p.head_dim > 0 && x.cols.is_multiple_of(p.head_dim);
-        self.check(ok, || {
-            format!(
-                "rope: {} positions, head dim {} for [{}, {}]",
-                positions.n, p.head_dim, x.rows, x.cols
-            )
-        });
-        let spec = RopeSpec {
-            mode: rope_mode(p.style),
-            head_dim: p.head_dim,
-            n_rot: p.n_rot,
-            base: p.base,
-            freq_scale: p.freq_scale,
-        };
-        self.rec.push(Node::Rope { x, pos, spec }, x.rows, x.cols)
-    }
-
-    fn attention(
-        &mut self,
-        cache: &mut GpuKvCache,
-        x: AttentionInputs<'_, GpuAct, GpuIds>,
-        p: &Attention,
-    ) -> GpuAct {
-        let (q, k, v) = (self.rec.src(x.q), self.rec.src(x.k), self.rec.src(x.v));
-        let pos = self.rec.slot(x.positions);
-        let kv = cache.layer(p.layer);
-        self.check(kv.is_some(), || {
-            format!("attention: no cache layer {}", p.layer)
-        });
-        let shapes_ok = q.cols == p.n_head * p.head_dim_k
-            && k.cols == p.n_head_kv * p.head_dim_k
-            && v.cols == p.n_head_kv * p.head_dim_v
-            && q.rows == k.rows
-            && k.rows == v.rows
-            && x.positions.n == q.rows;
-        self.check(shapes_ok, || {
-            format!("attention: shapes q {q:?} k {k:?} v {v:?}")
-        });
-        let out_cols = p.n_head * p.head_dim_v;
-        let Some(kv) = kv else {
-            // Never lowered: `read` reports the error recorded above.
-            return self.rec.push(Node::Add { a: q, b: q }, q.rows, out_cols);
-        };
-        let node = AttnNode {
-            kv,
-            q,
-            k,
-            v,
-            pos,
-            n_head: p.n_head,
-            scale: p.scale,
-            window: p.window.unwrap_or(0),
-            softcap: p.softcap.unwrap_or(0.0),
-        };
-        self.rec
-            .push(Node::Attention(Box::new(node)), q.rows, out_cols)
-    }
-
-    fn glu(&mut self, gate: &GpuAct, up: &GpuAct, act: Activation) -> GpuAct {
-        let (gate, up) = (self.rec.src(gate), self.rec.src(up));
-        self.check((gate.rows, gate.cols) == (up.rows, up.cols), || {
-            format!("glu: gate {gate:?} up {up:?}")
-        });
-        let node = Node::Glu {
-            gate,
-            up,
-            act: activation(act),
-        };
-        self.rec.push(node, gate.rows, gate.cols)
-    }
-
-    fn add(&mut self, a: &GpuAct, b: &GpuAct) -> GpuAct {
-        let (a, b) = (self.rec.src(a), self.rec.src(b));
-        self.check((a.rows, a.cols) == (b.rows, b.cols), || {
-            format!("add: {a:?} + {b:?}")
-        });
-        self.rec.push(Node::Add { a, b }, a.rows, a.cols)
-    }
-
-    fn scale(&mut self, x: &GpuAct, s: f32) -> GpuAct {
-        self.unary(x, UnaryOp::Scale, s)
-    }
-
-    fn softcap(&mut self, x: &GpuAct, cap: f32) -> GpuAct {
-        self.unary(x, UnaryOp::SoftCap, cap)
-    }
-
-    fn rows(&mut self, x: &GpuAct, range: Range<usize>) -> GpuAct {
-        let mut src = self.rec.src(x);
-        self.check(range.start < range.end && range.end <= src.rows, || {
-            format!("rows {range:?} of {} rows", src.rows)
-        });
-        src.row0 += range.start;
-        src.rows = range.len();
-        GpuAct {
-            step: self.rec.step,
-            src,
-        }
-    }
-
-    fn read(&mut self, x: &GpuAct) -> Result<Vec<f32>> {
-        let ids = self.finish(x, false)?;
-        self.submit_queued()?;
-        let gpu = Arc::clone(&self.gpu);
-        let copy = self.next_copy();
-        self.current()
-            .run(&gpu, copy, &ids)
-            .map_err(gpu_err("running a step"))
-    }
-
-    fn device_top_k(&self) -> usize {
-        K_MAX
-    }
-
-    fn profile_last_step(&mut self) -> Result<Option<StepProfile>> {
-        self.submit_queued()?;
-        let copy = self.last_draw;
-        let Some((_, plan)) = self.plans.last_mut() else {
-            return Ok(None);
-        };
-        let profile = plan
-            .profile(&self.gpu, copy)
-            .map_err(gpu_err("profiling a step"))?;
-        Ok(Some(profile))
+    fn new_sequence(&self, spec: &KvCacheSpec) -> Result<GpuSequence> {
+        let s = &self.shared;
+        let cache = GpuKvCache::new(&s.gpu, spec, s.options.kv_dtype, &s.kv_bytes)?;
+        Ok(GpuSequence::new(Arc::clone(&self.shared), cache))
     }
 
     fn device_memory(&self) -> Option<DeviceMemory> {
         Some(self.memory())
-    }
-
-    fn sample(&mut self, logits: &GpuAct, draw: &DeviceDraw) -> Result<Option<u32>> {
-        let pending = self.queue_sample(logits, draw)?;
-        self.take_token(pending)
-    }
-
-    fn queue_sample(&mut self, logits: &GpuAct, draw: &DeviceDraw) -> Result<PendingToken> {
-        let s = Sampling {
-            top_k: draw.top_k,
-            top_p: draw.top_p,
-            min_p: draw.min_p,
-            min_keep: draw.min_keep,
-            temperature: draw.temperature,
-        };
-        let ids = self.finish(logits, true)?;
-        let copy = self.next_copy();
-        // A copy's buffers hold one step's inputs, and a slot one draw until it is read
-        // back: a second step of the same copy (or slot) waits for a submit.
-        if self.held.iter().any(|h| h.copy == copy) {
-            self.submit_queued()?;
-        }
-        let gpu = Arc::clone(&self.gpu);
-        let plan = self.current();
-        plan.prepare_sample(&gpu, copy, &ids, &s, draw.u)
-            .map_err(gpu_err("preparing a sampling step"))?;
-        let id = plan.id;
-        self.last_draw = copy;
-        self.queued += 1;
-        self.held.push(Held {
-            plan: id,
-            copy,
-            seq: self.queued,
-        });
-        if self.held.len() >= self.steps_per_submit() {
-            self.submit_queued()?;
-        }
-        self.stats.device_samples += 1;
-        Ok(PendingToken::Queued(DeviceToken { seq: self.queued }))
-    }
-
-    fn take_token(&mut self, pending: PendingToken) -> Result<Option<u32>> {
-        match pending {
-            PendingToken::Ready(t) => Ok(t),
-            PendingToken::Queued(d) => {
-                if self.held.iter().any(|h| h.seq == d.seq) {
-                    self.submit_queued()?;
-                }
-                let at = self.tickets.iter().position(|(seq, _)| *seq == d.seq);
-                let Some((_, ticket)) = at.and_then(|i| self.tickets.remove(i)) else {
-                    return Err(ModelError::Backend(
-                        "a drawn token read twice, or after its step was dropped".into(),
-                    ));
-                };
-                let mut id = [0u32];
-                self.reads
-                    .read(&self.gpu, ticket, &mut id)
-                    .map_err(gpu_err("reading a drawn token"))?;
-                Ok((id[0] != NO_TOKEN).then_some(id[0]))
-            }
-        }
-    }
-
-    fn steps_per_submit(&self) -> usize {
-        self.options.steps_per_submit.max(1)
-    }
-
-    fn submit_queued(&mut self) -> Result<()> {
-        self.submit_held()
-            .map_err(gpu_err("submitting sampling steps"))
-    }
-
-    fn drop_unsubmitted(&mut self) {
-        if let Some(first) = self.held.first() {
-            self.last_draw = (first.copy + self.tokens.len() - 1) % self.tokens.len();
-        }
-        self.held.clear();
-    }
-
-    fn drawn_ids(&mut self, pending: &PendingToken) -> Result<GpuIds> {
-        match pending {
-            PendingToken::Ready(Some(t)) => Ok(self.ids(&[*t])),
-            PendingToken::Ready(None) => Err(SamplerError::NoFiniteLogits.into()),
-            PendingToken::Queued(d) if d.seq == self.queued => {
-                Ok(self.rec.push_ids(IdsInput::Drawn, 1))
-            }
-            PendingToken::Queued(_) => Err(ModelError::Backend(
-                "a drawn token fed after a later draw overwrote it on the device".into(),
-            )),
-        }
     }
 }

@@ -1,6 +1,15 @@
-//! Lowering a recorded step to kernel ops, once: buffers, pipelines, uniform arena and bind
-//! groups are made here (once per token slot: [`Plan`]'s copies); [`Plan::run`] then only
-//! writes the step's ids and submits.
+//! Lowering a recorded step to kernel ops, once per step signature ([`Plan`], shared by every
+//! sequence), and binding a plan to one sequence's buffers ([`Binding`]: pipelines, uniform
+//! arenas and bind groups, once per token slot); [`Plan::run`] then only writes the step's
+//! ids and submits.
+//!
+//! A plan reaches a sequence's KV cache and token slots through a bind-group set per
+//! sequence: the plan is lowered against placeholders for those buffers (its template), and
+//! [`Plan::bind`] builds the template's copies with the placeholders replaced by the
+//! sequence's own buffers. Everything else a plan made (activation buffers, the logits'
+//! staging, the sampler's scratch) is shared by the sequences bound to it: the device runs
+//! their steps one after the other in submission order, and every such buffer is written by
+//! a step before the step reads it.
 //!
 //! Buffers come from a pool in node order: a value keeps its buffer until its last reader,
 //! then the buffer goes back to the pool (best fit by size), so a 30-layer step needs a few
@@ -19,7 +28,7 @@ use rullama_kernels::ops::embed::embed_rows;
 use rullama_kernels::ops::glu::glu;
 use rullama_kernels::ops::head_norm_rope::{HeadNormRope, Heads};
 use rullama_kernels::ops::head_norm_rope_kv::KvStore;
-use rullama_kernels::ops::kv::{KvAppend, KvLayout};
+use rullama_kernels::ops::kv::{KvAppend, KvCache as LayerCache, KvLayout};
 use rullama_kernels::ops::matmul::{Matmul, Strides};
 use rullama_kernels::ops::matvec::{
     Input, NormInput, ResidualRows, ScaledInput, matvec_bias_input, matvec_glu, matvec_glu_out,
@@ -40,8 +49,9 @@ use rullama_kernels::{
 
 use super::GpuOptions;
 use super::fuse::{Fuse, Fusion, ResidualOp, RopeUnit, StackPart};
-use super::ir::{AttnNode, IdsInput, IdsKey, Key, Node, RopeSpec, Src};
-use super::weight::GpuWeightRef;
+use super::ir::{AttnNode, IdsInput, IdsKey, Key, KvSlot, Node, RopeSpec, Src};
+use super::memory::{Counted, LiveBytes};
+use super::weight::{GpuKvCache, GpuWeightRef, next_id};
 
 /// RoPE frequency tables, made once per (n_rot, base, scale).
 #[derive(Debug, Default)]
@@ -65,38 +75,50 @@ impl Freqs {
     }
 }
 
-/// A step built once and replayed: its dispatches, id buffers and the read-back of its output.
+/// A step's signature lowered to kernel ops once, for every sequence.
 ///
-/// Built as one copy per token slot ([`StepCopy`]), the copies differing only in their per-step
-/// buffers: of `n`, copy `c` reads the drawn token from slot `c - 1` (mod `n`), draws into
-/// slot `c`, and has its own host ids and parameter arena, so that `n` consecutive steps of
-/// one plan (decode) can be recorded into one submission.
+/// Lowered as a template whose per-sequence buffers are placeholders: `copies` token slots
+/// (a sampling step draws into slot 0 of the template and a drawn-token input reads the
+/// last slot), one id buffer per host-written ids slot of the key, and a K and a V buffer
+/// per KV cache layer the step uses. [`Plan::bind`] replaces them with a sequence's own.
 #[derive(Debug)]
 pub(crate) struct Plan {
-    /// Tells plans apart in the backend's queue of unsubmitted steps.
+    /// Tells plans apart in a sequence's bindings and queue.
     pub id: u64,
-    copies: Vec<StepCopy>,
+    /// The signature it was lowered from.
+    pub key: Key,
+    template: StepBuilder,
+    /// The placeholder token slots, one per copy.
+    tokens: Vec<BufferId>,
+    /// The placeholder K and V of each layer the step attends over.
+    kv: Vec<(usize, BufferId, BufferId)>,
+    /// The key's ids slots: a placeholder buffer for each host-written one.
+    ids: Vec<IdsSlot>,
     /// Staging for the output (plans that read logits; a sampling plan's 4-byte id goes
-    /// through the backend's read ring).
-    readback: Option<Readback>,
+    /// through the sequence's read ring). Behind a lock: sequences on other threads share
+    /// it.
+    readback: Option<std::sync::Mutex<Readback>>,
     out: GpuTensor,
     out_offset: usize,
     out_len: usize,
     /// Activation buffers (kept for the step's bind groups; counted for reports).
     buffers: usize,
-    /// Bytes of every device buffer the plan made (activations, ids, arena, staging, draw).
-    bytes: u64,
-    /// Sampling plans: the draw op (whose parameters change per step).
+    /// Sampling plans: the draw op (whose parameters change per step) and its scratch.
     draw: Option<Draw>,
+    /// The kernel of each dispatch, in order.
+    kernels: Vec<Kernel>,
+    /// Every device buffer the plan made (activations, staging, draw scratch), counted while
+    /// it lives.
+    _bytes: Counted,
 }
 
-/// One of a plan's copies of the step.
-#[derive(Debug)]
-struct StepCopy {
-    step: Step,
-    /// The host-written id buffers, one per slot of the key (the drawn slots' entries are
-    /// the token slot the copy reads).
-    ids: Vec<GpuTensor>,
+/// One ids slot of a plan's key.
+#[derive(Debug, Clone, Copy)]
+enum IdsSlot {
+    /// Written from the host: the template's placeholder and its length.
+    Host(BufferId, usize),
+    /// The token the previous step drew, read from its token slot.
+    Drawn,
 }
 
 /// The sampling ops of a plan: the draw (whose parameters change per step) and the candidate
@@ -107,34 +129,90 @@ struct Draw {
     scratch: GpuTensor,
 }
 
+/// What a sequence binds a plan to: its KV cache and its token slots.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SeqBuffers<'a> {
+    pub cache: &'a GpuKvCache,
+    pub tokens: &'a [GpuTensor],
+}
+
+/// A plan bound to one sequence's buffers: one copy of the step per token slot, each with
+/// its own uniform arena and host id buffers. Of `n` copies, copy `c` reads the drawn token
+/// from slot `c - 1` (mod `n`) and draws into slot `c`, so that `n` consecutive steps of
+/// one plan (decode) can be recorded into one submission.
+#[derive(Debug)]
+pub(crate) struct Binding {
+    pub plan: std::sync::Arc<Plan>,
+    copies: Vec<StepCopy>,
+    /// Arenas and id buffers, counted while the binding lives.
+    _bytes: Counted,
+}
+
+/// One of a binding's copies of the step.
+#[derive(Debug)]
+struct StepCopy {
+    step: Step,
+    /// The host-written id buffers, one per host ids slot of the key (`None` for a drawn
+    /// slot: the token slot the copy reads).
+    ids: Vec<Option<GpuTensor>>,
+}
+
+/// A stand-in for a per-sequence buffer in a plan's template: a distinct identity (its own
+/// 16-byte buffer) with `like`'s shape, so the lowering's size checks see the real shape.
+/// Never bound: [`Plan::bind`] replaces it.
+fn placeholder(gpu: &Gpu, like: &[usize], dtype: Dtype) -> GpuTensor {
+    GpuTensor {
+        shape: like.to_vec(),
+        ..GpuTensor::zeros(gpu, &[1], dtype)
+    }
+}
+
 impl Plan {
-    /// Lowers `key` as plan `id`. `tokens`: the backend's one-u32 token slots that sampling
-    /// ops write and `IdsKey::Drawn` slots read (copy `c` draws into slot `c` and reads slot
-    /// `c - 1`, where the previous step drew; at least one); `options`:
-    /// whether prompt matmuls may run on the tensor cores, whether K/V appends fold into the
-    /// rope ops, whether decode matvecs read q8 copies of their inputs.
+    /// Lowers `key` for sequences with `copies` token slots. `options`: whether prompt
+    /// matmuls may run on the tensor cores, whether K/V appends fold into the rope ops,
+    /// whether decode matvecs read q8 copies of their inputs, and so on; `live`: the
+    /// counter of plan bytes.
     pub fn build(
         gpu: &Gpu,
-        id: u64,
-        key: &Key,
+        key: Key,
         freqs: &mut Freqs,
-        tokens: &[GpuTensor],
+        copies: usize,
         options: &GpuOptions,
+        live: &LiveBytes,
     ) -> Result<Plan, GpuError> {
-        let host_ids = |drawn: &GpuTensor| -> Vec<GpuTensor> {
-            key.ids
-                .iter()
-                .map(|k| match *k {
-                    IdsKey::Host(n) => GpuTensor::zeros(gpu, &[n], Dtype::U32),
-                    IdsKey::Drawn => drawn.clone(),
-                })
-                .collect()
-        };
-        // Lowered as copy 0; the others are the same ops on their own buffers.
-        let n = tokens.len();
-        let ids = host_ids(&tokens[n - 1]);
-        let fusion = Fusion::plan(key, options);
-        let last_use = fusion.last_use(key);
+        let tokens: Vec<GpuTensor> = (0..copies.max(1))
+            .map(|_| placeholder(gpu, &[1], Dtype::U32))
+            .collect();
+        // Lowered as copy 0: a drawn token is read from the last slot.
+        let drawn = tokens.last().expect("at least one token slot");
+        let ids: Vec<GpuTensor> = key
+            .ids
+            .iter()
+            .map(|k| match *k {
+                IdsKey::Host(n) => placeholder(gpu, &[n], Dtype::U32),
+                IdsKey::Drawn => drawn.clone(),
+            })
+            .collect();
+        let mut kv: Vec<Option<LayerCache>> = Vec::new();
+        for node in &key.nodes {
+            if let Node::Attention(a) = node {
+                let KvSlot { layer, layout } = a.kv;
+                if kv.len() <= layer {
+                    kv.resize(layer + 1, None);
+                }
+                let dtype = match layout.dtype {
+                    rullama_kernels::ops::kv::KvDtype::F32 => Dtype::F32,
+                    rullama_kernels::ops::kv::KvDtype::F16 => Dtype::U32,
+                };
+                kv[layer].get_or_insert_with(|| LayerCache {
+                    k: placeholder(gpu, &[layout.words()], dtype),
+                    v: placeholder(gpu, &[layout.words()], dtype),
+                    layout,
+                });
+            }
+        }
+        let fusion = Fusion::plan(&key, options);
+        let last_use = fusion.last_use(&key);
         // Each value's buffer goes back to the pool after the node that reads it last, or
         // right after it is made when nothing reads it.
         let mut release_after = vec![Vec::new(); key.nodes.len()];
@@ -148,7 +226,7 @@ impl Plan {
         }
         let mut l = Lower {
             gpu,
-            key,
+            key: &key,
             norm_into: fusion.norm_input.clone(),
             scaled_input: fusion.scaled_input.clone(),
             scaled: Vec::new(),
@@ -156,6 +234,7 @@ impl Plan {
             locs: vec![None; key.nodes.len()],
             last_use,
             ids: &ids,
+            kv: &kv,
             freqs,
             step: StepBuilder::new(),
             tensor_cores: options.tensor_cores,
@@ -172,8 +251,8 @@ impl Plan {
                     l.locs[i] = Some(out);
                 }
                 Fuse::Folded | Fuse::Done => {}
-                Fuse::Residual { pre, out } => l.residual(key, i, *pre, *out)?,
-                Fuse::Rope { q, k, append } => l.head_norm_rope(key, *q, *k, *append)?,
+                Fuse::Residual { pre, out } => l.residual(&key, i, *pre, *out)?,
+                Fuse::Rope { q, k, append } => l.head_norm_rope(&key, *q, *k, *append)?,
                 Fuse::Attend => {
                     let Node::Attention(a) = node else {
                         return Err(mismatch("an attend-only fusion on another node"));
@@ -185,15 +264,15 @@ impl Plan {
                     let Node::Attention(a) = node else {
                         return Err(mismatch("a rope-attention fusion on another node"));
                     };
-                    let out = l.rope_attention(key, a, *q, *k, shape.0 * shape.1)?;
+                    let out = l.rope_attention(&key, a, *q, *k, shape.0 * shape.1)?;
                     l.locs[i] = Some(out);
                 }
-                Fuse::GluDown { glu, q8 } => l.glu_down(key, i, *glu, *q8)?,
-                Fuse::Biased { bias } => l.biased(key, i, *bias)?,
-                Fuse::ScaledEmbed { scale } => l.scaled_embed(key, i, *scale)?,
-                Fuse::Stack { parts } => l.stack(key, parts)?,
-                Fuse::GluStack { up, glu } => l.glu_stack(key, i, *up, *glu)?,
-                Fuse::ResidualRows(r) => l.residual_rows(key, i, *r)?,
+                Fuse::GluDown { glu, q8 } => l.glu_down(&key, i, *glu, *q8)?,
+                Fuse::Biased { bias } => l.biased(&key, i, *bias)?,
+                Fuse::ScaledEmbed { scale } => l.scaled_embed(&key, i, *scale)?,
+                Fuse::Stack { parts } => l.stack(&key, parts)?,
+                Fuse::GluStack { up, glu } => l.glu_stack(&key, i, *up, *glu)?,
+                Fuse::ResidualRows(r) => l.residual_rows(&key, i, *r)?,
             }
             for &v in &release_after[i] {
                 let buf = l.locs[v].expect("a released value was lowered").buf;
@@ -215,64 +294,105 @@ impl Plan {
         } else {
             None
         };
-        let buffers = l.pool.bufs.len();
-        let mut copies = vec![StepCopy {
-            step: l.step.build(gpu),
-            ids: ids.clone(),
-        }];
-        for c in 1..n {
-            // Slot j's bindings take slot j + c, each host id buffer its own copy's.
-            let own_ids = host_ids(&tokens[c - 1]);
-            let mut swap: Vec<(BufferId, &GpuBuffer)> = (0..n)
-                .map(|j| (tokens[j].buf.id(), &tokens[(j + c) % n].buf))
-                .collect();
-            for ((a, b), k) in ids.iter().zip(&own_ids).zip(&key.ids) {
-                if matches!(k, IdsKey::Host(_)) {
-                    swap.push((a.buf.id(), &b.buf));
-                }
-            }
-            copies.push(StepCopy {
-                step: l.step.replacing(&swap).build(gpu),
-                ids: own_ids,
-            });
-        }
         let readback = (!key.sample).then(|| Readback::new(gpu, (t.len() * 4) as u64));
-        let host_ids = copies.iter().flat_map(|copy| {
-            copy.ids
-                .iter()
-                .zip(&key.ids)
-                .filter(|(_, k)| matches!(k, IdsKey::Host(_)))
-                .map(|(t, _)| t)
-        });
         let tensors = l
             .pool
             .bufs
             .iter()
-            .chain(host_ids)
             .chain(&l.splits)
             .chain(draw.iter().map(|d| &d.scratch));
         let bytes = tensors.map(GpuTensor::bytes).sum::<u64>()
-            + copies.iter().map(|c| c.step.arena_bytes()).sum::<u64>()
             + readback.as_ref().map_or(0, Readback::bytes);
         Ok(Plan {
-            id,
-            copies,
-            readback,
+            id: next_id(),
+            kernels: l.step.kernels(),
+            template: l.step,
+            tokens: tokens.iter().map(|t| t.buf.id()).collect(),
+            kv: kv
+                .iter()
+                .enumerate()
+                .filter_map(|(layer, c)| c.as_ref().map(|c| (layer, c.k.buf.id(), c.v.buf.id())))
+                .collect(),
+            ids: ids
+                .iter()
+                .zip(&key.ids)
+                .map(|(t, k)| match *k {
+                    IdsKey::Host(n) => IdsSlot::Host(t.buf.id(), n),
+                    IdsKey::Drawn => IdsSlot::Drawn,
+                })
+                .collect(),
+            readback: readback.map(std::sync::Mutex::new),
             out,
             out_offset: loc.offset,
             out_len: t.len(),
-            buffers,
-            bytes,
+            buffers: l.pool.bufs.len(),
             draw,
+            _bytes: Counted::new(live, bytes),
+            key,
         })
     }
 
-    /// Sets copy `copy`'s draw parameters and writes its host ids: the copy is then ready
-    /// to submit (through the backend's read ring, [`Plan::step`]). Only for plans built
-    /// with `sample`.
-    pub fn prepare_sample(
-        &mut self,
+    /// The plan's copies over `seq`'s buffers (as many as it has token slots, which must be
+    /// the plan's count); `live`: the counter of sequence bytes.
+    pub fn bind(
+        self: &std::sync::Arc<Plan>,
         gpu: &Gpu,
+        seq: SeqBuffers<'_>,
+        live: &LiveBytes,
+    ) -> Result<Binding, GpuError> {
+        let n = self.tokens.len();
+        if seq.tokens.len() != n {
+            return Err(mismatch("a sequence with another number of token slots"));
+        }
+        let mut kv: Vec<(BufferId, &GpuBuffer)> = Vec::with_capacity(2 * self.kv.len());
+        for &(layer, k, v) in &self.kv {
+            let cache = seq
+                .cache
+                .layers
+                .get(layer)
+                .ok_or_else(|| mismatch("a sequence's cache without a layer the step uses"))?;
+            kv.push((k, &cache.k.buf));
+            kv.push((v, &cache.v.buf));
+        }
+        let mut copies = Vec::with_capacity(n);
+        let mut bytes = 0;
+        for c in 0..n {
+            // Placeholder slot j is slot j + c, each host id buffer the copy's own.
+            let own: Vec<Option<GpuTensor>> = self
+                .ids
+                .iter()
+                .map(|slot| match *slot {
+                    IdsSlot::Host(_, len) => Some(GpuTensor::zeros(gpu, &[len], Dtype::U32)),
+                    IdsSlot::Drawn => None,
+                })
+                .collect();
+            let mut swap: Vec<(BufferId, &GpuBuffer)> = (0..n)
+                .map(|j| (self.tokens[j], &seq.tokens[(j + c) % n].buf))
+                .collect();
+            swap.extend(kv.iter().copied());
+            for (slot, t) in self.ids.iter().zip(&own) {
+                if let (IdsSlot::Host(ph, _), Some(t)) = (slot, t) {
+                    swap.push((*ph, &t.buf));
+                }
+            }
+            let step = self.template.replacing(&swap).build(gpu);
+            bytes += step.arena_bytes() + own.iter().flatten().map(GpuTensor::bytes).sum::<u64>();
+            copies.push(StepCopy { step, ids: own });
+        }
+        Ok(Binding {
+            plan: std::sync::Arc::clone(self),
+            copies,
+            _bytes: Counted::new(live, bytes),
+        })
+    }
+
+    /// Sets `b`'s copy `copy`'s draw parameters and writes its host ids: the copy is then
+    /// ready to submit (through the sequence's read ring, [`Binding::step`]). Only for plans
+    /// built with `sample`.
+    pub fn prepare_sample(
+        &self,
+        gpu: &Gpu,
+        b: &mut Binding,
         copy: usize,
         ids: &[IdsInput],
         s: &Sampling,
@@ -282,34 +402,25 @@ impl Plan {
             op: "sample",
             detail: "this step was built without the sampling op".into(),
         })?;
-        let step = &mut self.copies[copy].step;
+        let step = &mut b.copies[copy].step;
         let mut params: TopKDrawParams = step.params(draw.op);
         params.draw.set(s, u)?;
         step.set_params(draw.op, &params);
         step.flush(&gpu.queue);
-        self.write_ids(gpu, copy, ids);
+        b.write_ids(gpu, copy, ids);
         Ok(())
     }
 
-    /// Copy `copy`'s step.
-    pub fn step(&self, copy: usize) -> &Step {
-        &self.copies[copy].step
-    }
-
-    /// Writes copy `copy`'s host ids (the drawn token is already on the device).
-    fn write_ids(&self, gpu: &Gpu, copy: usize, ids: &[IdsInput]) {
-        for (t, input) in self.copies[copy].ids.iter().zip(ids) {
-            if let IdsInput::Host(values) = input {
-                let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-                gpu.queue.write_buffer(t.buf.raw(), 0, &bytes);
-            }
-        }
-    }
-
-    /// Writes copy `copy`'s ids, submits it (one encoder, one pass) and reads the output
-    /// back.
-    pub fn run(&mut self, gpu: &Gpu, copy: usize, ids: &[IdsInput]) -> Result<Vec<f32>, GpuError> {
-        self.write_ids(gpu, copy, ids);
+    /// Writes `b`'s copy `copy`'s ids, submits it (one encoder, one pass) and reads the
+    /// output back.
+    pub fn run(
+        &self,
+        gpu: &Gpu,
+        b: &mut Binding,
+        copy: usize,
+        ids: &[IdsInput],
+    ) -> Result<Vec<f32>, GpuError> {
+        b.write_ids(gpu, copy, ids);
         let readback = self
             .readback
             .as_ref()
@@ -317,10 +428,31 @@ impl Plan {
                 op: "read",
                 detail: "this step was built to sample; it reads back only the token".into(),
             })?;
+        let readback = readback.lock().unwrap_or_else(|e| e.into_inner());
         let mut out = vec![0.0f32; self.out_len];
-        let step = &mut self.copies[copy].step;
+        let step = &mut b.copies[copy].step;
         readback.run_and_read(gpu, step, &self.out, self.out_offset, &mut out)?;
         Ok(out)
+    }
+
+    pub fn dispatches(&self) -> usize {
+        self.kernels.len()
+    }
+
+    /// The kernel of each dispatch, in order.
+    pub fn kernels(&self) -> &[Kernel] {
+        &self.kernels
+    }
+
+    pub fn buffers(&self) -> usize {
+        self.buffers
+    }
+}
+
+impl Binding {
+    /// Copy `copy`'s step.
+    pub fn step(&self, copy: usize) -> &Step {
+        &self.copies[copy].step
     }
 
     /// Replays copy `copy` with a timestamp around every dispatch (ids as last written).
@@ -328,21 +460,14 @@ impl Plan {
         self.copies[copy].step.profile(gpu)
     }
 
-    pub fn dispatches(&self) -> usize {
-        self.copies[0].step.len()
-    }
-
-    /// The kernel of each dispatch, in order.
-    pub fn kernels(&self) -> Vec<Kernel> {
-        self.copies[0].step.kernels().collect()
-    }
-
-    pub fn buffers(&self) -> usize {
-        self.buffers
-    }
-
-    pub fn bytes(&self) -> u64 {
-        self.bytes
+    /// Writes copy `copy`'s host ids (a drawn token is already on the device).
+    fn write_ids(&self, gpu: &Gpu, copy: usize, ids: &[IdsInput]) {
+        for (t, input) in self.copies[copy].ids.iter().zip(ids) {
+            if let (Some(t), IdsInput::Host(values)) = (t, input) {
+                let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+                gpu.queue.write_buffer(t.buf.raw(), 0, &bytes);
+            }
+        }
     }
 }
 
@@ -463,6 +588,8 @@ struct Lower<'a> {
     /// The last node that reads each value (`usize::MAX`: the step's output).
     last_use: Vec<Option<usize>>,
     ids: &'a [GpuTensor],
+    /// The template's stand-ins for the KV cache, by layer.
+    kv: &'a [Option<LayerCache>],
     freqs: &'a mut Freqs,
     step: StepBuilder,
     /// Prompt matmuls on the tensor cores where the device has them.
@@ -518,7 +645,15 @@ fn values(w: &GpuWeightRef) -> Result<View<'_>, GpuError> {
         .ok_or_else(|| mismatch("a matrix weight used as a vector"))
 }
 
-impl Lower<'_> {
+impl<'a> Lower<'a> {
+    /// The cache stand-in of an attention's layer.
+    fn kv_cache(&self, slot: KvSlot) -> Result<&'a LayerCache, GpuError> {
+        self.kv
+            .get(slot.layer)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| mismatch("an attention without its cache layer"))
+    }
+
     fn loc(&self, s: Src) -> Loc {
         let l = self.locs[s.value].expect("a value is lowered before it is read");
         Loc {
@@ -892,7 +1027,7 @@ impl Lower<'_> {
                 let kv = KvStore {
                     v: self.src(a.v),
                     v_stride: a.v.cols,
-                    cache: &a.kv.kv,
+                    cache: self.kv_cache(a.kv)?,
                 };
                 op.op_kv(q_heads, k, kv, pos, &freqs)
             }
@@ -1269,7 +1404,8 @@ impl Lower<'_> {
         let (wq, wk) = (weight(q)?, weight(k)?);
         let freqs = self.freqs.get(self.gpu, &spec);
         let out = self.alloc(len)?;
-        let layout = a.kv.kv.layout;
+        let cache = self.kv_cache(a.kv)?;
+        let layout = cache.layout;
         let attn = Attention {
             n_tokens: 1,
             n_heads: a.n_head,
@@ -1299,7 +1435,7 @@ impl Lower<'_> {
             self.src(q.input(nodes)),
             rot,
             pos,
-            &a.kv.kv,
+            cache,
             self.view(out),
             splits.as_ref(),
         );
@@ -1313,7 +1449,8 @@ impl Lower<'_> {
     fn attention(&mut self, a: &AttnNode, len: usize, append: bool) -> Result<Loc, GpuError> {
         let out = self.alloc(len)?;
         let n = a.q.rows;
-        let layout = a.kv.kv.layout;
+        let cache = self.kv_cache(a.kv)?;
+        let layout = cache.layout;
         let ids = self.ids;
         let pos = View::from(&ids[a.pos]);
         if append {
@@ -1321,7 +1458,7 @@ impl Lower<'_> {
                 n_tokens: n,
                 src_stride: a.k.cols,
             };
-            let op = append.op(self.src(a.k), self.src(a.v), pos, &a.kv.kv);
+            let op = append.op(self.src(a.k), self.src(a.v), pos, cache);
             self.push(op)?;
         }
         let attn = Attention {
@@ -1338,18 +1475,12 @@ impl Lower<'_> {
             },
         };
         if n > 1 && self.tensor_cores && self.gpu.caps.coop_f16 && attn.coop_fits(&layout) {
-            let ops = attn.coop_ops(self.src(a.q), pos, &a.kv.kv, self.view(out));
+            let ops = attn.coop_ops(self.src(a.q), pos, cache, self.view(out));
             self.extend(ops)?;
             return Ok(out);
         }
         let splits = self.splits(&attn, &layout);
-        let ops = attn.ops(
-            self.src(a.q),
-            pos,
-            &a.kv.kv,
-            self.view(out),
-            splits.as_ref(),
-        );
+        let ops = attn.ops(self.src(a.q), pos, cache, self.view(out), splits.as_ref());
         self.extend(ops)?;
         Ok(out)
     }

@@ -1,5 +1,6 @@
-//! What the GPU backend keeps from the file and across steps: weights (uploaded once, in
-//! GGUF block layout) and the KV cache (one K and one V buffer per layer, `n_ctx` positions).
+//! What the GPU executor keeps from the file and across steps: weights (uploaded once, in
+//! GGUF block layout, shared by every sequence) and a sequence's KV cache (one K and one V
+//! buffer per layer, `n_ctx` positions).
 //!
 //! Projections that read one input (q, k, v; gate, up) are stacked where their matrices
 //! have one width and a format that holds all their weights exactly
@@ -22,11 +23,13 @@ use rullama_quant::widen as widening;
 use rullama_quant::{Format, FormatOps};
 
 use super::gpu_err;
-use super::memory::LiveBytes;
+use super::ir::KvSlot;
+use super::memory::{Counted, LiveBytes};
 use crate::backend::{KvCacheSpec, LinearView, LinearWeights};
 use crate::error::{ModelError, Result};
 
-/// A process-wide serial: identities of weights and caches in a step's signature.
+/// A process-wide serial: identities of weights in a step's signature, of plans and of
+/// sequences.
 pub(crate) fn next_id() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     NEXT.fetch_add(1, Ordering::Relaxed)
@@ -339,20 +342,12 @@ fn not_a_matrix(view: TensorView<'_>) -> ModelError {
     ))
 }
 
-/// Every layer's K and V on the GPU, `n_ctx` positions each.
+/// Every layer's K and V on the GPU, `n_ctx` positions each: one sequence's cache.
 #[derive(Debug)]
 pub struct GpuKvCache {
-    pub(crate) id: u64,
     pub(crate) layers: Vec<LayerCache>,
-    /// Its bytes, counted in `live` while it exists.
-    bytes: u64,
-    live: LiveBytes,
-}
-
-impl Drop for GpuKvCache {
-    fn drop(&mut self) {
-        self.live.sub(self.bytes);
-    }
+    /// Its bytes, counted while it exists.
+    _bytes: Counted,
 }
 
 impl GpuKvCache {
@@ -384,36 +379,18 @@ impl GpuKvCache {
             })
             .collect::<Result<_>>()?;
         let bytes = layers.iter().map(|l| l.k.bytes() + l.v.bytes()).sum();
-        live.add(bytes);
         Ok(GpuKvCache {
-            id: next_id(),
             layers,
-            bytes,
-            live: live.clone(),
+            _bytes: Counted::new(live, bytes),
         })
     }
 
-    /// Layer `layer`'s cache, tagged with this cache's identity (for step signatures).
-    pub(crate) fn layer(&self, layer: usize) -> Option<LayerKv> {
-        self.layers.get(layer).map(|kv| LayerKv {
-            cache: self.id,
+    /// Layer `layer`'s slot as a step's key names it.
+    pub(crate) fn slot(&self, layer: usize) -> Option<KvSlot> {
+        self.layers.get(layer).map(|kv| KvSlot {
             layer,
-            kv: kv.clone(),
+            layout: kv.layout,
         })
-    }
-}
-
-/// One layer of one cache, compared by (cache, layer).
-#[derive(Debug, Clone)]
-pub(crate) struct LayerKv {
-    pub cache: u64,
-    pub layer: usize,
-    pub kv: LayerCache,
-}
-
-impl PartialEq for LayerKv {
-    fn eq(&self, other: &Self) -> bool {
-        (self.cache, self.layer) == (other.cache, other.layer)
     }
 }
 

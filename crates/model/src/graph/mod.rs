@@ -2,11 +2,12 @@
 //! `llm_graph_context`: `build_norm`, `build_lora_mm`, `build_attn`, `build_ffn`).
 //!
 //! A [`Graph`] is one step: a block of `n_tokens` tokens at consecutive positions, prefill
-//! and decode alike. Builders only call [`Backend`] ops on handles.
+//! and decode alike, recorded over one sequence. Builders only call [`Sequence`] ops on
+//! handles.
 
 pub(crate) mod weights;
 
-use crate::backend::{Attention, AttentionInputs, Backend, RmsNorm, Rope};
+use crate::backend::{AttentionInputs, AttentionParams, RmsNormParams, RopeParams, Sequence};
 use crate::config::ModelConfig;
 use weights::{FfnWeights, Linear};
 
@@ -20,80 +21,80 @@ pub enum OutputRows {
     All,
 }
 
-/// One step of the graph: the backend, the config, the cache and the step's inputs.
-pub(crate) struct Graph<'a, B: Backend> {
-    pub b: &'a mut B,
+/// One step of the graph: the sequence it records over (its ops, its KV cache), the config
+/// and the step's inputs.
+pub(crate) struct Graph<'a, S: Sequence> {
+    pub ops: &'a mut S,
     pub cfg: &'a ModelConfig,
-    pub cache: &'a mut B::KvCache,
-    pub tokens: &'a B::Ids,
-    pub positions: &'a B::Ids,
+    pub tokens: &'a S::Ids,
+    pub positions: &'a S::Ids,
     pub n_tokens: usize,
     pub output: OutputRows,
 }
 
-type T<B> = <B as Backend>::Tensor;
-type W<B> = <B as Backend>::Weight;
+type T<S> = <S as Sequence>::Tensor;
+type W<S> = <S as Sequence>::Weight;
 
-impl<B: Backend> Graph<'_, B> {
+impl<S: Sequence> Graph<'_, S> {
     /// The step's token embeddings, `[n, d_model]`.
-    pub fn input_embeddings(&mut self, table: &W<B>) -> T<B> {
-        self.b.embed(table, self.tokens)
+    pub fn input_embeddings(&mut self, table: &W<S>) -> T<S> {
+        self.ops.embed(table, self.tokens)
     }
 
     /// RMS norm over whole rows with the model's epsilon.
-    pub fn norm(&mut self, x: &T<B>, weight: &W<B>) -> T<B> {
-        let p = RmsNorm {
+    pub fn norm(&mut self, x: &T<S>, weight: &W<S>) -> T<S> {
+        let p = RmsNormParams {
             weight: Some(weight),
             eps: self.cfg.rms_eps,
             group: self.cfg.d_model,
         };
-        self.b.rms_norm(x, &p)
+        self.ops.rms_norm(x, &p)
     }
 
     /// RMS norm of each head of `head_dim` values (Gemma's and Qwen 3's q/k norms).
-    pub fn head_norm(&mut self, x: &T<B>, weight: &W<B>, head_dim: usize) -> T<B> {
-        let p = RmsNorm {
+    pub fn head_norm(&mut self, x: &T<S>, weight: &W<S>, head_dim: usize) -> T<S> {
+        let p = RmsNormParams {
             weight: Some(weight),
             eps: self.cfg.rms_eps,
             group: head_dim,
         };
-        self.b.rms_norm(x, &p)
+        self.ops.rms_norm(x, &p)
     }
 
     /// `x · Wᵀ (+ bias)`: every projection goes through here (LoRA's hook).
-    pub fn linear(&mut self, l: &Linear<W<B>>, x: &T<B>) -> T<B> {
-        let y = self.b.matmul(&l.weight, x);
+    pub fn linear(&mut self, l: &Linear<W<S>>, x: &T<S>) -> T<S> {
+        let y = self.ops.matmul(&l.weight, x);
         match &l.bias {
-            Some(bias) => self.b.add_bias(&y, bias),
+            Some(bias) => self.ops.add_bias(&y, bias),
             None => y,
         }
     }
 
     /// RoPE with layer `il`'s frequencies.
-    pub fn rope(&mut self, x: &T<B>, il: usize) -> T<B> {
+    pub fn rope(&mut self, x: &T<S>, il: usize) -> T<S> {
         let cfg = self.cfg;
         let freqs = cfg.layers[il].rope;
-        let p = Rope {
+        let p = RopeParams {
             head_dim: cfg.head_dim_k,
             n_rot: cfg.n_rot,
             base: freqs.base,
             freq_scale: freqs.freq_scale,
             style: cfg.rope_style,
         };
-        self.b.rope(x, self.positions, &p)
+        self.ops.rope(x, self.positions, &p)
     }
 
     /// Attention of layer `il` over the cache, then the output projection (`build_attn`).
     pub fn attention(
         &mut self,
         il: usize,
-        q: &T<B>,
-        k: &T<B>,
-        v: &T<B>,
-        wo: &Linear<W<B>>,
-    ) -> T<B> {
+        q: &T<S>,
+        k: &T<S>,
+        v: &T<S>,
+        wo: &Linear<W<S>>,
+    ) -> T<S> {
         let cfg = self.cfg;
-        let p = Attention {
+        let p = AttentionParams {
             layer: il,
             n_head: cfg.n_head,
             n_head_kv: cfg.n_head_kv,
@@ -109,30 +110,30 @@ impl<B: Backend> Graph<'_, B> {
             v,
             positions: self.positions,
         };
-        let kqv = self.b.attention(self.cache, inputs, &p);
+        let kqv = self.ops.attention(inputs, &p);
         self.linear(wo, &kqv)
     }
 
     /// Gated FFN: `down(act(gate(x)) * up(x))` (`build_ffn` with `LLM_FFN_PAR`).
-    pub fn ffn(&mut self, f: &FfnWeights<W<B>>, x: &T<B>) -> T<B> {
+    pub fn ffn(&mut self, f: &FfnWeights<W<S>>, x: &T<S>) -> T<S> {
         let gate = self.linear(&f.gate, x);
         let up = self.linear(&f.up, x);
-        let act = self.b.glu(&gate, &up, self.cfg.activation);
+        let act = self.ops.glu(&gate, &up, self.cfg.activation);
         self.linear(&f.down, &act)
     }
 
     /// The rows the LM head runs on, the final norm, the LM head and the logit soft-cap.
-    pub fn logits(&mut self, x: &T<B>, output_norm: &W<B>, output: &Linear<W<B>>) -> T<B> {
+    pub fn logits(&mut self, x: &T<S>, output_norm: &W<S>, output: &Linear<W<S>>) -> T<S> {
         let rows = match self.output {
             OutputRows::Last if self.n_tokens > 1 => {
-                Some(self.b.rows(x, self.n_tokens - 1..self.n_tokens))
+                Some(self.ops.rows(x, self.n_tokens - 1..self.n_tokens))
             }
             _ => None,
         };
         let cur = self.norm(rows.as_ref().unwrap_or(x), output_norm);
         let logits = self.linear(output, &cur);
         match self.cfg.final_softcap {
-            Some(cap) => self.b.softcap(&logits, cap),
+            Some(cap) => self.ops.softcap(&logits, cap),
             None => logits,
         }
     }

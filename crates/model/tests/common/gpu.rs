@@ -58,21 +58,19 @@ impl Run {
 /// Loads `file` on `gpu` with `options` and runs `script`.
 pub fn run(gpu: &Arc<Gpu>, file: &GgufFile, options: GpuOptions, script: &Script<'_>) -> Run {
     let backend = GpuBackend::shared(Arc::clone(gpu)).with_options(options);
-    let mut model = Model::load(file, backend).unwrap();
-    let mut cache = model.new_cache(script.ctx).unwrap();
-    let prompt = model
-        .forward(&mut cache, script.prompt, 0, script.prompt_rows)
+    let model = Model::load(file, backend).unwrap();
+    let mut session = model.session(script.ctx).unwrap();
+    let prompt = session
+        .forward(script.prompt, 0, script.prompt_rows)
         .unwrap();
     let mut logits = vec![prompt.data];
-    let prefill = model.backend_mut().last_step_kernels();
+    let prefill = model.backend().last_step_kernels();
     let mut decode = Vec::new();
     for (i, &t) in script.steps.iter().enumerate() {
         let pos = script.prompt.len() + i;
-        let step = model
-            .forward(&mut cache, &[t], pos, OutputRows::Last)
-            .unwrap();
+        let step = session.forward(&[t], pos, OutputRows::Last).unwrap();
         logits.push(step.data);
-        decode = model.backend_mut().last_step_kernels();
+        decode = model.backend().last_step_kernels();
     }
     Run {
         n_layer: model.config().n_layer,

@@ -65,14 +65,14 @@ impl Tests {
             return Ok(None);
         }
         progress(format_args!("profile"));
-        Ok(session.model_mut().backend_mut().profile_last_step()?)
+        Ok(session.profile_last_step()?)
     }
 }
 
 impl ModelTask for Tests {
     type Output = Measured;
 
-    fn run<B: Backend>(self, model: &mut Model<B>, _: &Tokenizer) -> Result<Measured, CliError> {
+    fn run<B: Backend>(self, model: &Model<B>, _: &Tokenizer) -> Result<Measured, CliError> {
         // One id more than the prompt: the decode's first input when there is no prompt.
         let ids = random_tokens(
             u64::from(self.seed),

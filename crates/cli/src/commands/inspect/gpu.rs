@@ -36,7 +36,7 @@ pub fn measure(path: &Path, ctx: usize) -> Result<GpuMemory, CliError> {
     let gpu = Gpu::open()?;
     let adapter = gpu.info.name.clone();
     let start = Instant::now();
-    let mut model = Model::open(path, GpuBackend::new(gpu))?;
+    let model = Model::open(path, GpuBackend::new(gpu))?;
     let load_ms = start.elapsed().as_secs_f64() * 1e3;
     let mut session = model.session(ctx)?;
     let mut sampler = Sampler::new(SamplerParams::default());
