@@ -1,7 +1,13 @@
 //! Opening a wgpu device: adapter choice, real limits, optional features.
+//!
+//! Opening is async at heart (wgpu's adapter and device requests are futures, and in a
+//! browser they only resolve from the event loop): [`Gpu::open_async`] awaits them, and the
+//! blocking [`Gpu::open`] runs it to completion ([`crate::wait::block_on`]: natively they
+//! resolve at once).
 
 use crate::error::GpuError;
 use crate::pipeline::PipelineTable;
+use crate::wait::{Block, Wait, block_on};
 
 /// Optional features the kernels may use. Every kernel also has a path without them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,13 +119,13 @@ fn choose(adapters: Vec<wgpu::Adapter>, filter: Option<&str>) -> Result<wgpu::Ad
 }
 
 /// Adapters of the primary backends (Vulkan, Metal, DX12, WebGPU); OpenGL only if there are none.
-fn enumerate() -> Vec<wgpu::Adapter> {
+async fn enumerate() -> Vec<wgpu::Adapter> {
     let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
-    let primary = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::PRIMARY));
+    let primary = instance.enumerate_adapters(wgpu::Backends::PRIMARY).await;
     if !primary.is_empty() {
         return primary;
     }
-    pollster::block_on(instance.enumerate_adapters(wgpu::Backends::SECONDARY))
+    instance.enumerate_adapters(wgpu::Backends::SECONDARY).await
 }
 
 impl Gpu {
@@ -142,7 +148,7 @@ impl Gpu {
 
     /// Every adapter wgpu can see, in enumeration order (the indices `RULLAMA_ADAPTER` uses).
     pub fn list_adapters() -> Vec<wgpu::AdapterInfo> {
-        enumerate().iter().map(|a| a.get_info()).collect()
+        block_on(enumerate()).iter().map(|a| a.get_info()).collect()
     }
 
     /// Opens the adapter named by `RULLAMA_ADAPTER`, or the best one.
@@ -158,7 +164,12 @@ impl Gpu {
 
     /// As [`Gpu::open_with`], with features added or left off.
     pub fn open_with_options(filter: Option<&str>, options: OpenOptions) -> Result<Gpu, GpuError> {
-        let adapter = choose(enumerate(), filter)?;
+        block_on(Self::open_async(filter, options))
+    }
+
+    /// As [`Gpu::open_with_options`], awaiting the adapter and the device.
+    pub async fn open_async(filter: Option<&str>, options: OpenOptions) -> Result<Gpu, GpuError> {
+        let adapter = choose(enumerate().await, filter)?;
         let info = adapter.get_info();
         // Timestamps cost nothing until a profiled replay writes them (`Step::profile`).
         let wanted = (wgpu::Features::SHADER_F16
@@ -198,12 +209,13 @@ impl Gpu {
             trace: wgpu::Trace::Off,
         };
         let (device, queue) =
-            pollster::block_on(adapter.request_device(&desc)).map_err(|source| {
-                GpuError::RequestDevice {
+            adapter
+                .request_device(&desc)
+                .await
+                .map_err(|source| GpuError::RequestDevice {
                     adapter: info.name.clone(),
                     source,
-                }
-            })?;
+                })?;
         let caps = Caps {
             shader_f16: features.contains(wgpu::Features::SHADER_F16),
             subgroup: features.contains(wgpu::Features::SUBGROUP),
@@ -243,11 +255,9 @@ impl Gpu {
         let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let invalid = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let made = make();
-        // Scopes pop in reverse order; native wgpu resolves the futures at once.
-        let errors = [
-            pollster::block_on(invalid.pop()),
-            pollster::block_on(oom.pop()),
-        ];
+        // Scopes pop in reverse order. Native wgpu resolves the futures at once; a browser
+        // build will need an async twin of this call, awaiting them.
+        let errors = [block_on(invalid.pop()), block_on(oom.pop())];
         match errors.into_iter().flatten().next() {
             None => Ok(made),
             Some(e) => Err(GpuError::OutOfMemory {
@@ -258,13 +268,9 @@ impl Gpu {
         }
     }
 
-    /// Waits until all submitted work is done.
+    /// Waits until all submitted work is done, blocking.
     pub fn wait(&self) -> Result<(), GpuError> {
-        self.device.poll(wgpu::PollType::Wait {
-            submission_index: None,
-            timeout: None,
-        })?;
-        Ok(())
+        block_on(Block.wait(self, None, async {}))
     }
 }
 

@@ -15,6 +15,7 @@ use crate::device::Gpu;
 use crate::error::GpuError;
 use crate::pipeline::Kernel;
 use crate::readback::map_and_copy;
+use crate::wait::{Block, block_on};
 use crate::step::Step;
 
 /// Features a profiled replay needs (ask for them in [`crate::OpenOptions::extra`]).
@@ -130,7 +131,7 @@ fn timed(
     encoder.copy_buffer_to_buffer(&resolved, 0, &staging, 0, bytes);
     let index = gpu.queue.submit(Some(encoder.finish()));
     let mut ticks = vec![0u64; n as usize];
-    map_and_copy(gpu, &staging, index, &mut ticks)?;
+    block_on(map_and_copy(&Block, gpu, &staging, index, &mut ticks))?;
     let period = f64::from(gpu.queue.get_timestamp_period());
     Ok(Ticks { ticks, period })
 }

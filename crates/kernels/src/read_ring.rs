@@ -4,18 +4,16 @@
 //! small model's whole decode step. [`ReadRing::submit`] records one or more steps in one
 //! pass, appends the copy of each one's result into the next staging slots, submits, and
 //! starts mapping those slots without waiting; [`ReadRing::read`] waits for that submission
-//! later, after the caller has queued the next steps. A slot still mapping when its turn
-//! comes again (a result nobody read) is waited for and released first. The staging buffers
-//! are made once.
-
-use std::sync::mpsc::{Receiver, channel};
+//! later, after the caller has queued the next steps (through a [`Wait`]: blocking there,
+//! yielding in [`ReadRing::read_async`]). A slot still mapping when its turn comes again (a
+//! result nobody read) is waited for and released first, blocking: callers that read every
+//! ticket they take never reach it. The staging buffers are made once.
 
 use crate::device::Gpu;
 use crate::error::GpuError;
 use crate::step::Step;
 use crate::tensor::GpuTensor;
-
-type MapResult = Result<(), wgpu::BufferAsyncError>;
+use crate::wait::{Block, Mapping, Wait, Yield, block_on, mapping};
 
 /// A submitted read: which slot, which use of it, and the submission that fills it.
 #[derive(Debug)]
@@ -29,7 +27,7 @@ pub struct Ticket {
 struct Slot {
     staging: wgpu::Buffer,
     /// The mapping under way (or done and not yet read), and the use it belongs to.
-    mapping: Option<(u64, Receiver<MapResult>)>,
+    mapping: Option<(u64, Mapping)>,
 }
 
 /// `n` staging buffers of `bytes` each, used round robin.
@@ -94,14 +92,8 @@ impl ReadRing {
         let mut tickets = Vec::with_capacity(steps.len());
         for slot in slots {
             self.generation += 1;
-            let (tx, rx) = channel();
-            self.slots[slot]
-                .staging
-                .slice(..)
-                .map_async(wgpu::MapMode::Read, move |r| {
-                    let _ = tx.send(r);
-                });
-            self.slots[slot].mapping = Some((self.generation, rx));
+            let m = mapping(self.slots[slot].staging.slice(..));
+            self.slots[slot].mapping = Some((self.generation, m));
             tickets.push(Ticket {
                 slot,
                 generation: self.generation,
@@ -111,26 +103,42 @@ impl ReadRing {
         Ok(tickets)
     }
 
-    /// Waits for the ticket's submission and copies its bytes into `out`.
+    /// Waits for the ticket's submission, blocking, and copies its bytes into `out`.
     pub fn read<T: bytemuck::Pod>(
         &mut self,
         gpu: &Gpu,
         ticket: Ticket,
         out: &mut [T],
     ) -> Result<(), GpuError> {
+        block_on(self.read_with(&Block, gpu, ticket, out))
+    }
+
+    /// As [`ReadRing::read`], yielding to the caller's executor while the device works.
+    pub async fn read_async<T: bytemuck::Pod>(
+        &mut self,
+        gpu: &Gpu,
+        ticket: Ticket,
+        out: &mut [T],
+    ) -> Result<(), GpuError> {
+        self.read_with(&Yield, gpu, ticket, out).await
+    }
+
+    /// Waits for the ticket's submission as `wait` does and copies its bytes into `out`.
+    pub async fn read_with<W: Wait, T: bytemuck::Pod>(
+        &mut self,
+        wait: &W,
+        gpu: &Gpu,
+        ticket: Ticket,
+        out: &mut [T],
+    ) -> Result<(), GpuError> {
         let slot = &mut self.slots[ticket.slot];
-        let Some((generation, rx)) = slot.mapping.take_if(|(g, _)| *g == ticket.generation) else {
+        let Some((_, mapped)) = slot.mapping.take_if(|(g, _)| *g == ticket.generation) else {
             return Err(GpuError::InvalidParams {
                 op: "read ring",
                 detail: "a ticket read twice, or after its slot was reused".into(),
             });
         };
-        debug_assert_eq!(generation, ticket.generation);
-        gpu.device.poll(wgpu::PollType::Wait {
-            submission_index: Some(ticket.index),
-            timeout: None,
-        })?;
-        rx.recv().unwrap_or(Err(wgpu::BufferAsyncError))?;
+        wait.wait(gpu, Some(ticket.index), mapped).await??;
         {
             let view = slot
                 .staging
@@ -148,9 +156,8 @@ impl ReadRing {
     /// Ends a mapping nobody read, so the slot can take a copy again.
     fn release(&mut self, gpu: &Gpu, slot: usize) -> Result<(), GpuError> {
         let s = &mut self.slots[slot];
-        if let Some((_, rx)) = s.mapping.take() {
-            gpu.wait()?;
-            if rx.recv().is_ok_and(|r| r.is_ok()) {
+        if let Some((_, mapped)) = s.mapping.take() {
+            if block_on(Block.wait(gpu, None, mapped))?.is_ok() {
                 s.staging.unmap();
             }
         }

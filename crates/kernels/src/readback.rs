@@ -1,10 +1,13 @@
 //! Reading results back: one staging buffer created at setup and reused; only the bytes asked
-//! for are copied and mapped (a decode step reads back 4 bytes: the sampled token id).
+//! for are copied and mapped (a decode step reads back 4 bytes: the sampled token id). The
+//! wait for the device goes through [`crate::wait`]: blocking here, yielding in the `_async`
+//! calls.
 
 use crate::device::Gpu;
 use crate::error::GpuError;
 use crate::step::Step;
 use crate::tensor::GpuTensor;
+use crate::wait::{Block, Wait, Yield, block_on, mapping};
 
 /// A reusable `MAP_READ` staging buffer.
 #[derive(Debug)]
@@ -48,14 +51,25 @@ impl Readback {
         encoder.copy_buffer_to_buffer(src.buf.raw(), (offset * 4) as u64, &self.staging, 0, bytes);
     }
 
-    /// Waits for the GPU, maps the first `out.len()` elements of the staging buffer into `out`.
+    /// Waits for submission `index`, blocking, and maps the first `out.len()` elements of
+    /// the staging buffer into `out`.
     pub fn finish<T: bytemuck::Pod>(
         &self,
         gpu: &Gpu,
         index: wgpu::SubmissionIndex,
         out: &mut [T],
     ) -> Result<(), GpuError> {
-        map_and_copy(gpu, &self.staging, index, out)
+        block_on(map_and_copy(&Block, gpu, &self.staging, index, out))
+    }
+
+    /// As [`Readback::finish`], yielding to the caller's executor while the device works.
+    pub async fn finish_async<T: bytemuck::Pod>(
+        &self,
+        gpu: &Gpu,
+        index: wgpu::SubmissionIndex,
+        out: &mut [T],
+    ) -> Result<(), GpuError> {
+        map_and_copy(&Yield, gpu, &self.staging, index, out).await
     }
 
     /// Submits `step`, then reads elements `[offset, offset + out.len())` of `src` into `out`.
@@ -89,9 +103,10 @@ impl Readback {
     }
 }
 
-/// Waits for submission `index`, maps the first `size_of_val(out)` bytes of the `MAP_READ`
-/// buffer `staging`, copies them into `out` and unmaps.
-pub(crate) fn map_and_copy<T: bytemuck::Pod>(
+/// Waits for submission `index` as `wait` does, maps the first `size_of_val(out)` bytes of
+/// the `MAP_READ` buffer `staging`, copies them into `out` and unmaps.
+pub(crate) async fn map_and_copy<W: Wait, T: bytemuck::Pod>(
+    wait: &W,
     gpu: &Gpu,
     staging: &wgpu::Buffer,
     index: wgpu::SubmissionIndex,
@@ -99,15 +114,8 @@ pub(crate) fn map_and_copy<T: bytemuck::Pod>(
 ) -> Result<(), GpuError> {
     let bytes = std::mem::size_of_val(out) as u64;
     let slice = staging.slice(0..bytes);
-    let (tx, rx) = std::sync::mpsc::channel();
-    slice.map_async(wgpu::MapMode::Read, move |r| {
-        let _ = tx.send(r);
-    });
-    gpu.device.poll(wgpu::PollType::Wait {
-        submission_index: Some(index),
-        timeout: None,
-    })?;
-    rx.recv().unwrap_or(Err(wgpu::BufferAsyncError))?;
+    let mapped = mapping(slice);
+    wait.wait(gpu, Some(index), mapped).await??;
     {
         let view = slice
             .get_mapped_range()
