@@ -1,5 +1,15 @@
 //! Opening a wgpu device: adapter choice, real limits, optional features.
 
+#[cfg(target_os = "linux")]
+mod wayland_noise;
+/// Only Linux has the layer whose probe `wayland_noise` quiets.
+#[cfg(not(target_os = "linux"))]
+mod wayland_noise {
+    pub(super) fn quiet<T>(enumerate: impl FnOnce() -> T) -> T {
+        enumerate()
+    }
+}
+
 use crate::error::GpuError;
 use crate::pipeline::PipelineTable;
 
@@ -114,6 +124,12 @@ fn choose(adapters: Vec<wgpu::Adapter>, filter: Option<&str>) -> Result<wgpu::Ad
 
 /// Adapters of the primary backends (Vulkan, Metal, DX12, WebGPU); OpenGL only if there are none.
 fn enumerate() -> Vec<wgpu::Adapter> {
+    // A headless Linux machine's Vulkan stack prints a line that reports nothing wrong while
+    // it enumerates: `wayland_noise` says whose, and keeps that one line off stderr.
+    wayland_noise::quiet(enumerate_all)
+}
+
+fn enumerate_all() -> Vec<wgpu::Adapter> {
     let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
     let primary = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::PRIMARY));
     if !primary.is_empty() {
