@@ -99,7 +99,7 @@ fn is_verified(path: &Path, model: &ModelEntry) -> Result<bool, String> {
 /// A bar of `total` bytes on stderr, drawn only where stderr is a terminal.
 fn bytes_bar(name: &str, what: &str, total: u64) -> ProgressBar {
     let style = ProgressStyle::with_template(
-        "{prefix:<14} {msg} [{bar:30}] {bytes}/{total_bytes} ({bytes_per_sec})",
+        "{prefix:<14} {msg} [{bar:20}] {decimal_bytes}/{decimal_total_bytes} {decimal_bytes_per_sec}",
     )
     .map(|s| s.progress_chars("=> "))
     .unwrap_or_else(|_| ProgressStyle::default_bar());
