@@ -5,7 +5,7 @@
 # binaries `xtask.xz` and one `NAME.xz` per build (64 MiB is the carry limit: compressed,
 # four builds fit beside llama-vk.tar.xz and the vocab files), llbench.sh, the vocab-only
 # files of side-by-side.sh. BINS lists the builds (default: rullama rullama-nofold
-# rullama-fold64, the sixth session's norm-fold A/B), MODELS the twins.
+# rullama-fold64: the norm-fold A/B of docs/PERF.md, D-norm-fold), MODELS the twins.
 for f in .gl/*.deb; do dpkg -x $f / ; done; ldconfig
 for b in .dev/*.xz; do [ "$b" = .dev/llama-vk.tar.xz ] || xz -dkf $b; done
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Kernel speed on the device machine (docs/PERF.md "Kernels"), run from the repository root.
+# Kernel speed on the device machine (docs/PERF.md, section 3), run from the repository root.
 # Needs in .dev/ (carried, git-ignored) the stripped criterion bench binary:
 #   CARGO_TARGET_DIR=target-rel cargo bench -p rullama-kernels --no-run
 #   strip -o .dev/kernels $(ls -t target-rel/release/deps/kernels-* | grep -v '\.d$' | head -1)

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The side-by-side of docs/PERF.md ("End to end"), run on the device machine from the
+# Ours beside llama.cpp (docs/PERF.md, section 1), run on the device machine from the
 # repository root. Needs in .dev/ (carried, git-ignored): release `rullama` and `xtask`
 # (stripped, optionally as `rullama.xz` / `xtask.xz`), llama-vk.tar.xz (llama.cpp's Vulkan build, ../shared/device.md section 4), and
 # the vocab-only files `cargo xtask synth --vocab-only` makes here from the cached models:

@@ -1,6 +1,6 @@
 #!/bin/bash
-# Decode step A/B of builds and shader variants on the synthetic twins (docs/PERF.md, eleventh
-# session), run on the device machine from the repository root (carry [".gl", ".dev"]).
+# Decode step A/B of builds and shader variants on the synthetic twins (the "step" figures of
+# docs/PERF.md), run on the device machine from the repository root (carry [".gl", ".dev"]).
 # Needs in .dev/: xz-compressed stripped binaries `xtask.xz` and one `NAME.xz` per build, the
 # vocab-only files of side-by-side.sh, and for a variant a folder .dev/v/VARIANT of replaced
 # shader files (read through RULLAMA_SHADER_DIR; check it with `xtask wgsl` first).

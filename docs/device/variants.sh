@@ -1,5 +1,5 @@
 #!/bin/bash
-# Shader variants side by side on the device machine (docs/PERF.md's variant tables), run from
+# Shader variants side by side on the device machine (docs/PERF.md's kernel rows), run from
 # the repository root, one call for many variants. Needs in .dev/ (carried, git-ignored) the
 # stripped kernels bench binary (see docs/device/kernels.sh) and one folder per variant,
 # .dev/sh-NAME: a copy of shaders/ with files replaced (read through RULLAMA_SHADER_DIR, no

@@ -2,6 +2,7 @@
 
 mod models;
 mod parity;
+mod python_ref;
 mod spirv;
 mod synth;
 mod test;

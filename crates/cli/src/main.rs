@@ -9,7 +9,9 @@ use clap::{Parser, Subcommand};
 
 /// Run large language models from GGUF files (and Ollama's store) on any GPU.
 #[derive(Parser)]
-#[command(name = "rullama", version, about, long_about = None)]
+// The about text is this doc comment (not the package description, which lists commands
+// still to come).
+#[command(name = "rullama", version, long_about = None)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

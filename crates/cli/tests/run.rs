@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 mod common;
-use common::{cached, rullama};
+use common::{cached, command, output, rullama};
 
 fn oracle_case(model: &str, prompt: &str) -> Value {
     let path = concat!(
@@ -77,6 +77,35 @@ fn greedy_text_on_the_gpu_executor() {
     assert!(
         stderr.contains("eval rate:") && !stderr.contains("cpu (reference executor)"),
         "{stderr}"
+    );
+}
+
+/// Where no Wayland display can exist (no `XDG_RUNTIME_DIR`: containers, CI), finding the
+/// adapters prints nothing: the probe of Mesa's device-select Vulkan layer is kept quiet
+/// (rullama-kernels, `device/wayland_noise.rs`). `--backend auto` enumerates on any machine.
+#[test]
+fn a_headless_run_keeps_stderr_quiet() {
+    cached("smollm2-135m");
+    let mut cmd = command(&[
+        "run",
+        "smollm2-135m",
+        "The capital of France is",
+        "-n",
+        "2",
+        "--temp",
+        "0",
+        "--backend",
+        "auto",
+    ]);
+    for name in ["XDG_RUNTIME_DIR", "WAYLAND_DISPLAY", "WAYLAND_SOCKET"] {
+        cmd.env_remove(name);
+    }
+    let (ok, stdout, stderr) = output(cmd);
+    assert!(ok, "{stderr}");
+    assert!(!stdout.is_empty());
+    assert!(
+        stderr.is_empty(),
+        "nothing but the text without --verbose: {stderr}"
     );
 }
 

@@ -5,6 +5,9 @@
 //! blocking [`Gpu::open`] runs it to completion ([`crate::wait::block_on`]: natively they
 //! resolve at once).
 
+#[cfg(target_os = "linux")]
+mod wayland_noise;
+
 use crate::error::GpuError;
 use crate::pipeline::PipelineTable;
 use crate::wait::{Block, Wait, block_on};
@@ -120,6 +123,16 @@ fn choose(adapters: Vec<wgpu::Adapter>, filter: Option<&str>) -> Result<wgpu::Ad
 
 /// Adapters of the primary backends (Vulkan, Metal, DX12, WebGPU); OpenGL only if there are none.
 async fn enumerate() -> Vec<wgpu::Adapter> {
+    // A headless Linux machine's Vulkan stack prints a line that reports nothing wrong while
+    // it enumerates: `wayland_noise` says whose, and keeps that one line off stderr. Native
+    // enumeration resolves at once, so it is run to completion inside the filter.
+    #[cfg(target_os = "linux")]
+    return wayland_noise::quiet(|| block_on(enumerate_all()));
+    #[cfg(not(target_os = "linux"))]
+    enumerate_all().await
+}
+
+async fn enumerate_all() -> Vec<wgpu::Adapter> {
     let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
     let primary = instance.enumerate_adapters(wgpu::Backends::PRIMARY).await;
     if !primary.is_empty() {

@@ -1,7 +1,8 @@
 //! `cargo xtask parity`: check our arithmetic against its references and print a table.
 //!
 //! Suites: `--formats` (every tensor of every real model dequantized by rullama-quant equals
-//! the `gguf` Python package's output bit for bit) and `--kernels` (every GPU kernel against
+//! the `gguf` Python package's output bit for bit; the package is installed first where it is
+//! missing, as `cargo xtask test` does) and `--kernels` (every GPU kernel against
 //! its CPU reference on the adapter `RULLAMA_ADAPTER` picks). With no suite named, both run.
 //!
 //! `--models` (the real models against the exact-f32 oracle: greedy text, log-probs,
@@ -53,6 +54,7 @@ pub fn run(root: &Path, args: &Args) -> Result<(), String> {
         failures += kernels::run()?;
     }
     if all || args.formats {
+        crate::python_ref::ensure_installed()?;
         failures += formats::run(root)?;
     }
     if args.models {

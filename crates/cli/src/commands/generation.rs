@@ -16,11 +16,13 @@ use super::CliError;
 
 /// Sampling and context flags, with llama.cpp's defaults.
 ///
-/// Where sampling runs: the GPU executor samples on the GPU and reads back only the token id
-/// when the settings are greedy (`--temp 0`), or `--top-k` 1..=64 with any `--top-p`,
-/// `--min-p` and `--temp`, and `--repeat-penalty 1`; other settings (`--top-k 0` or > 64,
-/// a repeat penalty) read the logits back and sample on the CPU, as the CPU executor always
-/// does. The same `--seed` gives the same draws either way.
+/// Where sampling runs: without a repeat penalty (`--repeat-penalty 1` or
+/// `--repeat-last-n 0`) the GPU executor samples on the GPU and reads back only the token id
+/// when the settings are greedy (`--temp 0`) or `--top-k` is 1..=64
+/// (`rullama_kernels::ops::sample::K_MAX`) with any `--top-p`, `--min-p` and `--temp`; other
+/// settings (`--top-k 0` or above 64, a repeat penalty) read the logits back and sample on
+/// the CPU, as the CPU executor always does. The same `--seed` gives the same draws either
+/// way. The flags' help says the same (a test below holds `--top-k`'s bound to `K_MAX`).
 #[derive(clap::Args, Debug)]
 pub struct GenerationArgs {
     /// Tokens to generate at most (generation also stops at the model's end-of-turn tokens).
@@ -30,7 +32,7 @@ pub struct GenerationArgs {
     #[arg(long, default_value_t = 0.8)]
     pub temp: f32,
     /// Keep only the k most likely tokens (0 = all). The GPU executor samples on the GPU for
-    /// 1..=128 (without a repeat penalty), on the CPU otherwise.
+    /// 1..=64 and at --temp 0 (without a repeat penalty), on the CPU otherwise.
     #[arg(long, default_value_t = 40)]
     pub top_k: i32,
     /// Keep the most likely tokens up to this cumulative probability (1 = off).
@@ -43,6 +45,7 @@ pub struct GenerationArgs {
     /// GPU executor reads the logits back and samples on the CPU.
     #[arg(long, default_value_t = 1.0)]
     pub repeat_penalty: f32,
+    /// How many of the last tokens `--repeat-penalty` looks at (0 = off).
     #[arg(long, default_value_t = 64)]
     pub repeat_last_n: usize,
     /// Seed of the random draw; the same seed gives the same text. Random when left out.
@@ -142,13 +145,15 @@ pub struct GpuFlags {
     /// Write each decode matvec's input as two int8 digits of a scale per block of 32
     /// (about 16 bits: within amax/64516 of the input) and multiply with packed integer dot
     /// products, for the weight formats that have such a kernel (Q4_0, Q4_1, Q5_0, Q5_1,
-    /// Q8_0, Q4_K, Q5_K, Q6_K). Meant for GPUs with packed int8 dot products; docs/PERF.md
-    /// says what is measured.
+    /// Q8_0, Q4_K, Q5_K, Q6_K). Meant for GPUs with packed int8 dot products; off by default
+    /// because on the H100 it made the large products faster but no decode step
+    /// (docs/PERF.md, D-q8-inputs-off).
     #[arg(long)]
     pub q8_inputs: bool,
-    /// Decode steps the GPU executor records into one submission (one compute pass). Each
-    /// submission costs the GPU a gap between steps; 4 (the default) shares it among four
-    /// tokens, which then come back together. 1 submits every step at once.
+    /// Decode steps the GPU executor records into one submission (one compute pass), 1 to 8.
+    /// Each submission costs the GPU a gap between steps; 4 (the default) shares it among
+    /// four tokens, which then come back together (a generation's first submissions hold 1,
+    /// 1 and 2 steps, so the first tokens do not wait). 1 submits each step on its own.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=8))]
     pub steps_per_submit: u16,
 }
@@ -378,6 +383,26 @@ pub fn generate<B: Backend>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--top-k`'s help names the largest k the GPU samples, which is the kernel's `K_MAX`.
+    #[test]
+    fn top_k_help_names_the_gpu_samplers_bound() {
+        use clap::CommandFactory;
+        #[derive(clap::Parser)]
+        struct Flags {
+            #[command(flatten)]
+            generation: GenerationArgs,
+        }
+        let command = Flags::command();
+        let help = command
+            .get_arguments()
+            .find(|a| a.get_id() == "top_k")
+            .and_then(|a| a.get_help())
+            .expect("--top-k has a help text")
+            .to_string();
+        let k_max = rullama_kernels::ops::sample::K_MAX;
+        assert!(help.contains(&format!("1..={k_max} ")), "{help}");
+    }
 
     /// Without `--ctx` the session holds the model's training context up to DEFAULT_CTX
     /// (SmolLM2-135M was trained with 8192); a given `--ctx` is used as is.

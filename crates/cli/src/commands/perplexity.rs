@@ -14,7 +14,24 @@ use rullama_tokenizer::{EncodeOptions, Tokenizer};
 use super::CliError;
 use super::generation::{self, GenerationArgs, ModelTask};
 
+// The flags shared with `run` (`GenerationArgs`) bring sampling and output flags that scoring
+// accepts and ignores: hidden from this command's help, and `--ctx` described as what it is
+// here, the chunk length.
 #[derive(clap::Args)]
+#[command(
+    mut_arg("n_predict", |a| a.hide(true)),
+    mut_arg("temp", |a| a.hide(true)),
+    mut_arg("top_k", |a| a.hide(true)),
+    mut_arg("top_p", |a| a.hide(true)),
+    mut_arg("min_p", |a| a.hide(true)),
+    mut_arg("repeat_penalty", |a| a.hide(true)),
+    mut_arg("repeat_last_n", |a| a.hide(true)),
+    mut_arg("seed", |a| a.hide(true)),
+    mut_arg("verbose", |a| a.hide(true)),
+    mut_arg("ctx", |a| a.help(
+        "Tokens a chunk (default 4096); the second half of each chunk is scored"
+    )),
+)]
 pub struct Args {
     /// A GGUF path, an Ollama name (`gemma3:270m`) or a cached test model (`gemma3-270m`).
     model: String,

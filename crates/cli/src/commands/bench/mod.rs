@@ -54,8 +54,11 @@ pub struct Args {
     /// Print the results as one JSON object (for scripts).
     #[arg(long)]
     json: bool,
-    /// After the tests, replay the last step (a decode step when -n > 0) once with a GPU
-    /// timestamp around every dispatch and print the time per kernel.
+    /// After the tests, replay the last prefill and the last decode step (of the tests run):
+    /// with a timestamp after every dispatch (the time per kernel), timed around the pass
+    /// only (the step's real GPU time), and without each kernel's dispatches (what it costs
+    /// with its launches); also the host's time a decode token spends recording, submitting
+    /// and waiting.
     #[arg(long)]
     profile: bool,
 }

@@ -28,7 +28,7 @@ pub struct Args {
     /// KV cache of --ctx positions, the built decode step).
     #[arg(long)]
     gpu: bool,
-    /// KV cache positions for --gpu (`rullama run`'s default).
+    /// KV cache positions for --gpu (4096: the most `rullama run` takes without --ctx).
     #[arg(long, default_value_t = 4096, requires = "gpu")]
     ctx: usize,
 }
