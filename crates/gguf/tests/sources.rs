@@ -1,0 +1,127 @@
+//! The byte sources: a buffer, a memory map, a file read in ranges, and a source read in
+//! small windows all give the same header and the same tensor bytes; a file that shrinks
+//! while it is read in ranges is a typed error naming the file, the tensor and the offset.
+
+mod common;
+
+use std::borrow::Cow;
+use std::fs::OpenOptions;
+use std::io::ErrorKind;
+
+use common::{Chunked, model_like_bytes};
+use rullama_gguf::{ByteSource, GgufError, GgufFile, RangedFile};
+
+#[test]
+fn every_source_reads_the_same_tensors() {
+    let bytes = model_like_bytes();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("model.gguf");
+    std::fs::write(&path, &bytes).unwrap();
+
+    let buffer = GgufFile::from_bytes(bytes.clone()).unwrap();
+    let mapped = GgufFile::open(&path).unwrap();
+    let ranged = GgufFile::open_ranged(&path).unwrap();
+    let chunked = GgufFile::from_source(Chunked {
+        bytes: &bytes,
+        read_ahead: 3,
+    })
+    .unwrap();
+    assert_eq!(ranged.path(), Some(path.as_path()));
+    assert_eq!(ranged.source().byte_len(), bytes.len() as u64);
+    for header in [mapped.header(), ranged.header(), chunked.header()] {
+        assert_eq!(header, buffer.header());
+    }
+    assert_eq!(buffer.tensors().len(), 5);
+    for view in buffer.tensor_views() {
+        let name = &view.info.name;
+        let borrowed = [
+            buffer.read_tensor(view.info).unwrap(),
+            mapped.load_tensor(name).unwrap().unwrap(),
+        ];
+        let owned = [
+            ranged.load_tensor(name).unwrap().unwrap(),
+            chunked.load_tensor(name).unwrap().unwrap(),
+        ];
+        for read in &borrowed {
+            assert!(matches!(read.data, Cow::Borrowed(_)), "{name}");
+        }
+        for read in &owned {
+            assert!(matches!(read.data, Cow::Owned(_)), "{name}");
+        }
+        for read in borrowed.iter().chain(&owned) {
+            assert_eq!(read.view().data, view.data, "{name}");
+            assert_eq!(read.info, view.info, "{name}");
+        }
+    }
+    assert!(ranged.load_tensor("absent").unwrap().is_none());
+}
+
+#[test]
+fn a_file_cut_after_its_header_is_read_names_the_tensor() {
+    let bytes = model_like_bytes();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cut.gguf");
+    std::fs::write(&path, &bytes).unwrap();
+    let file = GgufFile::open_ranged(&path).unwrap();
+
+    // Cut the file in the middle of its third tensor, as a download being replaced or a
+    // disk filling up would, after the header was read.
+    let data_offset = file.header().data_offset();
+    let infos: Vec<_> = file.tensors().cloned().collect();
+    let cut = data_offset + infos[2].offset + infos[2].n_bytes / 2;
+    OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(cut)
+        .unwrap();
+
+    for info in &infos {
+        let start = data_offset + info.offset;
+        let result = file.read_tensor(info);
+        if start + info.n_bytes <= cut {
+            assert_eq!(result.unwrap().data.len() as u64, info.n_bytes);
+            continue;
+        }
+        let err = result.unwrap_err();
+        let GgufError::InFile { path: p, error } = &err else {
+            panic!("{}: not named by its file: {err:?}", info.name);
+        };
+        assert_eq!(p, &path);
+        match error.as_ref() {
+            GgufError::TensorRead {
+                tensor,
+                offset,
+                n_bytes,
+                error,
+            } => {
+                assert_eq!(tensor, &info.name);
+                assert_eq!((*offset, *n_bytes), (start, info.n_bytes));
+                assert_eq!(error.kind(), ErrorKind::UnexpectedEof);
+            }
+            other => panic!("{}: {other:?}", info.name),
+        }
+        let msg = err.to_string();
+        for part in ["cut.gguf", info.name.as_str(), &format!("offset {start}")] {
+            assert!(msg.contains(part), "{msg} lacks {part}");
+        }
+        assert!(msg.contains(&format!("{cut} now")), "{msg}");
+    }
+}
+
+#[test]
+fn a_file_cut_before_its_header_is_read_is_a_read_error() {
+    let bytes = model_like_bytes();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cut.gguf");
+    std::fs::write(&path, &bytes).unwrap();
+    let source = RangedFile::open(&path).unwrap();
+    std::fs::write(&path, &bytes[..40]).unwrap();
+    match GgufFile::from_source(source).unwrap_err() {
+        GgufError::Read { offset, error, .. } => {
+            assert_eq!(offset, 0, "the first window starts at the magic");
+            assert_eq!(error.kind(), ErrorKind::UnexpectedEof);
+        }
+        other => panic!("{other:?}"),
+    }
+}
