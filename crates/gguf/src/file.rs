@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{GgufError, Result};
 use crate::header::GgufHeader;
 use crate::metadata::Metadata;
-use crate::source::ByteSource;
+use crate::source::{ByteSource, past_end};
 use crate::tensor::{TensorData, TensorInfo, TensorView};
 
 /// What a bare `GgufFile` holds: a memory map, or on wasm32 (no files, no maps) a buffer.
@@ -154,20 +154,68 @@ impl<S: ByteSource> GgufFile<S> {
     /// memory, else read now. A read that fails (a file that shrank since its header was
     /// read) is [`GgufError::TensorRead`] naming the tensor and offset, with the path.
     pub fn read_tensor<'a>(&'a self, info: &'a TensorInfo) -> Result<TensorData<'a>> {
-        let offset = self.header.data_offset().saturating_add(info.offset);
-        let data = self
-            .source
-            .read_range(offset, info.n_bytes)
-            .map_err(|error| GgufError::TensorRead {
-                tensor: info.name.clone(),
-                offset,
-                n_bytes: info.n_bytes,
-                error,
-            });
-        match (data, &self.path) {
-            (Ok(data), _) => Ok(TensorData { info, data }),
-            (Err(e), Some(path)) => Err(e.in_file(path)),
-            (Err(e), None) => Err(e),
+        let offset = self.data_start(info);
+        match self.source.read_range(offset, info.n_bytes) {
+            Ok(data) => Ok(TensorData { info, data }),
+            Err(error) => Err(self.tensor_error(info, offset, error)),
+        }
+    }
+
+    /// The bytes of the tensor `info` as a view: borrowed from a source in memory, else read
+    /// into `scratch` (grown as needed, never shrunk, not zeroed again), so a loader that
+    /// reads tensors one after another allocates once. Errors as [`GgufFile::read_tensor`].
+    pub fn read_tensor_with<'a>(
+        &'a self,
+        info: &'a TensorInfo,
+        scratch: &'a mut Vec<u8>,
+    ) -> Result<TensorView<'a>> {
+        let offset = self.data_start(info);
+        let range = usize::try_from(offset)
+            .ok()
+            .zip(usize::try_from(info.n_bytes).ok())
+            .and_then(|(start, n)| Some(start..start.checked_add(n)?));
+        let past_end = || past_end(offset, info.n_bytes, self.source.byte_len());
+        let Some(range) = range else {
+            return Err(self.tensor_error(info, offset, past_end()));
+        };
+        let data = match self.source.in_memory() {
+            Some(all) => all.get(range),
+            None => {
+                let n = range.len();
+                if scratch.len() < n {
+                    // A fresh zeroed allocation, not `resize`: the allocator hands out
+                    // zeroed pages untouched, and the read is their first write.
+                    *scratch = vec![0; n];
+                }
+                let buf = &mut scratch[..n];
+                if let Err(error) = self.source.read_exact_at(offset, buf) {
+                    return Err(self.tensor_error(info, offset, error));
+                }
+                Some(&*buf)
+            }
+        };
+        match data {
+            Some(data) => Ok(TensorView { info, data }),
+            None => Err(self.tensor_error(info, offset, past_end())),
+        }
+    }
+
+    /// Where the data of tensor `info` starts in the file (parsing checked that it fits).
+    fn data_start(&self, info: &TensorInfo) -> u64 {
+        self.header.data_offset().saturating_add(info.offset)
+    }
+
+    /// A failed read of tensor `info` at `offset`, naming the file where it has a path.
+    fn tensor_error(&self, info: &TensorInfo, offset: u64, error: std::io::Error) -> GgufError {
+        let e = GgufError::TensorRead {
+            tensor: info.name.clone(),
+            offset,
+            n_bytes: info.n_bytes,
+            error,
+        };
+        match &self.path {
+            Some(path) => e.in_file(path),
+            None => e,
         }
     }
 

@@ -82,7 +82,7 @@ impl<T: AsRef<[u8]> + ?Sized> ByteSource for T {
 }
 
 /// The error of a read of `len` bytes at `offset` from a source of `total` bytes.
-fn past_end(offset: u64, len: u64, total: u64) -> io::Error {
+pub(crate) fn past_end(offset: u64, len: u64, total: u64) -> io::Error {
     io::Error::new(
         io::ErrorKind::UnexpectedEof,
         format!("bytes {offset}..{offset}+{len} lie past the end ({total} bytes)"),

@@ -53,6 +53,23 @@ fn every_source_reads_the_same_tensors() {
             assert_eq!(read.info, view.info, "{name}");
         }
     }
+    // Through a reused buffer: borrowed from memory (the buffer untouched), else read into it.
+    let mut scratch = Vec::new();
+    for view in buffer.tensor_views() {
+        let from_map = mapped.read_tensor_with(view.info, &mut scratch).unwrap();
+        assert_eq!(from_map.data, view.data);
+        assert!(scratch.is_empty());
+    }
+    for view in buffer.tensor_views() {
+        let read = ranged.read_tensor_with(view.info, &mut scratch).unwrap();
+        assert_eq!(read.data, view.data, "{}", view.info.name);
+    }
+    let largest = buffer.tensors().map(|t| t.n_bytes).max().unwrap();
+    assert_eq!(
+        scratch.len() as u64,
+        largest,
+        "grown to the largest, never shrunk"
+    );
     assert!(ranged.load_tensor("absent").unwrap().is_none());
 }
 
@@ -76,13 +93,20 @@ fn a_file_cut_after_its_header_is_read_names_the_tensor() {
         .set_len(cut)
         .unwrap();
 
+    let mut scratch = Vec::new();
     for info in &infos {
         let start = data_offset + info.offset;
         let result = file.read_tensor(info);
+        let with_scratch = file.read_tensor_with(info, &mut scratch);
         if start + info.n_bytes <= cut {
             assert_eq!(result.unwrap().data.len() as u64, info.n_bytes);
+            assert_eq!(with_scratch.unwrap().data.len() as u64, info.n_bytes);
             continue;
         }
+        assert_eq!(
+            format!("{:?}", with_scratch.unwrap_err()),
+            format!("{:?}", result.as_ref().unwrap_err())
+        );
         let err = result.unwrap_err();
         let GgufError::InFile { path: p, error } = &err else {
             panic!("{}: not named by its file: {err:?}", info.name);
