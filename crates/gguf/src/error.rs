@@ -190,7 +190,8 @@ impl GgufError {
         }
     }
 
-    pub(crate) fn in_file(self, path: impl Into<PathBuf>) -> GgufError {
+    /// This error, wrapped in [`GgufError::InFile`] naming `path` (unless it names one already).
+    pub fn in_file(self, path: impl Into<PathBuf>) -> GgufError {
         match self {
             e @ GgufError::InFile { .. } => e,
             e => GgufError::InFile {
