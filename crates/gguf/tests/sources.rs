@@ -7,16 +7,22 @@ mod common;
 use std::borrow::Cow;
 use std::fs::OpenOptions;
 use std::io::ErrorKind;
+use std::path::PathBuf;
 
 use common::{Chunked, model_like_bytes};
 use rullama_gguf::{ByteSource, GgufError, GgufFile, RangedFile};
 
+/// `bytes` written to the file `name` in `dir`.
+fn written(dir: &tempfile::TempDir, name: &str, bytes: &[u8]) -> PathBuf {
+    let path = dir.path().join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
 #[test]
 fn every_source_reads_the_same_tensors() {
-    let bytes = model_like_bytes();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("model.gguf");
-    std::fs::write(&path, &bytes).unwrap();
+    let (bytes, dir) = (model_like_bytes(), tempfile::tempdir().unwrap());
+    let path = written(&dir, "model.gguf", &bytes);
 
     let buffer = GgufFile::from_bytes(bytes.clone()).unwrap();
     let mapped = GgufFile::open(&path).unwrap();
@@ -75,10 +81,8 @@ fn every_source_reads_the_same_tensors() {
 
 #[test]
 fn a_file_cut_after_its_header_is_read_names_the_tensor() {
-    let bytes = model_like_bytes();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("cut.gguf");
-    std::fs::write(&path, &bytes).unwrap();
+    let (bytes, dir) = (model_like_bytes(), tempfile::tempdir().unwrap());
+    let path = written(&dir, "cut.gguf", &bytes);
     let file = GgufFile::open_ranged(&path).unwrap();
 
     // Cut the file in the middle of its third tensor, as a download being replaced or a
@@ -135,10 +139,8 @@ fn a_file_cut_after_its_header_is_read_names_the_tensor() {
 
 #[test]
 fn a_file_cut_before_its_header_is_read_is_a_read_error() {
-    let bytes = model_like_bytes();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("cut.gguf");
-    std::fs::write(&path, &bytes).unwrap();
+    let (bytes, dir) = (model_like_bytes(), tempfile::tempdir().unwrap());
+    let path = written(&dir, "cut.gguf", &bytes);
     let source = RangedFile::open(&path).unwrap();
     std::fs::write(&path, &bytes[..40]).unwrap();
     match GgufFile::from_source(source).unwrap_err() {
