@@ -31,7 +31,8 @@ enum Command {
     Parity(parity::Args),
     /// Parse and validate every shader with naga; check its bindings against the Rust side.
     Wgsl,
-    /// Write a GGUF with a real model's shapes, random weights and a real tokenizer.
+    /// Write a GGUF with a real or tiny model's shapes, random weights, and a real or
+    /// synthetic tokenizer.
     Synth(synth::Args),
     /// The whole test suite, as CI runs it: Python reference deps, models, fmt, clippy, tests.
     Test {

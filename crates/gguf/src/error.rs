@@ -31,6 +31,26 @@ pub enum GgufError {
         what: &'static str,
     },
 
+    /// A read from a source that is not in memory failed (a file read in ranges that
+    /// shrank, a disk error).
+    #[error("offset {offset}: reading {what} ({needed} bytes) failed: {error}")]
+    Read {
+        offset: u64,
+        needed: u64,
+        what: &'static str,
+        error: std::io::Error,
+    },
+
+    /// Reading a tensor's data failed: the file shrank after its header was read, or the
+    /// disk failed. `offset` is the data's offset in the file.
+    #[error("tensor `{tensor}`: reading {n_bytes} bytes at offset {offset} failed: {error}")]
+    TensorRead {
+        tensor: String,
+        offset: u64,
+        n_bytes: u64,
+        error: std::io::Error,
+    },
+
     #[error("offset 0: bad magic {found:02x?}, expected \"GGUF\"")]
     BadMagic { found: [u8; 4] },
 
@@ -170,7 +190,8 @@ impl GgufError {
         }
     }
 
-    pub(crate) fn in_file(self, path: impl Into<PathBuf>) -> GgufError {
+    /// This error, wrapped in [`GgufError::InFile`] naming `path` (unless it names one already).
+    pub fn in_file(self, path: impl Into<PathBuf>) -> GgufError {
         match self {
             e @ GgufError::InFile { .. } => e,
             e => GgufError::InFile {

@@ -9,7 +9,8 @@
 //!
 //! Versions 2 and 3 share this little-endian layout (v3 only allowed big-endian files, which
 //! we refuse). The header is validated as a whole against the length of the input: each
-//! tensor must be aligned and lie inside it, so views handed out later need no checks.
+//! tensor must be aligned and lie inside it, so views handed out later need no checks (a
+//! file read in ranges can still shrink later: its reads check again).
 
 use std::collections::HashMap;
 
@@ -18,6 +19,7 @@ use crate::decode;
 use crate::error::{GgufError, Result};
 use crate::metadata::Metadata;
 use crate::reader::Reader;
+use crate::source::ByteSource;
 use crate::tensor::{MAX_DIMS, TensorInfo, shape_size};
 use crate::value::Value;
 
@@ -46,7 +48,13 @@ impl GgufHeader {
     /// Parse and validate the header of the GGUF file held in `bytes` (the whole file: tensor
     /// extents are checked against its length).
     pub fn parse(bytes: &[u8]) -> Result<GgufHeader> {
-        let mut r = Reader::new(bytes);
+        GgufHeader::read(&bytes)
+    }
+
+    /// Parse and validate the header of the GGUF file in `source`, reading only the header
+    /// (tensor extents are checked against the source's length).
+    pub fn read(source: &dyn ByteSource) -> Result<GgufHeader> {
+        let mut r = Reader::new(source);
         let version = preamble(&mut r)?;
 
         let n_tensors_offset = r.pos();

@@ -1,15 +1,25 @@
-//! A bounds-checked little-endian cursor over the file's bytes.
+//! A bounds-checked little-endian cursor over a file's bytes, read through its source.
 //!
-//! This is the only place that indexes into the input. Each read checks the remaining length
-//! first and reports a [`GgufError::Truncated`] naming the offset, so the parser above it
-//! cannot panic on short input; [`Reader::count`] bounds every count by the bytes left before
-//! anything is allocated for it.
+//! This is the only place that reads the header's bytes. Each read checks the length left in
+//! the source first and reports a [`GgufError::Truncated`] naming the offset, so the parser
+//! above it cannot panic on short input; [`Reader::count`] bounds every count by the bytes
+//! left before anything is allocated for it. A source held in memory is read in place; any
+//! other is fetched a window at a time ([`ByteSource::read_ahead`] bytes, or more for a
+//! longer read), so parsing a file costs a few reads, not one per field.
+
+use std::borrow::Cow;
 
 use crate::error::{GgufError, Result};
+use crate::source::ByteSource;
 
-pub(crate) struct Reader<'a> {
-    bytes: &'a [u8],
-    pos: usize,
+pub(crate) struct Reader<'s> {
+    source: &'s dyn ByteSource,
+    len: u64,
+    pos: u64,
+    /// Bytes `window_start..window_start + window.len()` of the source: all of them for a
+    /// source in memory.
+    window: Cow<'s, [u8]>,
+    window_start: u64,
 }
 
 macro_rules! read_le {
@@ -20,39 +30,72 @@ macro_rules! read_le {
     )*};
 }
 
-impl<'a> Reader<'a> {
-    pub(crate) fn new(bytes: &'a [u8]) -> Self {
-        Reader { bytes, pos: 0 }
+impl<'s> Reader<'s> {
+    pub(crate) fn new(source: &'s dyn ByteSource) -> Self {
+        Reader {
+            len: source.byte_len(),
+            window: Cow::Borrowed(source.in_memory().unwrap_or_default()),
+            source,
+            pos: 0,
+            window_start: 0,
+        }
     }
 
     /// Offset of the next byte to be read.
     pub(crate) fn pos(&self) -> u64 {
-        self.pos as u64
+        self.pos
     }
 
     pub(crate) fn remaining(&self) -> u64 {
-        (self.bytes.len() - self.pos) as u64
+        self.len - self.pos
     }
 
     pub(crate) fn file_len(&self) -> u64 {
-        self.bytes.len() as u64
+        self.len
     }
 
     /// The next `n` bytes, or a `Truncated` error saying `what` was being read.
-    pub(crate) fn take(&mut self, n: u64, what: &'static str) -> Result<&'a [u8]> {
-        let truncated = || GgufError::Truncated {
-            offset: self.pos(),
-            needed: n,
-            file_len: self.file_len(),
-            what,
-        };
+    pub(crate) fn take(&mut self, n: u64, what: &'static str) -> Result<&[u8]> {
         if n > self.remaining() {
-            return Err(truncated());
+            return Err(GgufError::Truncated {
+                offset: self.pos(),
+                needed: n,
+                file_len: self.file_len(),
+                what,
+            });
         }
-        let end = self.pos + n as usize; // n <= remaining, so this fits
-        let out = self.bytes.get(self.pos..end).ok_or_else(truncated)?;
+        let end = self.pos + n; // n <= remaining, so this fits
+        if end > self.window_start + self.window.len() as u64 {
+            self.fetch(n, what)?;
+        }
+        // The window holds pos..end: it starts at or before pos and ends at or after end,
+        // and both lie within a slice that exists, so the casts fit.
+        let start = (self.pos - self.window_start) as usize;
+        let slice = self
+            .window
+            .get(start..start + n as usize)
+            .ok_or(GgufError::Truncated {
+                offset: self.pos,
+                needed: n,
+                file_len: self.len,
+                what,
+            })?;
         self.pos = end;
-        Ok(out)
+        Ok(slice)
+    }
+
+    /// Move the window to start at `pos` and hold at least `n` bytes (`n <= remaining`).
+    fn fetch(&mut self, n: u64, what: &'static str) -> Result<()> {
+        let want = n.max(self.source.read_ahead() as u64).min(self.remaining());
+        let read = self.source.read_range(self.pos, want);
+        self.window = read.map_err(|error| GgufError::Read {
+            offset: self.pos,
+            needed: want,
+            what,
+            error,
+        })?;
+        self.window_start = self.pos;
+        Ok(())
     }
 
     pub(crate) fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N]> {
@@ -68,7 +111,7 @@ impl<'a> Reader<'a> {
 
     /// A GGUF string: a u64 byte length, then that many bytes of UTF-8. `what` names the
     /// string in errors (`key`, `value of key x`, ...) and is only built on failure.
-    pub(crate) fn str(&mut self, what: impl FnOnce() -> String) -> Result<&'a str> {
+    pub(crate) fn str(&mut self, what: impl FnOnce() -> String) -> Result<&str> {
         let len = self.u64("string length")?;
         let start = self.pos();
         let bytes = self.take(len, "string bytes")?;

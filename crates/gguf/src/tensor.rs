@@ -1,8 +1,10 @@
-//! Tensor descriptions and zero-copy views of their data.
+//! Tensor descriptions, zero-copy views of their data, and data read from any source.
 //!
 //! Dimensions are in GGML order: `dims[0]` is the row length (the fastest-varying index), so
 //! a `[n_in, n_out]` weight has `n_out` rows of `n_in` values. Rows are whole blocks, as
 //! GGML requires for every quantized type, which makes `n_bytes` exact.
+
+use std::borrow::Cow;
 
 use crate::GgmlType;
 use crate::error::ShapeError;
@@ -97,6 +99,25 @@ pub struct TensorView<'a> {
     pub info: &'a TensorInfo,
     /// Exactly `info.n_bytes` bytes.
     pub data: &'a [u8],
+}
+
+/// A tensor's description and its bytes, borrowed from a source held in memory or read into
+/// a buffer of their own ([`crate::GgufFile::read_tensor`]).
+#[derive(Debug, Clone)]
+pub struct TensorData<'a> {
+    pub info: &'a TensorInfo,
+    /// Exactly `info.n_bytes` bytes.
+    pub data: Cow<'a, [u8]>,
+}
+
+impl TensorData<'_> {
+    /// A view of the bytes, for code written over views.
+    pub fn view(&self) -> TensorView<'_> {
+        TensorView {
+            info: self.info,
+            data: &self.data,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,8 @@
 //! of mutations (byte overwrites, forged u64 counts, insertions, deletions, a truncation) to
 //! a few-KB file with a gemma3-style header, then parses it. Whatever parses must also hold
 //! together: views have their sizes, and it writes back to a file that parses the same.
+//! Every case is parsed from a buffer and through sources read in windows of a few sizes
+//! (`common::parse_every_way`), which must agree.
 
 mod common;
 
@@ -93,9 +95,14 @@ proptest! {
         for m in &mutations {
             apply(&mut bytes, m);
         }
-        if let Ok(file) = GgufFile::from_bytes(&bytes[..]) {
+        if common::parse_every_way(&bytes).is_ok() {
+            let file = GgufFile::from_bytes(&bytes[..]).unwrap();
+            let chunked = common::Chunked { bytes: &bytes, read_ahead: 7 };
+            let chunked = GgufFile::from_source(chunked).unwrap();
             for view in file.tensor_views() {
                 prop_assert_eq!(view.data.len() as u64, view.info.n_bytes);
+                let read = chunked.read_tensor(view.info).unwrap();
+                prop_assert_eq!(&read.data[..], view.data);
             }
             let mut out = Vec::new();
             GgufWriter::from_file(&file).write_to(&mut out).unwrap();

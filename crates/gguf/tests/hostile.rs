@@ -3,13 +3,14 @@
 
 mod common;
 
-use common::{Raw, model_like_bytes};
-use rullama_gguf::{GgufError, GgufFile, GgufHeader, ShapeError};
+use common::{Raw, model_like_bytes, parse_every_way};
+use rullama_gguf::{GgufError, GgufFile, ShapeError};
 
 const HUGE: u64 = 1 << 62;
 
+/// The error of parsing `bytes`, the same from a buffer and from a source read in windows.
 fn parse(bytes: &[u8]) -> GgufError {
-    match GgufHeader::parse(bytes) {
+    match parse_every_way(bytes) {
         Ok(_) => panic!("parsed a file that should be rejected"),
         Err(e) => e,
     }
@@ -64,7 +65,7 @@ fn truncation_at_every_byte_is_a_typed_error() {
         }
     }
     // The padding after the last tensor is not needed to read it.
-    assert!(GgufHeader::parse(&bytes[..data_end]).is_ok());
+    assert!(parse_every_way(&bytes[..data_end]).is_ok());
 }
 
 #[test]
@@ -447,6 +448,13 @@ fn bad_shapes_are_refused() {
     ));
 }
 
+/// Both ways of opening a file by path: mapped and read in ranges.
+fn open_both(path: &std::path::Path) -> [GgufError; 2] {
+    let mapped = GgufFile::open(path).unwrap_err();
+    let ranged = GgufFile::open_ranged(path).unwrap_err();
+    [mapped, ranged]
+}
+
 #[test]
 fn errors_from_open_name_the_path() {
     let dir = tempfile::tempdir().unwrap();
@@ -454,32 +462,35 @@ fn errors_from_open_name_the_path() {
     let mut b = model_like_bytes();
     b.truncate(100);
     std::fs::write(&path, &b).unwrap();
-    let err = GgufFile::open(&path).unwrap_err();
-    assert!(matches!(&err, GgufError::InFile { path: p, .. } if p == &path));
-    assert!(matches!(
-        err.kind(),
-        GgufError::Truncated { file_len: 100, .. } | GgufError::CountTooLarge { .. }
-    ));
-    let msg = err.to_string();
-    assert!(
-        msg.contains("broken.gguf") && msg.contains("offset"),
-        "{msg}"
-    );
+    for err in open_both(&path) {
+        assert!(matches!(&err, GgufError::InFile { path: p, .. } if p == &path));
+        assert!(matches!(
+            err.kind(),
+            GgufError::Truncated { file_len: 100, .. } | GgufError::CountTooLarge { .. }
+        ));
+        let msg = err.to_string();
+        assert!(
+            msg.contains("broken.gguf") && msg.contains("offset"),
+            "{msg}"
+        );
+    }
 
     let empty = dir.path().join("empty.gguf");
     std::fs::write(&empty, b"").unwrap();
-    let err = GgufFile::open(&empty).unwrap_err();
-    assert!(
-        matches!(
-            err.kind(),
-            GgufError::Truncated { offset: 0, .. } | GgufError::Io(_)
-        ),
-        "{err}"
-    );
+    for err in open_both(&empty) {
+        assert!(
+            matches!(
+                err.kind(),
+                GgufError::Truncated { offset: 0, .. } | GgufError::Io(_)
+            ),
+            "{err}"
+        );
+    }
 
-    let err = GgufFile::open(dir.path().join("absent.gguf")).unwrap_err();
-    assert!(
-        matches!(err.kind(), GgufError::Io(_)) && err.to_string().contains("absent.gguf"),
-        "{err}"
-    );
+    for err in open_both(&dir.path().join("absent.gguf")) {
+        assert!(
+            matches!(err.kind(), GgufError::Io(_)) && err.to_string().contains("absent.gguf"),
+            "{err}"
+        );
+    }
 }

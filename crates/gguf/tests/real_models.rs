@@ -70,6 +70,20 @@ fn qwen2_writes_back_byte_identical() {
     assert_round_trip(REAL_MODELS[2]);
 }
 
+/// Read in ranges, gemma3's file (the largest tokenizer: its header takes many windows)
+/// gives the map's header and every tensor's bytes.
+#[test]
+fn ranged_reads_give_the_maps_bytes() {
+    let path = real_model(REAL_MODELS[0]);
+    let mapped = GgufFile::open(&path).unwrap();
+    let ranged = GgufFile::open_ranged(&path).unwrap();
+    assert_eq!(ranged.header(), mapped.header());
+    for view in mapped.tensor_views() {
+        let read = ranged.read_tensor(view.info).unwrap();
+        assert!(read.data[..] == *view.data, "{}", view.info.name);
+    }
+}
+
 #[test]
 fn gemma3_metadata_and_tensors() {
     let f = GgufFile::open(real_model(REAL_MODELS[0])).unwrap();

@@ -2,7 +2,7 @@
 //! llama.cpp applies per architecture that the file does not store (those live in
 //! `arch/<name>.rs`, function `rules`).
 
-use rullama_gguf::{GgufFile, Metadata};
+use rullama_gguf::{ByteSource, GgufFile, Metadata};
 
 use crate::arch::Arch;
 use crate::error::{ModelError, Result};
@@ -74,10 +74,10 @@ pub struct ModelConfig {
 
 impl ModelConfig {
     /// Read the config of the model in `file` (the vocabulary size comes from `token_embd`).
-    pub fn from_gguf<F: AsRef<[u8]>>(file: &GgufFile<F>) -> Result<ModelConfig> {
+    pub fn from_gguf<S: ByteSource>(file: &GgufFile<S>) -> Result<ModelConfig> {
         let meta = file.metadata();
-        let n_vocab = match file.tensor("token_embd.weight") {
-            Some(t) => t.info.dims.get(1).copied().unwrap_or(0) as usize,
+        let n_vocab = match file.tensor_info("token_embd.weight") {
+            Some(t) => t.dims.get(1).copied().unwrap_or(0) as usize,
             None => {
                 return Err(ModelError::MissingTensors {
                     names: vec!["token_embd.weight".into()],

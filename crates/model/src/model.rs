@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use rullama_gguf::GgufFile;
+use rullama_gguf::{ByteSource, GgufFile};
 use rullama_kernels::StepProfile;
 
 use crate::arch::{self, ArchWeights};
@@ -46,23 +46,22 @@ impl Logits {
 }
 
 impl<B: Backend> Model<B> {
-    /// Open, check and load the model at `path`.
+    /// Open, check and load the model at `path`. The weights are read tensor by tensor
+    /// (`GgufFile::open_ranged`), not mapped: every backend copies them anyway, and a file
+    /// cut while it loads is then an error naming the file and tensor, never a SIGBUS.
     pub fn open(path: impl AsRef<Path>, backend: B) -> Result<Model<B>> {
-        let file = GgufFile::open(path)?;
+        let file = GgufFile::open_ranged(path)?;
         Model::load(&file, backend)
     }
 
     /// Check that `file` has every tensor its architecture needs, at the right shapes
     /// (reporting all missing ones at once), then hand each to the backend once.
-    pub fn load<F: AsRef<[u8]>>(file: &GgufFile<F>, mut backend: B) -> Result<Model<B>> {
+    pub fn load<S: ByteSource>(file: &GgufFile<S>, mut backend: B) -> Result<Model<B>> {
         let config = ModelConfig::from_gguf(file)?;
         let mut checker = Checker::new(file);
         ArchWeights::load(&config, &mut checker)?;
         checker.finish()?;
-        let mut loader = BackendLoader {
-            file,
-            backend: &mut backend,
-        };
+        let mut loader = BackendLoader::new(file, &mut backend);
         let weights = ArchWeights::load(&config, &mut loader)?;
         Ok(Model {
             config,

@@ -1,7 +1,7 @@
 //! Load errors on synthetic files: every missing tensor at once, wrong shapes, unknown
-//! architectures, missing keys.
+//! architectures, missing keys, a file cut while it loads.
 
-use rullama_gguf::{GgmlType, GgufFile, GgufWriter};
+use rullama_gguf::{GgmlType, GgufError, GgufFile, GgufWriter};
 use rullama_model::{CpuBackend, Model, ModelError};
 
 const D: u64 = 32;
@@ -131,5 +131,44 @@ fn unknown_architecture_and_missing_key() {
     match load(out) {
         Err(ModelError::MissingKey { key }) => assert_eq!(key, "llama.feed_forward_length"),
         other => panic!("expected MissingKey, got {other:?}"),
+    }
+}
+
+/// A file cut after its header was read (as `Model::open` reads it: in ranges) fails the load
+/// with an error naming the file and the first tensor past the cut, not a SIGBUS.
+#[test]
+fn a_file_cut_while_loading_is_a_typed_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cut.gguf");
+    std::fs::write(&path, llama_writer("llama", &[], None)).unwrap();
+    let file = GgufFile::open_ranged(&path).unwrap();
+    let last = file.tensors().max_by_key(|t| t.offset).unwrap();
+    let cut = file.header().data_offset() + last.offset + 1;
+    let last = last.name.clone();
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(cut)
+        .unwrap();
+
+    let err = Model::load(&file, CpuBackend::new()).unwrap_err();
+    let ModelError::Gguf(GgufError::InFile { path: p, error }) = &err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(p, &path);
+    assert!(
+        matches!(error.as_ref(), GgufError::TensorRead { tensor, .. } if *tensor == last),
+        "{error:?}"
+    );
+    assert!(err.to_string().contains("cut.gguf"), "{err}");
+
+    // Opened afresh, the cut file is refused before anything loads.
+    match Model::open(&path, CpuBackend::new()).unwrap_err() {
+        ModelError::Gguf(e) => assert!(
+            matches!(e.kind(), GgufError::TensorOutOfBounds { tensor, .. } if *tensor == last),
+            "{e:?}"
+        ),
+        other => panic!("{other:?}"),
     }
 }

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use rullama_gguf::{Array, GgmlType, GgufWriter, Value};
+use rullama_gguf::{Array, ByteSource, GgmlType, GgufHeader, GgufWriter, Value};
 
 pub const REAL_MODELS: [&str; 3] = [
     "gemma-3-270m-q4_k_m.gguf",
@@ -221,4 +221,60 @@ impl Raw {
         self.bytes.extend(filler(n, 9));
         self
     }
+}
+
+/// A source that is not in memory (as a file read in ranges is not), over a buffer: the
+/// parser fetches `read_ahead` bytes at a time through it, so a small `read_ahead` moves
+/// the parser's window at almost every field.
+#[derive(Debug)]
+pub struct Chunked<'a> {
+    pub bytes: &'a [u8],
+    pub read_ahead: usize,
+}
+
+impl ByteSource for Chunked<'_> {
+    fn byte_len(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+
+    fn in_memory(&self) -> Option<&[u8]> {
+        None
+    }
+
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.bytes.read_exact_at(offset, buf)
+    }
+
+    fn read_ahead(&self) -> usize {
+        self.read_ahead
+    }
+}
+
+/// A header as text, to compare two: its `==` fails on a NaN value that both hold, and its
+/// Debug shows a hash map (in no fixed order).
+fn described(h: &GgufHeader) -> String {
+    let metadata: Vec<_> = h.metadata().iter().collect();
+    let fixed = (h.version(), h.alignment(), h.data_offset());
+    format!("{fixed:?} {metadata:?} {:?}", h.tensors())
+}
+
+/// Parse `bytes` in memory and through [`Chunked`] sources of a few window sizes; every
+/// source must reach the same header or the same error.
+pub fn parse_every_way(bytes: &[u8]) -> Result<GgufHeader, rullama_gguf::GgufError> {
+    let in_memory = GgufHeader::parse(bytes);
+    for read_ahead in [1, 7, 4096] {
+        let chunked = GgufHeader::read(&Chunked { bytes, read_ahead });
+        let same = match (&chunked, &in_memory) {
+            (Ok(a), Ok(b)) => described(a) == described(b),
+            (Err(a), Err(b)) => format!("{a:?}") == format!("{b:?}"),
+            _ => false,
+        };
+        assert!(
+            same,
+            "read_ahead {read_ahead}: {:?} in windows, {:?} in memory",
+            chunked.as_ref().err(),
+            in_memory.as_ref().err()
+        );
+    }
+    in_memory
 }

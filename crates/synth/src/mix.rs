@@ -15,18 +15,15 @@
 //! Q8_0 and F16 are the plain types for every 2-D tensor (their ftype's default, which the
 //! rules above leave alone), norms and biases F32.
 
-use clap::ValueEnum;
 use rullama_gguf::GgmlType;
 
-use super::plan::{Role, TensorPlan};
+use crate::plan::{Role, TensorPlan};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// The quant mix of a synthetic file, as llama-quantize would make it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mix {
-    #[value(name = "q4_k_m")]
     Q4KM,
-    #[value(name = "q8_0")]
     Q8_0,
-    #[value(name = "f16")]
     F16,
 }
 
@@ -37,6 +34,22 @@ fn use_more_bits(i: usize, n: usize) -> bool {
 }
 
 impl Mix {
+    pub const ALL: [Mix; 3] = [Mix::Q4KM, Mix::Q8_0, Mix::F16];
+
+    /// The name `--quant` takes.
+    pub fn cli_name(self) -> &'static str {
+        match self {
+            Mix::Q4KM => "q4_k_m",
+            Mix::Q8_0 => "q8_0",
+            Mix::F16 => "f16",
+        }
+    }
+
+    /// The mix called `name` ([`Mix::cli_name`]).
+    pub fn from_name(name: &str) -> Option<Mix> {
+        Mix::ALL.into_iter().find(|m| m.cli_name() == name)
+    }
+
     /// `general.file_type`: llama.cpp's `llama_ftype`.
     pub fn file_type(self) -> u32 {
         match self {

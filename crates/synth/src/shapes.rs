@@ -1,12 +1,13 @@
-//! The shapes of the real models `cargo xtask synth` imitates, one table entry each.
+//! The shapes synthetic models take, one table entry each: the real models `cargo xtask
+//! synth` imitates, and tiny ones for tests.
 //!
-//! Every figure is from the model's `config.json` on Hugging Face (the text config for
+//! Every real figure is from the model's `config.json` on Hugging Face (the text config for
 //! Gemma 3 4B), named here by its key there; llama.cpp's converters write them to the GGUF
 //! keys `plan.rs` names. The vocabulary size of the written file is the tokenizer's, which
 //! may differ from the figure here (Gemma 3 4B pads its 262144 tokens to 262208 rows; the
 //! Llama 3 tokenizer is not in our cache, so a llama file takes SmolLM2's 49152).
 
-use clap::ValueEnum;
+use crate::tokenizer::TokenizerStyle;
 
 /// `general.architecture` of a synthetic file: which block and which rules apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,40 +63,109 @@ pub struct Shape {
     pub tied: bool,
 }
 
-/// The models `--arch` names. The `tiny-*` ones are for tests: small enough to run on the
-/// CPU reference in a second, shaped to take both the k-quant and the fallback types.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// The models `--arch` names. The `tiny-*` ones are for tests: a few MB, small enough to
+/// run on the CPU reference in milliseconds, shaped to take both the k-quants and their
+/// fallback types, each with its family's synthetic tokenizer by default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Preset {
-    #[value(name = "gemma3-270m")]
     Gemma3_270m,
-    #[value(name = "qwen2.5-0.5b")]
     Qwen25_0_5b,
-    #[value(name = "smollm2-135m")]
     Smollm2_135m,
-    #[value(name = "gemma3-1b")]
     Gemma3_1b,
-    #[value(name = "gemma3-4b")]
     Gemma3_4b,
-    #[value(name = "qwen2.5-1.5b")]
     Qwen25_1_5b,
-    #[value(name = "qwen2.5-7b")]
     Qwen25_7b,
-    #[value(name = "llama-8b")]
     Llama8b,
-    #[value(name = "tiny-gemma3", hide = true)]
     TinyGemma3,
-    #[value(name = "tiny-qwen2", hide = true)]
     TinyQwen2,
-    #[value(name = "tiny-llama", hide = true)]
     TinyLlama,
+    TinySmollm2,
 }
 
 impl Preset {
+    pub const ALL: [Preset; 12] = [
+        Preset::Gemma3_270m,
+        Preset::Qwen25_0_5b,
+        Preset::Smollm2_135m,
+        Preset::Gemma3_1b,
+        Preset::Gemma3_4b,
+        Preset::Qwen25_1_5b,
+        Preset::Qwen25_7b,
+        Preset::Llama8b,
+        Preset::TinyGemma3,
+        Preset::TinyQwen2,
+        Preset::TinyLlama,
+        Preset::TinySmollm2,
+    ];
+
     /// The name `--arch` takes.
-    pub fn name(self) -> String {
-        self.to_possible_value()
-            .map(|v| v.get_name().to_string())
-            .unwrap_or_default()
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::Gemma3_270m => "gemma3-270m",
+            Preset::Qwen25_0_5b => "qwen2.5-0.5b",
+            Preset::Smollm2_135m => "smollm2-135m",
+            Preset::Gemma3_1b => "gemma3-1b",
+            Preset::Gemma3_4b => "gemma3-4b",
+            Preset::Qwen25_1_5b => "qwen2.5-1.5b",
+            Preset::Qwen25_7b => "qwen2.5-7b",
+            Preset::Llama8b => "llama-8b",
+            Preset::TinyGemma3 => "tiny-gemma3",
+            Preset::TinyQwen2 => "tiny-qwen2",
+            Preset::TinyLlama => "tiny-llama",
+            Preset::TinySmollm2 => "tiny-smollm2",
+        }
+    }
+
+    /// The preset called `name` ([`Preset::name`]).
+    pub fn from_name(name: &str) -> Option<Preset> {
+        Preset::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// One line for `--help`.
+    pub fn about(self) -> &'static str {
+        match self {
+            Preset::TinyGemma3 => {
+                "6 layers (5 sliding, 1 global), d_model 256, q/k norms, tied; SPM tokenizer, Gemma chat template"
+            }
+            Preset::TinyQwen2 => {
+                "3 layers, d_model 256, q/k/v biases, untied; byte-level BPE (qwen2), ChatML"
+            }
+            Preset::TinyLlama => {
+                "2 layers, d_model 192 (k-quant fallbacks), tied; SPM tokenizer (Llama 2 style), no template"
+            }
+            Preset::TinySmollm2 => {
+                "llama, 2 layers, d_model 128, tied; byte-level BPE (smollm), ChatML"
+            }
+            Preset::Gemma3_270m => "google/gemma-3-270m's shapes",
+            Preset::Qwen25_0_5b => "Qwen/Qwen2.5-0.5B-Instruct's shapes",
+            Preset::Smollm2_135m => "HuggingFaceTB/SmolLM2-135M-Instruct's shapes",
+            Preset::Gemma3_1b => "google/gemma-3-1b-it's shapes",
+            Preset::Gemma3_4b => "google/gemma-3-4b-it's shapes (its text model)",
+            Preset::Qwen25_1_5b => "Qwen/Qwen2.5-1.5B-Instruct's shapes",
+            Preset::Qwen25_7b => "Qwen/Qwen2.5-7B-Instruct's shapes",
+            Preset::Llama8b => "meta-llama/Meta-Llama-3-8B's shapes",
+        }
+    }
+
+    /// Whether this is one of the tiny test presets.
+    pub fn is_tiny(self) -> bool {
+        matches!(
+            self,
+            Preset::TinyGemma3 | Preset::TinyQwen2 | Preset::TinyLlama | Preset::TinySmollm2
+        )
+    }
+
+    /// The synthetic tokenizer of the family this preset belongs to: what a file gets when
+    /// no real tokenizer is given.
+    pub fn tokenizer_style(self) -> TokenizerStyle {
+        match self.shape().family {
+            Family::Gemma3 => TokenizerStyle::Gemma,
+            Family::Qwen2 => TokenizerStyle::Qwen2,
+            Family::Llama => match self {
+                Preset::Smollm2_135m | Preset::TinySmollm2 => TokenizerStyle::Smollm2,
+                _ => TokenizerStyle::Llama,
+            },
+        }
     }
 
     pub fn shape(self) -> Shape {
@@ -249,7 +319,7 @@ impl Preset {
                 n_head_kv: 2,
                 head_dim: 64,
                 n_ff: 512,
-                n_vocab: 512,
+                n_vocab: 384,
                 n_ctx_train: 256,
                 rope_base: 1_000_000.0,
                 rope_linear: Some(8.0),
@@ -266,7 +336,7 @@ impl Preset {
                 n_head_kv: 2,
                 head_dim: 64,
                 n_ff: 768,
-                n_vocab: 512,
+                n_vocab: 384,
                 n_ctx_train: 256,
                 rope_base: 1_000_000.0,
                 rope_linear: None,
@@ -283,7 +353,25 @@ impl Preset {
                 n_head_kv: 2,
                 head_dim: 32,
                 n_ff: 512,
-                n_vocab: 512,
+                n_vocab: 384,
+                n_ctx_train: 256,
+                rope_base: 100_000.0,
+                rope_linear: None,
+                rms_eps: 1e-5,
+                sliding_window: None,
+                tied: true,
+            },
+            // SmolLM2's block at its smallest: heads of 32, rows of 128 (Q5_0 / Q8_0 in
+            // Q4_K_M, as 576 is in the real file).
+            Preset::TinySmollm2 => Shape {
+                family: Family::Llama,
+                n_layer: 2,
+                d_model: 128,
+                n_head: 4,
+                n_head_kv: 2,
+                head_dim: 32,
+                n_ff: 384,
+                n_vocab: 384,
                 n_ctx_train: 256,
                 rope_base: 100_000.0,
                 rope_linear: None,

@@ -1,12 +1,14 @@
 //! The tokenizer of a synthetic model: every `tokenizer.*` key of a real GGUF of the same
-//! family, copied as is, so llama.cpp and rullama build the real tokenizer from it. A
-//! vocab-only file (like llama.cpp's `models/ggml-vocab-*.gguf`) holds just those keys and
-//! the source's `general.*` description: a few MB to carry to another machine instead of
-//! the whole model.
+//! family, copied as is, so llama.cpp and rullama build the real tokenizer from it (or the
+//! keys of a synthetic tokenizer, `tokenizer/`). A vocab-only file (like llama.cpp's
+//! `models/ggml-vocab-*.gguf`) holds just those keys and the source's `general.*`
+//! description: a few MB to carry to another machine instead of the whole model.
 
 use std::path::Path;
 
-use rullama_gguf::{GgufFile, GgufWriter, Metadata, Value};
+use rullama_gguf::{GgufError, GgufFile, GgufWriter, Metadata, Value};
+
+use crate::error::{Result, SynthError};
 
 const TOKENS: &str = "tokenizer.ggml.tokens";
 
@@ -20,11 +22,9 @@ pub struct Vocab {
 }
 
 impl Vocab {
-    pub fn from_metadata(meta: &Metadata) -> Result<Vocab, String> {
-        let n_tokens = meta
-            .get_array(TOKENS)
-            .map_err(|e| format!("no tokenizer: {e}"))?
-            .len();
+    /// The `tokenizer.*` keys of `meta`; an error when it has no token list.
+    pub fn from_metadata(meta: &Metadata) -> Result<Vocab, GgufError> {
+        let n_tokens = meta.get_array(TOKENS)?.len();
         let keys = meta
             .iter()
             .filter(|(k, _)| k.starts_with("tokenizer."))
@@ -39,9 +39,17 @@ impl Vocab {
     }
 
     /// The tokenizer of the GGUF at `path` (a model or a vocab-only file).
-    pub fn open(path: &Path) -> Result<Vocab, String> {
-        let file = GgufFile::open(path).map_err(|e| e.to_string())?;
-        Vocab::from_metadata(file.metadata()).map_err(|e| format!("{}: {e}", path.display()))
+    pub fn open(path: &Path) -> Result<Vocab> {
+        let file = GgufFile::open(path)?;
+        Vocab::of_file(path, file.metadata())
+    }
+
+    /// [`Vocab::from_metadata`] of the file at `path`, the error naming it.
+    fn of_file(path: &Path, meta: &Metadata) -> Result<Vocab> {
+        Vocab::from_metadata(meta).map_err(|error| SynthError::NoTokenizer {
+            path: path.to_path_buf(),
+            error,
+        })
     }
 }
 
@@ -55,10 +63,10 @@ const TENSOR_KEYS: [&str; 3] = [
 
 /// Write `out` with the `general.*` and `tokenizer.*` keys of `tokenizer` and no tensors;
 /// returns the bytes written.
-pub fn write_vocab_only(tokenizer: &Path, out: &Path) -> Result<u64, String> {
-    let file = GgufFile::open(tokenizer).map_err(|e| e.to_string())?;
+pub fn write_vocab_only(tokenizer: &Path, out: &Path) -> Result<u64> {
+    let file = GgufFile::open(tokenizer)?;
     let meta = file.metadata();
-    Vocab::from_metadata(meta).map_err(|e| format!("{}: {e}", tokenizer.display()))?;
+    Vocab::of_file(tokenizer, meta)?;
     let mut w = GgufWriter::new();
     for (key, value) in meta.iter() {
         let general = key.starts_with("general.") && !TENSOR_KEYS.contains(&key);
@@ -66,5 +74,5 @@ pub fn write_vocab_only(tokenizer: &Path, out: &Path) -> Result<u64, String> {
             w.set(key, value.clone());
         }
     }
-    w.write_to_path(out).map_err(|e| e.to_string())
+    Ok(w.write_to_path(out)?)
 }

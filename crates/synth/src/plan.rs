@@ -4,8 +4,8 @@
 
 use rullama_gguf::Value;
 
-use super::shapes::{Family, Shape};
-use super::weights::Dist;
+use crate::shapes::{Family, Shape};
+use crate::weights::Dist;
 
 /// What a tensor is, as far as the quant mix cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,32 +1,10 @@
-//! Synthetic models end to end: the tiny presets in every mix, written, parsed, checked
-//! tensor by tensor, loaded by rullama's CPU reference and run; the real presets' sizes.
+//! Synthetic models end to end: the tiny presets in every mix, written to files, parsed,
+//! checked tensor by tensor, loaded by rullama's CPU reference and run; the real presets'
+//! sizes; real tokenizers carried by vocab-only files.
 
-use rullama_gguf::{GgmlType, GgufFile, Metadata, Value};
+use rullama_gguf::{GgmlType, GgufFile, Metadata};
 use rullama_model::{CpuBackend, Model};
-
-use super::vocab::Vocab;
-use super::{Mix, Preset, Synth};
-
-/// A SentencePiece vocabulary of 300 tokens: four specials, 256 byte tokens, 40 words.
-fn tiny_tokenizer() -> Metadata {
-    let mut tokens: Vec<String> = ["<pad>", "</s>", "<s>", "<unk>"].map(String::from).into();
-    let mut types = vec![3i32, 3, 3, 2];
-    tokens.extend((0..=255u8).map(|b| format!("<0x{b:02X}>")));
-    types.extend([6; 256]);
-    tokens.extend((0..40).map(|i| format!("▁w{i}")));
-    types.extend([1; 40]);
-    let scores: Vec<f32> = (0..tokens.len()).map(|i| -(i as f32)).collect();
-    let mut meta = Metadata::new();
-    meta.insert("general.architecture", "llama");
-    meta.insert("tokenizer.ggml.model", "llama");
-    meta.insert("tokenizer.ggml.tokens", Value::from(tokens));
-    meta.insert("tokenizer.ggml.scores", Value::from(scores));
-    meta.insert("tokenizer.ggml.token_type", Value::from(types));
-    meta.insert("tokenizer.ggml.bos_token_id", 2u32);
-    meta.insert("tokenizer.ggml.eos_token_id", 1u32);
-    meta.insert("tokenizer.ggml.unknown_token_id", 3u32);
-    meta
-}
+use rullama_synth::{Mix, N_TOKENS, Preset, Synth, Vocab, write_vocab_only};
 
 fn synth(preset: Preset, mix: Mix) -> Synth {
     Synth {
@@ -39,11 +17,11 @@ fn synth(preset: Preset, mix: Mix) -> Synth {
 
 #[test]
 fn tiny_models_parse_load_and_run() {
-    let tok = tiny_tokenizer();
-    let vocab = Vocab::from_metadata(&tok).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    for preset in [Preset::TinyGemma3, Preset::TinyQwen2, Preset::TinyLlama] {
-        for mix in [Mix::Q4KM, Mix::Q8_0, Mix::F16] {
+    let tiny = Preset::ALL.into_iter().filter(|p| p.is_tiny());
+    for preset in tiny {
+        let vocab = preset.tokenizer_style().vocab();
+        for mix in Mix::ALL {
             let what = format!("{} {}", preset.name(), mix.name());
             let path = dir
                 .path()
@@ -62,16 +40,16 @@ fn tiny_models_parse_load_and_run() {
             }
             let meta = file.metadata();
             assert_eq!(meta.get_u32("general.file_type").unwrap(), mix.file_type());
-            for (key, value) in tok.iter().filter(|(k, _)| k.starts_with("tokenizer.")) {
+            for (key, value) in &vocab.keys {
                 assert_eq!(meta.get(key), Some(value), "{what}: {key}");
             }
             rullama_tokenizer::Tokenizer::from_gguf(meta).unwrap();
 
             let model = Model::load(&file, CpuBackend::new()).unwrap();
-            assert_eq!(model.config().n_vocab, 300, "{what}");
+            assert_eq!(model.config().n_vocab, N_TOKENS, "{what}");
             let mut session = model.session(32).unwrap();
             let logits = session.feed(&[2, 270, 271, 272, 5, 299, 280]).unwrap();
-            assert_eq!(logits.len(), 300, "{what}");
+            assert_eq!(logits.len(), N_TOKENS, "{what}");
             assert!(logits.iter().all(|v| v.is_finite()), "{what}: {logits:?}");
             let n = logits.len() as f32;
             let mean = logits.iter().sum::<f32>() / n;
@@ -84,7 +62,7 @@ fn tiny_models_parse_load_and_run() {
 #[test]
 fn tiny_presets_take_the_k_quants_and_their_fallbacks() {
     let types = |preset: Preset| {
-        let (_, infos) = synth(preset, Mix::Q4KM).tensor_infos(300).unwrap();
+        let (_, infos) = synth(preset, Mix::Q4KM).tensor_infos(N_TOKENS).unwrap();
         move |name: &str| infos.iter().find(|i| i.name == name).unwrap().ggml_type
     };
     let gemma = types(Preset::TinyGemma3);
@@ -181,7 +159,7 @@ fn vocab_only_files_carry_the_real_tokenizers() {
             continue;
         };
         let vocab_path = dir.path().join(format!("{model}-vocab.gguf"));
-        let n = super::vocab::write_vocab_only(&path, &vocab_path).unwrap();
+        let n = write_vocab_only(&path, &vocab_path).unwrap();
         assert!(n < 16_000_000, "{model}: {n} bytes");
         let vocab_file = GgufFile::open(&vocab_path).unwrap();
         assert_eq!(vocab_file.tensors().len(), 0);
