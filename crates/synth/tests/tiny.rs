@@ -117,7 +117,7 @@ fn chat_templates_follow_the_family_format() {
 }
 
 /// Greedy continuation of `prompt` for `n` tokens, checking every step's logits.
-fn greedy(model: &mut Model<CpuBackend>, prompt: &[u32], n: usize) -> Vec<u32> {
+fn greedy(model: &Model<CpuBackend>, prompt: &[u32], n: usize) -> Vec<u32> {
     let mut session = model.session(64).unwrap();
     let mut logits = session.feed(prompt).unwrap();
     let mut out = Vec::new();
@@ -140,15 +140,15 @@ fn tiny_models_generate_on_the_cpu_reference() {
     for tiny in Tiny::ALL {
         let file = file(tiny);
         let tok = Tokenizer::from_gguf(file.metadata()).unwrap();
-        let mut model = Model::load(&file, CpuBackend::new()).unwrap();
+        let model = Model::load(&file, CpuBackend::new()).unwrap();
         assert_eq!(model.config().arch.name(), tiny.arch_name());
         assert_eq!(model.config().n_vocab, N_TOKENS);
         // Longer than gemma's sliding window of 4, so its sliding layers drop keys.
         let prompt = tok.encode("The cat sleeps on the chair by the window", SPECIAL);
         assert!(prompt.len() > 8, "{tiny:?}: {prompt:?}");
-        let first = greedy(&mut model, &prompt, 6);
+        let first = greedy(&model, &prompt, 6);
         tok.decode(&first).unwrap();
         // A second session over the same model starts from an empty cache.
-        assert_eq!(greedy(&mut model, &prompt, 6), first, "{tiny:?}");
+        assert_eq!(greedy(&model, &prompt, 6), first, "{tiny:?}");
     }
 }
