@@ -33,7 +33,7 @@ pub use profile::{KernelTime, PROFILE_FEATURES, StepProfile};
 pub use read_ring::{ReadRing, Ticket};
 pub use readback::Readback;
 pub use step::{OpId, Step, StepBuilder};
-pub use wait::{Block, Wait, Yield};
 pub use tensor::{
     BufferId, Dtype, GpuBuffer, GpuTensor, GpuWeight, View, WeightChunk, WeightRows, WeightShape,
 };
+pub use wait::{Block, Wait, Yield};

@@ -15,8 +15,8 @@ use crate::device::Gpu;
 use crate::error::GpuError;
 use crate::pipeline::Kernel;
 use crate::readback::map_and_copy;
-use crate::wait::{Block, block_on};
 use crate::step::Step;
+use crate::wait::{Block, block_on};
 
 /// Features a profiled replay needs (ask for them in [`crate::OpenOptions::extra`]).
 pub const PROFILE_FEATURES: wgpu::Features =

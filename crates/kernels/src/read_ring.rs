@@ -156,10 +156,10 @@ impl ReadRing {
     /// Ends a mapping nobody read, so the slot can take a copy again.
     fn release(&mut self, gpu: &Gpu, slot: usize) -> Result<(), GpuError> {
         let s = &mut self.slots[slot];
-        if let Some((_, mapped)) = s.mapping.take() {
-            if block_on(Block.wait(gpu, None, mapped))?.is_ok() {
-                s.staging.unmap();
-            }
+        if let Some((_, mapped)) = s.mapping.take()
+            && block_on(Block.wait(gpu, None, mapped))?.is_ok()
+        {
+            s.staging.unmap();
         }
         Ok(())
     }

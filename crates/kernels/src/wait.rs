@@ -142,7 +142,11 @@ pub fn mapping(slice: wgpu::BufferSlice<'_>) -> Mapping {
 impl Mapping {
     /// The callback's result, if it has fired (without waiting).
     pub fn try_result(&self) -> Option<MapResult> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).result.clone()
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .result
+            .clone()
     }
 }
 

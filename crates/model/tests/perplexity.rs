@@ -29,7 +29,7 @@ fn two_chunks_match_token_by_token_decoding() {
     // SmolLM2 adds no BOS; a replacement token (0, `<|endoftext|>`) still exercises the
     // first-token swap, which the hand computation below applies the same way.
     let bos = 0;
-    let mut m = model("smollm2-135m").lock().unwrap();
+    let m = model("smollm2-135m").lock().unwrap();
     let mut seen = Vec::new();
     let chunks = Chunks {
         tokens: &tokens,
@@ -37,7 +37,7 @@ fn two_chunks_match_token_by_token_decoding() {
         n_chunks: 2,
         bos: Some(bos),
     };
-    let total = perplexity::score(&mut m, chunks, |i, _| seen.push(i)).unwrap();
+    let total = perplexity::score(&m, chunks, |i, _| seen.push(i)).unwrap();
     assert_eq!(seen, [0, 1]);
 
     // By hand: each chunk from an empty cache, one token at a time (the decode path, not the
@@ -64,7 +64,7 @@ fn two_chunks_match_token_by_token_decoding() {
 #[test]
 fn impossible_chunks_are_typed_errors() {
     let tokens = tokens();
-    let mut m = model("smollm2-135m").lock().unwrap();
+    let m = model("smollm2-135m").lock().unwrap();
     for (ctx, n_chunks) in [(3, 1), (CTX, 3), (CTX, 0)] {
         let chunks = Chunks {
             tokens: &tokens,
@@ -72,7 +72,7 @@ fn impossible_chunks_are_typed_errors() {
             n_chunks,
             bos: None,
         };
-        let err = perplexity::score(&mut m, chunks, |_, _| {}).unwrap_err();
+        let err = perplexity::score(&m, chunks, |_, _| {}).unwrap_err();
         assert!(matches!(err, ModelError::Perplexity(_)), "{err}");
     }
 }

@@ -121,7 +121,7 @@ pub fn run(root: &Path, opts: &Options) -> Result<usize, String> {
         failures += match opts.backend {
             BackendChoice::Cpu => {
                 let backend = CpuBackend::new().with_storage(WeightStorage::Dense);
-                checked.run(&mut open(&path, backend)?)?
+                checked.run(&open(&path, backend)?)?
             }
             BackendChoice::Gpu => {
                 let gpu = Gpu::open().map_err(|e| e.to_string())?;
@@ -142,7 +142,7 @@ pub fn run(root: &Path, opts: &Options) -> Result<usize, String> {
                     ..GpuOptions::default()
                 };
                 let backend = GpuBackend::new(gpu).with_options(options);
-                checked.run(&mut open(&path, backend)?)?
+                checked.run(&open(&path, backend)?)?
             }
         };
     }
