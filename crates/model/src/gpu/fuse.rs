@@ -1,8 +1,8 @@
 //! Which recorded nodes the lowering emits as one fused kernel.
 //!
 //! A decode step of a small model is a chain of small kernels, each costing its launch and
-//! barrier (~1.8 us on the H100) and its own round trips to memory however little it does
-//! (docs/PERF.md, tenth session), so the lowering folds eight patterns
+//! barrier and its own round trips to memory however little it does (docs/PERF.md, section
+//! 2: the dispatch floor), so the lowering folds eight patterns
 //! of the graph's plain ops into one kernel each, without changing what they compute:
 //!
 //! - `embed -> scale` (Gemma's sqrt(d_model)): the gather multiplies as it stores (the
@@ -72,8 +72,8 @@ use super::{GpuOptions, RopeAttention};
 
 /// The largest down projection that reads the GLU as its input. Each of its workgroups (4
 /// rows) recomputes `act(gate) * up` for the whole input, so the GLU's reads grow with the
-/// rows: at Q4_K 14336x4096 the fused kernel took 46.8 us against 39.9 us for glu + matvec
-/// on the H100 (2026-11-23), while at 2048x640 (0.7 MB) the saved dispatch wins.
+/// rows: at Q4_K 14336x4096 the fused kernel is slower than glu + matvec, while at 2048x640
+/// (0.7 MB) the saved dispatch wins (docs/PERF.md, D-glu-input-bound).
 const GLU_FUSE_MAX_BYTES: u64 = 4 << 20;
 
 /// The most bytes a product's workgroups may read besides its plain input for a folded

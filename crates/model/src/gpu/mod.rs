@@ -87,10 +87,10 @@ pub struct GpuOptions {
     /// weight kept exactly (`rullama_quant::widen`), for the decode products: a small product
     /// is bound by its lanes' chain, not its bytes, and Q8_0's (two lanes a block of 32, its
     /// codes read as they are) is shorter than Q5_0's (one lane a block, its fifth bits
-    /// spread in). On the H100 (docs/PERF.md, fifteenth session) every Q5_0 matrix as Q8_0
-    /// took gemma-3-270m's decode step -5.5% and SmolLM2's -6.2%, but qwen2.5-0.5b's 12 MB
-    /// gate|up ran slower (bandwidth counts there), so the default bound, 4 MiB, widens the
-    /// small models' matrices (up to 1.8 MB) and no large model's. 0 keeps the file's formats.
+    /// spread in). A large matrix is bound by its bytes instead (qwen2.5-0.5b's 12 MB gate|up
+    /// ran slower widened), so the default bound, 4 MiB, widens the small models' matrices (up
+    /// to 1.8 MB) and no large model's (docs/PERF.md, D-widen-below). 0 keeps the file's
+    /// formats.
     pub widen_below: usize,
     /// Decode matvecs read their input as two int8 digits of a per-block-of-32 scale
     /// (d = amax / 127; x' = d (q1 + q2 / 254), within d / 508 of x: about 16 bits) and
@@ -134,11 +134,10 @@ pub struct GpuOptions {
     pub glu_epilogue: bool,
     /// Sampling steps recorded into one submission (one compute pass): a step queued is held
     /// until that many are, then they go together, so a decode token pays a fraction of a
-    /// submission's cost (on the H100 ~10 us between passes and ~12 between submissions;
-    /// docs/PERF.md, sixteenth session). A generator keeps twice as many draws queued, so
-    /// the device always has the next submission behind the one read; the queue's depths
-    /// all follow from this one number ([`QueueDepth`]). A token then comes back with the
-    /// others of its submission. 1 submits every step at once.
+    /// submission's cost (docs/PERF.md, D-steps-per-submit). A generator keeps twice as many
+    /// draws queued, so the device always has the next submission behind the one read; the
+    /// queue's depths all follow from this one number ([`QueueDepth`]). A token then comes
+    /// back with the others of its submission. 1 submits every step at once.
     pub steps_per_submit: usize,
 }
 
@@ -172,10 +171,8 @@ pub enum RopeAttention {
     /// Every one, the q/k-normed too (Gemma): the default. Every one of the attention's
     /// workgroups norms and rotates its q heads and the k head in registers while its key
     /// range is found, and takes the token's own key from registers rather than waiting for
-    /// its store (`attention/q_rope_lanes.wgsl`, where every rotation pair lies in a lane).
-    /// Decode steps on the H100 (2026-11-26, docs/PERF.md, eleventh session) against
-    /// `Unnormed` with the earlier hook: gemma-3-270m -6.0%, gemma3-4b -3.4%, SmolLM2-135M
-    /// -4.2%, qwen2.5-0.5b -3.9%.
+    /// its store (`attention/q_rope_lanes.wgsl`, where every rotation pair lies in a lane):
+    /// docs/PERF.md, D-rope-in-attention.
     All,
 }
 
