@@ -8,7 +8,7 @@
 //! ones (2025.5) reject the ArrayStride naga puts on every array, workgroup and function
 //! arrays included (VUID-StandaloneSpirv-None-10684, on every kernel, which drivers accept).
 //! With those decorations removed by hand, 2025.5 accepts the tensor-core programs for
-//! Vulkan 1.3 (checked 2026-11-24).
+//! Vulkan 1.3.
 
 use naga::back::spv;
 use naga::proc::{BoundsCheckPolicies, BoundsCheckPolicy};

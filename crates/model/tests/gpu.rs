@@ -5,8 +5,8 @@
 //! softmax in f64; the GPU in f32 in strided partial sums, trees and online softmax), in
 //! transcendental accuracy (WGSL leaves exp/tanh/sin/cos to the platform: ~2^-11 absolute for
 //! sin/cos on Vulkan), and these differences pass through 18-30 layers. Each output is off by
-//! a few units of n_in * 2^-24 relative per matrix product. Measured on lavapipe
-//! (2026-11-22): max |Δlogit| / max |logit| 2.1e-6 (gemma3), 5.9e-6 (smollm2), 9.1e-6
+//! a few units of n_in * 2^-24 relative per matrix product. Measured on lavapipe:
+//! max |Δlogit| / max |logit| 2.1e-6 (gemma3), 5.9e-6 (smollm2), 9.1e-6
 //! (qwen2.5); top-10 log-probs within 5.5e-5 nats. We require
 //! - max |Δlogit| over every position and the whole vocabulary <= 1e-4 * max |logit|
 //!   (scale-relative: an f32 error is relative to the magnitudes summed; 10x the worst
@@ -149,13 +149,13 @@ fn greedy_smollm2() {
 }
 
 #[test]
-#[ignore = "~85 s on lavapipe (2 loaded cores); passes (2026-11-22); run with --ignored"]
+#[ignore = "~85 s on lavapipe (2 loaded cores); run with --ignored"]
 fn greedy_gemma3() {
     greedy_matches_oracle("gemma3-270m");
 }
 
 #[test]
-#[ignore = "~130 s on lavapipe (2 loaded cores); passes (2026-11-22); run with --ignored"]
+#[ignore = "~130 s on lavapipe (2 loaded cores); run with --ignored"]
 fn greedy_qwen2() {
     greedy_matches_oracle("qwen2.5-0.5b");
 }
