@@ -296,7 +296,7 @@ pub trait Sequence: Debug {
     }
 }
 
-/// A next token being drawn ([`Backend::queue_sample`]).
+/// A next token being drawn ([`Sequence::queue_sample`]).
 #[derive(Debug)]
 pub enum PendingToken {
     /// Drawn already (on the host, or by a backend that does not queue); `None`: no logit

@@ -15,7 +15,7 @@ use rullama_kernels::ops::unary::UnaryOp;
 
 use super::weight::GpuWeightRef;
 
-/// An activation handle (`Backend::Tensor`): rows `row0..row0 + rows` of value `value` of
+/// An activation handle (`Sequence::Tensor`): rows `row0..row0 + rows` of value `value` of
 /// the step `step` (a `rows` range is a view, not a copy).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GpuAct {
@@ -23,7 +23,7 @@ pub struct GpuAct {
     pub(crate) src: Src,
 }
 
-/// Token ids or positions of one step (`Backend::Ids`): input slot `slot` of `n` values.
+/// Token ids or positions of one step (`Sequence::Ids`): input slot `slot` of `n` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GpuIds {
     pub(crate) step: u64,
