@@ -27,6 +27,8 @@ pub use device::{Caps, Gpu, OpenOptions};
 pub use error::GpuError;
 pub use format::GpuFormat;
 pub use op::{Op, grid_1d};
+pub use ops::glu::Activation;
+pub use ops::rope::RopeStyle;
 pub use pipeline::{Kernel, PipelineKey};
 pub use profile::{KernelTime, PROFILE_FEATURES, StepProfile};
 pub use read_ring::{ReadRing, Ticket};

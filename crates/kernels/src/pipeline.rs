@@ -13,7 +13,7 @@ use crate::ops::glu::Activation;
 use crate::ops::kv::KvDtype;
 use crate::ops::matvec::{Addend, InputKind};
 use crate::ops::residual_norm::ResidualOut;
-use crate::ops::rope::RopeMode;
+use crate::ops::rope::RopeStyle;
 use crate::ops::unary::UnaryOp;
 use crate::ops::{
     argmax, attention, attention_coop, attention_rope, elementwise, embed, glu, head_norm_rope, kv,
@@ -77,12 +77,12 @@ pub enum Kernel {
         key_groups: u32,
     },
     /// The decode attention (one token) with head_norm_rope_kv folded in: q and k normed
-    /// (`norm`) and rotated (`mode`) before the key loop, k's finished heads and v's stored
+    /// (`norm`) and rotated (`style`) before the key loop, k's finished heads and v's stored
     /// into the cache by the split that holds the position.
     AttentionRope {
         kv: KvDtype,
         head_dim: u32,
-        mode: RopeMode,
+        style: RopeStyle,
         norm: bool,
         /// Every rotation pair within a lane (`attention_rope::in_lanes`): the hook in
         /// registers.
@@ -102,7 +102,7 @@ pub enum Kernel {
     /// min-p, temperature, inverse CDF over its best `K_MAX`.
     SampleTopKDraw,
     /// Rotary position embedding, in place.
-    Rope(RopeMode),
+    Rope(RopeStyle),
     /// `h += [rms_norm(a) * w_in]`, then optionally `y = rms_norm(h) * w_out` (and y's q8
     /// copy), per row.
     /// `groups`: the kernel's tile in groups of `4 * 256` elements (1 to 4; see
@@ -115,7 +115,7 @@ pub enum Kernel {
     /// Optional per-head weighted RMS norm, then RoPE, in place, over q and optionally k;
     /// with `kv`, k's finished heads and the v heads also stored into a cache of that type.
     HeadNormRope {
-        mode: RopeMode,
+        style: RopeStyle,
         norm: bool,
         kv: Option<KvDtype>,
     },
@@ -185,10 +185,10 @@ impl Kernel {
                 }
             }
         }
-        for mode in [RopeMode::Normal, RopeMode::Neox] {
+        for style in [RopeStyle::Normal, RopeStyle::Neox] {
             for norm in [false, true] {
                 for kv in [None, Some(KvDtype::F32), Some(KvDtype::F16)] {
-                    all.push(Kernel::HeadNormRope { mode, norm, kv });
+                    all.push(Kernel::HeadNormRope { style, norm, kv });
                 }
             }
         }
@@ -200,13 +200,13 @@ impl Kernel {
                     head_dim: 128,
                     key_groups,
                 });
-                for mode in [RopeMode::Normal, RopeMode::Neox] {
+                for style in [RopeStyle::Normal, RopeStyle::Neox] {
                     for norm in [false, true] {
                         for lanes in [false, true] {
                             all.push(Kernel::AttentionRope {
                                 kv,
                                 head_dim: 128,
-                                mode,
+                                style,
                                 norm,
                                 lanes,
                                 key_groups,
@@ -230,8 +230,8 @@ impl Kernel {
             Kernel::Argmax,
             Kernel::SampleTopK,
             Kernel::SampleTopKDraw,
-            Kernel::Rope(RopeMode::Normal),
-            Kernel::Rope(RopeMode::Neox),
+            Kernel::Rope(RopeStyle::Normal),
+            Kernel::Rope(RopeStyle::Neox),
         ]);
         all
     }
@@ -403,8 +403,8 @@ impl Kernel {
                 ("PRE", f64::from(u8::from(pre_norm))),
                 ("GROUPS", f64::from(groups)),
             ],
-            Kernel::HeadNormRope { mode, norm, .. } => {
-                vec![("NEOX", mode.code()), ("NORM", f64::from(u8::from(norm)))]
+            Kernel::HeadNormRope { style, norm, .. } => {
+                vec![("NEOX", style.code()), ("NORM", f64::from(u8::from(norm)))]
             }
             Kernel::Unary(op) => vec![("OP", op.code())],
             Kernel::Attention {
@@ -418,13 +418,13 @@ impl Kernel {
             Kernel::AttentionCoop { head_dim } => vec![("HD", f64::from(head_dim))],
             Kernel::AttentionRope {
                 head_dim,
-                mode,
+                style,
                 norm,
                 key_groups,
                 ..
             } => vec![
                 ("HD", f64::from(head_dim)),
-                ("NEOX", mode.code()),
+                ("NEOX", style.code()),
                 ("NORM", f64::from(u8::from(norm))),
                 ("KEY_GROUPS", f64::from(key_groups)),
             ],

@@ -20,7 +20,7 @@ use crate::ops::attention::{self, ATTENTION, Arith, Attention, Fold};
 use crate::ops::head_norm_rope::{HeadNormRope, Heads, HostHeads, ROTATE};
 use crate::ops::head_norm_rope_kv::KvStore;
 use crate::ops::kv::{self, HostKv, KvAppend, KvCache, KvDtype, KvLayout, store_bound};
-use crate::ops::rope::{RopeMode, rope_freqs};
+use crate::ops::rope::{RopeStyle, rope_freqs};
 use crate::parity::data::{Rng, random_f32};
 use crate::parity::{Check, Compare};
 use crate::pipeline::Kernel;
@@ -59,8 +59,8 @@ const BINDINGS: &[BindingKind] = &[
 /// NeoX pairs (j, j + n_rot/2) stay in a lane only over the whole head, normal pairs
 /// (2j, 2j + 1) always. Then the hook `attention/q_rope_lanes.wgsl` norms and rotates in
 /// registers (one barrier with norms, none without) instead of through workgroup memory.
-pub fn in_lanes(mode: RopeMode, n_rot: usize, head_dim: usize) -> bool {
-    mode == RopeMode::Normal || n_rot == head_dim
+pub fn in_lanes(style: RopeStyle, n_rot: usize, head_dim: usize) -> bool {
+    style == RopeStyle::Normal || n_rot == head_dim
 }
 
 pub(crate) fn program(kv: KvDtype, norm: bool, lanes: bool, subgroup: bool) -> Program {
@@ -95,7 +95,7 @@ pub struct AttentionRope {
     /// `n_tokens` must be 1 (a prompt block's later tokens read earlier tokens' keys, which
     /// other workgroups would store).
     pub attn: Attention,
-    pub mode: RopeMode,
+    pub style: RopeStyle,
     /// Dims rotated (even, at most head_dim).
     pub n_rot: usize,
     /// The per-head norm's eps.
@@ -168,9 +168,9 @@ impl AttentionRope {
             kernel: Kernel::AttentionRope {
                 kv: l.dtype,
                 head_dim: hd as u32,
-                mode: self.mode,
+                style: self.style,
                 norm: rot.wq.is_some(),
-                lanes: in_lanes(self.mode, self.n_rot, hd),
+                lanes: in_lanes(self.style, self.n_rot, hd),
                 key_groups,
             },
             n_rot: self.n_rot as u32,
@@ -200,7 +200,7 @@ pub const CHECK: Check = Check {
 struct Case {
     layout: KvLayout,
     attn: Attention,
-    mode: RopeMode,
+    style: RopeStyle,
     n_rot: usize,
     norm: bool,
     /// The token's position (may be past the cache: its K/V are dropped).
@@ -323,7 +323,7 @@ fn run(gpu: &Gpu, case: &Case, inp: &Inputs, folded: bool) -> Result<Out, GpuErr
     let ops = if folded {
         let op = AttentionRope {
             attn: case.attn,
-            mode: case.mode,
+            style: case.style,
             n_rot: case.n_rot,
             eps: 1e-6,
         };
@@ -337,7 +337,7 @@ fn run(gpu: &Gpu, case: &Case, inp: &Inputs, folded: bool) -> Result<Out, GpuErr
         op.ops(qv, rot, pos, &cache, View::at(&out, 2), Some(&splits))?
     } else {
         let hnr = HeadNormRope {
-            mode: case.mode,
+            style: case.style,
             head_dim: hd,
             n_rot: case.n_rot,
             n_tokens: 1,
@@ -425,10 +425,10 @@ fn random_case(rng: &mut Rng) -> Case {
             },
             split_len: rng.pick(&[16, 32, 48, max_len]),
         },
-        mode: if rng.bool() {
-            RopeMode::Neox
+        style: if rng.bool() {
+            RopeStyle::Neox
         } else {
-            RopeMode::Normal
+            RopeStyle::Normal
         },
         n_rot: if rng.bool() {
             head_dim
@@ -455,7 +455,7 @@ fn compare(case: &Case, inp: &Inputs, got: &Out) -> Compare {
     let hd = l.head_dim;
     let (qw, kw) = case.widths();
     let op = HeadNormRope {
-        mode: case.mode,
+        style: case.style,
         head_dim: hd,
         n_rot: case.n_rot,
         n_tokens: 1,
@@ -557,14 +557,14 @@ mod tests {
     fn equals_head_norm_rope_kv_then_attention() {
         let Some(gpu) = testutil::gpu() else { return };
         let shapes = [
-            (RopeMode::Neox, 256, 256, 4, 1, true),
-            (RopeMode::Neox, 64, 64, 14, 2, false),
-            (RopeMode::Normal, 64, 64, 9, 3, false),
-            (RopeMode::Normal, 128, 32, 16, 2, true),
-            (RopeMode::Normal, 128, 32, 16, 2, false),
-            (RopeMode::Neox, 128, 32, 16, 2, true),
+            (RopeStyle::Neox, 256, 256, 4, 1, true),
+            (RopeStyle::Neox, 64, 64, 14, 2, false),
+            (RopeStyle::Normal, 64, 64, 9, 3, false),
+            (RopeStyle::Normal, 128, 32, 16, 2, true),
+            (RopeStyle::Normal, 128, 32, 16, 2, false),
+            (RopeStyle::Neox, 128, 32, 16, 2, true),
         ];
-        for (mode, head_dim, n_rot, n_heads, n_kv_heads, norm) in shapes {
+        for (style, head_dim, n_rot, n_heads, n_kv_heads, norm) in shapes {
             for dtype in [KvDtype::F16, KvDtype::F32] {
                 for (split_len, at, fused) in [(48, 37, true), (16, 37, false), (16, 5, true)] {
                     let case = Case {
@@ -583,7 +583,7 @@ mod tests {
                             window: 0,
                             split_len,
                         },
-                        mode,
+                        style,
                         n_rot,
                         norm,
                         at,
@@ -593,7 +593,7 @@ mod tests {
                     let one = run(gpu, &case, &inp, true).unwrap();
                     let two = run(gpu, &case, &inp, false).unwrap();
                     assert!(one.v == two.v, "{case:?}: the v caches differ");
-                    if norm && in_lanes(mode, n_rot, head_dim) {
+                    if norm && in_lanes(style, n_rot, head_dim) {
                         // The k cache's words at every other position.
                         let l = case.layout;
                         let per_pos = l.words() / (l.n_kv_heads * l.max_len);

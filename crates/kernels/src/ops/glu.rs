@@ -13,7 +13,10 @@ use crate::pipeline::Kernel;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::{Dtype, GpuTensor, View};
 
-/// The gate's activation.
+/// The activation of a gated linear unit's gate, `act(gate) * up` (a gated FFN): the
+/// architecture decides (GEGLU for Gemma, SwiGLU for Llama and Qwen). The kernels that apply
+/// one (the glu kernel, the matvec's GLU input and GLU epilogue, the q8 quantize of a GLU)
+/// share its WGSL, `elementwise/act.wgsl`, chosen by the `ACT` override.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Activation {
     /// `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`, as llama.cpp's `ggml_gelu` (Gemma).

@@ -18,7 +18,7 @@ use crate::op::{Op, grid_1d};
 use crate::ops::head_norm_rope_kv::{self, KvStore};
 use crate::ops::kv::{self, KvDtype};
 use crate::ops::norm::REDUCE;
-use crate::ops::rope::{RopeMode, rope_freqs};
+use crate::ops::rope::{RopeStyle, rope_freqs};
 use crate::parity::data::{Rng, random_f32};
 use crate::parity::{Check, Compare, U};
 use crate::pipeline::Kernel;
@@ -124,7 +124,7 @@ pub struct HostHeads<'a> {
 /// rotated; `eps` of the norm.
 #[derive(Debug, Clone, Copy)]
 pub struct HeadNormRope {
-    pub mode: RopeMode,
+    pub style: RopeStyle,
     pub head_dim: usize,
     pub n_rot: usize,
     pub n_tokens: usize,
@@ -200,7 +200,7 @@ impl HeadNormRope {
             buffers.extend([&kv.v.t.buf, &kv.cache.k.buf, &kv.cache.v.buf]);
         }
         let kernel = Kernel::HeadNormRope {
-            mode: self.mode,
+            style: self.style,
             norm: q.weight.is_some(),
             kv: kv.map(|kv| kv.cache.layout.dtype),
         };
@@ -284,7 +284,7 @@ impl HeadNormRope {
         let mut out = v.clone();
         for (i, &f) in freqs.iter().enumerate().take(half) {
             let (s, c) = (f64::from(pos) * f64::from(f)).sin_cos();
-            let (j0, j1) = self.mode.pair(i, half);
+            let (j0, j1) = self.style.pair(i, half);
             out[j0] = v[j0] * c - v[j1] * s;
             out[j1] = v[j0] * s + v[j1] * c;
         }
@@ -332,14 +332,14 @@ fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
     } else {
         2 * rng.range(0, head_dim / 2)
     };
-    let mode = if rng.bool() {
-        RopeMode::Neox
+    let style = if rng.bool() {
+        RopeStyle::Neox
     } else {
-        RopeMode::Normal
+        RopeStyle::Normal
     };
     let case = Case {
         op: HeadNormRope {
-            mode,
+            style,
             head_dim,
             n_rot,
             n_tokens: rng.range(1, 5),
@@ -464,7 +464,7 @@ fn head_bounds(
         bound[j] = norm_u * f64::from(r.abs());
     }
     for (i, &f) in freqs.iter().enumerate().take(half) {
-        let (j0, j1) = op.mode.pair(i, half);
+        let (j0, j1) = op.style.pair(i, half);
         let angle = f64::from(pos) * f64::from(f);
         let b = (normed[j0].abs() + normed[j1].abs())
             * (2f64.powi(-11) + angle * 2f64.powi(-23) + norm_u);
@@ -489,17 +489,17 @@ mod tests {
     fn model_shapes() {
         let Some(gpu) = testutil::gpu() else { return };
         let shapes = [
-            (RopeMode::Neox, 256, 256, 4, 1, true),
-            (RopeMode::Neox, 128, 128, 16, 8, true),
-            (RopeMode::Normal, 64, 64, 9, 3, false),
-            (RopeMode::Neox, 512, 128, 2, 1, true),
-            (RopeMode::Normal, 128, 32, 3, 1, true),
+            (RopeStyle::Neox, 256, 256, 4, 1, true),
+            (RopeStyle::Neox, 128, 128, 16, 8, true),
+            (RopeStyle::Normal, 64, 64, 9, 3, false),
+            (RopeStyle::Neox, 512, 128, 2, 1, true),
+            (RopeStyle::Normal, 128, 32, 3, 1, true),
         ];
-        for (mode, head_dim, n_rot, q_heads, k_heads, norm) in shapes {
+        for (style, head_dim, n_rot, q_heads, k_heads, norm) in shapes {
             for (n_tokens, fused) in [(1, false), (5, true)] {
                 let case = Case {
                     op: HeadNormRope {
-                        mode,
+                        style,
                         head_dim,
                         n_rot,
                         n_tokens,

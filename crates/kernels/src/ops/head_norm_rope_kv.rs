@@ -16,7 +16,7 @@ use crate::error::GpuError;
 use crate::op::Op;
 use crate::ops::head_norm_rope::{HeadNormRope, Heads, HostHeads};
 use crate::ops::kv::{HostKv, KvAppend, KvCache, KvDtype, KvLayout, store_bound};
-use crate::ops::rope::{RopeMode, rope_freqs};
+use crate::ops::rope::{RopeStyle, rope_freqs};
 use crate::parity::data::{Rng, random_f32};
 use crate::parity::{Check, Compare};
 use crate::readback::Readback;
@@ -291,10 +291,10 @@ fn random_case(rng: &mut Rng) -> Case {
     } else {
         2 * rng.range(0, head_dim / 2)
     };
-    let mode = if rng.bool() {
-        RopeMode::Neox
+    let style = if rng.bool() {
+        RopeStyle::Neox
     } else {
-        RopeMode::Normal
+        RopeStyle::Normal
     };
     let dtype = if rng.bool() {
         KvDtype::F16
@@ -305,7 +305,7 @@ fn random_case(rng: &mut Rng) -> Case {
     let n_kv_heads = rng.range(1, 4);
     Case {
         op: HeadNormRope {
-            mode,
+            style,
             head_dim,
             n_rot,
             n_tokens,
@@ -412,17 +412,17 @@ mod tests {
     fn cache_equals_head_norm_rope_then_kv_append() {
         let Some(gpu) = testutil::gpu() else { return };
         let shapes = [
-            (RopeMode::Neox, 256, 256, 4, 1, true),
-            (RopeMode::Neox, 64, 64, 14, 2, false),
-            (RopeMode::Normal, 64, 64, 9, 3, false),
-            (RopeMode::Normal, 128, 32, 4, 2, true),
+            (RopeStyle::Neox, 256, 256, 4, 1, true),
+            (RopeStyle::Neox, 64, 64, 14, 2, false),
+            (RopeStyle::Normal, 64, 64, 9, 3, false),
+            (RopeStyle::Normal, 128, 32, 4, 2, true),
         ];
-        for (mode, head_dim, n_rot, q_heads, n_kv_heads, norm) in shapes {
+        for (style, head_dim, n_rot, q_heads, n_kv_heads, norm) in shapes {
             for dtype in [KvDtype::F16, KvDtype::F32] {
                 for (n_tokens, fused) in [(1, true), (1, false), (5, true), (5, false)] {
                     let case = Case {
                         op: HeadNormRope {
-                            mode,
+                            style,
                             head_dim,
                             n_rot,
                             n_tokens,

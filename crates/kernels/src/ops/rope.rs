@@ -15,28 +15,35 @@ use crate::pipeline::Kernel;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::{GpuTensor, View};
 
-/// Which dimensions form a rotated pair.
+/// How rotary position embedding pairs the dimensions of a head it rotates. Both styles turn
+/// pair `i` (of `n_rot / 2`) by the angle `pos * freq_i` ([`rope_freqs`]); they differ only
+/// in which two dimensions form the pair. The architecture decides, not the GGUF file (llama.cpp
+/// maps each architecture to one in `llama_model_rope_type`), and a model rotated in the other
+/// style than it was trained with still runs but answers nonsense.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RopeMode {
-    /// `(2i, 2i + 1)`: llama.cpp's normal mode (Llama, SmolLM2).
+pub enum RopeStyle {
+    /// Pair `i` is dims `(2i, 2i + 1)`, neighbours: llama.cpp's normal mode
+    /// (`LLAMA_ROPE_TYPE_NORM`; Llama, SmolLM2).
     Normal,
-    /// `(i, i + n_rot/2)`: NeoX mode (Gemma, Qwen).
+    /// Pair `i` is dims `(i, i + n_rot / 2)`, the first half against the second: GPT-NeoX's
+    /// layout (`LLAMA_ROPE_TYPE_NEOX`; Gemma, Qwen).
     Neox,
 }
 
-impl RopeMode {
+impl RopeStyle {
+    /// The value of the WGSL `NEOX` override (0 normal, 1 NeoX).
     pub(crate) fn code(self) -> f64 {
         match self {
-            RopeMode::Normal => 0.0,
-            RopeMode::Neox => 1.0,
+            RopeStyle::Normal => 0.0,
+            RopeStyle::Neox => 1.0,
         }
     }
 
     /// The dims of rotated pair `i` when `half = n_rot / 2`.
     pub(crate) fn pair(self, i: usize, half: usize) -> (usize, usize) {
         match self {
-            RopeMode::Normal => (2 * i, 2 * i + 1),
-            RopeMode::Neox => (i, i + half),
+            RopeStyle::Normal => (2 * i, 2 * i + 1),
+            RopeStyle::Neox => (i, i + half),
         }
     }
 }
@@ -88,7 +95,7 @@ pub fn rope_freqs(n_rot: usize, base: f64, scale: f64, factors: Option<&[f32]>) 
 /// Shape of a RoPE: `n_tokens * n_heads` rows of `head_dim`, the first `n_rot` dims rotated.
 #[derive(Debug, Clone, Copy)]
 pub struct Rope {
-    pub mode: RopeMode,
+    pub style: RopeStyle,
     pub head_dim: usize,
     pub n_rot: usize,
     pub n_heads: usize,
@@ -120,7 +127,7 @@ impl Rope {
         let grid = grid_1d(pairs.div_ceil(WORKGROUP as usize));
         let buffers = [&x.t.buf, &pos.t.buf, &freqs.buf];
         Ok(Op::new(
-            Kernel::Rope(self.mode),
+            Kernel::Rope(self.style),
             WORKGROUP,
             &params,
             &buffers,
@@ -135,7 +142,7 @@ impl Rope {
             let p = f64::from(pos[r / self.n_heads]);
             for (i, &f) in freqs.iter().enumerate().take(half) {
                 let (s, c) = (p * f64::from(f)).sin_cos();
-                let (j0, j1) = self.mode.pair(i, half);
+                let (j0, j1) = self.style.pair(i, half);
                 let (x0, x1) = (f64::from(row[j0]), f64::from(row[j1]));
                 row[j0] = (x0 * c - x1 * s) as f32;
                 row[j1] = (x0 * s + x1 * c) as f32;
@@ -155,16 +162,16 @@ pub const CHECK: Check = Check {
 };
 
 fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
-    let mode = if rng.bool() {
-        RopeMode::Neox
+    let style = if rng.bool() {
+        RopeStyle::Neox
     } else {
-        RopeMode::Normal
+        RopeStyle::Normal
     };
     let n_rot = 2 * rng.range(1, 40);
     let n_heads = rng.range(1, 4);
     let n_tokens = rng.range(1, 4);
     let rope = Rope {
-        mode,
+        style,
         head_dim: n_rot + rng.range(0, 9),
         n_rot,
         n_heads,
@@ -195,13 +202,13 @@ fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
         let xr = &x[r * rope.head_dim..][..rope.head_dim];
         let p = f64::from(pos[r / n_heads]);
         for (i, &f) in freqs.iter().enumerate() {
-            let (j0, j1) = mode.pair(i, n_rot / 2);
+            let (j0, j1) = style.pair(i, n_rot / 2);
             let angle = p * f64::from(f);
             let tol =
                 f64::from(xr[j0].abs() + xr[j1].abs()) * (2f64.powi(-11) + angle * 2f64.powi(-23));
             for j in [j0, j1] {
                 c.add(f64::from(gr[j]), f64::from(wr[j]), tol, || {
-                    format!("{mode:?} row {r} dim {j}")
+                    format!("{style:?} row {r} dim {j}")
                 });
             }
         }

@@ -5,8 +5,8 @@
 //! same calls on the same shapes (every decode step) record equal node lists, which is the
 //! key under which the built [`super::plan::Plan`] is cached and replayed.
 
+use rullama_kernels::RopeStyle;
 use rullama_kernels::ops::glu::Activation as GpuActivation;
-use rullama_kernels::ops::rope::RopeMode;
 use rullama_kernels::ops::unary::UnaryOp;
 
 use super::weight::{GpuWeightRef, LayerKv};
@@ -45,7 +45,7 @@ impl Src {
 /// RoPE parameters as the kernel wants them.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct RopeSpec {
-    pub mode: RopeMode,
+    pub mode: RopeStyle,
     pub head_dim: usize,
     pub n_rot: usize,
     pub base: f32,

@@ -29,8 +29,8 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use rullama_gguf::TensorView;
+use rullama_kernels::RopeStyle as RopeMode;
 use rullama_kernels::ops::glu::Activation as GpuActivation;
-use rullama_kernels::ops::rope::RopeMode;
 use rullama_kernels::ops::sample::{K_MAX, NO_TOKEN, Sampling};
 use rullama_kernels::ops::unary::UnaryOp;
 use rullama_kernels::{Dtype, Gpu, GpuError, GpuTensor, Kernel, ReadRing, Ticket};

@@ -608,7 +608,7 @@ impl Lower<'_> {
                 let out = self.inplace(i, *x, &[])?;
                 let freqs = self.freqs.get(self.gpu, spec);
                 let rope = Rope {
-                    mode: spec.mode,
+                    style: spec.mode,
                     head_dim: spec.head_dim,
                     n_rot: spec.n_rot,
                     n_heads: x.cols / spec.head_dim,
@@ -860,7 +860,7 @@ impl Lower<'_> {
         let k_placed = k.map(|k| place(self, k)).transpose()?;
         let freqs = self.freqs.get(self.gpu, &spec);
         let op = HeadNormRope {
-            mode: spec.mode,
+            style: spec.mode,
             head_dim: spec.head_dim,
             n_rot: spec.n_rot,
             n_tokens: q_x.rows,
@@ -1282,7 +1282,7 @@ impl Lower<'_> {
         let splits = self.splits(&attn, &layout);
         let op = AttentionRope {
             attn,
-            mode: spec.mode,
+            style: spec.mode,
             n_rot: spec.n_rot,
             eps,
         };
