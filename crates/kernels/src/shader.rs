@@ -125,7 +125,7 @@ impl Program {
 
 /// Every program the crate can build: one per kernel and weight format.
 pub fn all_programs() -> Vec<Program> {
-    crate::pipeline::Kernel::all()
+    crate::kernel::Kernel::all()
         .into_iter()
         .flat_map(|k| k.programs())
         .collect()

@@ -7,10 +7,10 @@
 
 use crate::device::Gpu;
 use crate::error::GpuError;
+use crate::kernel::KernelFamily;
 use crate::op::Op;
 use crate::parity::data::{Rng, random_f32};
 use crate::parity::{Check, Compare, run_read};
-use crate::pipeline::Kernel;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::{GpuTensor, View};
 
@@ -33,13 +33,28 @@ const BINDINGS: &[BindingKind] = &[
 
 pub const WORKGROUP: u32 = 256;
 
-pub(crate) fn program() -> Program {
-    Program {
-        name: "argmax".to_string(),
-        files: vec![&SHADER],
-        entry: "main",
-        bindings: BINDINGS,
-        params_size: size_of::<ArgmaxParams>(),
+/// The argmax kernel (one variant).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ArgmaxKernel;
+
+impl KernelFamily for ArgmaxKernel {
+    fn variants() -> Vec<ArgmaxKernel> {
+        vec![ArgmaxKernel]
+    }
+
+    fn program(self) -> Program {
+        Program {
+            name: "argmax".to_string(),
+            files: vec![&SHADER],
+            entry: "main",
+            bindings: BINDINGS,
+            params_size: size_of::<ArgmaxParams>(),
+        }
+    }
+
+    #[cfg(any(test, feature = "parity"))]
+    fn checks() -> Vec<Check> {
+        vec![CHECK]
     }
 }
 
@@ -54,7 +69,7 @@ pub fn argmax(x: View<'_>, n: usize, out: View<'_>) -> Result<Op, GpuError> {
         _pad: 0,
     };
     Ok(Op::new(
-        Kernel::Argmax,
+        ArgmaxKernel,
         WORKGROUP,
         &params,
         &[&x.t.buf, &out.t.buf],

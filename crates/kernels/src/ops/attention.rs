@@ -15,12 +15,12 @@
 
 use crate::device::{Caps, Gpu};
 use crate::error::GpuError;
+use crate::kernel::{Kernel, KernelFamily};
 use crate::op::Op;
 use crate::ops::kv::{self, KvAppend, KvCache, KvDtype, KvLayout};
 use crate::ops::unary::{self, UnaryOp};
 use crate::parity::data::{Rng, random_f32};
 use crate::parity::{Check, Compare, U, run_read};
-use crate::pipeline::Kernel;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::{Dtype, GpuBuffer, GpuTensor, View};
 
@@ -128,7 +128,60 @@ pub(crate) fn entry(subgroup: bool) -> (&'static ShaderFile, &'static str) {
     }
 }
 
-pub(crate) fn program(kv: KvDtype, subgroup: bool) -> Program {
+/// The attention kernel: its cache type, `HD` = head_dim and `KEY_GROUPS` = key_groups (1 for
+/// prompt blocks, [`DECODE_KEY_GROUPS`] for few rows) overrides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AttentionKernel {
+    /// The cache's element type.
+    pub kv: KvDtype,
+    /// `HD`: the head dimension.
+    pub head_dim: u32,
+    /// `KEY_GROUPS`: key groups a workgroup takes ([`Attention::key_groups`]).
+    pub key_groups: u32,
+}
+
+impl KernelFamily for AttentionKernel {
+    /// Head dim 128 stands for every head dim (an override: one program for all).
+    fn variants() -> Vec<AttentionKernel> {
+        let mut all = Vec::new();
+        for kv in [KvDtype::F32, KvDtype::F16] {
+            for key_groups in [1, DECODE_KEY_GROUPS] {
+                all.push(AttentionKernel {
+                    kv,
+                    head_dim: 128,
+                    key_groups,
+                });
+            }
+        }
+        all
+    }
+
+    fn program(self) -> Program {
+        program(self.kv, false)
+    }
+
+    fn programs(self) -> Vec<Program> {
+        vec![program(self.kv, false), program(self.kv, true)]
+    }
+
+    fn program_for(self, caps: &Caps) -> Program {
+        program(self.kv, in_subgroups(caps, self.head_dim))
+    }
+
+    fn constants(self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("HD", f64::from(self.head_dim)),
+            ("KEY_GROUPS", f64::from(self.key_groups)),
+        ]
+    }
+
+    #[cfg(any(test, feature = "parity"))]
+    fn checks() -> Vec<Check> {
+        vec![CHECK]
+    }
+}
+
+fn program(kv: KvDtype, subgroup: bool) -> Program {
     let (entry, suffix) = entry(subgroup);
     Program {
         name: format!("attention_{}{suffix}", kv.name()),
@@ -302,11 +355,11 @@ impl Attention {
             _pad: [0; 2],
         };
         let grid = [n_splits as u32, tiles as u32, l.n_kv_heads as u32];
-        let mut kernel = Kernel::Attention {
+        let mut kernel = Kernel::from(AttentionKernel {
             kv: l.dtype,
             head_dim: hd as u32,
             key_groups,
-        };
+        });
         let mut extra: Vec<&GpuBuffer> = Vec::new();
         if let Some(f) = &fold {
             kernel = f.kernel;

@@ -17,8 +17,9 @@
 //! of q's error), plus the softmax weights rounded to f16 (`sum_j e(p_j)`) and their sum with
 //! V on the tensor cores (`(4n + 1) u`), times max |v|.
 
-use crate::device::Gpu;
+use crate::device::{Caps, Gpu};
 use crate::error::GpuError;
+use crate::kernel::KernelFamily;
 use crate::op::Op;
 use crate::ops::attention::{
     self, Arith, Attention, AttentionParams, Case, HEAD_DIMS, Path, Reference, f16_err,
@@ -27,7 +28,6 @@ use crate::ops::kv::{KvCache, KvDtype, KvLayout};
 use crate::ops::matmul_coop::coop_device;
 use crate::parity::data::Rng;
 use crate::parity::{Check, Compare, U};
-use crate::pipeline::Kernel;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::View;
 
@@ -54,9 +54,44 @@ const TILE_ROWS: usize = 16;
 /// multiple of it, so that every block it loads lies inside one kv head.
 pub const KEY_BLOCK: usize = 16;
 
+/// The tensor-core attention kernel: `HD` = head_dim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AttentionCoopKernel {
+    /// `HD`: the head dimension.
+    pub head_dim: u32,
+}
+
+impl KernelFamily for AttentionCoopKernel {
+    /// Head dim 128 stands for every head dim (an override: one program for all).
+    fn variants() -> Vec<AttentionCoopKernel> {
+        vec![AttentionCoopKernel { head_dim: 128 }]
+    }
+
+    fn program(self) -> Program {
+        program(false)
+    }
+
+    fn programs(self) -> Vec<Program> {
+        vec![program(false), program(true)]
+    }
+
+    fn program_for(self, caps: &Caps) -> Program {
+        program(!caps.coop_f16)
+    }
+
+    fn constants(self) -> Vec<(&'static str, f64)> {
+        vec![("HD", f64::from(self.head_dim))]
+    }
+
+    #[cfg(any(test, feature = "parity"))]
+    fn checks() -> Vec<Check> {
+        vec![CHECK, EXACT_CHECK]
+    }
+}
+
 /// The tensor-core program, or with `emulated` its body over emulated coop ops (needs only
 /// SHADER_F16; what a device without cooperative matrices builds for the kernel).
-pub(crate) fn program(emulated: bool) -> Program {
+fn program(emulated: bool) -> Program {
     let (name, ops) = if emulated {
         ("attention_coop_emulated", &EMULATED)
     } else {
@@ -133,7 +168,7 @@ impl Attention {
             _pad: [0; 2],
         };
         let tiles = (self.n_tokens * group).div_ceil(TILE_ROWS);
-        let kernel = Kernel::AttentionCoop {
+        let kernel = AttentionCoopKernel {
             head_dim: hd as u32,
         };
         let buffers = [&q.t.buf, &cache.k.buf, &cache.v.buf, &pos.t.buf, &out.t.buf];
@@ -345,7 +380,7 @@ mod tests {
     #[test]
     fn program_choice() {
         let caps = testutil::nvidia_caps;
-        let k = Kernel::AttentionCoop { head_dim: 256 };
+        let k = crate::Kernel::from(AttentionCoopKernel { head_dim: 256 });
         assert_eq!(k.program_for(&caps(false)).name, "attention_coop_emulated");
         assert_eq!(k.program_for(&caps(true)).name, "attention_coop");
     }

@@ -13,8 +13,9 @@
 //! rounds the shared functions alike in both programs (the test
 //! `equals_head_norm_rope_kv_then_attention`; lavapipe: every case).
 
-use crate::device::Gpu;
+use crate::device::{Caps, Gpu};
 use crate::error::GpuError;
+use crate::kernel::KernelFamily;
 use crate::op::Op;
 use crate::ops::attention::{self, ATTENTION, Arith, Attention, Fold};
 use crate::ops::head_norm_rope::{HeadNormRope, Heads, HostHeads, ROTATE};
@@ -23,7 +24,6 @@ use crate::ops::kv::{self, HostKv, KvAppend, KvCache, KvDtype, KvLayout, store_b
 use crate::ops::rope::{RopeStyle, rope_freqs};
 use crate::parity::data::{Rng, random_f32};
 use crate::parity::{Check, Compare};
-use crate::pipeline::Kernel;
 use crate::readback::Readback;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::step::StepBuilder;
@@ -63,7 +63,84 @@ pub fn in_lanes(style: RopeStyle, n_rot: usize, head_dim: usize) -> bool {
     style == RopeStyle::Normal || n_rot == head_dim
 }
 
-pub(crate) fn program(kv: KvDtype, norm: bool, lanes: bool, subgroup: bool) -> Program {
+/// The rotating decode attention: its cache type, `HD` = head_dim, the rotation (`NEOX`),
+/// the q/k norm (`NORM`), where the hook rotates, and `KEY_GROUPS`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AttentionRopeKernel {
+    /// The cache's element type.
+    pub kv: KvDtype,
+    /// `HD`: the head dimension.
+    pub head_dim: u32,
+    /// `NEOX`: which dimensions form a rotated pair.
+    pub style: RopeStyle,
+    /// `NORM`: q and k normed (per head, weighted) before the rotation.
+    pub norm: bool,
+    /// Every rotation pair within a lane ([`in_lanes`]): the hook in registers.
+    pub lanes: bool,
+    /// `KEY_GROUPS`: key groups a workgroup takes ([`Attention::key_groups`]).
+    pub key_groups: u32,
+}
+
+impl KernelFamily for AttentionRopeKernel {
+    /// Head dim 128 stands for every head dim (an override: one program for all).
+    fn variants() -> Vec<AttentionRopeKernel> {
+        let mut all = Vec::new();
+        for kv in [KvDtype::F32, KvDtype::F16] {
+            for key_groups in [1, attention::DECODE_KEY_GROUPS] {
+                for style in [RopeStyle::Normal, RopeStyle::Neox] {
+                    for norm in [false, true] {
+                        for lanes in [false, true] {
+                            all.push(AttentionRopeKernel {
+                                kv,
+                                head_dim: 128,
+                                style,
+                                norm,
+                                lanes,
+                                key_groups,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        all
+    }
+
+    fn program(self) -> Program {
+        program(self.kv, self.norm, self.lanes, false)
+    }
+
+    fn programs(self) -> Vec<Program> {
+        let AttentionRopeKernel {
+            kv, norm, lanes, ..
+        } = self;
+        vec![
+            program(kv, norm, lanes, false),
+            program(kv, norm, lanes, true),
+        ]
+    }
+
+    fn program_for(self, caps: &Caps) -> Program {
+        let subgroup = attention::in_subgroups(caps, self.head_dim);
+        program(self.kv, self.norm, self.lanes, subgroup)
+    }
+
+    fn constants(self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("HD", f64::from(self.head_dim)),
+            ("NEOX", self.style.code()),
+            ("NORM", f64::from(u8::from(self.norm))),
+            ("KEY_GROUPS", f64::from(self.key_groups)),
+        ]
+    }
+
+    #[cfg(any(test, feature = "parity"))]
+    fn checks() -> Vec<Check> {
+        vec![CHECK]
+    }
+}
+
+fn program(kv: KvDtype, norm: bool, lanes: bool, subgroup: bool) -> Program {
     let name = match (norm, lanes) {
         (true, false) => "attention_norm_rope",
         (false, false) => "attention_rope",
@@ -165,14 +242,15 @@ impl AttentionRope {
         // One count for the kernel's override and the op's grid.
         let key_groups = self.attn.key_groups(&l);
         let fold = Fold {
-            kernel: Kernel::AttentionRope {
+            kernel: AttentionRopeKernel {
                 kv: l.dtype,
                 head_dim: hd as u32,
                 style: self.style,
                 norm: rot.wq.is_some(),
                 lanes: in_lanes(self.style, self.n_rot, hd),
                 key_groups,
-            },
+            }
+            .into(),
             n_rot: self.n_rot as u32,
             eps: self.eps,
             k_offset: rot.k.offset as u32,

@@ -6,10 +6,10 @@
 
 use crate::device::Gpu;
 use crate::error::GpuError;
+use crate::kernel::KernelFamily;
 use crate::op::{Op, grid_1d};
 use crate::parity::data::{Rng, random_f32};
 use crate::parity::{Check, Compare, run_read};
-use crate::pipeline::Kernel;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::{GpuTensor, View};
 
@@ -48,23 +48,42 @@ const COPY_BINDINGS: &[BindingKind] = &[
 
 pub const WORKGROUP: u32 = 256;
 
-pub(crate) fn program() -> Program {
-    Program {
-        name: "add".to_string(),
-        files: vec![&ADD],
-        entry: "main",
-        bindings: ADD_BINDINGS,
-        params_size: size_of::<AddParams>(),
-    }
+/// The elementwise kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ElementwiseKernel {
+    /// `dst += src` (src repeating with a period: bias rows).
+    Add,
+    /// `dst = src`.
+    Copy,
 }
 
-pub(crate) fn copy_program() -> Program {
-    Program {
-        name: "copy".to_string(),
-        files: vec![&COPY],
-        entry: "main",
-        bindings: COPY_BINDINGS,
-        params_size: size_of::<CopyParams>(),
+impl KernelFamily for ElementwiseKernel {
+    fn variants() -> Vec<ElementwiseKernel> {
+        vec![ElementwiseKernel::Add, ElementwiseKernel::Copy]
+    }
+
+    fn program(self) -> Program {
+        match self {
+            ElementwiseKernel::Add => Program {
+                name: "add".to_string(),
+                files: vec![&ADD],
+                entry: "main",
+                bindings: ADD_BINDINGS,
+                params_size: size_of::<AddParams>(),
+            },
+            ElementwiseKernel::Copy => Program {
+                name: "copy".to_string(),
+                files: vec![&COPY],
+                entry: "main",
+                bindings: COPY_BINDINGS,
+                params_size: size_of::<CopyParams>(),
+            },
+        }
+    }
+
+    #[cfg(any(test, feature = "parity"))]
+    fn checks() -> Vec<Check> {
+        vec![ADD_CHECK, COPY_CHECK]
     }
 }
 
@@ -79,7 +98,7 @@ fn add_op(dst: View<'_>, src: View<'_>, n: usize, period: usize) -> Result<Op, G
     };
     let grid = grid_1d(n.div_ceil(WORKGROUP as usize));
     Ok(Op::new(
-        Kernel::AddInPlace,
+        ElementwiseKernel::Add,
         WORKGROUP,
         &params,
         &[&dst.t.buf, &src.t.buf],
@@ -109,7 +128,7 @@ pub fn copy(src: View<'_>, dst: View<'_>, n: usize) -> Result<Op, GpuError> {
     };
     let grid = grid_1d(n.div_ceil(WORKGROUP as usize));
     Ok(Op::new(
-        Kernel::Copy,
+        ElementwiseKernel::Copy,
         WORKGROUP,
         &params,
         &[&src.t.buf, &dst.t.buf],

@@ -7,10 +7,10 @@
 use crate::device::Gpu;
 use crate::error::GpuError;
 use crate::format::GpuFormat;
+use crate::kernel::KernelFamily;
 use crate::op::{Op, grid_1d};
 use crate::parity::data::{Rng, n_in_step, random_weight};
 use crate::parity::{Check, Compare, run_read};
-use crate::pipeline::Kernel;
 use crate::shader::{BLOCKS, Program, ShaderFile, WEIGHT_KERNEL_BINDINGS, shader_file};
 use crate::tensor::{Dtype, GpuTensor, GpuWeight, View, WeightShape};
 
@@ -32,16 +32,35 @@ static SHADER: ShaderFile = shader_file!("embed/embed_rows.wgsl");
 
 pub const WORKGROUP: u32 = 64;
 
-pub(crate) fn program(f: GpuFormat) -> Program {
-    Program {
-        name: format!("embed_rows_{}", f.name()),
-        files: [&SHADER, &BLOCKS]
-            .into_iter()
-            .chain(f.decoder().iter().copied())
-            .collect(),
-        entry: "main",
-        bindings: WEIGHT_KERNEL_BINDINGS,
-        params_size: size_of::<EmbedParams>(),
+/// The embedding gather over a table of one format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct EmbedKernel(pub GpuFormat);
+
+impl KernelFamily for EmbedKernel {
+    fn variants() -> Vec<EmbedKernel> {
+        crate::shader::weight_formats()
+            .iter()
+            .map(|&f| EmbedKernel(f))
+            .collect()
+    }
+
+    fn program(self) -> Program {
+        let f = self.0;
+        Program {
+            name: format!("embed_rows_{}", f.name()),
+            files: [&SHADER, &BLOCKS]
+                .into_iter()
+                .chain(f.decoder().iter().copied())
+                .collect(),
+            entry: "main",
+            bindings: WEIGHT_KERNEL_BINDINGS,
+            params_size: size_of::<EmbedParams>(),
+        }
+    }
+
+    #[cfg(any(test, feature = "parity"))]
+    fn checks() -> Vec<Check> {
+        vec![CHECK]
     }
 }
 
@@ -69,7 +88,7 @@ pub fn embed_rows(
         };
         let buffers = [&c.buf, &ids.t.buf, &out.t.buf, &c.buf];
         Op::new(
-            Kernel::EmbedRows(s.format),
+            EmbedKernel(s.format),
             WORKGROUP,
             &params,
             &buffers,

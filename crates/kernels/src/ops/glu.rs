@@ -6,10 +6,10 @@
 
 use crate::device::Gpu;
 use crate::error::GpuError;
+use crate::kernel::KernelFamily;
 use crate::op::{Op, grid_1d};
 use crate::parity::data::{Rng, random_f32};
 use crate::parity::{Check, Compare, run_read};
-use crate::pipeline::Kernel;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::{Dtype, GpuTensor, View};
 
@@ -68,13 +68,32 @@ const BINDINGS: &[BindingKind] = &[
 
 pub const WORKGROUP: u32 = 256;
 
-pub(crate) fn program() -> Program {
-    Program {
-        name: "glu".to_string(),
-        files: vec![&SHADER, &ACT],
-        entry: "main",
-        bindings: BINDINGS,
-        params_size: size_of::<GluParams>(),
+/// The glu kernel: its activation (the `ACT` override).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct GluKernel(pub Activation);
+
+impl KernelFamily for GluKernel {
+    fn variants() -> Vec<GluKernel> {
+        vec![GluKernel(Activation::GeluTanh), GluKernel(Activation::Silu)]
+    }
+
+    fn program(self) -> Program {
+        Program {
+            name: "glu".to_string(),
+            files: vec![&SHADER, &ACT],
+            entry: "main",
+            bindings: BINDINGS,
+            params_size: size_of::<GluParams>(),
+        }
+    }
+
+    fn constants(self) -> Vec<(&'static str, f64)> {
+        vec![("ACT", self.0.code())]
+    }
+
+    #[cfg(any(test, feature = "parity"))]
+    fn checks() -> Vec<Check> {
+        vec![CHECK]
     }
 }
 
@@ -98,13 +117,7 @@ pub fn glu(
     };
     let buffers = [&gate.t.buf, &up.t.buf, &out.t.buf];
     let grid = grid_1d(n.div_ceil(WORKGROUP as usize));
-    Ok(Op::new(
-        Kernel::Glu(act),
-        WORKGROUP,
-        &params,
-        &buffers,
-        grid,
-    ))
+    Ok(Op::new(GluKernel(act), WORKGROUP, &params, &buffers, grid))
 }
 
 /// CPU reference.

@@ -14,6 +14,7 @@
 
 use crate::device::Gpu;
 use crate::error::GpuError;
+use crate::kernel::KernelFamily;
 use crate::op::{Op, grid_1d};
 use crate::ops::head_norm_rope_kv::{self, KvStore};
 use crate::ops::kv::{self, KvDtype};
@@ -21,7 +22,6 @@ use crate::ops::norm::REDUCE;
 use crate::ops::rope::{RopeStyle, rope_freqs};
 use crate::parity::data::{Rng, random_f32};
 use crate::parity::{Check, Compare, U};
-use crate::pipeline::Kernel;
 use crate::readback::Readback;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::step::StepBuilder;
@@ -72,31 +72,70 @@ const PAIRS: usize = 4;
 /// The largest head_dim one workgroup holds.
 pub const MAX_HEAD_DIM: usize = 2 * PAIRS * WORKGROUP as usize;
 
-/// The plain kernel, or with `kv` the variant that also stores into a cache of that type.
-pub(crate) fn program(norm: bool, kv: Option<KvDtype>) -> Program {
-    let name = if norm { "head_norm_rope" } else { "head_rope" };
-    let Some(dtype) = kv else {
-        return Program {
-            name: name.to_string(),
-            files: vec![&SHADER, &ROTATE, &REDUCE, &KV_NONE],
-            entry: "main",
-            bindings: BINDINGS,
-            params_size: size_of::<HeadNormRopeParams>(),
+/// The head_norm_rope kernel: its rotation (`NEOX`), the per-head norm (`NORM`), and with
+/// `kv` the variant that also stores into a cache of that type
+/// ([`crate::ops::head_norm_rope_kv`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct HeadNormRopeKernel {
+    /// `NEOX`: which dimensions form a rotated pair.
+    pub style: RopeStyle,
+    /// `NORM`: each head normed (weighted) before the rotation.
+    pub norm: bool,
+    /// The type of the cache the finished k and v heads go into, if any.
+    pub kv: Option<KvDtype>,
+}
+
+impl KernelFamily for HeadNormRopeKernel {
+    fn variants() -> Vec<HeadNormRopeKernel> {
+        let mut all = Vec::new();
+        for style in [RopeStyle::Normal, RopeStyle::Neox] {
+            for norm in [false, true] {
+                for kv in [None, Some(KvDtype::F32), Some(KvDtype::F16)] {
+                    all.push(HeadNormRopeKernel { style, norm, kv });
+                }
+            }
+        }
+        all
+    }
+
+    fn program(self) -> Program {
+        let HeadNormRopeKernel { norm, kv, .. } = self;
+        let name = if norm { "head_norm_rope" } else { "head_rope" };
+        let Some(dtype) = kv else {
+            return Program {
+                name: name.to_string(),
+                files: vec![&SHADER, &ROTATE, &REDUCE, &KV_NONE],
+                entry: "main",
+                bindings: BINDINGS,
+                params_size: size_of::<HeadNormRopeParams>(),
+            };
         };
-    };
-    Program {
-        name: format!("{name}_kv_{}", dtype.name()),
-        files: vec![
-            &SHADER,
-            &ROTATE,
-            &REDUCE,
-            &head_norm_rope_kv::HOOKS,
-            kv::load_file(dtype),
-            kv::store_file(dtype),
-        ],
-        entry: "main",
-        bindings: head_norm_rope_kv::BINDINGS,
-        params_size: size_of::<HeadNormRopeParams>(),
+        Program {
+            name: format!("{name}_kv_{}", dtype.name()),
+            files: vec![
+                &SHADER,
+                &ROTATE,
+                &REDUCE,
+                &head_norm_rope_kv::HOOKS,
+                kv::load_file(dtype),
+                kv::store_file(dtype),
+            ],
+            entry: "main",
+            bindings: head_norm_rope_kv::BINDINGS,
+            params_size: size_of::<HeadNormRopeParams>(),
+        }
+    }
+
+    fn constants(self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("NEOX", self.style.code()),
+            ("NORM", f64::from(u8::from(self.norm))),
+        ]
+    }
+
+    #[cfg(any(test, feature = "parity"))]
+    fn checks() -> Vec<Check> {
+        vec![CHECK, head_norm_rope_kv::CHECK]
     }
 }
 
@@ -199,7 +238,7 @@ impl HeadNormRope {
         if let Some(kv) = kv {
             buffers.extend([&kv.v.t.buf, &kv.cache.k.buf, &kv.cache.v.buf]);
         }
-        let kernel = Kernel::HeadNormRope {
+        let kernel = HeadNormRopeKernel {
             style: self.style,
             norm: q.weight.is_some(),
             kv: kv.map(|kv| kv.cache.layout.dtype),

@@ -12,10 +12,10 @@ use half::f16;
 
 use crate::device::Gpu;
 use crate::error::GpuError;
+use crate::kernel::KernelFamily;
 use crate::op::{Op, grid_1d};
 use crate::parity::data::{Rng, random_f32};
 use crate::parity::{Check, Compare, run_read};
-use crate::pipeline::Kernel;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::{Dtype, GpuTensor, View};
 
@@ -169,13 +169,29 @@ pub(crate) fn load_file(dtype: KvDtype) -> &'static ShaderFile {
     }
 }
 
-pub(crate) fn program(dtype: KvDtype) -> Program {
-    Program {
-        name: format!("kv_append_{}", dtype.name()),
-        files: vec![&APPEND, load_file(dtype), store_file(dtype)],
-        entry: "main",
-        bindings: BINDINGS,
-        params_size: size_of::<KvAppendParams>(),
+/// The kv_append kernel for a cache of one type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct KvAppendKernel(pub KvDtype);
+
+impl KernelFamily for KvAppendKernel {
+    fn variants() -> Vec<KvAppendKernel> {
+        vec![KvAppendKernel(KvDtype::F32), KvAppendKernel(KvDtype::F16)]
+    }
+
+    fn program(self) -> Program {
+        let dtype = self.0;
+        Program {
+            name: format!("kv_append_{}", dtype.name()),
+            files: vec![&APPEND, load_file(dtype), store_file(dtype)],
+            entry: "main",
+            bindings: BINDINGS,
+            params_size: size_of::<KvAppendParams>(),
+        }
+    }
+
+    #[cfg(any(test, feature = "parity"))]
+    fn checks() -> Vec<Check> {
+        vec![CHECK]
     }
 }
 
@@ -217,7 +233,7 @@ impl KvAppend {
         let pairs = self.n_tokens * row / 2;
         let buffers = [&k.t.buf, &v.t.buf, &pos.t.buf, &cache.k.buf, &cache.v.buf];
         Ok(Op::new(
-            Kernel::KvAppend(l.dtype),
+            KvAppendKernel(l.dtype),
             WORKGROUP,
             &params,
             &buffers,

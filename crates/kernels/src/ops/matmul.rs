@@ -18,14 +18,15 @@
 use crate::device::{Caps, Gpu};
 use crate::error::GpuError;
 use crate::format::GpuFormat;
+use crate::kernel::{Kernel, KernelFamily};
 use crate::op::Op;
 use crate::ops::epilogue::{Epilogue, bias_bound};
+use crate::ops::matmul_coop::MatmulCoopKernel;
 use crate::ops::matvec::matvec_bias_ref;
 use crate::ops::split::{self, Out, SplitParams};
 use crate::ops::split_k::SplitK;
 use crate::parity::data::{Rng, n_in_step, random_f32, random_weight};
 use crate::parity::{Check, Compare, U, run_read};
-use crate::pipeline::Kernel;
 use crate::shader::{BLOCKS, Program, SPLIT_PARAMS, ShaderFile, shader_file};
 use crate::tensor::{Dtype, GpuTensor, GpuWeight, View, WeightRows, WeightShape};
 
@@ -125,8 +126,8 @@ pub(crate) enum Path {
 impl Path {
     fn kernel(self, f: GpuFormat, out: Epilogue) -> Kernel {
         match self {
-            Path::F32 => Kernel::Matmul(f, out),
-            Path::Coop(_) => Kernel::MatmulCoop(f, out),
+            Path::F32 => MatmulKernel(f, out).into(),
+            Path::Coop(_) => MatmulCoopKernel(f, out).into(),
         }
     }
 
@@ -170,8 +171,26 @@ pub(crate) fn program_with(
     }
 }
 
-pub(crate) fn program(f: GpuFormat, out: Epilogue) -> Program {
-    program_with("matmul", &[&SHADER], f, out)
+/// The f32 prompt matmul over a weight of one format, with one epilogue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MatmulKernel(pub GpuFormat, pub Epilogue);
+
+impl KernelFamily for MatmulKernel {
+    fn variants() -> Vec<MatmulKernel> {
+        let formats = crate::shader::weight_formats().iter();
+        formats
+            .flat_map(|&f| Epilogue::ALL.map(|out| MatmulKernel(f, out)))
+            .collect()
+    }
+
+    fn program(self) -> Program {
+        program_with("matmul", &[&SHADER], self.0, self.1)
+    }
+
+    #[cfg(any(test, feature = "parity"))]
+    fn checks() -> Vec<Check> {
+        vec![CHECK, BIAS_CHECK, crate::ops::split::MATMUL_CHECK]
+    }
 }
 
 /// Strides of the token rows of X and Y (elements); `None`: packed (`n_in`, `n_out`).

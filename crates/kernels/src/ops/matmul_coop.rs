@@ -34,9 +34,10 @@
 
 use half::f16;
 
-use crate::device::Gpu;
+use crate::device::{Caps, Gpu};
 use crate::error::GpuError;
 use crate::format::GpuFormat;
+use crate::kernel::KernelFamily;
 use crate::ops::epilogue::Epilogue;
 use crate::ops::matmul::{Case, Inputs, Tile, abs_dot, program_with};
 use crate::parity::data::{Rng, n_in_step};
@@ -49,13 +50,48 @@ static OPS: ShaderFile = shader_file!("matmul/coop_ops.wgsl");
 /// The same ops in plain arithmetic: the body runs on devices without tensor cores (tests).
 static EMULATED: ShaderFile = shader_file!("matmul/coop_emul.wgsl");
 
-/// The tensor-core program, or with `emulated` its body over emulated coop ops (needs only
-/// SHADER_F16; what a device without cooperative matrices builds for `Kernel::MatmulCoop`).
-pub(crate) fn program(f: GpuFormat, out: Epilogue, emulated: bool) -> Program {
-    if emulated {
-        program_with("matmul_coop_emulated", &[&EMULATED, &BODY], f, out)
-    } else {
-        program_with("matmul_coop", &[&OPS, &BODY], f, out)
+/// The tensor-core prompt matmul over a weight of one format, with one epilogue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MatmulCoopKernel(pub GpuFormat, pub Epilogue);
+
+impl MatmulCoopKernel {
+    /// The tensor-core program, or with `emulated` its body over emulated coop ops (needs
+    /// only SHADER_F16; what a device without cooperative matrices builds).
+    fn program_with(self, emulated: bool) -> Program {
+        let MatmulCoopKernel(f, out) = self;
+        if emulated {
+            program_with("matmul_coop_emulated", &[&EMULATED, &BODY], f, out)
+        } else {
+            program_with("matmul_coop", &[&OPS, &BODY], f, out)
+        }
+    }
+}
+
+impl KernelFamily for MatmulCoopKernel {
+    fn variants() -> Vec<MatmulCoopKernel> {
+        let formats = crate::shader::weight_formats().iter();
+        formats
+            .flat_map(|&f| Epilogue::ALL.map(|out| MatmulCoopKernel(f, out)))
+            .collect()
+    }
+
+    fn program(self) -> Program {
+        self.program_with(false)
+    }
+
+    fn programs(self) -> Vec<Program> {
+        vec![self.program_with(false), self.program_with(true)]
+    }
+
+    // `Matmul::kernel` picks this kernel only with coop_f16; tests build it elsewhere to run
+    // its body over emulated coop ops.
+    fn program_for(self, caps: &Caps) -> Program {
+        self.program_with(!caps.coop_f16)
+    }
+
+    #[cfg(any(test, feature = "parity"))]
+    fn checks() -> Vec<Check> {
+        vec![CHECK, EXACT_CHECK, crate::ops::split::MATMUL_COOP_CHECK]
     }
 }
 
@@ -206,8 +242,8 @@ fn exact_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::matmul::{Matmul, Strides};
-    use crate::pipeline::Kernel;
+    use crate::Kernel;
+    use crate::ops::matmul::{Matmul, MatmulKernel, Strides};
     use crate::testutil;
 
     #[test]
@@ -268,10 +304,11 @@ mod tests {
             tensor_cores,
         };
         let (f, out) = (GpuFormat::Q4K, Epilogue::STORE);
-        let coop = Kernel::MatmulCoop(f, out);
+        let coop = Kernel::from(MatmulCoopKernel(f, out));
+        let f32 = Kernel::from(MatmulKernel(f, out));
         assert_eq!(m(true).kernel(&caps(true), f, out), coop);
-        assert_eq!(m(false).kernel(&caps(true), f, out), Kernel::Matmul(f, out));
-        assert_eq!(m(true).kernel(&caps(false), f, out), Kernel::Matmul(f, out));
+        assert_eq!(m(false).kernel(&caps(true), f, out), f32);
+        assert_eq!(m(true).kernel(&caps(false), f, out), f32);
         // A device without cooperative matrices builds only the emulation (tests ask for it).
         let emulated = coop.program_for(&caps(false)).name;
         assert_eq!(emulated, "matmul_coop_emulated_Q4_K");

@@ -8,10 +8,10 @@
 
 use crate::device::Gpu;
 use crate::error::GpuError;
+use crate::kernel::KernelFamily;
 use crate::op::{Op, grid_1d};
 use crate::parity::data::{Rng, random_f32};
 use crate::parity::{Check, Compare, U, run_read};
-use crate::pipeline::Kernel;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::{Dtype, GpuTensor, View};
 
@@ -52,28 +52,55 @@ const BINDINGS_INPLACE_WEIGHTED: &[BindingKind] = &[
 
 pub const WORKGROUP: u32 = 256;
 
-pub(crate) fn program(weighted: bool, in_place: bool) -> Program {
-    let name = match (weighted, in_place) {
-        (false, false) => "rms_norm",
-        (true, false) => "rms_norm_weighted",
-        (false, true) => "rms_norm_inplace",
-        (true, true) => "rms_norm_inplace_weighted",
-    };
-    Program {
-        name: name.to_string(),
-        files: vec![
-            &SHADER,
-            &REDUCE,
-            if in_place { &IO_INPLACE } else { &IO_SEPARATE },
-        ],
-        entry: if weighted { "main_weighted" } else { "main" },
-        bindings: match (weighted, in_place) {
-            (false, false) => BINDINGS,
-            (true, false) => BINDINGS_WEIGHTED,
-            (false, true) => BINDINGS_INPLACE,
-            (true, true) => BINDINGS_INPLACE_WEIGHTED,
-        },
-        params_size: size_of::<RmsNormParams>(),
+/// The RMS norm kernel: with or without a gain vector, out of place or in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RmsNormKernel {
+    /// Rows multiplied by a gain vector (entry `main_weighted`).
+    pub weighted: bool,
+    /// One read-write buffer (`norm/io_inplace.wgsl`) instead of x read and y written.
+    pub in_place: bool,
+}
+
+impl KernelFamily for RmsNormKernel {
+    fn variants() -> Vec<RmsNormKernel> {
+        let mut all = Vec::new();
+        for weighted in [false, true] {
+            for in_place in [false, true] {
+                all.push(RmsNormKernel { weighted, in_place });
+            }
+        }
+        all
+    }
+
+    fn program(self) -> Program {
+        let RmsNormKernel { weighted, in_place } = self;
+        let name = match (weighted, in_place) {
+            (false, false) => "rms_norm",
+            (true, false) => "rms_norm_weighted",
+            (false, true) => "rms_norm_inplace",
+            (true, true) => "rms_norm_inplace_weighted",
+        };
+        Program {
+            name: name.to_string(),
+            files: vec![
+                &SHADER,
+                &REDUCE,
+                if in_place { &IO_INPLACE } else { &IO_SEPARATE },
+            ],
+            entry: if weighted { "main_weighted" } else { "main" },
+            bindings: match (weighted, in_place) {
+                (false, false) => BINDINGS,
+                (true, false) => BINDINGS_WEIGHTED,
+                (false, true) => BINDINGS_INPLACE,
+                (true, true) => BINDINGS_INPLACE_WEIGHTED,
+            },
+            params_size: size_of::<RmsNormParams>(),
+        }
+    }
+
+    #[cfg(any(test, feature = "parity"))]
+    fn checks() -> Vec<Check> {
+        vec![CHECK]
     }
 }
 
@@ -121,7 +148,7 @@ impl RmsNorm {
         if let Some(w) = weight {
             View::from(w).check("rms_norm weight", self.n)?;
         }
-        let kernel = Kernel::RmsNorm {
+        let kernel = RmsNormKernel {
             weighted: weight.is_some(),
             in_place,
         };

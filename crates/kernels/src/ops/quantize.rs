@@ -41,11 +41,11 @@
 
 use crate::device::Gpu;
 use crate::error::GpuError;
+use crate::kernel::KernelFamily;
 use crate::op::{Op, grid_1d};
 use crate::ops::glu::{self, Activation, glu_ref};
 use crate::parity::data::{Rng, random_f32};
 use crate::parity::{Check, Compare, U, run_read};
-use crate::pipeline::Kernel;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::{GpuTensor, View};
 
@@ -105,23 +105,55 @@ pub const WORKGROUP: u32 = 64;
 /// Lanes per block: one per output word of each digit.
 const LANES_PER_BLOCK: usize = Q8_BLOCK / 4;
 
-/// The quantize program with a vector input, or with a GLU input (`glu`).
-pub(crate) fn program(glu: bool) -> Program {
-    let (name, files, bindings) = if glu {
-        (
-            "quantize_q8_glu",
-            vec![&SHADER, &RULE, &X_GLU, &glu::ACT],
-            GLU_BINDINGS,
-        )
-    } else {
-        ("quantize_q8", vec![&SHADER, &RULE, &X_PLAIN], BINDINGS)
-    };
-    Program {
-        name: name.to_string(),
-        files,
-        entry: "main",
-        bindings,
-        params_size: size_of::<QuantizeParams>(),
+/// The quantize kernel: a vector input, or a GLU input computed as it is read (the `ACT`
+/// override).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QuantizeKernel {
+    /// A vector rounded to the q8 layout.
+    Q8,
+    /// `act(gate) * up` computed as it is read, rounded to the q8 layout.
+    Q8Glu(Activation),
+}
+
+impl KernelFamily for QuantizeKernel {
+    fn variants() -> Vec<QuantizeKernel> {
+        vec![
+            QuantizeKernel::Q8,
+            QuantizeKernel::Q8Glu(Activation::GeluTanh),
+            QuantizeKernel::Q8Glu(Activation::Silu),
+        ]
+    }
+
+    fn program(self) -> Program {
+        let glu = matches!(self, QuantizeKernel::Q8Glu(_));
+        let (name, files, bindings) = if glu {
+            (
+                "quantize_q8_glu",
+                vec![&SHADER, &RULE, &X_GLU, &glu::ACT],
+                GLU_BINDINGS,
+            )
+        } else {
+            ("quantize_q8", vec![&SHADER, &RULE, &X_PLAIN], BINDINGS)
+        };
+        Program {
+            name: name.to_string(),
+            files,
+            entry: "main",
+            bindings,
+            params_size: size_of::<QuantizeParams>(),
+        }
+    }
+
+    fn constants(self) -> Vec<(&'static str, f64)> {
+        match self {
+            QuantizeKernel::Q8 => Vec::new(),
+            QuantizeKernel::Q8Glu(act) => vec![("ACT", act.code())],
+        }
+    }
+
+    #[cfg(any(test, feature = "parity"))]
+    fn checks() -> Vec<Check> {
+        vec![CHECK, GLU_CHECK]
     }
 }
 
@@ -154,7 +186,7 @@ pub(crate) fn check_q8(op: &'static str, q: View<'_>, n: usize) -> Result<(), Gp
 /// than x's). One dispatch.
 pub fn quantize_q8(x: View<'_>, q: View<'_>, n: usize) -> Result<Op, GpuError> {
     x.check("quantize_q8 x", n)?;
-    op(Kernel::QuantizeQ8, x, None, q, n)
+    op(QuantizeKernel::Q8, x, None, q, n)
 }
 
 /// `q = q8(act(gate) * up)` over the first `n` inputs (`n` a multiple of 32), the GLU
@@ -171,12 +203,12 @@ pub fn quantize_q8_glu(
 ) -> Result<Op, GpuError> {
     gate.check("quantize_q8_glu gate", n)?;
     up.check("quantize_q8_glu up", n)?;
-    op(Kernel::QuantizeQ8Glu(act), gate, Some(up), q, n)
+    op(QuantizeKernel::Q8Glu(act), gate, Some(up), q, n)
 }
 
 /// The dispatch of `kernel` over `n` inputs from `x` (and `up`) into the q8 vector at `q`.
 fn op(
-    kernel: Kernel,
+    kernel: QuantizeKernel,
     x: View<'_>,
     up: Option<View<'_>>,
     q: View<'_>,

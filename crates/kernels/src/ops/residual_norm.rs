@@ -13,12 +13,12 @@
 
 use crate::device::Gpu;
 use crate::error::GpuError;
+use crate::kernel::KernelFamily;
 use crate::op::{Op, grid_1d};
 use crate::ops::norm::{REDUCE, RmsNorm};
 use crate::ops::{quantize, residual_norm_q8};
 use crate::parity::data::{Rng, random_f32};
 use crate::parity::{Check, Compare, U};
-use crate::pipeline::Kernel;
 use crate::readback::Readback;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::step::StepBuilder;
@@ -86,30 +86,73 @@ impl ResidualOut {
     pub const ALL: [ResidualOut; 3] = [ResidualOut::H, ResidualOut::Norm, ResidualOut::NormQ8];
 }
 
-pub(crate) fn program(pre_norm: bool, out: ResidualOut) -> Program {
-    let name = match (pre_norm, out) {
-        (false, ResidualOut::H) => "residual",
-        (true, ResidualOut::H) => "norm_residual",
-        (false, ResidualOut::Norm) => "residual_norm",
-        (true, ResidualOut::Norm) => "norm_residual_norm",
-        (false, ResidualOut::NormQ8) => "residual_norm_q8",
-        (true, ResidualOut::NormQ8) => "norm_residual_norm_q8",
-    };
-    let (files, entry, bindings) = match out {
-        ResidualOut::H => (vec![&SHADER, &REDUCE, &Q8_NONE], "main", BINDINGS),
-        ResidualOut::Norm => (vec![&SHADER, &REDUCE, &Q8_NONE], "main_out", BINDINGS_OUT),
-        ResidualOut::NormQ8 => (
-            vec![&SHADER, &REDUCE, &residual_norm_q8::HOOK, &quantize::RULE],
-            "main_out",
-            residual_norm_q8::BINDINGS,
-        ),
-    };
-    Program {
-        name: name.to_string(),
-        files,
-        entry,
-        bindings,
-        params_size: size_of::<ResidualNormParams>(),
+/// The residual kernel: with the addend's norm (`PRE`), what it writes besides h, and its
+/// tile (`GROUPS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ResidualNormKernel {
+    /// `PRE`: the addend through its own weighted RMSNorm before the add.
+    pub pre_norm: bool,
+    /// What it writes besides h.
+    pub out: ResidualOut,
+    /// The tile in groups of `4 * 256` elements (1 to [`MAX_GROUPS`]; see [`groups`]).
+    pub groups: u8,
+}
+
+impl KernelFamily for ResidualNormKernel {
+    fn variants() -> Vec<ResidualNormKernel> {
+        let mut all = Vec::new();
+        for pre_norm in [false, true] {
+            for out in ResidualOut::ALL {
+                for groups in 1..=MAX_GROUPS {
+                    all.push(ResidualNormKernel {
+                        pre_norm,
+                        out,
+                        groups,
+                    });
+                }
+            }
+        }
+        all
+    }
+
+    fn program(self) -> Program {
+        let ResidualNormKernel { pre_norm, out, .. } = self;
+        let name = match (pre_norm, out) {
+            (false, ResidualOut::H) => "residual",
+            (true, ResidualOut::H) => "norm_residual",
+            (false, ResidualOut::Norm) => "residual_norm",
+            (true, ResidualOut::Norm) => "norm_residual_norm",
+            (false, ResidualOut::NormQ8) => "residual_norm_q8",
+            (true, ResidualOut::NormQ8) => "norm_residual_norm_q8",
+        };
+        let (files, entry, bindings) = match out {
+            ResidualOut::H => (vec![&SHADER, &REDUCE, &Q8_NONE], "main", BINDINGS),
+            ResidualOut::Norm => (vec![&SHADER, &REDUCE, &Q8_NONE], "main_out", BINDINGS_OUT),
+            ResidualOut::NormQ8 => (
+                vec![&SHADER, &REDUCE, &residual_norm_q8::HOOK, &quantize::RULE],
+                "main_out",
+                residual_norm_q8::BINDINGS,
+            ),
+        };
+        Program {
+            name: name.to_string(),
+            files,
+            entry,
+            bindings,
+            params_size: size_of::<ResidualNormParams>(),
+        }
+    }
+
+    fn constants(self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("PRE", f64::from(u8::from(self.pre_norm))),
+            ("GROUPS", f64::from(self.groups)),
+        ]
+    }
+
+    #[cfg(any(test, feature = "parity"))]
+    fn checks() -> Vec<Check> {
+        vec![CHECK, residual_norm_q8::CHECK]
     }
 }
 
@@ -181,7 +224,7 @@ impl ResidualNorm {
             q_offset: q.map_or(0, |q| q.offset as u32),
             _pad: 0,
         };
-        let kernel = Kernel::ResidualNorm {
+        let kernel = ResidualNormKernel {
             pre_norm: w_in.is_some(),
             out: match (out, q) {
                 (None, _) => ResidualOut::H,

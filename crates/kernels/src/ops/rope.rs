@@ -8,10 +8,10 @@
 
 use crate::device::Gpu;
 use crate::error::GpuError;
+use crate::kernel::KernelFamily;
 use crate::op::{Op, grid_1d};
 use crate::parity::data::{Rng, random_f32};
 use crate::parity::{Check, Compare, run_read};
-use crate::pipeline::Kernel;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::{GpuTensor, View};
 
@@ -71,13 +71,32 @@ const BINDINGS: &[BindingKind] = &[
 
 pub const WORKGROUP: u32 = 64;
 
-pub(crate) fn program() -> Program {
-    Program {
-        name: "rope".to_string(),
-        files: vec![&SHADER],
-        entry: "main",
-        bindings: BINDINGS,
-        params_size: size_of::<RopeParams>(),
+/// The rope kernel: its pairing (the `NEOX` override).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RopeKernel(pub RopeStyle);
+
+impl KernelFamily for RopeKernel {
+    fn variants() -> Vec<RopeKernel> {
+        vec![RopeKernel(RopeStyle::Normal), RopeKernel(RopeStyle::Neox)]
+    }
+
+    fn program(self) -> Program {
+        Program {
+            name: "rope".to_string(),
+            files: vec![&SHADER],
+            entry: "main",
+            bindings: BINDINGS,
+            params_size: size_of::<RopeParams>(),
+        }
+    }
+
+    fn constants(self) -> Vec<(&'static str, f64)> {
+        vec![("NEOX", self.0.code())]
+    }
+
+    #[cfg(any(test, feature = "parity"))]
+    fn checks() -> Vec<Check> {
+        vec![CHECK]
     }
 }
 
@@ -127,7 +146,7 @@ impl Rope {
         let grid = grid_1d(pairs.div_ceil(WORKGROUP as usize));
         let buffers = [&x.t.buf, &pos.t.buf, &freqs.buf];
         Ok(Op::new(
-            Kernel::Rope(self.style),
+            RopeKernel(self.style),
             WORKGROUP,
             &params,
             &buffers,

@@ -21,10 +21,10 @@
 
 use crate::device::{Caps, Gpu};
 use crate::error::GpuError;
+use crate::kernel::KernelFamily;
 use crate::op::{Op, grid_1d};
 use crate::parity::data::{Rng, random_f32};
 use crate::parity::{Check, Compare, run_read};
-use crate::pipeline::Kernel;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::{Dtype, GpuTensor, View};
 
@@ -181,9 +181,43 @@ pub(crate) fn sorts_in_subgroups(caps: &Caps) -> bool {
     caps.subgroup && size == caps.subgroup_max_size && size >= 4 && WORKGROUP.is_multiple_of(size)
 }
 
+/// The sampling kernels: a selection level, or the last level, which then draws.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SampleKernel {
+    /// A selection level: the best `K_MAX` of each block of candidates.
+    TopK,
+    /// The last selection level (one block), which then draws: top-k, top-p, min-p,
+    /// temperature, inverse CDF over its best `K_MAX`.
+    TopKDraw,
+}
+
+impl KernelFamily for SampleKernel {
+    fn variants() -> Vec<SampleKernel> {
+        vec![SampleKernel::TopK, SampleKernel::TopKDraw]
+    }
+
+    fn program(self) -> Program {
+        topk_program(false, self == SampleKernel::TopKDraw)
+    }
+
+    fn programs(self) -> Vec<Program> {
+        let draw = self == SampleKernel::TopKDraw;
+        vec![topk_program(false, draw), topk_program(true, draw)]
+    }
+
+    fn program_for(self, caps: &Caps) -> Program {
+        topk_program(sorts_in_subgroups(caps), self == SampleKernel::TopKDraw)
+    }
+
+    #[cfg(any(test, feature = "parity"))]
+    fn checks() -> Vec<Check> {
+        vec![CHECK]
+    }
+}
+
 /// A selection level's program (`draw`: the last level, which draws the token): its sort
 /// through subgroup shuffles, or through workgroup memory only.
-pub(crate) fn topk_program(subgroup: bool, draw: bool) -> Program {
+fn topk_program(subgroup: bool, draw: bool) -> Program {
     let (sort, sort_name) = match subgroup {
         true => (&SORT_SUBGROUP, "_sg"),
         false => (&SORT_BARRIER, ""),
@@ -299,7 +333,7 @@ impl Sample {
         };
         for l in before {
             ops.push(Op::new(
-                Kernel::SampleTopK,
+                SampleKernel::TopK,
                 WORKGROUP,
                 &level_params(l),
                 &[&x.t.buf, &scratch.buf],
@@ -322,7 +356,7 @@ impl Sample {
             draw,
         };
         ops.push(Op::new(
-            Kernel::SampleTopKDraw,
+            SampleKernel::TopKDraw,
             WORKGROUP,
             &params,
             &[&x.t.buf, &scratch.buf, &out.t.buf],

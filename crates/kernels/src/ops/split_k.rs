@@ -21,14 +21,14 @@
 
 use crate::device::{Caps, Gpu};
 use crate::error::GpuError;
+use crate::kernel::KernelFamily;
 use crate::op::{Op, grid_1d};
 use crate::ops::epilogue::Epilogue;
 use crate::ops::matmul::{Case, Matmul, MatmulParams, Tile};
-use crate::ops::matmul_coop::{ROUNDED, coop_device};
+use crate::ops::matmul_coop::{MatmulCoopKernel, ROUNDED, coop_device};
 use crate::ops::split::{self, Out, SplitParams};
 use crate::parity::data::{Rng, n_in_step};
 use crate::parity::{Check, Compare};
-use crate::pipeline::Kernel;
 use crate::shader::{BindingKind, Program, SPLIT_PARAMS, ShaderFile, shader_file};
 use crate::tensor::{View, WeightRows};
 
@@ -71,16 +71,32 @@ pub struct ReduceParams {
     pub split: SplitParams,
 }
 
-pub(crate) fn reduce_program(out: Epilogue) -> Program {
-    Program {
-        name: format!("matmul_reduce_k{}", out.infix()),
-        files: [&REDUCE, &SPLIT_PARAMS]
-            .into_iter()
-            .chain(out.files())
-            .collect(),
-        entry: "main",
-        bindings: reduce_bindings(out),
-        params_size: size_of::<ReduceParams>(),
+/// Split K's reduce kernel, through the product's epilogue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ReduceKKernel(pub Epilogue);
+
+impl KernelFamily for ReduceKKernel {
+    fn variants() -> Vec<ReduceKKernel> {
+        Epilogue::ALL.map(ReduceKKernel).to_vec()
+    }
+
+    fn program(self) -> Program {
+        let out = self.0;
+        Program {
+            name: format!("matmul_reduce_k{}", out.infix()),
+            files: [&REDUCE, &SPLIT_PARAMS]
+                .into_iter()
+                .chain(out.files())
+                .collect(),
+            entry: "main",
+            bindings: reduce_bindings(out),
+            params_size: size_of::<ReduceParams>(),
+        }
+    }
+
+    #[cfg(any(test, feature = "parity"))]
+    fn checks() -> Vec<Check> {
+        vec![CHECK]
     }
 }
 
@@ -183,7 +199,7 @@ impl Matmul {
         ];
         let chunk = &part.chunk.buf;
         let buffers = [chunk, &x.t.buf, &scratch.t.buf, chunk];
-        let kernel = Kernel::MatmulCoop(s.format, Epilogue::STORE);
+        let kernel = MatmulCoopKernel(s.format, Epilogue::STORE);
         let product = Op::new(kernel, tile.workgroup(), &params, &buffers, grid);
         let out = Epilogue {
             bias: bias.is_some(),
@@ -204,7 +220,7 @@ impl Matmul {
         buffers.extend(bias.map(|b| &b.t.buf));
         let grid = grid_1d(slice.div_ceil(REDUCE_WORKGROUP as usize));
         let reduce = Op::new(
-            Kernel::MatmulReduceK(out),
+            ReduceKKernel(out),
             REDUCE_WORKGROUP,
             &reduce,
             &buffers,

@@ -6,10 +6,10 @@
 
 use crate::device::Gpu;
 use crate::error::GpuError;
+use crate::kernel::KernelFamily;
 use crate::op::{Op, grid_1d};
 use crate::parity::data::{Rng, random_f32};
 use crate::parity::{Check, Compare, U, run_read};
-use crate::pipeline::Kernel;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::{GpuTensor, View};
 
@@ -54,13 +54,32 @@ const BINDINGS: &[BindingKind] = &[BindingKind::Uniform, BindingKind::StorageRea
 
 pub const WORKGROUP: u32 = 256;
 
-pub(crate) fn program() -> Program {
-    Program {
-        name: "unary".to_string(),
-        files: vec![&SHADER],
-        entry: "main",
-        bindings: BINDINGS,
-        params_size: size_of::<UnaryParams>(),
+/// The unary kernel: its map (the `OP` override).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UnaryKernel(pub UnaryOp);
+
+impl KernelFamily for UnaryKernel {
+    fn variants() -> Vec<UnaryKernel> {
+        vec![UnaryKernel(UnaryOp::Scale), UnaryKernel(UnaryOp::SoftCap)]
+    }
+
+    fn program(self) -> Program {
+        Program {
+            name: "unary".to_string(),
+            files: vec![&SHADER],
+            entry: "main",
+            bindings: BINDINGS,
+            params_size: size_of::<UnaryParams>(),
+        }
+    }
+
+    fn constants(self) -> Vec<(&'static str, f64)> {
+        vec![("OP", self.0.code())]
+    }
+
+    #[cfg(any(test, feature = "parity"))]
+    fn checks() -> Vec<Check> {
+        vec![CHECK]
     }
 }
 
@@ -75,7 +94,7 @@ pub fn unary(op: UnaryOp, x: View<'_>, n: usize, value: f32) -> Result<Op, GpuEr
     };
     let grid = grid_1d(n.div_ceil(WORKGROUP as usize));
     Ok(Op::new(
-        Kernel::Unary(op),
+        UnaryKernel(op),
         WORKGROUP,
         &params,
         &[&x.t.buf],

@@ -27,10 +27,9 @@ use crate::ops::glu::Activation;
 use crate::ops::split::SplitParams;
 use crate::parity::data::{Rng, n_in_step, random_f32, random_weight};
 use crate::parity::{Check, Compare, U, run_read};
-use crate::pipeline::Kernel;
 use crate::tensor::{GpuTensor, GpuWeight, View, WeightChunk, WeightRows, WeightShape};
 
-use super::{Input, Outputs, Place, QUADS_MIN_ROWS, invalid};
+use super::{Input, MatvecKernel, Outputs, Place, QUADS_MIN_ROWS, invalid};
 
 /// The weight chunk that holds rows `w` when they can be the gate|up of a GLU epilogue: an
 /// even number of them (gate's n_ff, then up's), at least 2, all in one chunk.
@@ -83,7 +82,7 @@ pub fn matvec_glu_out(
     }
     let s = w.w.shape;
     let bound = input.bind(s, Epilogue::STORE)?;
-    let kernel = Kernel::MatvecGluOut(s.format, bound.kind, act);
+    let kernel = MatvecKernel::GluOut(s.format, bound.kind, act);
     let bound = super::Bound { kernel, ..bound };
     let place = Place {
         // Whole fours: (gate 2k, gate 2k + 1, up 2k, up 2k + 1) per workgroup.

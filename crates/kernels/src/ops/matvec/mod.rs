@@ -47,12 +47,12 @@ use crate::ops::glu::{self, Activation};
 use crate::ops::norm::REDUCE;
 use crate::ops::quantize::q8_words;
 use crate::ops::split::{self, Out, SplitParams};
-use crate::pipeline::Kernel;
 use crate::shader::{BLOCKS, BindingKind, Program, SPLIT_PARAMS, ShaderFile, shader_file};
 use crate::tensor::{GpuBuffer, GpuTensor, GpuWeight, View, WeightRows, WeightShape};
 
 mod check;
 mod glu_out;
+mod kernel;
 mod norm_check;
 mod residual;
 pub use check::{BIAS_CHECK, CHECK, GLU_CHECK, matvec_bias_ref, matvec_ref};
@@ -61,6 +61,7 @@ pub use glu_out::{
     GLU_OUT_CHECK, GluOutRef, Q8_GLU_OUT_CHECK, glu_out_bound, glu_out_ref, glu_out_supported,
     matvec_glu_out,
 };
+pub use kernel::MatvecKernel;
 pub use norm_check::CHECK as NORM_CHECK;
 pub use residual::{
     RESIDUAL_CHECK, ResidualRows, SCALED_CHECK, matvec_residual, residual_partials,
@@ -551,26 +552,8 @@ impl Store {
     }
 }
 
-/// The matvec program for format `f`, input `input`, output `out`, with the subgroup
-/// reduction or without. Only the input, dot and output files differ between variants: one
-/// skeleton. A GLU input has no bias or split epilogue (its `up` takes binding 5, the
-/// bias's; no model stacks down projections).
-pub(crate) fn program(f: GpuFormat, input: InputKind, out: Epilogue, subgroup: bool) -> Program {
-    assemble(f, input, Store::Rows(out), subgroup)
-}
-
-/// The matvec program with the GLU epilogue ([`matvec_glu_out`]) for format `f` and input
-/// `input` (a vector or a q8 vector; a GLU input would be a second GLU).
-pub(crate) fn glu_out_program(f: GpuFormat, input: InputKind, subgroup: bool) -> Program {
-    assemble(f, input, Store::Glu, subgroup)
-}
-
-/// The matvec program with the residual epilogue ([`matvec_residual`]) for format `f` (a
-/// vector input).
-pub(crate) fn residual_program(f: GpuFormat, subgroup: bool) -> Program {
-    assemble(f, InputKind::Plain, Store::Residual, subgroup)
-}
-
+/// The matvec program for format `f`, input `input` and store `store`, with the subgroup
+/// reduction or without.
 fn assemble(f: GpuFormat, input: InputKind, store: Store, subgroup: bool) -> Program {
     let (reduce, suffix) = if subgroup {
         (&REDUCE_SUBGROUP, "_sg")
@@ -755,7 +738,7 @@ fn ops(
 /// An input checked against a weight and an epilogue: the kernel it selects, the buffers it
 /// binds (2, and a GLU's up at 5) and its parameter fields.
 struct Bound<'a> {
-    kernel: Kernel,
+    kernel: MatvecKernel,
     kind: InputKind,
     x: &'a GpuBuffer,
     up: Option<&'a GpuBuffer>,
@@ -847,7 +830,7 @@ impl<'a> Input<'a> {
             Input::Plain(x) => {
                 x.check("matvec x", s.n_in)?;
                 check_vec4_start("matvec x", f, x.offset)?;
-                Ok(bound(Kernel::Matvec(f, out), InputKind::Plain, x))
+                Ok(bound(MatvecKernel::Plain(f, out), InputKind::Plain, x))
             }
             Input::Glu { .. } if out != Epilogue::STORE => Err(invalid(
                 "matvec_glu",
@@ -861,7 +844,7 @@ impl<'a> Input<'a> {
                 Ok(Bound {
                     up: Some(&up.t.buf),
                     up_offset: up.offset as u32,
-                    ..bound(Kernel::MatvecGlu(f, act), InputKind::Glu, gate)
+                    ..bound(MatvecKernel::Glu(f, act), InputKind::Glu, gate)
                 })
             }
             Input::Q8(q) => {
@@ -882,7 +865,7 @@ impl<'a> Input<'a> {
                 Ok(Bound {
                     x_offset: (4 * q.offset) as u32,
                     x_scales: (q.offset + s.n_in / 2) as u32,
-                    ..bound(Kernel::MatvecQ8(f, out), InputKind::Q8, q)
+                    ..bound(MatvecKernel::Q8(f, out), InputKind::Q8, q)
                 })
             }
             Input::Norm(n) => {
@@ -919,7 +902,7 @@ impl<'a> Input<'a> {
                         eps: n.eps,
                     },
                     ..bound(
-                        Kernel::MatvecNorm(f, out, addend),
+                        MatvecKernel::Norm(f, out, addend),
                         InputKind::Norm(addend),
                         n.a,
                     )
@@ -942,7 +925,7 @@ impl<'a> Input<'a> {
                         x_out_offset: 0,
                         eps: sc.eps,
                     },
-                    ..bound(Kernel::MatvecScaled(f, out), InputKind::Scaled, sc.z)
+                    ..bound(MatvecKernel::Scaled(f, out), InputKind::Scaled, sc.z)
                 })
             }
         }

@@ -22,15 +22,14 @@ use crate::ops::residual_norm::has_dup;
 use crate::ops::split::SplitParams;
 use crate::parity::data::{Rng, random_f32};
 use crate::parity::{Check, Compare, U, run_read};
-use crate::pipeline::Kernel;
 use crate::readback::Readback;
 use crate::tensor::{Dtype, GpuTensor, GpuWeight, View};
 
 use super::check::Case;
 use super::norm_check::{add_perturbed_rows, whole_units};
 use super::{
-    Input, InputKind, NormParams, Outputs, Place, ROWS, ScaledInput, invalid, lanes, matvec_ref,
-    ops,
+    Input, InputKind, MatvecKernel, NormParams, Outputs, Place, ROWS, ScaledInput, invalid, lanes,
+    matvec_ref, ops,
 };
 
 /// Where a residual epilogue puts the op's results: h (updated in place), z (`h' * w_out`,
@@ -83,7 +82,7 @@ pub fn matvec_residual(w: &GpuWeight, x: View<'_>, r: ResidualRows<'_>) -> Resul
     }
     let bound = Input::Plain(x).bind(s, Epilogue::STORE)?;
     let bound = super::Bound {
-        kernel: Kernel::MatvecResidual(s.format),
+        kernel: MatvecKernel::Residual(s.format),
         more: vec![&r.h.t.buf, &r.w_out.buf, &r.partials.t.buf],
         norm: NormParams {
             h_offset: r.h.offset as u32,
