@@ -1,7 +1,8 @@
 //! The GPU layer (see docs/KERNELS.md): a wgpu device with its real limits, a pipeline table
 //! keyed by [`PipelineKey`], GPU tensors, and steps: lists of [`Op`] values built once into
 //! dispatches (one uniform arena, cached bind groups) and replayed in one compute pass.
-//! Every kernel in [`ops`] has a CPU reference beside it.
+//! Every kernel in [`ops`] has a CPU reference and parity checks beside it, compiled with the
+//! `parity` feature (and in the crate's own tests): `parity` is the registry that runs them.
 
 pub mod device;
 pub mod error;
@@ -10,6 +11,7 @@ pub mod kernel;
 pub mod layout;
 pub mod op;
 pub mod ops;
+#[cfg(any(test, feature = "parity"))]
 pub mod parity;
 pub mod pipeline;
 pub mod profile;

@@ -1,7 +1,11 @@
 //! Kernel parity checks as data: each [`Check`] draws random shapes and inputs, runs its
 //! kernel on a GPU and compares with the kernel's CPU reference (f64) against a stated bound.
-//! The unit tests run each check for a few cases on lavapipe; `cargo xtask parity --kernels`
-//! runs every check for more cases on any adapter and prints a table.
+//! Each op module declares its checks beside the op (its kernel family's
+//! [`crate::KernelFamily::checks`]); this module holds what they share (the comparison,
+//! random data) and the registry, [`checks`]. All of it is compiled only with the `parity`
+//! feature and in the crate's own tests. The unit tests run each check for a few cases on
+//! lavapipe; `cargo xtask parity --kernels` and the kernels bench (`RULLAMA_BENCH_PARITY`)
+//! run every check for more cases on any adapter.
 
 pub mod data;
 

@@ -113,22 +113,7 @@ impl KernelFamily for MatvecKernel {
 
     #[cfg(any(test, feature = "parity"))]
     fn checks() -> Vec<Check> {
-        use crate::ops::{matvec_q8, split};
-        vec![
-            super::CHECK,
-            super::GLU_CHECK,
-            super::NORM_CHECK,
-            super::BIAS_CHECK,
-            super::GLU_OUT_CHECK,
-            super::Q8_GLU_OUT_CHECK,
-            super::RESIDUAL_CHECK,
-            super::SCALED_CHECK,
-            matvec_q8::CHECK,
-            matvec_q8::BIAS_CHECK,
-            matvec_q8::SPLIT_CHECK,
-            matvec_q8::END_TO_END_CHECK,
-            split::MATVEC_CHECK,
-        ]
+        super::parity::checks()
     }
 }
 

@@ -50,22 +50,23 @@ use crate::ops::split::{self, Out, SplitParams};
 use crate::shader::{BLOCKS, BindingKind, Program, SPLIT_PARAMS, ShaderFile, shader_file};
 use crate::tensor::{GpuBuffer, GpuTensor, GpuWeight, View, WeightRows, WeightShape};
 
-mod check;
 mod glu_out;
 mod kernel;
-mod norm_check;
+#[cfg(any(test, feature = "parity"))]
+mod parity;
 mod residual;
-pub use check::{BIAS_CHECK, CHECK, GLU_CHECK, matvec_bias_ref, matvec_ref};
-pub(crate) use check::{Case, CaseInput, compare_input};
-pub use glu_out::{
-    GLU_OUT_CHECK, GluOutRef, Q8_GLU_OUT_CHECK, glu_out_bound, glu_out_ref, glu_out_supported,
-    matvec_glu_out,
-};
+pub use glu_out::{glu_out_supported, matvec_glu_out};
 pub use kernel::MatvecKernel;
-pub use norm_check::CHECK as NORM_CHECK;
-pub use residual::{
-    RESIDUAL_CHECK, ResidualRows, SCALED_CHECK, matvec_residual, residual_partials,
+#[cfg(any(test, feature = "parity"))]
+pub use parity::{
+    BIAS_CHECK, CHECK, GLU_CHECK, GLU_OUT_CHECK, GluOutRef, NORM_CHECK, Q8_GLU_OUT_CHECK,
+    RESIDUAL_CHECK, SCALED_CHECK, glu_out_bound, glu_out_ref, matvec_bias_ref, matvec_ref,
 };
+#[cfg(any(test, feature = "parity"))]
+pub(crate) use parity::{
+    check_untouched, input_tensor, q8_formats, untouched_tensor, upload_random_weight,
+};
+pub use residual::{ResidualRows, matvec_residual, residual_partials};
 
 /// Parameters of one matvec dispatch (WGSL `Params` in `matvec/matvec.wgsl`).
 #[repr(C)]

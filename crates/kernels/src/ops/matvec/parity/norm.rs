@@ -11,8 +11,8 @@ use crate::parity::{Check, Compare, U, run_read};
 use crate::readback::Readback;
 use crate::tensor::{Dtype, GpuTensor, View};
 
-use super::check::{Case, matvec_bias_ref, perturbed_input_bound};
-use super::{Input, NormInput, ops};
+use super::super::{Input, NormInput, ops};
+use super::{Case, matvec_bias_ref, perturbed_input_bound};
 
 /// Tolerance. h' = h + a exactly (one f32 add, as the reference rounds it); with the addend
 /// normed, h' = h + a' as `residual_norm::CHECK` bounds it, `(n/2 + 8) u |a'| + 2 u |h'|`
