@@ -6,8 +6,8 @@
 //! rows' max and sum first, then P V with the final ones: no per-row rescale of the output
 //! accumulators, which a cooperative matrix cannot address by row). The parity check
 //! [`CHECK`] needs cooperative matrices (it skips elsewhere and says so); the unit tests
-//! `body_*` run the same kernel body everywhere, on lavapipe over `attention/coop_emul.wgsl`'s
-//! plain-arithmetic ops (staging, masks, both passes and the stores, not the tensor cores
+//! `body_*` run the same kernel body everywhere, on lavapipe over the plain-arithmetic ops of
+//! `common/coop_emul.wgsl` and `attention/coop_io_emul.wgsl` (staging, masks, both passes and the stores, not the tensor cores
 //! themselves nor the layouts of their loads).
 //!
 //! The bound (per output row, [`reference`]): the plain kernel's
@@ -23,7 +23,7 @@ use crate::kernel::KernelFamily;
 use crate::op::Op;
 use crate::ops::attention::{self, Attention, AttentionParams, HEAD_DIMS};
 use crate::ops::kv::{KvCache, KvDtype, KvLayout};
-use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
+use crate::shader::{BindingKind, COOP_EMUL, COOP_OPS, Program, ShaderFile, shader_file};
 use crate::tensor::View;
 
 #[cfg(any(test, feature = "parity"))]
@@ -32,10 +32,11 @@ mod parity;
 pub use parity::{CHECK, EXACT_CHECK, reference};
 
 static BODY: ShaderFile = shader_file!("attention/attention_coop.wgsl");
-/// The cooperative-matrix types and ops (opens the program with its `enable` directives).
-static OPS: ShaderFile = shader_file!("attention/coop_ops.wgsl");
-/// The same ops in plain arithmetic: the body runs on devices without tensor cores (tests).
-static EMULATED: ShaderFile = shader_file!("attention/coop_emul.wgsl");
+/// The body's coop loads and stores (after [`COOP_OPS`]).
+static IO: ShaderFile = shader_file!("attention/coop_io.wgsl");
+/// The same in plain arithmetic (after [`COOP_EMUL`]): the body runs on devices without
+/// tensor cores (tests).
+static IO_EMULATED: ShaderFile = shader_file!("attention/coop_io_emul.wgsl");
 
 const BINDINGS: &[BindingKind] = &[
     BindingKind::Uniform,
@@ -92,14 +93,14 @@ impl KernelFamily for AttentionCoopKernel {
 /// The tensor-core program, or with `emulated` its body over emulated coop ops (needs only
 /// SHADER_F16; what a device without cooperative matrices builds for the kernel).
 fn program(emulated: bool) -> Program {
-    let (name, ops) = if emulated {
-        ("attention_coop_emulated", &EMULATED)
+    let (name, ops, io) = if emulated {
+        ("attention_coop_emulated", &COOP_EMUL, &IO_EMULATED)
     } else {
-        ("attention_coop", &OPS)
+        ("attention_coop", &COOP_OPS, &IO)
     };
     Program {
         name: name.to_string(),
-        files: vec![ops, &attention::PARAMS, &BODY],
+        files: vec![ops, io, &attention::PARAMS, &BODY],
         entry: "main",
         bindings: BINDINGS,
         params_size: size_of::<AttentionParams>(),

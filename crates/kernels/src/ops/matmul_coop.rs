@@ -5,10 +5,10 @@
 //! programs, its `parity` submodule the checks. The parity checks (`CHECK`, `EXACT_CHECK`)
 //! need cooperative matrices (an NVIDIA GPU; lavapipe has none, so there they skip and say
 //! so). The unit tests `body_*` run the same kernel body everywhere: on a device without
-//! cooperative matrices over `coop_emul.wgsl`'s plain-arithmetic ops, which checks the
-//! staging, the tile addressing, the quarters and both stores on lavapipe, though not the
-//! tensor cores themselves nor the layouts of their loads (the emulation encodes our reading
-//! of them).
+//! cooperative matrices over the plain-arithmetic ops of `common/coop_emul.wgsl` and
+//! `matmul/coop_io_emul.wgsl`, which checks the staging, the tile addressing, the quarters and
+//! both stores on lavapipe, though not the tensor cores themselves nor the layouts of their
+//! loads (the emulation encodes our reading of them).
 //!
 //! The bound, per output `y = sum_i w_i x_i` (n = n_in terms, u = 2^-24):
 //! - Rounding to f16: WGSL leaves the direction to the implementation, so a normal v becomes
@@ -38,7 +38,7 @@ use crate::format::GpuFormat;
 use crate::kernel::KernelFamily;
 use crate::ops::epilogue::Epilogue;
 use crate::ops::matmul::program_with;
-use crate::shader::{Program, ShaderFile, shader_file};
+use crate::shader::{COOP_EMUL, COOP_OPS, Program, ShaderFile, shader_file};
 
 #[cfg(any(test, feature = "parity"))]
 mod parity;
@@ -48,10 +48,11 @@ pub use parity::{CHECK, EXACT_CHECK};
 pub(crate) use parity::{ROUNDED, coop_device, f16_err};
 
 static BODY: ShaderFile = shader_file!("matmul/matmul_coop.wgsl");
-/// The cooperative-matrix types and ops (opens the program with its `enable` directives).
-static OPS: ShaderFile = shader_file!("matmul/coop_ops.wgsl");
-/// The same ops in plain arithmetic: the body runs on devices without tensor cores (tests).
-static EMULATED: ShaderFile = shader_file!("matmul/coop_emul.wgsl");
+/// The body's coop loads and stores (after [`COOP_OPS`]).
+static IO: ShaderFile = shader_file!("matmul/coop_io.wgsl");
+/// The same in plain arithmetic (after [`COOP_EMUL`]): the body runs on devices without
+/// tensor cores (tests).
+static IO_EMULATED: ShaderFile = shader_file!("matmul/coop_io_emul.wgsl");
 
 /// The tensor-core prompt matmul over a weight of one format, with one epilogue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -63,9 +64,14 @@ impl MatmulCoopKernel {
     fn program_with(self, emulated: bool) -> Program {
         let MatmulCoopKernel(f, out) = self;
         if emulated {
-            program_with("matmul_coop_emulated", &[&EMULATED, &BODY], f, out)
+            program_with(
+                "matmul_coop_emulated",
+                &[&COOP_EMUL, &IO_EMULATED, &BODY],
+                f,
+                out,
+            )
         } else {
-            program_with("matmul_coop", &[&OPS, &BODY], f, out)
+            program_with("matmul_coop", &[&COOP_OPS, &IO, &BODY], f, out)
         }
     }
 }

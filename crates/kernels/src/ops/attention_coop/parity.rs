@@ -104,7 +104,7 @@ mod tests {
     }
 
     fn body_device(test: &str) -> Option<&'static Gpu> {
-        testutil::coop_body_device(test, "attention/coop_emul.wgsl")
+        testutil::coop_body_device(test, "common/coop_emul.wgsl, attention/coop_io_emul.wgsl")
     }
 
     /// Random prompt blocks through the kernel's body, q rounded by the kernel and q drawn

@@ -172,7 +172,7 @@ mod tests {
     }
 
     fn body_device(test: &str) -> Option<&'static Gpu> {
-        testutil::coop_body_device(test, "matmul/coop_emul.wgsl")
+        testutil::coop_body_device(test, "common/coop_emul.wgsl, matmul/coop_io_emul.wgsl")
     }
 
     /// Random and aligned shapes, rounded inputs and exact ones, through the kernel's body.

@@ -43,7 +43,7 @@ mod tests {
     use crate::format::GpuFormat;
     use crate::testutil;
 
-    const EMULATION: &str = "matmul/coop_emul.wgsl";
+    const EMULATION: &str = "common/coop_emul.wgsl, matmul/coop_io_emul.wgsl";
 
     #[test]
     fn split_k_parity() {
