@@ -20,8 +20,9 @@ pub struct PipelineKey {
     /// The matvec's `QUADS` override: row quads side by side in a workgroup (1 for every
     /// other kernel, which has no such override).
     pub quads: u32,
-    /// The matvec dot file's `PARTS` override, lanes a step ([`crate::ops::matvec::Lanes::parts`]); 0:
-    /// not set (every kernel whose file has no such override).
+    /// The matvec dot file's `PARTS` override, lanes a slice of the row
+    /// ([`crate::ops::matvec::Lanes::parts`]); 0: not set (every kernel whose file has no such
+    /// override).
     pub parts: u32,
 }
 

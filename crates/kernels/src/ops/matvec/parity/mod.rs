@@ -594,11 +594,11 @@ mod tests {
     #[test]
     fn lane_layouts_parse() {
         for f in GpuFormat::ALL {
-            let (parts, step_units) = lane_layout(f, InputKind::Plain);
+            let (parts, slice_units) = lane_layout(f, InputKind::Plain);
             assert!(parts.is_power_of_two() && parts <= 32, "{f:?}");
-            assert!(step_units == 1 || step_units == 8, "{f:?}");
+            assert!(slice_units == 1 || slice_units == 8, "{f:?}");
             if q8_supported(f) {
-                assert_eq!(lane_layout(f, InputKind::Q8), (parts, step_units), "{f:?}");
+                assert_eq!(lane_layout(f, InputKind::Q8), (parts, slice_units), "{f:?}");
             }
         }
         let at = |f, n_in, n_rows| {
@@ -635,21 +635,21 @@ mod tests {
         assert_eq!(q8(262_144).parts, 0);
         assert_eq!(at(GpuFormat::Q4K, 2560, 4096), (128, 1));
         assert_eq!(at(GpuFormat::Q4K, 10240, 2560), (128, 1));
-        // Many rows: quads of steps / 2 groups side by side, filling whole warps, >= 96 lanes.
-        // 10 steps of 8 lanes: 4 quads of 40.
+        // Many rows: quads of slices / 2 groups side by side, filling whole warps, >= 96 lanes.
+        // 10 slices of 8 lanes: 4 quads of 40.
         assert_eq!(at(GpuFormat::Q4K, 2560, 20480), (160, 4));
         assert_eq!(at(GpuFormat::Q6K, 2560, 262144), (160, 4));
-        // 20 steps of 2 lanes (Q8_0), of 1 (Q5_0): 8 quads of 20, 16 of 10.
+        // 20 slices of 2 lanes (Q8_0), of 1 (Q5_0): 8 quads of 20, 16 of 10.
         assert_eq!(at(GpuFormat::Q8_0, 640, 262144), (160, 8));
         assert_eq!(at(GpuFormat::Q5_0, 640, 262144), (160, 16));
-        // 16 steps of 8: 2 quads of 64.
+        // 16 slices of 8: 2 quads of 64.
         assert_eq!(at(GpuFormat::Q4K, 4096, 28672), (128, 2));
-        // 18 steps of 2 lanes: quads of 18 or 36 fill warps only in 288 lanes; of 12 (3
+        // 18 slices of 2 lanes: quads of 18 or 36 fill warps only in 288 lanes; of 12 (3
         // trips), 8 quads in 96.
         assert_eq!(at(GpuFormat::Q8_0, 576, 49152), (96, 8));
-        // 28 steps of 2 lanes (qwen2.5-0.5b's LM head): 8 quads of 28.
+        // 28 slices of 2 lanes (qwen2.5-0.5b's LM head): 8 quads of 28.
         assert_eq!(at(GpuFormat::Q8_0, 896, 151936), (224, 8));
-        // 19 steps of 8 lanes (qwen's n_in 4864 in Q6_K): neither 2 nor 3 divides them, and
+        // 19 slices of 8 lanes (qwen's n_in 4864 in Q6_K): neither 2 nor 3 divides them, and
         // quads of 152 lanes fill warps only 4 at a time: one quad.
         assert_eq!(at(GpuFormat::Q6K, 4864, 16384), (128, 1));
         assert!(

@@ -167,7 +167,7 @@ mod tests {
     }
 
     /// Every format, with and without a bias, with the addend as it is or normed, rows over
-    /// several chunks; Q8_0 over a long row (4096: many steps per lane).
+    /// several chunks; Q8_0 over a long row (4096: many slices per lane).
     #[test]
     fn norm_every_format() {
         let Some(gpu) = testutil::gpu() else { return };
