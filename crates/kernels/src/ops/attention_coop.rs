@@ -5,13 +5,13 @@
 //! on 16 x 16 x 16 cooperative matrices with f32 sums, and two passes over the keys (the
 //! rows' max and sum first, then P V with the final ones: no per-row rescale of the output
 //! accumulators, which a cooperative matrix cannot address by row). The parity check
-//! [`CHECK`] needs cooperative matrices (it skips elsewhere and says so); the unit tests
+//! `CHECK` needs cooperative matrices (it skips elsewhere and says so); the unit tests
 //! `body_*` run the same kernel body everywhere, on lavapipe over the plain-arithmetic ops of
 //! `common/coop_emul.wgsl` and `attention/coop_io_emul.wgsl` (staging, masks, both passes and the stores, not the tensor cores
 //! themselves nor the layouts of their loads).
 //!
-//! The bound (per output row, [`reference`]): the plain kernel's
-//! ([`crate::ops::attention::CHECK`]) with each score's dot product over q rounded to f16
+//! The bound (per output row, `reference`): the plain kernel's
+//! (`attention::CHECK`) with each score's dot product over q rounded to f16
 //! (`e(q) = 2^-10 |q|`, or flushed below 2^-13: `ops::matmul_coop`'s rule) and summed on the
 //! tensor cores (`(4 hd + 1) u` instead of `(hd + 5) u`: carried as a further `3 hd u |q|`
 //! of q's error), plus the softmax weights rounded to f16 (`sum_j e(p_j)`) and their sum with

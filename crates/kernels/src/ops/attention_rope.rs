@@ -180,7 +180,7 @@ pub struct AttentionRope {
 }
 
 /// The token's k and v rows (kv heads of head_dim at the view's offset), the per-head norm
-/// weights of q and k (both or neither), and the frequencies of [`rope_freqs`].
+/// weights of q and k (both or neither), and the frequencies of [`crate::ops::rope::rope_freqs`].
 #[derive(Debug, Clone, Copy)]
 pub struct Rotate<'a> {
     pub k: View<'a>,

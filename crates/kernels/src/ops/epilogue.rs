@@ -16,7 +16,7 @@
 //!
 //! The sum is finished in f32 and then the bias added (one more rounding): the value a
 //! separate `add_rows` after the product gave, bit for bit (`matvec::tests`). As a bound,
-//! the bias is one more term of each row's sum ([`bias_bound`]).
+//! the bias is one more term of each row's sum (`bias_bound`, with the `parity` feature).
 
 use crate::shader::{BindingKind, ShaderFile, WEIGHT_KERNEL_BINDINGS, shader_file};
 

@@ -165,7 +165,7 @@ pub struct HeadNormRope {
 
 impl HeadNormRope {
     /// Norms (when the heads carry a weight) and rotates `q` and, if given, `k`, in place;
-    /// token t is at position `pos[pos.offset + t]`; `freqs` from [`rope_freqs`]. q and k
+    /// token t is at position `pos[pos.offset + t]`; `freqs` from [`crate::ops::rope::rope_freqs`]. q and k
     /// either both carry a weight or neither does; they may share a buffer (fused qkv rows)
     /// but must not overlap.
     pub fn op(

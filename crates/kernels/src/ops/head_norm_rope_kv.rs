@@ -79,7 +79,7 @@ impl KvStore<'_> {
 
 impl HeadNormRope {
     /// [`HeadNormRope::op`] over q and k, then token t's finished k heads and `kv`'s v heads
-    /// stored at position `pos[pos.offset + t]` of `kv.cache` (what [`KvAppend`] stores from
+    /// stored at position `pos[pos.offset + t]` of `kv.cache` (what [`crate::ops::kv::KvAppend`] stores from
     /// them; positions past the cache are dropped), in one dispatch.
     pub fn op_kv(
         self,

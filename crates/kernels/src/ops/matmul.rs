@@ -98,7 +98,7 @@ impl Tile {
     }
 
     /// The tensor-core kernel's tile for `n_rows` x `n_tokens`: wide where that still makes
-    /// [`WIDE_MIN_WORKGROUPS`] workgroups.
+    /// `WIDE_MIN_WORKGROUPS` (128) workgroups.
     pub fn for_shape(n_rows: usize, n_tokens: usize) -> Tile {
         let side = Tile::Wide.side();
         if n_rows.div_ceil(side) * n_tokens.div_ceil(side) >= WIDE_MIN_WORKGROUPS {

@@ -28,7 +28,7 @@
 //!   magnitudes, so n terms lose at most `(n / c)(c + 1) 2u S <= 4 n u S` for any c >= 1.
 //!   With the f32 rounding of the reference (u S): `(4n + 1) u sum_i (|w_i| + e_w)(|x_i| + e_x)`.
 //!
-//! The check [`EXACT_CHECK`] removes the rounding: F16 weights and inputs that are f16 values,
+//! The check `EXACT_CHECK` removes the rounding: F16 weights and inputs that are f16 values,
 //! so every conversion is exact and only the summation remains, `(4n + 1) u sum |w_i x_i|`,
 //! plus `|w_i x_i|` for a product with a subnormal factor (which may be flushed): any staging
 //! or indexing error (a wrong row, token, half or padding) is orders of magnitude beyond it.

@@ -13,7 +13,7 @@
 //!
 //! **Layout** (described here once; `shaders/matvec/x_q8.wgsl`, its reader, repeats it): a
 //! vector of n inputs, n a multiple of 32, takes [`q8_words`]`(n) = n / 2 + n / 32` u32 words
-//! of an ordinary [`GpuTensor`] (any dtype: kernels see words), from a word offset that is a
+//! of an ordinary [`crate::GpuTensor`] (any dtype: kernels see words), from a word offset that is a
 //! multiple of 4 (16-byte aligned, so the matvec loads 16 inputs of a digit with one vec4
 //! load; n / 4 is a multiple of 8, so the second plane is aligned too):
 //! - words `0 .. n / 4`: the first digits q1_i, int8, 4 per word, little-endian (input
@@ -29,7 +29,7 @@
 //! `q2_i = round(254 r_i / d)` clamped to [-127, 127] (round half to even); a block of zeros
 //! gets d = 0 and q1 = q2 = 0. |r_i| <= d / 2 (up to the division's rounding), so
 //! |254 r_i / d| <= 127 and the clamp of q2 never acts; |x_i - x'_i| <= d / 508 up to a few
-//! roundings ([`rounding_bound`] derives them), and that is the only error the q8 matvec
+//! roundings (`rounding_bound` derives them), and that is the only error the q8 matvec
 //! adds: its integer sums are exact.
 //!
 //! WGSL: `matvec/quantize_q8.wgsl` (8 lanes per block, each one word of each digit; the

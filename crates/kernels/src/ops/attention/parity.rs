@@ -174,11 +174,7 @@ fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
     let max_len = rng.range(16, 400);
     let n_tokens = if rng.bool() { 1 } else { rng.range(2, 7) };
     let layout = KvLayout {
-        dtype: if rng.bool() {
-            KvDtype::F16
-        } else {
-            KvDtype::F32
-        },
+        dtype: rng.pick(&[KvDtype::F32, KvDtype::F16]),
         n_kv_heads,
         head_dim,
         max_len,

@@ -39,7 +39,7 @@ pub fn reference(
     attn.reference_with(l, q, arith, k, v, pos)
 }
 
-/// Prompt blocks over an f16 cache, against [`reference`].
+/// Prompt blocks over an f16 cache, against [`reference()`].
 pub const CHECK: Check = Check {
     name: "attention_coop",
     tolerance: "attention's with q in f16 + (4hd+1)u dots; + sum e16(p_j) + (4n+1)u, times max|v|",

@@ -229,11 +229,7 @@ fn random_case(rng: &mut Rng) -> Case {
     };
     Case {
         layout: KvLayout {
-            dtype: if rng.bool() {
-                KvDtype::F16
-            } else {
-                KvDtype::F32
-            },
+            dtype: rng.pick(&[KvDtype::F32, KvDtype::F16]),
             n_kv_heads,
             head_dim,
             max_len,
@@ -257,11 +253,7 @@ fn random_case(rng: &mut Rng) -> Case {
             },
             split_len: rng.pick(&[16, 32, 48, max_len]),
         },
-        style: if rng.bool() {
-            RopeStyle::Neox
-        } else {
-            RopeStyle::Normal
-        },
+        style: rng.pick(&[RopeStyle::Normal, RopeStyle::Neox]),
         n_rot: if rng.bool() {
             head_dim
         } else {

@@ -44,11 +44,7 @@ pub const CHECK: Check = Check {
 };
 
 fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
-    let act = if rng.bool() {
-        Activation::GeluTanh
-    } else {
-        Activation::Silu
-    };
+    let act = rng.pick(&[Activation::Silu, Activation::GeluTanh]);
     compare(gpu, act, rng.range(1, 3000), rng.next_u64())
 }
 

@@ -189,7 +189,33 @@ pub(crate) struct Out {
     v: Vec<u32>,
 }
 
+/// A model's heads: rotation, head_dim, dims rotated, q heads, k heads, q/k norms.
+#[cfg(test)]
+pub(crate) type Shape = (RopeStyle, usize, usize, usize, usize, bool);
+
 impl Case {
+    /// `n_tokens` tokens of a model's heads (eps 1e-6), fused rows or not, no padding, no
+    /// cache.
+    #[cfg(test)]
+    pub(crate) fn of_shape(shape: Shape, n_tokens: usize, fused: bool) -> Case {
+        let (style, head_dim, n_rot, q_heads, k_heads, norm) = shape;
+        Case {
+            op: HeadNormRope {
+                style,
+                head_dim,
+                n_rot,
+                n_tokens,
+                eps: 1e-6,
+            },
+            q_heads,
+            k_heads,
+            norm,
+            fused,
+            pad: 0,
+            cache: None,
+        }
+    }
+
     /// A random op of 1 to 4 tokens: head_dim mostly a model's (64, 128, 256), else any even
     /// one up to 512; the whole head rotated or an even part of it; either pairing.
     pub(crate) fn random_op(rng: &mut Rng) -> HeadNormRope {
@@ -203,11 +229,7 @@ impl Case {
         } else {
             2 * rng.range(0, head_dim / 2)
         };
-        let style = if rng.bool() {
-            RopeStyle::Neox
-        } else {
-            RopeStyle::Normal
-        };
+        let style = rng.pick(&[RopeStyle::Normal, RopeStyle::Neox]);
         HeadNormRope {
             style,
             head_dim,
@@ -433,24 +455,10 @@ mod tests {
             (RopeStyle::Neox, 512, 128, 2, 1, true),
             (RopeStyle::Normal, 128, 32, 3, 1, true),
         ];
-        for (style, head_dim, n_rot, q_heads, k_heads, norm) in shapes {
+        for shape in shapes {
             for (n_tokens, fused) in [(1, false), (5, true)] {
-                let case = Case {
-                    op: HeadNormRope {
-                        style,
-                        head_dim,
-                        n_rot,
-                        n_tokens,
-                        eps: 1e-6,
-                    },
-                    q_heads,
-                    k_heads,
-                    norm,
-                    fused,
-                    pad: 0,
-                    cache: None,
-                };
-                let inp = case.inputs(0x5eed ^ head_dim as u64);
+                let case = Case::of_shape(shape, n_tokens, fused);
+                let inp = case.inputs(0x5eed ^ shape.1 as u64);
                 let c = case.compare(&inp, &case.run(gpu, &inp, true).unwrap());
                 assert!(c.max_ratio <= 1.0, "{}", c.worst);
             }

@@ -22,11 +22,7 @@ pub const CHECK: Check = Check {
 /// attention), a cache of either type a little longer than the tokens.
 fn random_case(rng: &mut Rng) -> Case {
     let op = Case::random_op(rng);
-    let dtype = if rng.bool() {
-        KvDtype::F16
-    } else {
-        KvDtype::F32
-    };
+    let dtype = rng.pick(&[KvDtype::F32, KvDtype::F16]);
     let n_kv_heads = rng.range(1, 4);
     Case {
         op,
@@ -53,7 +49,6 @@ fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::head_norm_rope::HeadNormRope;
     use crate::ops::rope::RopeStyle;
     use crate::testutil;
 
@@ -71,28 +66,20 @@ mod tests {
             (RopeStyle::Normal, 64, 64, 9, 3, false),
             (RopeStyle::Normal, 128, 32, 4, 2, true),
         ];
-        for (style, head_dim, n_rot, q_heads, n_kv_heads, norm) in shapes {
+        for shape in shapes {
+            let (_, head_dim, _, _, n_kv_heads, _) = shape;
             for dtype in [KvDtype::F16, KvDtype::F32] {
                 for (n_tokens, fused) in [(1, true), (1, false), (5, true), (5, false)] {
+                    let cache = KvLayout {
+                        dtype,
+                        n_kv_heads,
+                        head_dim,
+                        max_len: 24,
+                    };
                     let case = Case {
-                        op: HeadNormRope {
-                            style,
-                            head_dim,
-                            n_rot,
-                            n_tokens,
-                            eps: 1e-6,
-                        },
-                        q_heads,
-                        k_heads: n_kv_heads,
-                        norm,
-                        fused,
                         pad: 1,
-                        cache: Some(KvLayout {
-                            dtype,
-                            n_kv_heads,
-                            head_dim,
-                            max_len: 24,
-                        }),
+                        cache: Some(cache),
+                        ..Case::of_shape(shape, n_tokens, fused)
                     };
                     let inp = case.inputs(0x5eed ^ (head_dim * n_tokens) as u64);
                     let one = case.run(gpu, &inp, true).unwrap();

@@ -66,11 +66,7 @@ pub const CHECK: Check = Check {
 };
 
 fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
-    let dtype = if rng.bool() {
-        KvDtype::F16
-    } else {
-        KvDtype::F32
-    };
+    let dtype = rng.pick(&[KvDtype::F32, KvDtype::F16]);
     let layout = KvLayout {
         dtype,
         n_kv_heads: rng.range(1, 4),

@@ -43,11 +43,7 @@ pub const CHECK: Check = Check {
 };
 
 fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
-    let style = if rng.bool() {
-        RopeStyle::Neox
-    } else {
-        RopeStyle::Normal
-    };
+    let style = rng.pick(&[RopeStyle::Normal, RopeStyle::Neox]);
     let n_rot = 2 * rng.range(1, 40);
     let n_heads = rng.range(1, 4);
     let n_tokens = rng.range(1, 4);

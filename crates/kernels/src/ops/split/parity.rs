@@ -15,7 +15,7 @@ use crate::parity::data::{Rng, n_in_block, random_f32};
 use crate::parity::{Check, Compare, run_read};
 use crate::tensor::{Dtype, GpuTensor, WeightShape};
 
-/// Tolerance of [`matvec_split`]: the matvec's per row, `(n_in + 4) u sum_i |w_i x_i|`, or
+/// Tolerance of [`crate::ops::matvec::matvec_split`]: the matvec's per row, `(n_in + 4) u sum_i |w_i x_i|`, or
 /// with a bias `(n_in + 5) u (sum_i |w_i x_i| + |b|)`; every element outside the outputs
 /// untouched. Cases: a row range of a weight of several chunks (split points inside and
 /// across chunks), 1-3 outputs at gapped offsets of one tensor, with and without a bias.

@@ -38,11 +38,7 @@ pub const CHECK: Check = Check {
 };
 
 fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
-    let op = if rng.bool() {
-        UnaryOp::Scale
-    } else {
-        UnaryOp::SoftCap
-    };
+    let op = rng.pick(&[UnaryOp::SoftCap, UnaryOp::Scale]);
     let n = rng.range(1, 2000);
     let off = rng.range(0, 4);
     let value = [0.0625, 1.0 / 3.0, 30.0, 50.0][rng.range(0, 4)];

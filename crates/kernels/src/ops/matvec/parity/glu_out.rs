@@ -62,7 +62,7 @@ pub fn glu_out_bound(n_in: usize, act: Activation, r: &GluOutRef) -> f64 {
 /// Tolerance of [`matvec_glu_out`] with a vector input, against the f64
 /// `act(g) * u` of the exact row sums g, u: the GPU's sums g', u' are within the matvec's
 /// bound, e_g = (n_in + 4) u sum_i |w_gate,i x_i| (e_u alike), act moves by at most
-/// [`ACT_SLOPE`] e_g, and the glu kernel's expression on (g', u') errs by glu's
+/// `ACT_SLOPE` e_g, and the glu kernel's expression on (g', u') errs by glu's
 /// `2^-16 (|g'| + 1) |u'|` plus the f32 rounding of the product (u |act(g') u'| with
 /// |act(x)| <= |x|): `1.13 e_g (|u| + e_u) + |act(g)| e_u + (2^-16 + u)(|g| + e_g + 1)(|u| + e_u)`.
 /// Cases: every format, gate|up of 1..24 rows each (odd and even) at any row of a weight of

@@ -48,7 +48,7 @@ pub fn matvec_ref(w: &[f32], x: &[f32]) -> (Vec<f32>, Vec<f32>) {
     matvec_bias_ref(w, x, None)
 }
 
-/// CPU reference of [`matvec_bias`]: `y = W x + bias` in f64 (the bias added before the one
+/// CPU reference of [`crate::ops::matvec::matvec_bias`]: `y = W x + bias` in f64 (the bias added before the one
 /// rounding to f32); `sum_i |w_i x_i|` per row as [`matvec_ref`].
 pub fn matvec_bias_ref(w: &[f32], x: &[f32], bias: Option<&[f32]>) -> (Vec<f32>, Vec<f32>) {
     w.chunks_exact(x.len())
@@ -84,7 +84,7 @@ fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
     compare(gpu, Case::random(rng))
 }
 
-/// Tolerance of [`matvec_bias`]: the bias is one more term of the sum,
+/// Tolerance of [`crate::ops::matvec::matvec_bias`]: the bias is one more term of the sum,
 /// `(n_in + 5) u (sum_i |w_i x_i| + |b|)` ([`bias_bound`]). Cases split the weight into
 /// chunks, so each chunk must add the bias of its own rows.
 pub const BIAS_CHECK: Check = Check {
