@@ -2,8 +2,9 @@
 // (causal by position, GQA, sliding window, scale, soft-cap; out[out_offset + (t * n_heads +
 // h) * HD + d]) over an f16 cache, with q rounded to f16 and the products on 16 x 16 x 16
 // cooperative matrices (f16 operands, f32 sums). The types and ops (MatA, MatB, MatC,
-// coop_lane, load_q, load_p, load_kt, load_v, mma, store_s, store_o) come from
-// attention/coop_ops.wgsl, or from attention/coop_emul.wgsl in the tests' emulation.
+// coop_lane, mma; load_q, load_p, load_kt, load_v, store_s, store_o) come from
+// common/coop_ops.wgsl and attention/coop_io.wgsl, or in the tests' emulation from
+// common/coop_emul.wgsl and attention/coop_io_emul.wgsl.
 //
 // Workgroup (tile, kv head) of 128 invocations = 4 subgroups of 32 takes 16 query rows of kv
 // head kvh (row r = t * group + g is head kvh * group + g of token t, as in attention.wgsl)

@@ -1,8 +1,8 @@
 // The prompt matmul on the tensor cores: Y[t, r] = sum_i X[t, i] * W[r, i], with the contract of
 // matmul.wgsl (params.wgsl: Params, bindings, Y layout; any format through `decode_half`).
-// The cooperative-matrix types and ops (MatA, MatB, MatC, coop_lane, load_a, load_b, mma,
-// store_y, store_scratch) come from coop_ops.wgsl, or from coop_emul.wgsl in the tests'
-// emulation.
+// The cooperative-matrix types and ops (MatA, MatB, MatC, coop_lane, mma; load_a, load_b,
+// store_y, store_scratch) come from common/coop_ops.wgsl and matmul/coop_io.wgsl, or in the
+// tests' emulation from common/coop_emul.wgsl and matmul/coop_io_emul.wgsl.
 //
 // Workgroup (row tile, token tile) of WG invocations computes TM rows x TN tokens, walking the
 // inputs two units (UNITS x BK = 64 inputs) per barrier. Two tiles, everything derived from

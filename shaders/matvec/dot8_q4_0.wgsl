@@ -4,7 +4,7 @@
 // dot4I8Packed) and sum x, so sum (q - 8) x = sum q x - 8 sum x is exact (and below 2^24:
 // exact in f32 too); d_w * d_x / 254 after.
 const PARTS: u32 = 1u;
-const STEP_UNITS: u32 = 1u;
+const SLICE_UNITS: u32 = 1u;
 
 fn rows_dot4(blk: vec4<u32>, unit: u32, part: u32, xb: u32) -> vec4<f32> {
     let bi = blk / BLOCK_BYTES;

@@ -3,7 +3,7 @@
 // matvec/dot8_nibbles.wgsl: sum q x and sum x, exact (and below 2^24: exact in f32 too);
 // then d_x / 254 (d sum q x + m sum x).
 const PARTS: u32 = 1u;
-const STEP_UNITS: u32 = 1u;
+const SLICE_UNITS: u32 = 1u;
 
 fn rows_dot4(blk: vec4<u32>, unit: u32, part: u32, xb: u32) -> vec4<f32> {
     let bi = blk / BLOCK_BYTES;

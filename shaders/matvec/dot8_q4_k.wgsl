@@ -6,7 +6,7 @@
 // d_x / 254 scales both before `q4_k_row` (formats/q4_k.wgsl) applies d * sc and dmin * m as
 // in the f32 file.
 const PARTS: u32 = 8u;
-const STEP_UNITS: u32 = 8u;
+const SLICE_UNITS: u32 = 8u;
 
 fn rows_dot4(blk: vec4<u32>, unit: u32, part: u32, xb: u32) -> vec4<f32> {
     let base = blk >> vec4<u32>(4u);

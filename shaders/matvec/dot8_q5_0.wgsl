@@ -4,7 +4,7 @@
 // 0..31) and sum x, so sum (q - 16) x = sum q x - 16 sum x is exact (and below 2^24: exact
 // in f32 too); d_w * d_x / 254 after.
 const PARTS: u32 = 1u;
-const STEP_UNITS: u32 = 1u;
+const SLICE_UNITS: u32 = 1u;
 
 // Row `q`'s codes k (word k of nibbles with its fifth bits) dotted with the inputs' digits:
 // inputs 4k .. 4k + 3 (`l1`, `l2`) and 16 + 4k .. 16 + 4k + 3 (`h1`, `h2`).

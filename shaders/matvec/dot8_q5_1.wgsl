@@ -3,7 +3,7 @@
 // codes; matvec/rows_each.wgsl calls it per row). Integer sums over both input digits
 // (`dot8`): sum q x (codes 0..31) and sum x, exact; then d_x / 254 (d sum q x + m sum x).
 const PARTS: u32 = 4u;
-const STEP_UNITS: u32 = 1u;
+const SLICE_UNITS: u32 = 1u;
 
 fn part_dot(blk: u32, unit: u32, part: u32, xb: u32) -> f32 {
     let c = q5_codes(load_u32(blk + 8u + 4u * part), load_u32(blk + 4u), part);

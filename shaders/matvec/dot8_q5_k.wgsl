@@ -5,7 +5,7 @@
 // (`dot8`), sum q x (codes 0..31) and sum x, are exact; d_x / 254 (d sc sum q x -
 // dmin m sum x) per unit, as in the f32 file.
 const PARTS: u32 = 32u;
-const STEP_UNITS: u32 = 8u;
+const SLICE_UNITS: u32 = 8u;
 
 fn part_dot(blk: u32, unit: u32, part: u32, xb: u32) -> f32 {
     let g = part >> 3u;

@@ -6,7 +6,7 @@
 // 2^24: exact in f32); each quarter is its own input block, scaled by its d_x / 254 before
 // the quarter's scale and d apply.
 const PARTS: u32 = 8u;
-const STEP_UNITS: u32 = 8u;
+const SLICE_UNITS: u32 = 8u;
 
 // One row's sums of q x for quarters j (low nibbles of `a`) and j + 2 (high nibbles): the c-th
 // words of its loads a (ql) and hb (qh), with the quarters' c-th input words (`x1`: first

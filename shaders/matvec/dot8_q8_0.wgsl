@@ -4,7 +4,7 @@
 // block's d / 254. The only format whose sums may pass 2^24 (16 * 128 * 32385), so the
 // conversion to f32 may round: 2^-24 relative, within the matvec's bound.
 const PARTS: u32 = 2u;
-const STEP_UNITS: u32 = 1u;
+const SLICE_UNITS: u32 = 1u;
 
 fn rows_dot4(blk: vec4<u32>, unit: u32, part: u32, xb: u32) -> vec4<f32> {
     let bi = blk / BLOCK_BYTES;

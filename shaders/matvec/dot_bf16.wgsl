@@ -2,7 +2,7 @@
 // (`bf16_pair` from formats/bf16.wgsl). Rows start at even byte offsets (load_u32 handles the
 // 2-byte misalignment).
 const PARTS: u32 = 8u;
-const STEP_UNITS: u32 = 1u;
+const SLICE_UNITS: u32 = 1u;
 
 fn part_dot(blk: u32, unit: u32, part: u32, xb: u32) -> f32 {
     let lo = bf16_pair(load_u32(blk + 8u * part));

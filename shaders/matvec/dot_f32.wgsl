@@ -8,7 +8,7 @@ fn f32_part(b: u32, i: u32, xb: u32) -> f32 {
 }
 
 const PARTS: u32 = 8u;
-const STEP_UNITS: u32 = 1u;
+const SLICE_UNITS: u32 = 1u;
 
 fn part_dot(blk: u32, unit: u32, part: u32, xb: u32) -> f32 {
     return f32_part(blk, part, xb);

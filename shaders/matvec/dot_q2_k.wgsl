@@ -1,11 +1,11 @@
-// Matvec part for Q2_K: a step is a whole 84-byte super-block (8 units), taken by PARTS = 32
+// Matvec part for Q2_K: a slice is a whole 84-byte super-block (8 units), taken by PARTS = 32
 // neighbouring lanes. Lane j reads word i = j % 16 of the 64 bytes of levels (lanes 0..15 and
 // 16..31 each cover qs contiguously): in half n = i / 8 its 4 bytes at l = 4 (i % 8) hold
 // weights l..l+3 of the half's four quarters (2 bits each); lane j takes quarters 2kk and
 // 2kk + 1, kk = j / 16. Quarter k's weights l..l+3 are sub-block 8n + 2k + l / 16.
 // w = (d * sc) * q - dmin * m, so the part is dl * sum q x - ml * sum x per sub-block.
 const PARTS: u32 = 32u;
-const STEP_UNITS: u32 = 8u;
+const SLICE_UNITS: u32 = 8u;
 
 fn part_dot(blk: u32, unit: u32, part: u32, xb: u32) -> f32 {
     let i = part & 15u;

@@ -1,11 +1,11 @@
-// Matvec part for Q3_K: a step is a whole 110-byte super-block (8 units), taken by PARTS = 32
+// Matvec part for Q3_K: a slice is a whole 110-byte super-block (8 units), taken by PARTS = 32
 // neighbouring lanes, laid out as Q2_K's: lane j reads word i = j % 16 of qs (lanes 0..15 and
 // 16..31 each cover it contiguously; half n = i / 8, bytes l = 4 (i % 8)) and word l / 4 of
 // hmask, and takes quarters k = 2kk and 2kk + 1 (kk = j / 16) of the half: low bits 2k of qs,
 // third bit 4n + k of hmask. Sub-block 8n + 2k + l / 16, scale from `q3_k_scale`
 // (formats/q3_k.wgsl). Blocks start at any even byte: unaligned loads.
 const PARTS: u32 = 32u;
-const STEP_UNITS: u32 = 8u;
+const SLICE_UNITS: u32 = 8u;
 
 fn part_dot(blk: u32, unit: u32, part: u32, xb: u32) -> f32 {
     let i = part & 15u;

@@ -2,7 +2,7 @@
 // per block, one vec4 load of its nibbles per row; d * sum q x + m * sum x, each input loaded
 // once for the 4 rows.
 const PARTS: u32 = 1u;
-const STEP_UNITS: u32 = 1u;
+const SLICE_UNITS: u32 = 1u;
 
 fn rows_dot4(blk: vec4<u32>, unit: u32, part: u32, xb: u32) -> vec4<f32> {
     let bi = blk / BLOCK_BYTES;

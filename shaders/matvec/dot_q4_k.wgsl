@@ -1,7 +1,7 @@
 // Matvec part for Q4_K (GGUF layout: 144-byte super-blocks are 9 vec4s, so blocks stay 16-byte
-// aligned and need no planes): a step is a whole super-block (8 units) taken by PARTS = 8
+// aligned and need no planes): a slice is a whole super-block (8 units) taken by PARTS = 8
 // neighbouring lanes, or 16 (`ops::matvec::lanes` overrides PARTS for a product of few
-// rows short enough that the 16 still take one step each: half the chain a lane). With 8,
+// rows short enough that the 16 still take one slice each: half the chain a lane). With 8,
 // lane j (g = j / 2, h = j % 2) loads one vec4, bytes 32g + 16h .. + 16 of the 128 bytes of
 // nibbles: positions 16h .. 16h + 15 of unit 2g (low nibbles) and of unit 2g + 1 (high
 // nibbles); with 16, lanes 2j and 2j + 1 take words 0, 1 and 2, 3 of lane j's vec4. The
@@ -9,7 +9,7 @@
 // (formats/scales_k4.wgsl); `q4_k_row` (formats/q4_k.wgsl) applies them to each lane's sums
 // (it is linear in them). w = d * sc * q - dmin * m.
 override PARTS: u32 = 8u;
-const STEP_UNITS: u32 = 8u;
+const SLICE_UNITS: u32 = 8u;
 
 // The 4 rows' parts; each input vec4 is loaded once for the 4 rows.
 fn rows_dot4(blk: vec4<u32>, unit: u32, part: u32, xb: u32) -> vec4<f32> {

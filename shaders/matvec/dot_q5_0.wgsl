@@ -2,7 +2,7 @@
 // one vec4 load of its nibbles per row; d * sum (q - 16) x, codes from formats/q5_codes.wgsl,
 // each input loaded once for the 4 rows.
 const PARTS: u32 = 1u;
-const STEP_UNITS: u32 = 1u;
+const SLICE_UNITS: u32 = 1u;
 
 // Row `q`'s codes k (word k of nibbles with its fifth bits) dotted with the inputs.
 fn q5_0_dot(q: vec4<u32>, qh: u32, k: u32, xl: vec4<f32>, xh: vec4<f32>) -> f32 {

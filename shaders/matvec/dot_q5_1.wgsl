@@ -2,7 +2,7 @@
 // as in formats/q5_codes.wgsl): d * sum q x + m * sum x; part i = word i of nibbles (8
 // weights), so the PARTS = 4 lanes of a block read its 4 words of nibbles side by side.
 const PARTS: u32 = 4u;
-const STEP_UNITS: u32 = 1u;
+const SLICE_UNITS: u32 = 1u;
 
 fn part_dot(blk: u32, unit: u32, part: u32, xb: u32) -> f32 {
     let c = q5_codes(load_u32(blk + 8u + 4u * part), load_u32(blk + 4u), part);

@@ -1,10 +1,10 @@
-// Matvec part for Q5_K: a step is a whole 176-byte super-block (8 units), taken by PARTS = 32
+// Matvec part for Q5_K: a slice is a whole 176-byte super-block (8 units), taken by PARTS = 32
 // neighbouring lanes as in Q4_K: lane j reads word j of the 128 bytes of nibbles (the 32 lanes
 // cover them contiguously), weights l..l+3 (l = 4 (j % 8)) of units 2g (low nibbles) and
 // 2g + 1 (high), g = j / 8, and word l / 4 of the 32 bytes of fifth bits (bits 2g and 2g + 1
 // of each byte). Scales and mins from formats/scales_k4.wgsl; w = d * sc * q - dmin * m.
 const PARTS: u32 = 32u;
-const STEP_UNITS: u32 = 8u;
+const SLICE_UNITS: u32 = 8u;
 
 fn part_dot(blk: u32, unit: u32, part: u32, xb: u32) -> f32 {
     let g = part >> 3u;

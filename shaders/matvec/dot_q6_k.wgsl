@@ -1,5 +1,5 @@
 // Matvec part for Q6_K (planes: ql then qh, 12 vec4s per super-block; the 16 int8 scales; d):
-// a step is a whole super-block (8 units) taken by PARTS = 8 neighbouring lanes. Lane
+// a slice is a whole super-block (8 units) taken by PARTS = 8 neighbouring lanes. Lane
 // (n = part / 4, h = part / 2 % 2, j = part % 2) takes positions l = 16h .. 16h + 15 of quarters
 // j and j + 2 of half n: two vec4 loads, ql bytes 64n + 32j + 16h (low nibbles: quarter j, high:
 // quarter j + 2) and qh bytes 32n + 16h (2 bits for each quarter; the lane pair j = 0, 1 loads
@@ -10,7 +10,7 @@
 // H100 (2026-11-25, 4096x14336: 59.5% -> 64.2% of 2.18 TB/s with eight; 2048x640: 8.25 ->
 // 5.89 us): half the registers a lane, and twice the lanes for short rows.
 override PARTS: u32 = 8u;
-const STEP_UNITS: u32 = 8u;
+const SLICE_UNITS: u32 = 8u;
 
 // One row's sums of (q - 32) x for quarters j (low nibbles of `a`) and j + 2 (high nibbles):
 // the c-th words of its two loads a (ql) and hb (qh), shifted to the quarter's 2 bits.

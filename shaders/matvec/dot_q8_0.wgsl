@@ -4,7 +4,7 @@
 // rows: half the chain a lane), lanes 2v and 2v + 1 then taking words 0-1 and 2-3 of vec4 v.
 // Each input vec4 is loaded once and used for the 4 rows.
 override PARTS: u32 = 2u;
-const STEP_UNITS: u32 = 1u;
+const SLICE_UNITS: u32 = 1u;
 
 fn rows_dot4(blk: vec4<u32>, unit: u32, part: u32, xb: u32) -> vec4<f32> {
     let bi = blk / BLOCK_BYTES;

@@ -6,13 +6,13 @@
 // by side, WG / QUADS lanes each (`quad`, and lane t in it): several where a quad's lanes
 // would leave warps part idle, in dispatches of many rows (`ops::matvec::lanes` chooses;
 // gemma3-4b's LM head, n_in 2560 in Q6_K, is 4 quads of 40 lanes in 160). Within a quad,
-// lanes are grouped PARTS at a time (the format's constant): a group takes one step of
-// STEP_UNITS units of 32 weights (one unit for the 32-weight formats; a whole super-block
+// lanes are grouped PARTS at a time (the format's constant): a group takes one slice of
+// SLICE_UNITS units of 32 weights (one unit for the 32-weight formats; a whole super-block
 // for the K formats) and lane `part` of the group reads word(s) `part` of it, so neighbouring
 // lanes read neighbouring words of the same block and a subgroup's loads cover a few
 // contiguous cache lines (llama.cpp's Vulkan layout) instead of 32 blocks 34-210 bytes
-// apart. Group g takes steps g, g + WG / QUADS / PARTS, .. of its quad's 4 rows, one step
-// per loop trip: two steps a trip (both steps' loads in flight together) measured slower on
+// apart. Group g takes slices g, g + WG / QUADS / PARTS, .. of its quad's 4 rows, one slice
+// per loop trip: two slices a trip (both slices' loads in flight together) measured slower on
 // the H100 (2026-11-23, 4096x14336: Q8_0 87.1% -> 92.4% of 2.18 TB/s with one, Q4_K 50.0%
 // -> 54.7%, Q5_0 62.4% -> 64.1%; 4 a trip slower still): the kernel is bound by how many
 // invocations fit in registers, not by loads in flight. The format's `rows_dot4`
@@ -115,20 +115,20 @@ fn accumulate(row0: u32, t: u32, tid: u32) -> vec4<f32> {
     let r2 = w_row(min(row0 + 2u, last)) * p.row_bytes;
     let r3 = w_row(min(row0 + 3u, last)) * p.row_bytes;
     var acc = vec4<f32>(0.0);
-    // K formats: n_in is a multiple of 256, so steps cover the row exactly.
-    let steps = (p.n_in + 31u) / 32u / STEP_UNITS;
+    // K formats: n_in is a multiple of 256, so slices cover the row exactly.
+    let slices = (p.n_in + 31u) / 32u / SLICE_UNITS;
     let part = t % PARTS;
-    let step = WG / QUADS / PARTS;
+    let groups = WG / QUADS / PARTS;
     var s = t / PARTS;
-    for (; s < steps; s += step) {
+    for (; s < slices; s += groups) {
         acc += rows_dot(r0, r1, r2, r3, s, part);
     }
     return acc;
 }
 
-// Part `part` of step `s` of the 4 rows starting at byte offsets r0 .. r3.
+// Part `part` of slice `s` of the 4 rows starting at byte offsets r0 .. r3.
 fn rows_dot(r0: u32, r1: u32, r2: u32, r3: u32, s: u32, part: u32) -> vec4<f32> {
-    let u = s * STEP_UNITS;
+    let u = s * SLICE_UNITS;
     let xb = p.x_offset + 32u * u;
     let blk = (u / BLOCK_UNITS) * BLOCK_BYTES;
     let unit = u % BLOCK_UNITS;

@@ -24,7 +24,7 @@
 @group(0) @binding(7) var<storage, read> w_out: array<vec4<f32>>;
 @group(0) @binding(8) var<storage, read_write> out: array<vec4<f32>>;
 
-// How many times the dot file reads each input of a step (set from Rust: 4 for
+// How many times the dot file reads each input of a slice (set from Rust: 4 for
 // matvec/rows_each.wgsl, 1 for a format's own `rows_dot4`). A power of two: dividing by it
 // is exact.
 override X_READS: f32 = 1.0;

@@ -11,7 +11,7 @@
 // Inputs are counted as in the other input files: i from the buffer's start, x_offset (here
 // the byte index of the first quant: 4 * the view's word offset) included; the second
 // digits are n_in bytes further. n_in is a multiple of 32 for every format with a dot8 file,
-// so no step reads past a plane.
+// so no slice reads past a plane.
 
 @group(0) @binding(2) var<storage, read> xq: array<vec4<u32>>;
 

@@ -3,8 +3,8 @@
 // shared by all rows, so one dispatch normalises a whole vector (1 row) or every head of
 // [n_heads, head_dim] (n_heads rows). One workgroup of 256 per row, four loads in flight per
 // invocation: with one workgroup per row nothing else hides a load's latency, and a loop of
-// one dependent load per step costs ~0.5 us a step (64 invocations over 2560 values: 27 us
-// measured on the H100; 256 x 4 takes that to 3 steps). The bindings and the accessors
+// one dependent load per iteration costs ~0.5 us an iteration (64 invocations over 2560
+// values: 27 us measured on the H100; 256 x 4 takes that to 3 iterations). The bindings and the accessors
 // `load_x` / `store_y` come from `io_separate.wgsl` (x read, y written) or `io_inplace.wgsl`
 // (one read-write buffer: y_offset is x_offset), so per-head q/k norms need no scratch.
 // The workgroup sum comes from `norm/reduce.wgsl`.

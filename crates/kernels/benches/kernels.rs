@@ -32,7 +32,7 @@ use rullama_kernels::ops::matvec::{
 use rullama_kernels::ops::norm::RmsNorm;
 use rullama_kernels::ops::quantize::{q8_words, quantize_q8, quantize_q8_ref};
 use rullama_kernels::ops::residual_norm::{NormOut, ResidualNorm};
-use rullama_kernels::ops::rope::{Rope, RopeMode, rope_freqs};
+use rullama_kernels::ops::rope::{Rope, RopeStyle, rope_freqs};
 use rullama_kernels::ops::sample::{Sample, Sampling};
 use rullama_kernels::ops::split::Out;
 use rullama_kernels::parity::data::{random_f32, random_weight_bytes};
@@ -812,7 +812,7 @@ fn bench_norms(ctx: &Ctx, c: &mut Criterion) {
         flops: (10 * (nq + nk) * hd) as f64,
     };
     let op = HeadNormRope {
-        mode: RopeMode::Neox,
+        style: RopeStyle::Neox,
         head_dim: hd,
         n_rot: hd,
         n_tokens: 1,
@@ -840,7 +840,7 @@ fn bench_norms(ctx: &Ctx, c: &mut Criterion) {
             eps: 1e-6,
         };
         let rope = Rope {
-            mode: RopeMode::Neox,
+            style: RopeStyle::Neox,
             head_dim: hd,
             n_rot: hd,
             n_heads,

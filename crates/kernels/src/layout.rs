@@ -73,9 +73,11 @@ pub fn gpu_bytes(format: GpuFormat, gguf: &[u8]) -> Cow<'_, [u8]> {
 /// (`get_scale_min_k4`, which spreads units 4..7 over spare bits of three bytes) into the
 /// order the WGSL reads (`formats/scales_k4.wgsl`): the four values of units 2g and 2g + 1
 /// in byte g of each of three words, so a matvec lane decodes them with a few shifts.
+/// ```text
 ///   word 0, byte g: low 4 bits of sc[2g] | low 4 bits of sc[2g + 1] << 4
 ///   word 1, byte g: the same for m
 ///   word 2, byte g: top 2 bits of sc[2g], sc[2g + 1], m[2g], m[2g + 1], at bits 0, 2, 4, 6
+/// ```
 pub fn regroup_scales_k4(packed: &[u8; 12]) -> [u8; 12] {
     let (sc, m) = rullama_quant::kquants::unpack_scale_min_k4(packed);
     let mut out = [0u8; 12];

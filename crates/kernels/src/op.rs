@@ -1,7 +1,8 @@
 //! An op as a value: kernel key, parameter bytes, buffers and grid. Op wrappers (in `ops/`)
 //! only build these; [`crate::Step`] turns a list of them into dispatches once.
 
-use crate::pipeline::{Kernel, PipelineKey};
+use crate::kernel::Kernel;
+use crate::pipeline::PipelineKey;
 use crate::tensor::GpuBuffer;
 
 /// The most workgroups one grid dimension may have on every WebGPU device.
@@ -21,7 +22,7 @@ pub struct Op {
 
 impl Op {
     pub fn new<P: bytemuck::Pod>(
-        kernel: Kernel,
+        kernel: impl Into<Kernel>,
         workgroup_size: u32,
         params: &P,
         buffers: &[&GpuBuffer],
@@ -29,7 +30,7 @@ impl Op {
     ) -> Op {
         Op {
             key: PipelineKey {
-                kernel,
+                kernel: kernel.into(),
                 workgroup_size,
                 quads: 1,
                 parts: 0,

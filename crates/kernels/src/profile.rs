@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use crate::device::Gpu;
 use crate::error::GpuError;
-use crate::pipeline::Kernel;
+use crate::kernel::Kernel;
 use crate::readback::map_and_copy;
 use crate::step::Step;
 use crate::wait::{Block, block_on};

@@ -68,6 +68,12 @@ impl ShaderFile {
 pub static BLOCKS: ShaderFile = shader_file!("common/blocks.wgsl");
 /// The split-output part of the weight kernels' parameters (a field of their `Params`).
 pub static SPLIT_PARAMS: ShaderFile = shader_file!("common/split_params.wgsl");
+/// The cooperative-matrix types and product of the tensor-core kernels (opens their programs
+/// with its `enable` directives); each kernel's `coop_io.wgsl` adds its loads and stores.
+pub static COOP_OPS: ShaderFile = shader_file!("common/coop_ops.wgsl");
+/// The same in plain arithmetic, with each kernel's `coop_io_emul.wgsl`: a tensor-core
+/// kernel's body runs on devices without tensor cores (tests).
+pub static COOP_EMUL: ShaderFile = shader_file!("common/coop_emul.wgsl");
 
 /// The bindings of every kernel that reads a weight chunk (matvec, matmul, embedding gather):
 /// params, the chunk as vec4s (`w`), an input, the output, and the chunk again as words
@@ -125,7 +131,7 @@ impl Program {
 
 /// Every program the crate can build: one per kernel and weight format.
 pub fn all_programs() -> Vec<Program> {
-    crate::pipeline::Kernel::all()
+    crate::kernel::Kernel::all()
         .into_iter()
         .flat_map(|k| k.programs())
         .collect()

@@ -13,8 +13,9 @@ use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use crate::device::Gpu;
+use crate::kernel::Kernel;
 use crate::op::Op;
-use crate::pipeline::{Kernel, Pipeline};
+use crate::pipeline::Pipeline;
 use crate::shader::bound;
 use crate::tensor::{BufferId, GpuBuffer};
 

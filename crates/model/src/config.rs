@@ -7,23 +7,9 @@ use rullama_gguf::{ByteSource, GgufFile, Metadata};
 use crate::arch::Arch;
 use crate::error::{ModelError, Result};
 
-/// Which dimensions of a head form a rotated pair (llama.cpp `llama_model_rope_type`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RopeStyle {
-    /// `(2i, 2i + 1)`: `LLAMA_ROPE_TYPE_NORM` (Llama; its GGUF q/k rows are permuted for it).
-    Normal,
-    /// `(i, i + n_rot/2)`: `LLAMA_ROPE_TYPE_NEOX` (Gemma, Qwen).
-    Neox,
-}
-
-/// The non-linearity of a gated FFN: `act(gate) * up`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Activation {
-    /// GELU, tanh approximation (GEGLU; Gemma).
-    GeluTanh,
-    /// SiLU (SwiGLU; Llama, Qwen).
-    Silu,
-}
+/// Which dimensions of a head form a rotated pair, and the non-linearity of a gated FFN:
+/// one type each, shared with the kernels that implement them.
+pub use rullama_kernels::{Activation, RopeStyle};
 
 /// RoPE frequencies of one layer: `theta_i = pos * freq_scale * base^(-2i/n_rot)`.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -10,8 +10,11 @@ mod common;
 use common::gpu::skip;
 
 use rullama_gguf::{GgmlType, GgufFile, GgufWriter};
+use rullama_kernels::ops::elementwise::ElementwiseKernel;
 use rullama_kernels::ops::epilogue::Epilogue;
-use rullama_kernels::ops::matvec::{Addend, InputKind};
+use rullama_kernels::ops::matmul::MatmulKernel;
+use rullama_kernels::ops::matmul_coop::MatmulCoopKernel;
+use rullama_kernels::ops::matvec::{Addend, InputKind, MatvecKernel};
 use rullama_kernels::{GpuFormat, Kernel};
 use rullama_model::gpu::{GpuOptions, KvDtype};
 use rullama_model::{CpuBackend, GpuBackend, Model, OutputRows};
@@ -181,23 +184,24 @@ fn qwen2_biases_are_projection_epilogues() {
     let biased = |k: &Kernel| {
         matches!(
             k,
-            Kernel::Matvec(_, Epilogue::BIAS)
-                | Kernel::MatvecNorm(_, Epilogue::BIAS, _)
-                | Kernel::Matmul(_, Epilogue::BIAS)
-                | Kernel::MatmulCoop(_, Epilogue::BIAS)
+            Kernel::Matvec(
+                MatvecKernel::Plain(_, Epilogue::BIAS) | MatvecKernel::Norm(_, Epilogue::BIAS, _)
+            ) | Kernel::Matmul(MatmulKernel(_, Epilogue::BIAS))
+                | Kernel::MatmulCoop(MatmulCoopKernel(_, Epilogue::BIAS))
         )
     };
     assert_eq!(count(&prefill, biased), 3 * LAYERS, "{prefill:?}");
     assert_eq!(count(&decode, biased), 3 * LAYERS, "{decode:?}");
     assert_eq!(
-        count(&decode, |k| *k == Kernel::AddInPlace),
+        count(&decode, |k| *k
+            == Kernel::Elementwise(ElementwiseKernel::Add)),
         0,
         "{decode:?}"
     );
     // In decode the RoPE of q and k is done by the attention itself
     // (`GpuOptions::fold_rope_attention`), in prefill by the rope op.
-    let rope = |k: &Kernel| matches!(k, Kernel::HeadNormRope { .. });
-    let rope_attention = |k: &Kernel| matches!(k, Kernel::AttentionRope { .. });
+    let rope = |k: &Kernel| matches!(k, Kernel::HeadNormRope(_));
+    let rope_attention = |k: &Kernel| matches!(k, Kernel::AttentionRope(_));
     assert_eq!(count(&decode, rope), 0, "{decode:?}");
     assert_eq!(count(&decode, rope_attention), LAYERS, "{decode:?}");
     assert_eq!(count(&prefill, rope), LAYERS, "{prefill:?}");
@@ -228,12 +232,12 @@ fn qwen2_projections_are_stacked() {
     let split = |bias| {
         move |k: &Kernel| {
             let want = Epilogue { bias, split: true };
-            matches!(k, Kernel::Matmul(_, e) | Kernel::MatmulCoop(_, e) if *e == want)
+            matches!(k, Kernel::Matmul(MatmulKernel(_, e)) | Kernel::MatmulCoop(MatmulCoopKernel(_, e)) if *e == want)
         }
     };
     assert_eq!(count(prefill, split(true)), LAYERS, "{prefill:?}");
     assert_eq!(count(prefill, split(false)), LAYERS, "{prefill:?}");
-    let matmuls = |k: &Kernel| matches!(k, Kernel::Matmul(..) | Kernel::MatmulCoop(..));
+    let matmuls = |k: &Kernel| matches!(k, Kernel::Matmul(_) | Kernel::MatmulCoop(_));
     // q|k|v, o, gate|up, down per layer, and the LM head.
     assert_eq!(count(prefill, matmuls), 4 * LAYERS + 1, "{prefill:?}");
     // A product over one output, with its input as it is, computed from the residual op
@@ -241,19 +245,25 @@ fn qwen2_projections_are_stacked() {
     // (`GpuOptions::residual_rows`).
     let one = |e| {
         move |k: &Kernel| {
-            *k == Kernel::Matvec(GpuFormat::F32, e)
-                || *k == Kernel::MatvecNorm(GpuFormat::F32, e, Addend::Plain)
-                || *k == Kernel::MatvecScaled(GpuFormat::F32, e)
+            let f = GpuFormat::F32;
+            [
+                MatvecKernel::Plain(f, e),
+                MatvecKernel::Norm(f, e, Addend::Plain),
+                MatvecKernel::Scaled(f, e),
+            ]
+            .into_iter()
+            .any(|m| *k == Kernel::Matvec(m))
         }
     };
     assert_eq!(count(decode, one(Epilogue::BIAS)), LAYERS, "{decode:?}");
     // The LM head; o and down are the residual ops' products.
     assert_eq!(count(decode, one(Epilogue::STORE)), 1, "{decode:?}");
-    let rows = |k: &Kernel| *k == Kernel::MatvecResidual(GpuFormat::F32);
+    let rows = |k: &Kernel| *k == Kernel::Matvec(MatvecKernel::Residual(GpuFormat::F32));
     assert_eq!(count(decode, rows), 2 * LAYERS, "{decode:?}");
-    let glu_out = |k: &Kernel| matches!(k, Kernel::MatvecGluOut(GpuFormat::F32, ..));
+    let glu_out =
+        |k: &Kernel| matches!(k, Kernel::Matvec(MatvecKernel::GluOut(GpuFormat::F32, ..)));
     assert_eq!(count(decode, glu_out), LAYERS, "{decode:?}");
-    let glu = |k: &Kernel| matches!(k, Kernel::MatvecGlu(..) | Kernel::Glu(_));
+    let glu = |k: &Kernel| matches!(k, Kernel::Matvec(MatvecKernel::Glu(..)) | Kernel::Glu(_));
     assert_eq!(count(decode, glu), 0, "{decode:?}");
     // Every residual op is done row by row by the o or down projection, and the products
     // that read its norm take its z and partial sums: gate|up (with the GLU epilogue), the
@@ -261,16 +271,22 @@ fn qwen2_projections_are_stacked() {
     let scaled = |k: &Kernel| {
         matches!(
             k,
-            Kernel::MatvecScaled(..) | Kernel::MatvecGluOut(_, InputKind::Scaled, _)
+            Kernel::Matvec(
+                MatvecKernel::Scaled(..) | MatvecKernel::GluOut(_, InputKind::Scaled, _)
+            )
         )
     };
     assert_eq!(count(decode, scaled), 2 * LAYERS, "{decode:?}");
-    let residual = |k: &Kernel| matches!(k, Kernel::ResidualNorm { .. });
+    let residual = |k: &Kernel| matches!(k, Kernel::ResidualNorm(_));
     assert_eq!(count(decode, residual), 0, "{decode:?}");
     // RoPE still fused on the biased q and k: inside the decode attention.
-    let rope = |k: &Kernel| matches!(k, Kernel::AttentionRope { .. });
+    let rope = |k: &Kernel| matches!(k, Kernel::AttentionRope(_));
     assert_eq!(count(decode, rope), LAYERS, "{decode:?}");
-    assert_eq!(count(decode, |k| *k == Kernel::AddInPlace), 0);
+    assert_eq!(
+        count(decode, |k| *k
+            == Kernel::Elementwise(ElementwiseKernel::Add)),
+        0
+    );
 
     assert_matches_cpu(&file, &stacked.logits);
 
@@ -325,8 +341,8 @@ fn qwen2_residual_norms_fold_into_products() {
             ..options
         },
     );
-    let residual = |k: &Kernel| matches!(k, Kernel::ResidualNorm { .. });
-    let epilogue = |k: &Kernel| matches!(k, Kernel::MatvecResidual(_));
+    let residual = |k: &Kernel| matches!(k, Kernel::ResidualNorm(_));
+    let epilogue = |k: &Kernel| matches!(k, Kernel::Matvec(MatvecKernel::Residual(_)));
     assert_eq!(count(&separate.decode, residual), 2 * LAYERS);
     assert_eq!(
         count(&rows.decode, epilogue),
@@ -369,7 +385,8 @@ fn qwen2_glu_epilogue_saves_the_glu_dispatch() {
         run_with(&file, options)
     };
     let (on, off) = (run_with(true), run_with(false));
-    let glu_out = |k: &Kernel| matches!(k, Kernel::MatvecGluOut(GpuFormat::F32, ..));
+    let glu_out =
+        |k: &Kernel| matches!(k, Kernel::Matvec(MatvecKernel::GluOut(GpuFormat::F32, ..)));
     let glu = |k: &Kernel| matches!(k, Kernel::Glu(_));
     assert_eq!(count(&on.decode, glu_out), LAYERS, "{:?}", on.decode);
     assert_eq!(count(&on.decode, glu), 0, "{:?}", on.decode);

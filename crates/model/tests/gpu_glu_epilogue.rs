@@ -18,7 +18,7 @@ mod common;
 
 use common::gpu::{Script, count, device, file, run, skip};
 use rullama_kernels::Kernel;
-use rullama_kernels::ops::matvec::InputKind;
+use rullama_kernels::ops::matvec::{InputKind, MatvecKernel};
 use rullama_model::OutputRows;
 use rullama_model::gpu::{GpuOptions, KvDtype};
 
@@ -51,17 +51,20 @@ fn stores_the_glu(name: &str) {
     };
     let (on, off) = (run_with(true, false), run_with(false, false));
     let n_layer = on.n_layer;
-    let glu_out =
-        |input| move |k: &Kernel| matches!(k, Kernel::MatvecGluOut(_, i, _) if *i == input);
+    let glu_out = |input| move |k: &Kernel| matches!(k, Kernel::Matvec(MatvecKernel::GluOut(_, i, _)) if *i == input);
     let separate = |k: &Kernel| matches!(k, Kernel::Glu(_));
-    let glu_input = |k: &Kernel| matches!(k, Kernel::MatvecGlu(..));
+    let glu_input = |k: &Kernel| matches!(k, Kernel::Matvec(MatvecKernel::Glu(..)));
     let decode = &on.decode;
     // Its input a vector, or computed from the residual op before it (`GpuOptions::fold_norm`;
     // Gemma's with its post-norm).
     let f32_glu_out = |k: &Kernel| {
         matches!(
             k,
-            Kernel::MatvecGluOut(_, InputKind::Plain | InputKind::Norm(_), _)
+            Kernel::Matvec(MatvecKernel::GluOut(
+                _,
+                InputKind::Plain | InputKind::Norm(_),
+                _
+            ))
         )
     };
     assert_eq!(count(decode, f32_glu_out), n_layer, "{name}: {decode:?}");

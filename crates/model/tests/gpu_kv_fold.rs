@@ -20,6 +20,8 @@ mod common;
 
 use common::gpu::{Deviation, LOGIT_REL, Script, TOP10_NATS, count, device, file, run, skip};
 use rullama_kernels::Kernel;
+use rullama_kernels::ops::attention_rope::AttentionRopeKernel;
+use rullama_kernels::ops::head_norm_rope::HeadNormRopeKernel;
 use rullama_model::OutputRows;
 use rullama_model::gpu::{GpuOptions, KvDtype, RopeAttention};
 use rullama_model::logits::argmax;
@@ -52,8 +54,7 @@ fn folds_kv_append(name: &str) {
         let (folded, apart) = (run_with(true), run_with(false));
         let n_layer = folded.n_layer;
         let appends = |k: &Kernel| matches!(k, Kernel::KvAppend(_));
-        let rope_kv =
-            |k: &Kernel| matches!(k, Kernel::HeadNormRope { kv: Some(d), .. } if *d == dtype);
+        let rope_kv = |k: &Kernel| matches!(k, Kernel::HeadNormRope(HeadNormRopeKernel { kv: Some(d), .. }) if *d == dtype);
         for (what, folded, apart) in [
             ("prefill", &folded.prefill, &apart.prefill),
             ("decode", &folded.decode, &apart.decode),
@@ -110,9 +111,8 @@ fn folds_rope_into_attention(name: &str) {
         };
         let (folded, apart) = (run_with(RopeAttention::All), run_with(RopeAttention::Off));
         let n_layer = folded.n_layer;
-        let rope = |k: &Kernel| matches!(k, Kernel::HeadNormRope { .. });
-        let rope_attention =
-            |k: &Kernel| matches!(k, Kernel::AttentionRope { kv, .. } if *kv == dtype);
+        let rope = |k: &Kernel| matches!(k, Kernel::HeadNormRope(_));
+        let rope_attention = |k: &Kernel| matches!(k, Kernel::AttentionRope(AttentionRopeKernel { kv, .. }) if *kv == dtype);
         let (f, a) = (&folded.decode, &apart.decode);
         assert_eq!(count(f, rope), 0, "{name} decode: {f:?}");
         assert_eq!(count(f, rope_attention), n_layer, "{name} decode: {f:?}");
@@ -127,10 +127,12 @@ fn folds_rope_into_attention(name: &str) {
             a.len(),
             f.len(),
         );
-        let normed = folded
-            .decode
-            .iter()
-            .any(|k| matches!(k, Kernel::AttentionRope { norm: true, .. }));
+        let normed = folded.decode.iter().any(|k| {
+            matches!(
+                k,
+                Kernel::AttentionRope(AttentionRopeKernel { norm: true, .. })
+            )
+        });
         if normed {
             let mut d = Deviation::default();
             for (got, want) in folded.logits.iter().zip(&apart.logits) {

@@ -14,7 +14,7 @@ mod common;
 
 use common::gpu::{Deviation, LOGIT_REL, Script, TOP10_NATS, count, device, file, run, skip};
 use rullama_kernels::Kernel;
-use rullama_kernels::ops::matvec::{Addend, InputKind};
+use rullama_kernels::ops::matvec::{Addend, InputKind, MatvecKernel};
 use rullama_model::OutputRows;
 use rullama_model::gpu::{GpuOptions, KvDtype};
 
@@ -44,12 +44,14 @@ fn gemma3_post_norm_residuals_fold_into_products() {
     };
     let (folded, apart) = (run_with(true), run_with(false));
     let n_layer = folded.n_layer;
-    let residual = |k: &Kernel| matches!(k, Kernel::ResidualNorm { .. });
+    let residual = |k: &Kernel| matches!(k, Kernel::ResidualNorm(_));
     let normed_input = |k: &Kernel| {
         matches!(
             k,
-            Kernel::MatvecNorm(_, _, Addend::Normed)
-                | Kernel::MatvecGluOut(_, InputKind::Norm(Addend::Normed), _)
+            Kernel::Matvec(
+                MatvecKernel::Norm(_, _, Addend::Normed)
+                    | MatvecKernel::GluOut(_, InputKind::Norm(Addend::Normed), _)
+            )
         )
     };
     assert_eq!(

@@ -11,8 +11,8 @@ mod common;
 
 use common::gpu::{Script, count, device, file, run, skip, top10_nats};
 use rullama_kernels::Kernel;
-use rullama_kernels::ops::matvec::InputKind;
-use rullama_kernels::ops::residual_norm::ResidualOut;
+use rullama_kernels::ops::matvec::{InputKind, MatvecKernel};
+use rullama_kernels::ops::residual_norm::{ResidualNormKernel, ResidualOut};
 use rullama_model::OutputRows;
 use rullama_model::gpu::{GpuOptions, KvDtype};
 
@@ -47,13 +47,11 @@ fn q8_decode_keeps_the_bar(name: &str) {
     let q8_product = |k: &Kernel| {
         matches!(
             k,
-            Kernel::MatvecQ8(..) | Kernel::MatvecGluOut(_, InputKind::Q8, _)
+            Kernel::Matvec(MatvecKernel::Q8(..) | MatvecKernel::GluOut(_, InputKind::Q8, _))
         )
     };
     let q8_products = count(&q8.decode, q8_product);
-    let quantizes = count(&q8.decode, |k| {
-        matches!(k, Kernel::QuantizeQ8 | Kernel::QuantizeQ8Glu(_))
-    });
+    let quantizes = count(&q8.decode, |k| matches!(k, Kernel::Quantize(_)));
     assert_eq!(
         count(&exact.decode, q8_product),
         0,
@@ -65,10 +63,10 @@ fn q8_decode_keeps_the_bar(name: &str) {
     let norm_copies = count(&q8.decode, |k| {
         matches!(
             k,
-            Kernel::ResidualNorm {
+            Kernel::ResidualNorm(ResidualNormKernel {
                 out: ResidualOut::NormQ8,
                 ..
-            }
+            })
         )
     });
     assert!(

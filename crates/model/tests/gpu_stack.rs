@@ -18,6 +18,7 @@ use common::gpu::{Deviation, LOGIT_REL, Script, TOP10_NATS, device, file, run, s
 
 use rullama_gguf::{GgmlType, GgufFile, GgufWriter};
 use rullama_kernels::Kernel;
+use rullama_kernels::ops::matvec::MatvecKernel;
 use rullama_model::backend::{KvCacheSpec, LinearView};
 use rullama_model::gpu::{GpuOptions, KvDtype};
 use rullama_model::{Backend, CpuBackend, GpuBackend, OutputRows, Sequence};
@@ -83,10 +84,9 @@ fn matrix_products(kernels: &[Kernel]) -> usize {
     let matrix = |k: &&Kernel| {
         matches!(
             k,
-            Kernel::Matvec(..)
-                | Kernel::MatvecNorm(..)
-                | Kernel::MatvecGlu(..)
-                | Kernel::Matmul(..)
+            Kernel::Matvec(
+                MatvecKernel::Plain(..) | MatvecKernel::Norm(..) | MatvecKernel::Glu(..)
+            ) | Kernel::Matmul(..)
         )
     };
     kernels.iter().filter(matrix).count()

@@ -5,37 +5,38 @@
 //! on 16 x 16 x 16 cooperative matrices with f32 sums, and two passes over the keys (the
 //! rows' max and sum first, then P V with the final ones: no per-row rescale of the output
 //! accumulators, which a cooperative matrix cannot address by row). The parity check
-//! [`CHECK`] needs cooperative matrices (it skips elsewhere and says so); the unit tests
-//! `body_*` run the same kernel body everywhere, on lavapipe over `attention/coop_emul.wgsl`'s
-//! plain-arithmetic ops (staging, masks, both passes and the stores, not the tensor cores
+//! `CHECK` needs cooperative matrices (it skips elsewhere and says so); the unit tests
+//! `body_*` run the same kernel body everywhere, on lavapipe over the plain-arithmetic ops of
+//! `common/coop_emul.wgsl` and `attention/coop_io_emul.wgsl` (staging, masks, both passes and the stores, not the tensor cores
 //! themselves nor the layouts of their loads).
 //!
-//! The bound (per output row, [`reference`]): the plain kernel's
-//! ([`crate::ops::attention::CHECK`]) with each score's dot product over q rounded to f16
+//! The bound (per output row, `reference`): the plain kernel's
+//! (`attention::CHECK`) with each score's dot product over q rounded to f16
 //! (`e(q) = 2^-10 |q|`, or flushed below 2^-13: `ops::matmul_coop`'s rule) and summed on the
 //! tensor cores (`(4 hd + 1) u` instead of `(hd + 5) u`: carried as a further `3 hd u |q|`
 //! of q's error), plus the softmax weights rounded to f16 (`sum_j e(p_j)`) and their sum with
 //! V on the tensor cores (`(4n + 1) u`), times max |v|.
 
-use crate::device::Gpu;
+use crate::device::Caps;
 use crate::error::GpuError;
+use crate::kernel::KernelFamily;
 use crate::op::Op;
-use crate::ops::attention::{
-    self, Arith, Attention, AttentionParams, Case, HEAD_DIMS, Path, Reference, f16_err,
-};
+use crate::ops::attention::{self, Attention, AttentionParams, HEAD_DIMS};
 use crate::ops::kv::{KvCache, KvDtype, KvLayout};
-use crate::ops::matmul_coop::coop_device;
-use crate::parity::data::Rng;
-use crate::parity::{Check, Compare, U};
-use crate::pipeline::Kernel;
-use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
+use crate::shader::{BindingKind, COOP_EMUL, COOP_OPS, Program, ShaderFile, shader_file};
 use crate::tensor::View;
 
+#[cfg(any(test, feature = "parity"))]
+mod parity;
+#[cfg(any(test, feature = "parity"))]
+pub use parity::{CHECK, EXACT_CHECK, reference};
+
 static BODY: ShaderFile = shader_file!("attention/attention_coop.wgsl");
-/// The cooperative-matrix types and ops (opens the program with its `enable` directives).
-static OPS: ShaderFile = shader_file!("attention/coop_ops.wgsl");
-/// The same ops in plain arithmetic: the body runs on devices without tensor cores (tests).
-static EMULATED: ShaderFile = shader_file!("attention/coop_emul.wgsl");
+/// The body's coop loads and stores (after [`COOP_OPS`]).
+static IO: ShaderFile = shader_file!("attention/coop_io.wgsl");
+/// The same in plain arithmetic (after [`COOP_EMUL`]): the body runs on devices without
+/// tensor cores (tests).
+static IO_EMULATED: ShaderFile = shader_file!("attention/coop_io_emul.wgsl");
 
 const BINDINGS: &[BindingKind] = &[
     BindingKind::Uniform,
@@ -54,17 +55,52 @@ const TILE_ROWS: usize = 16;
 /// multiple of it, so that every block it loads lies inside one kv head.
 pub const KEY_BLOCK: usize = 16;
 
+/// The tensor-core attention kernel: `HD` = head_dim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AttentionCoopKernel {
+    /// `HD`: the head dimension.
+    pub head_dim: u32,
+}
+
+impl KernelFamily for AttentionCoopKernel {
+    /// Head dim 128 stands for every head dim (an override: one program for all).
+    fn variants() -> Vec<AttentionCoopKernel> {
+        vec![AttentionCoopKernel { head_dim: 128 }]
+    }
+
+    fn program(self) -> Program {
+        program(false)
+    }
+
+    fn programs(self) -> Vec<Program> {
+        vec![program(false), program(true)]
+    }
+
+    fn program_for(self, caps: &Caps) -> Program {
+        program(!caps.coop_f16)
+    }
+
+    fn constants(self) -> Vec<(&'static str, f64)> {
+        vec![("HD", f64::from(self.head_dim))]
+    }
+
+    #[cfg(any(test, feature = "parity"))]
+    fn checks() -> Vec<crate::parity::Check> {
+        vec![CHECK, EXACT_CHECK]
+    }
+}
+
 /// The tensor-core program, or with `emulated` its body over emulated coop ops (needs only
 /// SHADER_F16; what a device without cooperative matrices builds for the kernel).
-pub(crate) fn program(emulated: bool) -> Program {
-    let (name, ops) = if emulated {
-        ("attention_coop_emulated", &EMULATED)
+fn program(emulated: bool) -> Program {
+    let (name, ops, io) = if emulated {
+        ("attention_coop_emulated", &COOP_EMUL, &IO_EMULATED)
     } else {
-        ("attention_coop", &OPS)
+        ("attention_coop", &COOP_OPS, &IO)
     };
     Program {
         name: name.to_string(),
-        files: vec![ops, &attention::PARAMS, &BODY],
+        files: vec![ops, io, &attention::PARAMS, &BODY],
         entry: "main",
         bindings: BINDINGS,
         params_size: size_of::<AttentionParams>(),
@@ -133,220 +169,11 @@ impl Attention {
             _pad: [0; 2],
         };
         let tiles = (self.n_tokens * group).div_ceil(TILE_ROWS);
-        let kernel = Kernel::AttentionCoop {
+        let kernel = AttentionCoopKernel {
             head_dim: hd as u32,
         };
         let buffers = [&q.t.buf, &cache.k.buf, &cache.v.buf, &pos.t.buf, &out.t.buf];
         let grid = [tiles as u32, l.n_kv_heads as u32, 1];
         Ok(vec![Op::new(kernel, WORKGROUP, &params, &buffers, grid)])
-    }
-}
-
-/// [`Attention::reference`] with the tensor-core kernel's bound (module doc); `f16_q`: every
-/// q is an f16 value, so its rounding errs only where the device may flush a subnormal.
-pub fn reference(
-    attn: &Attention,
-    l: &KvLayout,
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    pos: &[u32],
-    f16_q: bool,
-) -> Reference {
-    let hd = l.head_dim as f64;
-    let q_err: Vec<f64> = q
-        .iter()
-        .map(|&x| {
-            let x = f64::from(x).abs();
-            let rounding = match f16_q {
-                false => f16_err(x),
-                true if x < 2.0 / 16384.0 => x + U,
-                true => 0.0,
-            };
-            rounding + 3.0 * hd * U * x
-        })
-        .collect();
-    let arith = Arith {
-        q_err: Some(&q_err),
-        p_f16: true,
-    };
-    attn.reference_with(l, q, arith, k, v, pos)
-}
-
-/// Prompt blocks over an f16 cache, against [`reference`].
-pub const CHECK: Check = Check {
-    name: "attention_coop",
-    tolerance: "attention's with q in f16 + (4hd+1)u dots; + sum e16(p_j) + (4n+1)u, times max|v|",
-    case: parity_case,
-};
-
-/// The same with q drawn as f16 values: the scores then err only by their sums, so the bound
-/// is tight enough to catch a weight off by a few f16 ulps.
-pub const EXACT_CHECK: Check = Check {
-    name: "attention_coop_exact",
-    tolerance: "as attention_coop, q exact: (4hd+1)u dots; + sum e16(p_j) + (4n+1)u",
-    case: exact_case,
-};
-
-/// One random prompt block the kernel takes: GQA groups of 1 to 7 heads, windows, soft-caps.
-fn random_case(rng: &mut Rng) -> Case {
-    let head_dim = rng.pick(&HEAD_DIMS);
-    let n_kv_heads = rng.range(1, 3);
-    let n_heads = n_kv_heads * rng.range(1, 8);
-    let max_len = KEY_BLOCK * rng.range(1, 25);
-    let n_tokens = rng.range(2, 40).min(max_len);
-    let layout = KvLayout {
-        dtype: KvDtype::F16,
-        n_kv_heads,
-        head_dim,
-        max_len,
-    };
-    let attn = attention::random_attention(rng, n_tokens, n_heads, head_dim, max_len);
-    Case {
-        layout,
-        attn,
-        start: rng.range(0, max_len - n_tokens + 1),
-        q_gain: rng.pick(&[1.0, 4.0]),
-    }
-}
-
-fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
-    coop_device(gpu)?;
-    let case = random_case(rng);
-    attention::compare_on(gpu, case, rng.next_u64(), Path::Coop { f16_q: false })
-}
-
-fn exact_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
-    coop_device(gpu)?;
-    let case = random_case(rng);
-    attention::compare_on(gpu, case, rng.next_u64(), Path::Coop { f16_q: true })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::testutil;
-
-    #[test]
-    fn attention_coop_matches_reference() {
-        testutil::parity("attention_coop", 6, 501);
-    }
-
-    #[test]
-    fn attention_coop_exact_query() {
-        testutil::parity("attention_coop_exact", 6, 601);
-    }
-
-    fn body_device(test: &str) -> Option<&'static Gpu> {
-        testutil::coop_body_device(test, "attention/coop_emul.wgsl")
-    }
-
-    /// Random prompt blocks through the kernel's body, q rounded by the kernel and q drawn
-    /// as f16 values (the tight bound).
-    #[test]
-    fn body_matches_reference() {
-        let Some(gpu) = body_device("body_matches_reference") else {
-            return;
-        };
-        let mut rng = Rng::new(77);
-        for i in 0..8 {
-            let case = random_case(&mut rng);
-            let path = Path::Coop { f16_q: i % 2 == 1 };
-            let c = attention::compare_on(gpu, case, 900 + i, path).unwrap();
-            assert!(c.max_ratio <= 1.0, "{case:?} {path:?}: {}", c.worst);
-        }
-    }
-
-    /// The models' prompt shapes: gemma-3-270m's (4 heads over 1 kv head of 256, sliding
-    /// window 512) crossing the window, qwen2.5-0.5b's (14 heads over 2 of 64: rows of a tile
-    /// span tokens) and head_dim 128 with a soft-cap, each from a block start at 0 and later.
-    #[test]
-    fn body_model_shapes() {
-        let Some(gpu) = body_device("body_model_shapes") else {
-            return;
-        };
-        let layout = |n_kv_heads, head_dim, max_len| KvLayout {
-            dtype: KvDtype::F16,
-            n_kv_heads,
-            head_dim,
-            max_len,
-        };
-        let attn = |n_tokens, n_heads, hd: usize, window, softcap, max_len| Attention {
-            n_tokens,
-            n_heads,
-            q_stride: n_heads * hd,
-            scale: 1.0 / (hd as f32).sqrt(),
-            softcap,
-            window,
-            split_len: max_len,
-        };
-        let cases = [
-            Case {
-                layout: layout(1, 256, 704),
-                attn: attn(40, 4, 256, 512, 0.0, 704),
-                start: 560,
-                q_gain: 4.0,
-            },
-            Case {
-                layout: layout(2, 64, 96),
-                attn: attn(37, 14, 64, 0, 0.0, 96),
-                start: 0,
-                q_gain: 4.0,
-            },
-            Case {
-                layout: layout(2, 128, 64),
-                attn: attn(21, 4, 128, 0, 30.0, 64),
-                start: 40,
-                q_gain: 1.0,
-            },
-        ];
-        for (i, case) in cases.into_iter().enumerate() {
-            for f16_q in [false, true] {
-                let path = Path::Coop { f16_q };
-                let c = attention::compare_on(gpu, case, i as u64, path).unwrap();
-                assert!(c.max_ratio <= 1.0, "{case:?} {path:?}: {}", c.worst);
-            }
-        }
-    }
-
-    /// Calls the kernel cannot take are errors, not wrong results.
-    #[test]
-    fn refuses_what_it_cannot_take() {
-        let a = Attention {
-            n_tokens: 8,
-            n_heads: 4,
-            q_stride: 4 * 64,
-            scale: 0.125,
-            softcap: 0.0,
-            window: 0,
-            split_len: 64,
-        };
-        let l = KvLayout {
-            dtype: KvDtype::F16,
-            n_kv_heads: 2,
-            head_dim: 64,
-            max_len: 64,
-        };
-        assert!(a.coop_fits(&l));
-        let f32_cache = KvLayout {
-            dtype: KvDtype::F32,
-            ..l
-        };
-        let odd_len = KvLayout { max_len: 72, ..l };
-        let split = Attention { split_len: 16, ..a };
-        let odd_heads = Attention { n_heads: 3, ..a };
-        assert!(!a.coop_fits(&f32_cache));
-        assert!(!Attention { split_len: 72, ..a }.coop_fits(&odd_len));
-        assert!(!split.coop_fits(&l));
-        assert!(!odd_heads.coop_fits(&l));
-    }
-
-    /// A device without cooperative matrices builds only the emulation (tests ask for it).
-    #[test]
-    fn program_choice() {
-        let caps = testutil::nvidia_caps;
-        let k = Kernel::AttentionCoop { head_dim: 256 };
-        assert_eq!(k.program_for(&caps(false)).name, "attention_coop_emulated");
-        assert_eq!(k.program_for(&caps(true)).name, "attention_coop");
     }
 }

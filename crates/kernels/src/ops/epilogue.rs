@@ -16,9 +16,8 @@
 //!
 //! The sum is finished in f32 and then the bias added (one more rounding): the value a
 //! separate `add_rows` after the product gave, bit for bit (`matvec::tests`). As a bound,
-//! the bias is one more term of each row's sum ([`bias_bound`]).
+//! the bias is one more term of each row's sum (`bias_bound`, with the `parity` feature).
 
-use crate::parity::U;
 use crate::shader::{BindingKind, ShaderFile, WEIGHT_KERNEL_BINDINGS, shader_file};
 
 /// A weight kernel's output epilogue (part of its [`crate::Kernel`] key): what is stored
@@ -104,6 +103,7 @@ impl Epilogue {
 /// `abs = sum_i |w_i x_i|`: `(n_in + 5) u (abs + |b|)`. The bias is one more term (n_in + 1
 /// additions err by at most (n_in + 1) u sum |terms|), and the matvec's 4 ulp of slack for
 /// decoding a weight stay.
+#[cfg(any(test, feature = "parity"))]
 pub fn bias_bound(n_in: usize, abs: f64, bias: f64) -> f64 {
-    (n_in + 5) as f64 * U * (abs + bias.abs())
+    (n_in + 5) as f64 * crate::parity::U * (abs + bias.abs())
 }

@@ -1,5 +1,7 @@
-//! The kernels: each file holds an op's parameter struct, its wrapper (which builds [`Op`]
-//! values), its CPU reference and its parity test; the WGSL lives under `shaders/`.
+//! The kernels: each module holds an op's parameter struct, its wrapper (which builds [`Op`]
+//! values) and its kernel family ([`crate::KernelFamily`]: its programs and override
+//! constants); its `parity` submodule (the `parity` feature, and the crate's own tests) holds
+//! its CPU reference, its parity checks and its tests. The WGSL lives under `shaders/`.
 //!
 //! [`Op`]: crate::Op
 
@@ -17,7 +19,6 @@ pub mod kv;
 pub mod matmul;
 pub mod matmul_coop;
 pub mod matvec;
-pub mod matvec_q8;
 pub mod norm;
 pub mod quantize;
 pub mod residual_norm;

@@ -4,14 +4,16 @@
 //! WGSL: `elementwise/unary.wgsl`, the map chosen by the `OP` override (part of the pipeline
 //! key). 256 invocations per workgroup, one element each.
 
-use crate::device::Gpu;
 use crate::error::GpuError;
+use crate::kernel::KernelFamily;
 use crate::op::{Op, grid_1d};
-use crate::parity::data::{Rng, random_f32};
-use crate::parity::{Check, Compare, U, run_read};
-use crate::pipeline::Kernel;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
-use crate::tensor::{GpuTensor, View};
+use crate::tensor::View;
+
+#[cfg(any(test, feature = "parity"))]
+mod parity;
+#[cfg(any(test, feature = "parity"))]
+pub use parity::{CHECK, bound};
 
 /// Which map.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -27,14 +29,6 @@ impl UnaryOp {
         match self {
             UnaryOp::Scale => 0.0,
             UnaryOp::SoftCap => 1.0,
-        }
-    }
-
-    /// CPU reference, in f64.
-    pub fn apply(self, x: f64, value: f64) -> f64 {
-        match self {
-            UnaryOp::Scale => x * value,
-            UnaryOp::SoftCap => value * (x / value).tanh(),
         }
     }
 }
@@ -54,13 +48,32 @@ const BINDINGS: &[BindingKind] = &[BindingKind::Uniform, BindingKind::StorageRea
 
 pub const WORKGROUP: u32 = 256;
 
-pub(crate) fn program() -> Program {
-    Program {
-        name: "unary".to_string(),
-        files: vec![&SHADER],
-        entry: "main",
-        bindings: BINDINGS,
-        params_size: size_of::<UnaryParams>(),
+/// The unary kernel: its map (the `OP` override).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UnaryKernel(pub UnaryOp);
+
+impl KernelFamily for UnaryKernel {
+    fn variants() -> Vec<UnaryKernel> {
+        vec![UnaryKernel(UnaryOp::Scale), UnaryKernel(UnaryOp::SoftCap)]
+    }
+
+    fn program(self) -> Program {
+        Program {
+            name: "unary".to_string(),
+            files: vec![&SHADER],
+            entry: "main",
+            bindings: BINDINGS,
+            params_size: size_of::<UnaryParams>(),
+        }
+    }
+
+    fn constants(self) -> Vec<(&'static str, f64)> {
+        vec![("OP", self.0.code())]
+    }
+
+    #[cfg(any(test, feature = "parity"))]
+    fn checks() -> Vec<crate::parity::Check> {
+        vec![CHECK]
     }
 }
 
@@ -75,7 +88,7 @@ pub fn unary(op: UnaryOp, x: View<'_>, n: usize, value: f32) -> Result<Op, GpuEr
     };
     let grid = grid_1d(n.div_ceil(WORKGROUP as usize));
     Ok(Op::new(
-        Kernel::Unary(op),
+        UnaryKernel(op),
         WORKGROUP,
         &params,
         &[&x.t.buf],
@@ -91,69 +104,4 @@ pub fn scale(x: View<'_>, n: usize, s: f32) -> Result<Op, GpuError> {
 /// `x = cap * tanh(x / cap)`.
 pub fn softcap(x: View<'_>, n: usize, cap: f32) -> Result<Op, GpuError> {
     unary(UnaryOp::SoftCap, x, n, cap)
-}
-
-/// Bound on |gpu - ref| of one element (see [`CHECK`]).
-pub fn bound(op: UnaryOp, x: f64, value: f64, reference: f64) -> f64 {
-    match op {
-        UnaryOp::Scale => U * reference.abs(),
-        UnaryOp::SoftCap => {
-            let y = (x / value).abs();
-            value.abs() * (4.0 * (3.0 + 2.0 * y) * 2.0 * U + 4.0 * U)
-        }
-    }
-}
-
-/// Tolerance: scale is one correctly rounded product (half an ulp, `2^-24 |ref|`). Soft-cap:
-/// Vulkan defines tanh through sinh/cosh, i.e. through exp, whose error is (3 + 2|y|) ulp
-/// (y = x / c); tanh = (e^y - e^-y) / (e^y + e^-y) then errs by at most about
-/// 4 (3 + 2|y|) 2^-23 absolute, times c, plus the division x / c and the final product.
-pub const CHECK: Check = Check {
-    name: "scale / softcap",
-    tolerance: "scale 2^-24|ref|; softcap c*(4(3+2|x/c|)2^-23 + 2^-22)",
-    case: parity_case,
-};
-
-fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
-    let op = if rng.bool() {
-        UnaryOp::Scale
-    } else {
-        UnaryOp::SoftCap
-    };
-    let n = rng.range(1, 2000);
-    let off = rng.range(0, 4);
-    let value = [0.0625, 1.0 / 3.0, 30.0, 50.0][rng.range(0, 4)];
-    // Inputs span [-100, 100] so the cap saturates for some.
-    let x: Vec<f32> = random_f32(n + off, rng.next_u64())
-        .iter()
-        .map(|v| v * 100.0)
-        .collect();
-    let xt = GpuTensor::from_f32(gpu, &[n + off], &x);
-    let y: Vec<f32> = run_read(
-        gpu,
-        vec![unary(op, View::at(&xt, off), n, value)?],
-        &xt,
-        off,
-        n,
-    )?;
-    let mut c = Compare::default();
-    for i in 0..n {
-        let xi = f64::from(x[off + i]);
-        let want = op.apply(xi, f64::from(value));
-        let b = bound(op, xi, f64::from(value), want);
-        c.add(f64::from(y[i]), want, b, || {
-            format!("{op:?}({xi}, {value}) elem {i}")
-        });
-    }
-    Ok(c)
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::testutil;
-
-    #[test]
-    fn unary_matches_reference() {
-        testutil::parity("scale / softcap", 6, 31);
-    }
 }

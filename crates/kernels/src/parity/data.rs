@@ -54,8 +54,9 @@ pub fn random_f32(n: usize, seed: u64) -> Vec<f32> {
     (0..n).map(|_| r.unit()).collect()
 }
 
-/// Granularity of `n_in` in tests: the block size, or 11 for floats (so rows end mid-unit).
-pub fn n_in_step(f: GpuFormat) -> usize {
+/// The block of `n_in` in tests (rows are whole blocks): the format's, or 11 weights for the
+/// float formats (so rows end mid-unit).
+pub fn n_in_block(f: GpuFormat) -> usize {
     match f {
         GpuFormat::F32 | GpuFormat::F16 | GpuFormat::Bf16 => 11,
         _ => f.block_weights(),

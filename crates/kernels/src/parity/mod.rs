@@ -1,7 +1,11 @@
 //! Kernel parity checks as data: each [`Check`] draws random shapes and inputs, runs its
 //! kernel on a GPU and compares with the kernel's CPU reference (f64) against a stated bound.
-//! The unit tests run each check for a few cases on lavapipe; `cargo xtask parity --kernels`
-//! runs every check for more cases on any adapter and prints a table.
+//! Each op module declares its checks beside the op (its kernel family's
+//! [`crate::KernelFamily::checks`]); this module holds what they share (the comparison,
+//! random data) and the registry, [`checks`]. All of it is compiled only with the `parity`
+//! feature and in the crate's own tests. The unit tests run each check for a few cases on
+//! lavapipe; `cargo xtask parity --kernels` and the kernels bench (`RULLAMA_BENCH_PARITY`)
+//! run every check for more cases on any adapter.
 
 pub mod data;
 
@@ -165,55 +169,14 @@ impl Check {
     }
 }
 
-/// Every kernel's parity check.
+/// Every kernel's parity checks: each family's ([`crate::KernelFamily::checks`]), family by
+/// family.
+#[cfg(any(test, feature = "parity"))]
 pub fn checks() -> Vec<Check> {
-    use crate::ops::{
-        argmax, attention, attention_coop, attention_rope, elementwise, embed, glu, head_norm_rope,
-        head_norm_rope_kv, kv, matmul, matmul_coop, matvec, matvec_q8, norm, quantize,
-        residual_norm, residual_norm_q8, rope, sample, split, split_k, unary,
-    };
-    vec![
-        matvec::CHECK,
-        matvec::GLU_CHECK,
-        matvec::NORM_CHECK,
-        matvec::BIAS_CHECK,
-        matvec::GLU_OUT_CHECK,
-        matvec::Q8_GLU_OUT_CHECK,
-        matvec::RESIDUAL_CHECK,
-        matvec::SCALED_CHECK,
-        quantize::CHECK,
-        quantize::GLU_CHECK,
-        matvec_q8::CHECK,
-        matvec_q8::BIAS_CHECK,
-        matvec_q8::SPLIT_CHECK,
-        matvec_q8::END_TO_END_CHECK,
-        matmul::CHECK,
-        matmul::BIAS_CHECK,
-        matmul_coop::CHECK,
-        matmul_coop::EXACT_CHECK,
-        split_k::CHECK,
-        split::MATVEC_CHECK,
-        split::MATMUL_CHECK,
-        split::MATMUL_COOP_CHECK,
-        embed::CHECK,
-        norm::CHECK,
-        residual_norm::CHECK,
-        residual_norm_q8::CHECK,
-        elementwise::ADD_CHECK,
-        elementwise::COPY_CHECK,
-        unary::CHECK,
-        glu::CHECK,
-        rope::CHECK,
-        head_norm_rope::CHECK,
-        head_norm_rope_kv::CHECK,
-        argmax::CHECK,
-        sample::CHECK,
-        kv::CHECK,
-        attention::CHECK,
-        attention_coop::CHECK,
-        attention_coop::EXACT_CHECK,
-        attention_rope::CHECK,
-    ]
+    crate::Kernel::checks_by_family()
+        .into_iter()
+        .flat_map(|(_, checks)| checks)
+        .collect()
 }
 
 /// Builds `ops` into a step, runs it once and reads `n` elements of `t` from `offset`.

@@ -8,9 +8,9 @@
 //! step uses is not part of the key: each sequence binds the plan to its own
 //! ([`super::plan::Binding`]).
 
-use rullama_kernels::ops::glu::Activation as GpuActivation;
+use rullama_kernels::Activation;
+use rullama_kernels::RopeStyle;
 use rullama_kernels::ops::kv::KvLayout;
-use rullama_kernels::ops::rope::RopeMode;
 use rullama_kernels::ops::unary::UnaryOp;
 
 use super::weight::GpuWeightRef;
@@ -49,7 +49,7 @@ impl Src {
 /// RoPE parameters as the kernel wants them.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct RopeSpec {
-    pub mode: RopeMode,
+    pub style: RopeStyle,
     pub head_dim: usize,
     pub n_rot: usize,
     pub base: f32,
@@ -110,7 +110,7 @@ pub(crate) enum Node {
     Glu {
         gate: Src,
         up: Src,
-        act: GpuActivation,
+        act: Activation,
     },
     Add {
         a: Src,

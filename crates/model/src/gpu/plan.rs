@@ -743,7 +743,7 @@ impl<'a> Lower<'a> {
                 let out = self.inplace(i, *x, &[])?;
                 let freqs = self.freqs.get(self.gpu, spec);
                 let rope = Rope {
-                    mode: spec.mode,
+                    style: spec.style,
                     head_dim: spec.head_dim,
                     n_rot: spec.n_rot,
                     n_heads: x.cols / spec.head_dim,
@@ -995,7 +995,7 @@ impl<'a> Lower<'a> {
         let k_placed = k.map(|k| place(self, k)).transpose()?;
         let freqs = self.freqs.get(self.gpu, &spec);
         let op = HeadNormRope {
-            mode: spec.mode,
+            style: spec.style,
             head_dim: spec.head_dim,
             n_rot: spec.n_rot,
             n_tokens: q_x.rows,
@@ -1418,7 +1418,7 @@ impl<'a> Lower<'a> {
         let splits = self.splits(&attn, &layout);
         let op = AttentionRope {
             attn,
-            mode: spec.mode,
+            style: spec.style,
             n_rot: spec.n_rot,
             eps,
         };

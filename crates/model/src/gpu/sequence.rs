@@ -4,8 +4,6 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use rullama_kernels::ops::glu::Activation as GpuActivation;
-use rullama_kernels::ops::rope::RopeMode;
 use rullama_kernels::ops::sample::{K_MAX, NO_TOKEN, Sampling};
 use rullama_kernels::ops::unary::UnaryOp;
 use rullama_kernels::{GpuError, StepProfile};
@@ -19,7 +17,7 @@ use crate::backend::{
     AttentionInputs, AttentionParams, DeviceToken, PendingToken, QueueDepth, RmsNormParams,
     RopeParams, Sequence,
 };
-use crate::config::{Activation, RopeStyle};
+use crate::config::Activation;
 use crate::error::{ModelError, Result};
 use crate::sampler::{DeviceDraw, SamplerError};
 
@@ -34,20 +32,6 @@ pub struct GpuSequence {
     queue: DrawQueue,
     /// The plans this sequence ran, bound to its buffers; most recently used last.
     bindings: Vec<Binding>,
-}
-
-fn activation(a: Activation) -> GpuActivation {
-    match a {
-        Activation::GeluTanh => GpuActivation::GeluTanh,
-        Activation::Silu => GpuActivation::Silu,
-    }
-}
-
-fn rope_mode(s: RopeStyle) -> RopeMode {
-    match s {
-        RopeStyle::Normal => RopeMode::Normal,
-        RopeStyle::Neox => RopeMode::Neox,
-    }
 }
 
 impl GpuSequence {
@@ -221,7 +205,7 @@ impl Sequence for GpuSequence {
             )
         });
         let spec = RopeSpec {
-            mode: rope_mode(p.style),
+            style: p.style,
             head_dim: p.head_dim,
             n_rot: p.n_rot,
             base: p.base,
@@ -271,11 +255,7 @@ impl Sequence for GpuSequence {
         self.check((gate.rows, gate.cols) == (up.rows, up.cols), || {
             format!("glu: gate {gate:?} up {up:?}")
         });
-        let node = Node::Glu {
-            gate,
-            up,
-            act: activation(act),
-        };
+        let node = Node::Glu { gate, up, act };
         self.rec.push(node, gate.rows, gate.cols)
     }
 

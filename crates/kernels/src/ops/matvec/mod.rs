@@ -10,7 +10,7 @@
 //! `formats/<type>.wgsl` (block constants) and `matvec/dot_<type>.wgsl` (the per-format
 //! `rows_dot4` or one-row `part_dot`; `matvec/dot8_<type>.wgsl` for the q8 input). A
 //! workgroup takes one or more quads of 4 rows side by side ([`lanes`]); a quad's lanes work
-//! in groups of `PARTS` on one step of the row (1 to 8 lanes per unit of 32 weights; 8 or 32
+//! in groups of `PARTS` on one slice of the row (1 to 8 lanes per unit of 32 weights; 8 or 32
 //! per K-format super-block), neighbouring lanes reading neighbouring words of the same
 //! block, so a subgroup's loads are contiguous (llama.cpp's Vulkan layout). Weights keep
 //! GGUF's layout.
@@ -47,24 +47,26 @@ use crate::ops::glu::{self, Activation};
 use crate::ops::norm::REDUCE;
 use crate::ops::quantize::q8_words;
 use crate::ops::split::{self, Out, SplitParams};
-use crate::pipeline::Kernel;
 use crate::shader::{BLOCKS, BindingKind, Program, SPLIT_PARAMS, ShaderFile, shader_file};
 use crate::tensor::{GpuBuffer, GpuTensor, GpuWeight, View, WeightRows, WeightShape};
 
-mod check;
 mod glu_out;
-mod norm_check;
+mod kernel;
+#[cfg(any(test, feature = "parity"))]
+mod parity;
 mod residual;
-pub use check::{BIAS_CHECK, CHECK, GLU_CHECK, matvec_bias_ref, matvec_ref};
-pub(crate) use check::{Case, CaseInput, compare_input};
-pub use glu_out::{
-    GLU_OUT_CHECK, GluOutRef, Q8_GLU_OUT_CHECK, glu_out_bound, glu_out_ref, glu_out_supported,
-    matvec_glu_out,
+pub use glu_out::{glu_out_supported, matvec_glu_out};
+pub use kernel::MatvecKernel;
+#[cfg(any(test, feature = "parity"))]
+pub use parity::{
+    BIAS_CHECK, CHECK, GLU_CHECK, GLU_OUT_CHECK, GluOutRef, NORM_CHECK, Q8_GLU_OUT_CHECK,
+    RESIDUAL_CHECK, SCALED_CHECK, glu_out_bound, glu_out_ref, matvec_bias_ref, matvec_ref,
 };
-pub use norm_check::CHECK as NORM_CHECK;
-pub use residual::{
-    RESIDUAL_CHECK, ResidualRows, SCALED_CHECK, matvec_residual, residual_partials,
+#[cfg(any(test, feature = "parity"))]
+pub(crate) use parity::{
+    check_untouched, input_tensor, q8_formats, untouched_tensor, upload_random_weight,
 };
+pub use residual::{ResidualRows, matvec_residual, residual_partials};
 
 /// Parameters of one matvec dispatch (WGSL `Params` in `matvec/matvec.wgsl`).
 #[repr(C)]
@@ -299,7 +301,7 @@ const DOT8_Q4K: ShaderFile = shader_file!("matvec/dot8_q4_k.wgsl");
 const DOT8_Q5K: ShaderFile = shader_file!("matvec/dot8_q5_k.wgsl");
 const DOT8_Q6K: ShaderFile = shader_file!("matvec/dot8_q6_k.wgsl");
 
-/// The format's `rows_dot4` (one part of a step of 4 rows, dotted with x): its own, or
+/// The format's `rows_dot4` (one part of a slice of 4 rows, dotted with x): its own, or
 /// `rows_each.wgsl` over its one-row `part_dot`.
 fn dot_files(f: GpuFormat) -> &'static [&'static ShaderFile] {
     match f {
@@ -319,7 +321,7 @@ fn dot_files(f: GpuFormat) -> &'static [&'static ShaderFile] {
     }
 }
 
-/// How many times the dot files of `f` read each input of a step (`X_READS` in
+/// How many times the dot files of `f` read each input of a slice (`X_READS` in
 /// `matvec/x_norm.wgsl`): once for the 4 rows together, or once per row through
 /// `rows_each.wgsl`.
 pub(crate) fn input_reads(f: GpuFormat) -> u32 {
@@ -364,7 +366,7 @@ fn dots(f: GpuFormat, input: InputKind) -> &'static [&'static ShaderFile] {
 }
 
 /// The most invocations per workgroup of one quad (the layout before quads: the H100 sweep put
-/// 128 ahead of 32, 64 and 256 for rows long enough to give every lane a step).
+/// 128 ahead of 32, 64 and 256 for rows long enough to give every lane a slice).
 pub const MAX_WORKGROUP: u32 = 128;
 /// The most invocations of a workgroup of several quads.
 pub const MAX_QUADS_WORKGROUP: u32 = 256;
@@ -383,7 +385,7 @@ const WARP: usize = 32;
 
 /// How a matvec workgroup lays out its lanes: `workgroup` invocations over `quads` row quads
 /// side by side (`WG` and `QUADS` in `matvec/matvec.wgsl`), `workgroup / quads` lanes a quad,
-/// and where the dot file lets its lanes a step change (`override PARTS`), how many it takes
+/// and where the dot file lets its lanes a slice change (`override PARTS`), how many it takes
 /// (0: the file's own count).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Lanes {
@@ -393,16 +395,16 @@ pub struct Lanes {
 }
 
 /// The lanes of a dispatch of `n_rows` rows of `n_in` weights read with input `input`. A row
-/// quad has `steps` steps of `PARTS` lanes.
+/// quad has `slices` slices of `PARTS` lanes (a lane takes one per trip of its loop).
 ///
-/// By default one quad a workgroup, one lane per (step, part), rounded up to a power of two
+/// By default one quad a workgroup, one lane per (slice, part), rounded up to a power of two
 /// between 32 and [`MAX_WORKGROUP`] (two quads of 32 side by side where that is 32, but for a
-/// norm input): shorter rows would leave lanes idle, and lanes take further steps of longer
-/// rows in further trips. Where the steps' lanes are not a multiple of 32, whole warps carry
+/// norm input): shorter rows would leave lanes idle, and lanes take further slices of longer
+/// rows in further trips. Where the slices' lanes are not a multiple of 32, whole warps carry
 /// idle lanes (a warp holds its registers whether its lanes work or not): gemma3-4b's n_in
-/// 2560 in Q4_K is 10 steps of 8 lanes, 80 busy in 128. Dispatches of at least
+/// 2560 in Q4_K is 10 slices of 8 lanes, 80 busy in 128. Dispatches of at least
 /// [`QUADS_MIN_ROWS`] rows then take several quads side by side with no idle lane: each
-/// quad's lanes take 2 steps each (steps / 2 groups), else 1, else 3, whichever fits first,
+/// quad's lanes take 2 slices each (slices / 2 groups), else 1, else 3, whichever fits first,
 /// and the fewest quads that fill whole warps and give at least 96 lanes. On the H100
 /// (2026-11-26, `RULLAMA_BENCH_SWEEP=1`): gemma3-4b's LM head (2560x262144 Q6_K) 427 -> 279
 /// us as 4 quads of 40 lanes, its gate|up (2560x20480 Q4_K) 26.2 -> 22.6 us, gemma-3-270m's
@@ -411,20 +413,20 @@ pub struct Lanes {
 /// 4-28% slower than two.
 ///
 /// A dot file whose `PARTS` is an override (Q4_K's, Q6_K's, Q8_0's) takes twice its lanes a
-/// step in a one-quad dispatch whose steps then still give every lane one step at most (a
+/// slice in a one-quad dispatch whose slices then still give every lane one slice at most (a
 /// product of few, short rows, bound by each lane's chain of loads rather than by its
 /// bytes). On the H100 (2026-11-26, docs/PERF.md): 16 lanes a Q4_K super-block took
 /// gemma-3-270m's decode step -0.3 to -2.6% (its o and down projections, 1024 and 2048
 /// inputs), while gemma3-4b's gate|up (20,480 rows side by side) ran 10% slower with them;
 /// Q8_0 and Q6_K split as well took SmolLM2's step -1.2% and qwen's -1.0%.
 pub fn lanes(f: GpuFormat, input: InputKind, n_in: usize, n_rows: usize) -> Lanes {
-    let (parts, step_units) = lane_layout(f, input);
-    let steps = n_in.div_ceil(32).div_ceil(step_units).max(1);
+    let (parts, slice_units) = lane_layout(f, input);
+    let slices = n_in.div_ceil(32).div_ceil(slice_units).max(1);
     let split = n_rows < QUADS_MIN_ROWS
         && parts_override(f, input)
-        && steps * 2 * parts <= MAX_WORKGROUP as usize;
+        && slices * 2 * parts <= MAX_WORKGROUP as usize;
     let parts = if split { 2 * parts } else { parts };
-    let pow2 = ((steps * parts).next_power_of_two() as u32).clamp(WARP as u32, MAX_WORKGROUP);
+    let pow2 = ((slices * parts).next_power_of_two() as u32).clamp(WARP as u32, MAX_WORKGROUP);
     // A quad of one warp goes two to a workgroup, but for a norm input: the H100 holds at
     // most 32 workgroups an SM, so one-warp workgroups fill at most half its 64 warps
     // (qwen2.5-0.5b's gate|up, 896x9728 Q5_0: 10.0 -> 8.2 us; its decode step -2.5%), while
@@ -439,10 +441,10 @@ pub fn lanes(f: GpuFormat, input: InputKind, n_in: usize, n_rows: usize) -> Lane
         return one_quad;
     }
     let side_by_side = |trips: usize| {
-        if !steps.is_multiple_of(trips) {
+        if !slices.is_multiple_of(trips) {
             return None;
         }
-        let quad_lanes = steps / trips * parts;
+        let quad_lanes = slices / trips * parts;
         let whole_warps = WARP / gcd(quad_lanes, WARP);
         let quads = whole_warps * 96usize.div_ceil(whole_warps * quad_lanes);
         let workgroup = quads * quad_lanes;
@@ -466,7 +468,7 @@ fn gcd(a: usize, b: usize) -> usize {
     if b == 0 { a } else { gcd(b, a % b) }
 }
 
-/// (`PARTS`, `STEP_UNITS`) of the dot file the program with input `input` uses, read from its
+/// (`PARTS`, `SLICE_UNITS`) of the dot file the program with input `input` uses, read from its
 /// WGSL (the one source).
 pub fn lane_layout(f: GpuFormat, input: InputKind) -> (usize, usize) {
     let source = dot_source(f, input);
@@ -485,7 +487,7 @@ pub fn lane_layout(f: GpuFormat, input: InputKind) -> (usize, usize) {
             .parse()
             .expect("a u32 literal")
     };
-    (constant("PARTS"), constant("STEP_UNITS"))
+    (constant("PARTS"), constant("SLICE_UNITS"))
 }
 
 /// Whether the dot file of the program with input `input` declares `PARTS` as an override
@@ -551,26 +553,8 @@ impl Store {
     }
 }
 
-/// The matvec program for format `f`, input `input`, output `out`, with the subgroup
-/// reduction or without. Only the input, dot and output files differ between variants: one
-/// skeleton. A GLU input has no bias or split epilogue (its `up` takes binding 5, the
-/// bias's; no model stacks down projections).
-pub(crate) fn program(f: GpuFormat, input: InputKind, out: Epilogue, subgroup: bool) -> Program {
-    assemble(f, input, Store::Rows(out), subgroup)
-}
-
-/// The matvec program with the GLU epilogue ([`matvec_glu_out`]) for format `f` and input
-/// `input` (a vector or a q8 vector; a GLU input would be a second GLU).
-pub(crate) fn glu_out_program(f: GpuFormat, input: InputKind, subgroup: bool) -> Program {
-    assemble(f, input, Store::Glu, subgroup)
-}
-
-/// The matvec program with the residual epilogue ([`matvec_residual`]) for format `f` (a
-/// vector input).
-pub(crate) fn residual_program(f: GpuFormat, subgroup: bool) -> Program {
-    assemble(f, InputKind::Plain, Store::Residual, subgroup)
-}
-
+/// The matvec program for format `f`, input `input` and store `store`, with the subgroup
+/// reduction or without.
 fn assemble(f: GpuFormat, input: InputKind, store: Store, subgroup: bool) -> Program {
     let (reduce, suffix) = if subgroup {
         (&REDUCE_SUBGROUP, "_sg")
@@ -755,7 +739,7 @@ fn ops(
 /// An input checked against a weight and an epilogue: the kernel it selects, the buffers it
 /// binds (2, and a GLU's up at 5) and its parameter fields.
 struct Bound<'a> {
-    kernel: Kernel,
+    kernel: MatvecKernel,
     kind: InputKind,
     x: &'a GpuBuffer,
     up: Option<&'a GpuBuffer>,
@@ -847,7 +831,7 @@ impl<'a> Input<'a> {
             Input::Plain(x) => {
                 x.check("matvec x", s.n_in)?;
                 check_vec4_start("matvec x", f, x.offset)?;
-                Ok(bound(Kernel::Matvec(f, out), InputKind::Plain, x))
+                Ok(bound(MatvecKernel::Plain(f, out), InputKind::Plain, x))
             }
             Input::Glu { .. } if out != Epilogue::STORE => Err(invalid(
                 "matvec_glu",
@@ -861,7 +845,7 @@ impl<'a> Input<'a> {
                 Ok(Bound {
                     up: Some(&up.t.buf),
                     up_offset: up.offset as u32,
-                    ..bound(Kernel::MatvecGlu(f, act), InputKind::Glu, gate)
+                    ..bound(MatvecKernel::Glu(f, act), InputKind::Glu, gate)
                 })
             }
             Input::Q8(q) => {
@@ -882,7 +866,7 @@ impl<'a> Input<'a> {
                 Ok(Bound {
                     x_offset: (4 * q.offset) as u32,
                     x_scales: (q.offset + s.n_in / 2) as u32,
-                    ..bound(Kernel::MatvecQ8(f, out), InputKind::Q8, q)
+                    ..bound(MatvecKernel::Q8(f, out), InputKind::Q8, q)
                 })
             }
             Input::Norm(n) => {
@@ -919,7 +903,7 @@ impl<'a> Input<'a> {
                         eps: n.eps,
                     },
                     ..bound(
-                        Kernel::MatvecNorm(f, out, addend),
+                        MatvecKernel::Norm(f, out, addend),
                         InputKind::Norm(addend),
                         n.a,
                     )
@@ -942,7 +926,7 @@ impl<'a> Input<'a> {
                         x_out_offset: 0,
                         eps: sc.eps,
                     },
-                    ..bound(Kernel::MatvecScaled(f, out), InputKind::Scaled, sc.z)
+                    ..bound(MatvecKernel::Scaled(f, out), InputKind::Scaled, sc.z)
                 })
             }
         }

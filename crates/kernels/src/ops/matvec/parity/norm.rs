@@ -11,8 +11,8 @@ use crate::parity::{Check, Compare, U, run_read};
 use crate::readback::Readback;
 use crate::tensor::{Dtype, GpuTensor, View};
 
-use super::check::{Case, matvec_bias_ref, perturbed_input_bound};
-use super::{Input, NormInput, ops};
+use super::super::{Input, NormInput, ops};
+use super::{Case, matvec_bias_ref, perturbed_input_bound};
 
 /// Tolerance. h' = h + a exactly (one f32 add, as the reference rounds it); with the addend
 /// normed, h' = h + a' as `residual_norm::CHECK` bounds it, `(n/2 + 8) u |a'| + 2 u |h'|`
@@ -167,7 +167,7 @@ mod tests {
     }
 
     /// Every format, with and without a bias, with the addend as it is or normed, rows over
-    /// several chunks; Q8_0 over a long row (4096: many steps per lane).
+    /// several chunks; Q8_0 over a long row (4096: many slices per lane).
     #[test]
     fn norm_every_format() {
         let Some(gpu) = testutil::gpu() else { return };

@@ -8,15 +8,14 @@
 //! the mode from the exact f32 product? [`END_TO_END_CHECK`] compares quantize + matvec with
 //! `matvec_ref` over x itself, within the rounding's bound: that is the mode's error.
 
+use super::{Case, CaseInput, compare_input, matvec_ref, random_input};
 use crate::device::Gpu;
 use crate::error::GpuError;
 use crate::format::GpuFormat;
-use crate::ops::matvec::{
-    Case, CaseInput, Input, compare_input, matvec_input, matvec_ref, q8_supported,
-};
+use crate::ops::matvec::{Input, matvec_input, q8_supported};
 use crate::ops::quantize::{Q8_BLOCK, q8_words, quantize_q8, rounding_bound};
 use crate::ops::split::{self, Kind};
-use crate::parity::data::{Rng, random_f32};
+use crate::parity::data::Rng;
 use crate::parity::{Check, Compare, U, run_read};
 use crate::tensor::{GpuTensor, View};
 
@@ -107,11 +106,7 @@ fn end_to_end_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
 /// One end-to-end case: x (blocks of magnitudes 2^-3 .. 2^3 in turn) quantized into a q8
 /// vector at word `at`, then the matvec, in one step; y against the exact f32 product.
 fn end_to_end(gpu: &Gpu, case: Case, at: usize) -> Result<Compare, GpuError> {
-    let x: Vec<f32> = random_f32(case.n_in(), case.seed ^ 1)
-        .iter()
-        .enumerate()
-        .map(|(i, v)| v * 2f32.powi((i / Q8_BLOCK % 7) as i32 - 3))
-        .collect();
+    let x = random_input(case.n_in(), case.seed ^ 1, true);
     end_to_end_on(gpu, case, at, &x)
 }
 
@@ -171,7 +166,7 @@ mod tests {
     use crate::ops::matvec::{matvec_bias_input, matvec_split_input};
     use crate::ops::quantize::{dequantize_q8_ref, quantize_q8_ref};
     use crate::ops::split::Out;
-    use crate::parity::data::n_in_step;
+    use crate::parity::data::{n_in_block, random_f32};
     use crate::testutil;
 
     #[test]
@@ -237,7 +232,7 @@ mod tests {
             let case = Case {
                 format,
                 n_out: 16,
-                n_blocks: 256 / n_in_step(format),
+                n_blocks: 256 / n_in_block(format),
                 chunk_rows: 16,
                 seed: 900 + i as u64,
                 bias: false,

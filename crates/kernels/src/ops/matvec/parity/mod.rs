@@ -1,16 +1,46 @@
-//! The matvec's CPU reference and parity checks (f32, bias and GLU inputs; the q8 input's
-//! are `ops::matvec_q8`'s), and its tests.
+//! The matvec's CPU reference and parity checks: f32, bias and GLU inputs here, the norm
+//! input, the residual epilogue with the scaled input, the GLU epilogue and the q8 input in
+//! the submodules; and the tests.
 
 use crate::device::Gpu;
 use crate::error::GpuError;
 use crate::format::GpuFormat;
 use crate::ops::epilogue::bias_bound;
 use crate::ops::glu::{self, Activation, glu_ref};
-use crate::parity::data::{Rng, n_in_step, random_f32, random_weight};
+use crate::parity::data::{Rng, n_in_block, random_f32, random_weight};
 use crate::parity::{Check, Compare, U, run_read};
 use crate::tensor::{GpuTensor, GpuWeight, View, WeightShape};
 
 use super::{Input, QUADS_MIN_ROWS, matvec_bias_input, matvec_glu, matvec_input, whole_block_rows};
+
+mod glu_out;
+mod norm;
+mod q8;
+mod residual;
+pub use glu_out::{GLU_OUT_CHECK, GluOutRef, Q8_GLU_OUT_CHECK, glu_out_bound, glu_out_ref};
+pub use norm::CHECK as NORM_CHECK;
+pub(crate) use q8::formats as q8_formats;
+pub use residual::{RESIDUAL_CHECK, SCALED_CHECK};
+
+/// The checks of the matvec family: every input and epilogue, the q8 input's and the split
+/// product's.
+pub(crate) fn checks() -> Vec<Check> {
+    vec![
+        CHECK,
+        GLU_CHECK,
+        NORM_CHECK,
+        BIAS_CHECK,
+        GLU_OUT_CHECK,
+        Q8_GLU_OUT_CHECK,
+        RESIDUAL_CHECK,
+        SCALED_CHECK,
+        q8::CHECK,
+        q8::BIAS_CHECK,
+        q8::SPLIT_CHECK,
+        q8::END_TO_END_CHECK,
+        crate::ops::split::MATVEC_CHECK,
+    ]
+}
 
 /// CPU reference: `y = W x` in f64 over the dequantized rows (`w` is `n_out * n_in`, row-major).
 /// Also returns `sum_i |w_i x_i|` per row, the scale of the rounding error bound.
@@ -18,7 +48,7 @@ pub fn matvec_ref(w: &[f32], x: &[f32]) -> (Vec<f32>, Vec<f32>) {
     matvec_bias_ref(w, x, None)
 }
 
-/// CPU reference of [`matvec_bias`]: `y = W x + bias` in f64 (the bias added before the one
+/// CPU reference of [`crate::ops::matvec::matvec_bias`]: `y = W x + bias` in f64 (the bias added before the one
 /// rounding to f32); `sum_i |w_i x_i|` per row as [`matvec_ref`].
 pub fn matvec_bias_ref(w: &[f32], x: &[f32], bias: Option<&[f32]>) -> (Vec<f32>, Vec<f32>) {
     w.chunks_exact(x.len())
@@ -54,7 +84,7 @@ fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
     compare(gpu, Case::random(rng))
 }
 
-/// Tolerance of [`matvec_bias`]: the bias is one more term of the sum,
+/// Tolerance of [`crate::ops::matvec::matvec_bias`]: the bias is one more term of the sum,
 /// `(n_in + 5) u (sum_i |w_i x_i| + |b|)` ([`bias_bound`]). Cases split the weight into
 /// chunks, so each chunk must add the bias of its own rows.
 pub const BIAS_CHECK: Check = Check {
@@ -101,7 +131,7 @@ impl Case {
             return Case {
                 format,
                 n_out,
-                n_blocks: rng.range(1, (96 / n_in_step(format)).max(2)),
+                n_blocks: rng.range(1, (96 / n_in_block(format)).max(2)),
                 chunk_rows: n_out - rng.range(0, 20),
                 seed: rng.next_u64(),
                 bias: false,
@@ -112,7 +142,7 @@ impl Case {
             n_out: rng.range(1, 40),
             // Up to 40 units of 32 weights: rows shorter and longer than one trip of the
             // workgroup.
-            n_blocks: rng.range(1, (40 * 32 / n_in_step(format)).max(2)),
+            n_blocks: rng.range(1, (40 * 32 / n_in_block(format)).max(2)),
             chunk_rows: rng.range(1, 50),
             seed: rng.next_u64(),
             bias: false,
@@ -120,21 +150,17 @@ impl Case {
     }
 
     pub(crate) fn n_in(&self) -> usize {
-        self.n_blocks * n_in_step(self.format)
+        self.n_blocks * n_in_block(self.format)
     }
 
     /// The weight on the GPU and its values (row-major, from the quant crate).
     pub(crate) fn weight(&self, gpu: &Gpu) -> Result<(GpuWeight, Vec<f32>), GpuError> {
-        let (bytes, w) = random_weight(self.format, self.n_out, self.n_in(), self.seed);
         let shape = WeightShape {
             format: self.format,
             n_in: self.n_in(),
             n_out: self.n_out,
         };
-        Ok((
-            GpuWeight::upload_chunked(gpu, shape, &bytes, self.chunk_rows)?,
-            w,
-        ))
+        upload_random_weight(gpu, shape, self.chunk_rows, self.seed)
     }
 
     pub(crate) fn name(&self) -> String {
@@ -148,10 +174,92 @@ impl Case {
 pub(crate) enum CaseInput {
     /// The f32 vector.
     Plain,
-    /// Its q8 rounding by the GPU, at word `at` of its tensor; blocks of magnitudes 2^-3 ..
-    /// 2^3 in turn (a scale applied to the wrong block shows). The reference multiplies by
-    /// the values the rounded vector stands for (`ops::matvec_q8`).
+    /// Its q8 rounding by the GPU, at word `at` of its tensor ([`random_input`],
+    /// [`input_tensor`]).
     Q8 { at: usize },
+}
+
+impl CaseInput {
+    /// The word of its tensor a q8 input starts at.
+    fn q8_at(self) -> Option<usize> {
+        match self {
+            CaseInput::Plain => None,
+            CaseInput::Q8 { at } => Some(at),
+        }
+    }
+}
+
+/// A random weight of `shape` on the GPU, in chunks of `chunk_rows` rows, and its values
+/// (row-major, from the quant crate).
+pub(crate) fn upload_random_weight(
+    gpu: &Gpu,
+    shape: WeightShape,
+    chunk_rows: usize,
+    seed: u64,
+) -> Result<(GpuWeight, Vec<f32>), GpuError> {
+    let (bytes, w) = random_weight(shape.format, shape.n_out, shape.n_in, seed);
+    Ok((
+        GpuWeight::upload_chunked(gpu, shape, &bytes, chunk_rows)?,
+        w,
+    ))
+}
+
+/// A case's input vector of `n`, uniform in [-1, 1); for a q8 input (`q8`) its blocks of 32
+/// scaled by 2^-3 .. 2^3 in turn, so that a scale applied to the wrong block shows.
+pub(crate) fn random_input(n: usize, seed: u64, q8: bool) -> Vec<f32> {
+    let x = random_f32(n, seed);
+    if !q8 {
+        return x;
+    }
+    x.iter()
+        .enumerate()
+        .map(|(i, v)| v * 2f32.powi((i / 32 % 7) as i32 - 3))
+        .collect()
+}
+
+/// The tensor a case feeds `x` from, and the values the reference multiplies by: x itself,
+/// or (`q8_at`) its q8 rounding by the GPU at that word of its tensor and the values the
+/// rounded vector stands for.
+pub(crate) fn input_tensor(
+    gpu: &Gpu,
+    x: Vec<f32>,
+    q8_at: Option<usize>,
+) -> Result<(GpuTensor, Vec<f32>), GpuError> {
+    match q8_at {
+        None => Ok((GpuTensor::from_f32(gpu, &[x.len()], &x), x)),
+        Some(at) => crate::ops::quantize::quantized_on_gpu(gpu, &x, at),
+    }
+}
+
+/// The matvec input of a tensor from [`input_tensor`].
+pub(crate) fn input_view(xt: &GpuTensor, q8_at: Option<usize>) -> Input<'_> {
+    match q8_at {
+        None => Input::Plain(xt.into()),
+        Some(at) => Input::Q8(View::at(xt, at)),
+    }
+}
+
+/// Value of y's elements that no output of a case covers: they must stay as they were.
+pub(crate) const UNTOUCHED: f32 = -7.25;
+
+/// A y of `len` elements, every one [`UNTOUCHED`].
+pub(crate) fn untouched_tensor(gpu: &Gpu, len: usize) -> GpuTensor {
+    GpuTensor::from_f32(gpu, &[len], &vec![UNTOUCHED; len])
+}
+
+/// Checks that every element of `y` that `covered` does not mark is still [`UNTOUCHED`]
+/// (`case` names them).
+pub(crate) fn check_untouched(
+    c: &mut Compare,
+    y: &[f32],
+    covered: &[bool],
+    case: &dyn std::fmt::Debug,
+) {
+    for (i, _) in covered.iter().enumerate().filter(|(_, c)| !**c) {
+        c.exact(f64::from(y[i]), f64::from(UNTOUCHED), || {
+            format!("{case:?}: element {i} outside the outputs")
+        });
+    }
 }
 
 /// Runs one matvec case, `y` written from offset 3 of its tensor (the bias, if any, read from
@@ -164,24 +272,10 @@ pub(crate) fn compare(gpu: &Gpu, case: Case) -> Result<Compare, GpuError> {
 pub(crate) fn compare_input(gpu: &Gpu, case: Case, mode: CaseInput) -> Result<Compare, GpuError> {
     let n_in = case.n_in();
     let (wt, w) = case.weight(gpu)?;
-    let x = random_f32(n_in, case.seed ^ 1);
-    // The input tensor, the word its vector starts at, and the values the reference takes.
-    let (xt, at, x) = match mode {
-        CaseInput::Plain => (GpuTensor::from_f32(gpu, &[n_in], &x), 0, x),
-        CaseInput::Q8 { at } => {
-            let x: Vec<f32> = x
-                .iter()
-                .enumerate()
-                .map(|(i, v)| v * 2f32.powi((i / 32 % 7) as i32 - 3))
-                .collect();
-            let (qt, values) = crate::ops::quantize::quantized_on_gpu(gpu, &x, at)?;
-            (qt, at, values)
-        }
-    };
-    let input = match mode {
-        CaseInput::Plain => Input::Plain((&xt).into()),
-        CaseInput::Q8 { .. } => Input::Q8(View::at(&xt, at)),
-    };
+    let q8_at = mode.q8_at();
+    let x = random_input(n_in, case.seed ^ 1, q8_at.is_some());
+    let (xt, x) = input_tensor(gpu, x, q8_at)?;
+    let input = input_view(&xt, q8_at);
     let yt = GpuTensor::zeros(gpu, &[case.n_out + 3], crate::Dtype::F32);
     let b = case.bias.then(|| random_f32(case.n_out + 2, case.seed ^ 2));
     let bt = b.as_ref().map(|b| GpuTensor::from_f32(gpu, &[b.len()], b));
@@ -439,7 +533,6 @@ mod tests {
             return;
         };
         assert!(!gpu.caps.subgroup);
-        use crate::ops::matvec_q8;
         for check in [
             CHECK,
             GLU_CHECK,
@@ -448,8 +541,8 @@ mod tests {
             super::super::GLU_OUT_CHECK,
             super::super::Q8_GLU_OUT_CHECK,
             split::MATVEC_CHECK,
-            matvec_q8::CHECK,
-            matvec_q8::SPLIT_CHECK,
+            super::q8::CHECK,
+            super::q8::SPLIT_CHECK,
         ] {
             let r = check.run(&gpu, 6, 5);
             assert!(r.passed(), "{r}");
@@ -501,11 +594,11 @@ mod tests {
     #[test]
     fn lane_layouts_parse() {
         for f in GpuFormat::ALL {
-            let (parts, step_units) = lane_layout(f, InputKind::Plain);
+            let (parts, slice_units) = lane_layout(f, InputKind::Plain);
             assert!(parts.is_power_of_two() && parts <= 32, "{f:?}");
-            assert!(step_units == 1 || step_units == 8, "{f:?}");
+            assert!(slice_units == 1 || slice_units == 8, "{f:?}");
             if q8_supported(f) {
-                assert_eq!(lane_layout(f, InputKind::Q8), (parts, step_units), "{f:?}");
+                assert_eq!(lane_layout(f, InputKind::Q8), (parts, slice_units), "{f:?}");
             }
         }
         let at = |f, n_in, n_rows| {
@@ -542,21 +635,21 @@ mod tests {
         assert_eq!(q8(262_144).parts, 0);
         assert_eq!(at(GpuFormat::Q4K, 2560, 4096), (128, 1));
         assert_eq!(at(GpuFormat::Q4K, 10240, 2560), (128, 1));
-        // Many rows: quads of steps / 2 groups side by side, filling whole warps, >= 96 lanes.
-        // 10 steps of 8 lanes: 4 quads of 40.
+        // Many rows: quads of slices / 2 groups side by side, filling whole warps, >= 96 lanes.
+        // 10 slices of 8 lanes: 4 quads of 40.
         assert_eq!(at(GpuFormat::Q4K, 2560, 20480), (160, 4));
         assert_eq!(at(GpuFormat::Q6K, 2560, 262144), (160, 4));
-        // 20 steps of 2 lanes (Q8_0), of 1 (Q5_0): 8 quads of 20, 16 of 10.
+        // 20 slices of 2 lanes (Q8_0), of 1 (Q5_0): 8 quads of 20, 16 of 10.
         assert_eq!(at(GpuFormat::Q8_0, 640, 262144), (160, 8));
         assert_eq!(at(GpuFormat::Q5_0, 640, 262144), (160, 16));
-        // 16 steps of 8: 2 quads of 64.
+        // 16 slices of 8: 2 quads of 64.
         assert_eq!(at(GpuFormat::Q4K, 4096, 28672), (128, 2));
-        // 18 steps of 2 lanes: quads of 18 or 36 fill warps only in 288 lanes; of 12 (3
+        // 18 slices of 2 lanes: quads of 18 or 36 fill warps only in 288 lanes; of 12 (3
         // trips), 8 quads in 96.
         assert_eq!(at(GpuFormat::Q8_0, 576, 49152), (96, 8));
-        // 28 steps of 2 lanes (qwen2.5-0.5b's LM head): 8 quads of 28.
+        // 28 slices of 2 lanes (qwen2.5-0.5b's LM head): 8 quads of 28.
         assert_eq!(at(GpuFormat::Q8_0, 896, 151936), (224, 8));
-        // 19 steps of 8 lanes (qwen's n_in 4864 in Q6_K): neither 2 nor 3 divides them, and
+        // 19 slices of 8 lanes (qwen's n_in 4864 in Q6_K): neither 2 nor 3 divides them, and
         // quads of 152 lanes fill warps only 4 at a time: one quad.
         assert_eq!(at(GpuFormat::Q6K, 4864, 16384), (128, 1));
         assert!(

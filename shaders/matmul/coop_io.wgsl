@@ -1,0 +1,25 @@
+// matmul_coop.wgsl's loads and stores on the tensor cores (the types and the product:
+// common/coop_ops.wgsl). A = weights (rows x inputs), B = inputs (inputs x tokens),
+// C = rows x tokens.
+
+// A from the weight tile `ws` at vec4 `at`: row-major, rows RS vec4s apart.
+fn load_a(at: u32) -> MatA {
+    return coopLoadT<MatA>(&ws[at], RS);
+}
+
+// B from the input tile `xs` at vec4 `at`: a token's inputs are consecutive, so column-major,
+// columns RS vec4s apart.
+fn load_b(at: u32) -> MatB {
+    return coopLoad<MatB>(&xs[at], RS);
+}
+
+// C into y from element `at`, column-major (a token's rows are consecutive), columns `stride`
+// apart; `at` and `stride` multiples of 4 (16-byte aligned, as Vulkan requires).
+fn store_y(c: MatC, at: u32, stride: u32) {
+    coopStore(c, &y[at], stride);
+}
+
+// C into the scratch `cs` from element `at`, column-major, columns 16 apart.
+fn store_scratch(c: MatC, at: u32) {
+    coopStore(c, &cs[at], 16u);
+}

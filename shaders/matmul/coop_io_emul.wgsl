@@ -1,0 +1,39 @@
+// matmul/coop_io.wgsl's loads and stores for common/coop_emul.wgsl: a load records where its
+// tile is; element (r, k) of A (row-major) is component k % 4 of vec4 at + r * RS + k / 4 of
+// `ws`, element (k, c) of B (column-major) component k % 4 of vec4 at + c * RS + k / 4 of `xs`.
+
+struct MatA {
+    at: u32,
+}
+
+struct MatB {
+    at: u32,
+}
+
+fn load_a(at: u32) -> MatA {
+    return MatA(at);
+}
+
+fn load_b(at: u32) -> MatB {
+    return MatB(at);
+}
+
+fn a_elem(a: MatA, r: u32, k: u32) -> f16 {
+    return ws[a.at + r * RS + k / 4u][k % 4u];
+}
+
+fn b_elem(b: MatB, k: u32, c: u32) -> f16 {
+    return xs[b.at + c * RS + k / 4u][k % 4u];
+}
+
+fn store_y(c: MatC, at: u32, stride: u32) {
+    for (var j = 0u; j < 8u; j++) {
+        y[c_index(j, at, stride)] = c.v[j];
+    }
+}
+
+fn store_scratch(c: MatC, at: u32) {
+    for (var j = 0u; j < 8u; j++) {
+        cs[c_index(j, at, 16u)] = c.v[j];
+    }
+}
