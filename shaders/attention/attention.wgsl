@@ -22,8 +22,8 @@
 // file's `main` numbers the invocations (`me`) and calls `attend`. Key loops are
 // unrolled by hand 4 keys at a time, so 16 cache loads per lane are in flight together; the
 // tile's v pairs are loaded at its top, with its keys, into 16 named values (`KvQuad`: the
-// V round trip no longer waits for the score barriers; SmolLM2 decode -2.6% a step on the
-// H100. Two private arrays of 16 vec4s instead were slower: not kept in registers).
+// V round trip does not wait for the score barriers; docs/PERF.md, D-v-with-k. Two private
+// arrays of 16 vec4s are not kept in registers: X-v-arrays).
 // One split (n_splits = 1): out[out_offset + (t * n_heads + h) * HD + d] = o / l.
 // Several: the split's record (o's HD values lane-major, see `take4`, then m and l) goes to
 // `splits` at records + ((t * n_heads + h) * n_splits + split) * (HD + 2), and the last workgroup of each (tile, kvh) to finish (an
@@ -33,8 +33,9 @@
 // workgroup's records before its arrival, and another orders the last one's loads after it
 // (naga emits storageBarrier with device memory scope, which WGSL itself does not promise:
 // xtask's test `storage_barrier_has_device_scope` pins it). The counter is left at 0 for the
-// next dispatch. (The merge was a dispatch of its own, attention/combine.wgsl, until the
-// thirteenth session.) Cache access (`KvWord`, `kv_pair`) comes from kv_load_<dtype>.wgsl.
+// next dispatch. The merge is done here rather than by a dispatch of its own: one dispatch
+// fewer a layer at about that dispatch's cost (docs/PERF.md, D-attention-merge). Cache access
+// (`KvWord`, `kv_pair`) comes from kv_load_<dtype>.wgsl.
 //
 // The query comes from the included hook file, which also binds the caches, in two calls:
 // `query_begin` before the key range (its loads travel with the positions'; it may write

@@ -98,8 +98,7 @@ fn main(
     @builtin(local_invocation_index) tid: u32,
 ) {
     // The last tiles first: their rows see the most keys (causal), so started last they would
-    // run on alone at the end (H100, 922-token prefill: qwen2.5-0.5b's attention 218 -> 178
-    // us a layer).
+    // run on alone at the end (docs/PERF.md, D-two-units-a-barrier).
     let tile = nwg.x - 1u - wid.x;
     let kvh = wid.y;
     let sg = tid / 32u;

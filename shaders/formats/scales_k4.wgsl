@@ -6,8 +6,8 @@
 //   word 1, byte g: m[2g] & 15 | (m[2g + 1] & 15) << 4
 //   word 2, byte g: sc[2g] >> 4 | (sc[2g + 1] >> 4) << 2 | (m[2g] >> 4) << 4 | (m[2g + 1] >> 4) << 6
 // A matvec lane takes a unit pair and decodes its four values with a few shifts and masks;
-// GGML's packing needed two branch-free decodes of a dozen operations each (H100,
-// 4096x14336 Q4_K: 56.0% -> 63.1% of 2.18 TB/s, and 62.5% -> 76.0% with the q8 input).
+// GGML's packing needed two branch-free decodes of a dozen operations each (docs/PERF.md,
+// D-q4k-regroup: 4096x14336 Q4_K 56.0% -> 63.1% of 2.18 TB/s).
 // One copy, included before either format's decoder.
 
 // (sc[2g], sc[2g + 1], m[2g], m[2g + 1]) from the three scale words `s`.

@@ -14,12 +14,11 @@
 //   i % 8 of tokens i / 8 + (WG / 8) m); both are rounded to f16 and stored as vec4<f16>, for
 //   two units at once (the second zero past the workgroup's last unit). Units u + 2 and u + 3
 //   are loaded into registers before units u and u + 1's products (software pipelining: the
-//   loads' latency overlaps the tensor-core work; H100, 2026-11-25: prefill +6-10%). Two units
-//   a barrier instead of one: H100, 922-token prefill, 2026-11-26: +2-4% on qwen2.5-0.5b,
-//   +3.4% on gemma3-4b, within the noise on SmolLM2 (docs/PERF.md). Two stages of tiles in
-//   workgroup memory (one barrier a unit instead of two) measured mixed: +17% at 4096x4096
-//   Q4_K, -19% at 896x4864 Q8_0 and -13% on gemma3-4b's prefill (half the workgroups fit);
-//   vec4 loads of X (one instead of four scalar ones) measured no faster (-9% to +0%).
+//   loads' latency overlaps the tensor-core work; docs/PERF.md, D-coop-pipelining), two units
+//   a barrier instead of one (D-two-units-a-barrier). Two stages of tiles in workgroup memory
+//   (one barrier a unit instead of two) speed up a 4096x4096 product but slow an 896x4864
+//   one and the prefill, half the workgroups fitting an SM (X-coop-two-stages); vec4 loads of X
+//   (one instead of four scalar ones) are slower (X-vec4-x-staging).
 // - Tiles `[row][UNITS * BK]` of vec4<f16> with a row stride of RS = 18 vec4s (64 values + 8
 //   of padding, 144 bytes): a coop load reads 8 rows of 16 bytes at a time, and rows 144 bytes
 //   apart start in 8 distinct groups of 4 banks. Every row and every 16-input quarter starts

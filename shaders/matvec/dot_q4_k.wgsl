@@ -27,8 +27,8 @@ fn rows_dot4(blk: vec4<u32>, unit: u32, part: u32, xb: u32) -> vec4<f32> {
     let xo = xb + 64u * g + 16u * (j & 1u) + 4u * w0;
     var qa = vec4<f32>(0.0);
     var qb = vec4<f32>(0.0);
-    // The inputs' sums (for the mins) as scalars: 6 registers fewer than vec4 sums, +1.8
-    // points of 2.18 TB/s at 4096x14336 on the H100 (the kernel is register-bound).
+    // The inputs' sums (for the mins) as scalars: 6 registers fewer than vec4 sums, and the
+    // kernel is register-bound (docs/PERF.md, D-q4k-scalar-sums).
     var sa = 0.0;
     var sb = 0.0;
     for (var c = 0u; c < words; c++) {

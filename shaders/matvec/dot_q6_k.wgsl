@@ -6,9 +6,9 @@
 // the same vec4), i.e. 32 weights. Quarter k of that range has the single scale 8n + 2k + h.
 // `ops::matvec::lanes` overrides PARTS with 16 for a product of few, short rows (half the
 // chain a lane): lanes 2p and 2p + 1 then take words 0-1 and 2-3 of lane p's two loads.
-// Four lanes a super-block (three vec4 loads and 64 weights a row each) measured slower on the
-// H100 (2026-11-25, 4096x14336: 59.5% -> 64.2% of 2.18 TB/s with eight; 2048x640: 8.25 ->
-// 5.89 us): half the registers a lane, and twice the lanes for short rows.
+// Eight lanes rather than four (three vec4 loads and 64 weights a row each): half the
+// registers a lane, and twice the lanes for short rows (docs/PERF.md, D-q6k-eight-lanes:
+// 59.5% -> 64.2% of 2.18 TB/s at 4096x14336, 8.25 -> 5.89 us at 2048x640).
 override PARTS: u32 = 8u;
 const SLICE_UNITS: u32 = 8u;
 

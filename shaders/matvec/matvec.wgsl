@@ -12,10 +12,9 @@
 // lanes read neighbouring words of the same block and a subgroup's loads cover a few
 // contiguous cache lines (llama.cpp's Vulkan layout) instead of 32 blocks 34-210 bytes
 // apart. Group g takes slices g, g + WG / QUADS / PARTS, .. of its quad's 4 rows, one slice
-// per loop trip: two slices a trip (both slices' loads in flight together) measured slower on
-// the H100 (2026-11-23, 4096x14336: Q8_0 87.1% -> 92.4% of 2.18 TB/s with one, Q4_K 50.0%
-// -> 54.7%, Q5_0 62.4% -> 64.1%; 4 a trip slower still): the kernel is bound by how many
-// invocations fit in registers, not by loads in flight. The format's `rows_dot4`
+// per loop trip: two or four slices a trip (their loads in flight together) are slower
+// (docs/PERF.md, D-one-step-per-trip, a slice being a step there): the kernel is bound by how
+// many invocations fit in registers, not by loads in flight. The format's `rows_dot4`
 // (matvec/dot_<type>.wgsl, or rows_each.wgsl over its one-row `part_dot`) decodes one part
 // of the 4 rows in straight-line code. The per-row partial sums are then reduced over each
 // quad's lanes by the entry point (reduce_plain.wgsl: a workgroup-memory tree;
@@ -83,8 +82,8 @@ override WG: u32 = 64u;
 // Row quads per workgroup, side by side (`Lanes::quads` in ops/matvec/mod.rs).
 override QUADS: u32 = 1u;
 // Rows per quad (`ROWS` in ops/matvec/mod.rs). 8 (two quads in one lane, sharing the loaded
-// inputs) measured slower on the H100 (2026-11-23: Q8_0 -10%, Q6_K -20% at 4096x14336; Q4_K
-// +5%): a lane's registers bound the kernel, so more rows go to more lanes (QUADS) instead.
+// inputs) is slower but for Q4_K (docs/PERF.md, X-eight-rows: Q8_0 -10%, Q6_K -20%, Q4_K +5%
+// at 4096x14336): a lane's registers bound the kernel, so more rows go to more lanes (QUADS).
 const R: u32 = 4u;
 // Partial sums: R rows x up to 256 slots.
 var<workgroup> red: array<f32, 1024>;

@@ -8,8 +8,8 @@
 // workgroups reduces the sums to 1 / rms(h') and scales its row totals by it, as the norm
 // input does), so the residual op needs no dispatch of its own and no workgroup of this one
 // waits for another. (The last workgroup doing the whole op after an arrival count, the
-// attention merge's pattern, measured slower than the dispatch it saved: docs/PERF.md,
-// fourteenth session.)
+// attention merge's pattern, is slower than the dispatch it saves: docs/PERF.md,
+// X-residual-last-workgroup.)
 
 @group(0) @binding(6) var<storage, read_write> h: array<f32>;
 @group(0) @binding(7) var<storage, read> w_out: array<f32>;

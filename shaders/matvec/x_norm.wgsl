@@ -12,9 +12,9 @@
 // multiplies by h' * w_out and the row totals are scaled at the end (`x_scale`): the sum of
 // squares is gathered from the inputs each invocation reads (every workgroup reads each input
 // X_READS times: once for its R rows together, or once per row through rows_each.wgsl). Nothing waits for a
-// norm before the weights stream, which a version that first computed x into workgroup
-// memory did (every workgroup reading the vectors at once: slower than the dispatch it
-// saved, docs/PERF.md). The first workgroup also stores x itself at x_out_offset of `out`, in
+// norm before the weights stream: computing x into workgroup memory first (every workgroup
+// reading the vectors at once) is slower than the dispatch the fold saves (docs/PERF.md,
+// X-norm-fold-staged). The first workgroup also stores x itself at x_out_offset of `out`, in
 // the reference's order of operations (h' * r * w_out), for other products reading it.
 // Rows of whole units of 32 (n_in a multiple of 32, checked by the Rust side): x4 never
 // reads past n_in.

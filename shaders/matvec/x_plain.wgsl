@@ -26,7 +26,7 @@ fn x1(i: u32) -> f32 {
 // x[i .. i + 4], zero past n_in.
 fn x4(i: u32) -> vec4<f32> {
     // Rows of whole blocks never read past the row and start at a multiple of 4: no check,
-    // which lets the loads issue back to back (H100, 4096x14336 Q6_K: 64.2% -> 68.9% of 2.18 TB/s).
+    // which lets the loads issue back to back (docs/PERF.md, D-whole-block-reads).
     if !PARTIAL_UNITS || (x_aligned && i + 3u < x_end) {
         return x[i >> 2u];
     }

@@ -10,9 +10,10 @@
 // (matvec/scaled_sum_subgroup.wgsl: a subgroupAdd, no barrier) or the workgroup
 // (matvec/scaled_sum_plain.wgsl: a tree through workgroup memory). Its `sum_lane(tid)` and
 // `sum_stride()` say which partial sums an invocation takes: lane, lane + stride, ... Each
-// invocation loads up to 8 of them before the weights' loop, which does not wait for them,
-// and they are added after it (a workgroup sum there cost qwen2.5-0.5b's gate|up 2 us of
-// its 18 on the H100: docs/PERF.md, fourteenth session).
+// invocation loads up to 8 of them before the weights' loop, which does not wait for them
+// (loaded after it they cost more: docs/PERF.md, X-partial-sums-late), and they are added
+// after it by each subgroup (a workgroup sum there cost qwen2.5-0.5b's gate|up 18.1 against
+// 16.2 us: D-scaled-sum-subgroup).
 
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(6) var<storage, read> partials: array<f32>;

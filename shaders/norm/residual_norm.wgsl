@@ -15,8 +15,8 @@
 // elements (4g + c) * WG + tid of a tile (group g < GROUPS, part c < 4) in registers, as the
 // four fields of a `Tile` (one vec4 per group); the code is straight-line over the groups, so
 // nothing is indexed at run time and the driver issues every load of a tile together (a loop
-// over private-array slots bounded at run time kept one load in flight: 25 us a row at 2560
-// wide on the H100). GROUPS = ceil(n / (4 WG)), at most 4, is set per width by the Rust side,
+// over private-array slots bounded at run time kept one load in flight: docs/PERF.md,
+// D-norm-straight-line). GROUPS = ceil(n / (4 WG)), at most 4, is set per width by the Rust side,
 // so a 640-wide row loads one group. A row of n <= 4 * 4 * WG (4096 at WG 256: every model
 // here) is one tile and stays in registers from the load to the last store: a and h are read
 // once, h written once, y written once. Longer rows loop over tiles and read a (PRE) and h
@@ -213,8 +213,8 @@ struct Residual {
 
 // The first tile of a row's inputs, loaded together before any reduction waits on a: each
 // barrier before a load that could have been issued earlier costs a round trip to memory.
-// (With h and w_in loaded after a's reduction and w_out after h's, a gemma3-4b decode step,
-// 68 of these ops at 2560 wide, took 4020 us on the H100; 3803 us with every load first.)
+// (With h and w_in loaded after a's reduction and w_out after h's, gemma3-4b's decode, 68 of
+// these ops a step at 2560 wide, ran at 249.5 t/s against 263.1: docs/PERF.md, D-loads-first.)
 struct Inputs {
     a: Tile,
     h: Tile,

@@ -8,9 +8,10 @@
 // order, as the CPU does (the sums must run in the same order to round the same way), over
 // values the workgroup first computes at once into workgroup memory, one candidate an
 // invocation (its logit and exponentials: the same expressions as the CPU's, so the same
-// values). One invocation doing all of it took ~20 us on the H100, its arrays in local
-// memory. (Until the fifteenth session the draw was a dispatch of its own after the last
-// level, reading the stored candidates back.)
+// values): one invocation doing all of it, its arrays in local memory, is slower
+// (docs/PERF.md, D-sort-registers). The draw runs in the last level's workgroup rather than
+// as a dispatch of its own reading the stored candidates back: one dispatch fewer a step
+// (D-draw-in-level).
 
 const NEG_INF_KEY: u32 = 0x007fffffu;
 const NEG_INF_BITS: u32 = 0xff800000u;

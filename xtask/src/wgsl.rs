@@ -154,8 +154,8 @@ fn check_coop_tiles(module: &naga::Module, name: &str) -> Result<(), String> {
 }
 
 /// The most workgroup memory a program may use: the 48 KB NVIDIA's Vulkan driver reports (an
-/// attention variant of 53.5 KB hung the H100 instead of failing: docs/PERF.md, ninth
-/// session; wgpu does not count override-sized arrays against the limit).
+/// attention variant of 53.5 KB hung the H100 instead of failing: docs/PERF.md, X-kv-staging;
+/// wgpu does not count override-sized arrays against the limit).
 const MAX_WORKGROUP_BYTES: u64 = 48 * 1024;
 
 /// Overrides at the largest values the kernels are built with (a workgroup of 256 invocations,

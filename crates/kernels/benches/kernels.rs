@@ -571,7 +571,7 @@ fn bench_attention(ctx: &Ctx, c: &mut Criterion) {
         ("qwen2.5-decode-nosplit", 14, 2, 64, 4096, 1, 4096),
         // `rullama bench`'s decode (a 1,050-position cache) at the model's split length, 64
         // positions (one key tile for each of 4 key groups), and at 16 and 128; at 16 also
-        // with one key group (the layout before the thirteenth session, one tile a split).
+        // with one key group (one tile a split: the layout before D-key-groups, docs/PERF.md).
         ("gemma3-270m-decode-split16", 4, 1, 256, 1050, 1, 16),
         ("gemma3-270m-decode-split64", 4, 1, 256, 1050, 1, 64),
         ("gemma3-270m-decode-split128", 4, 1, 256, 1050, 1, 128),

@@ -76,9 +76,8 @@ pub enum Tile {
 }
 
 /// The fewest wide workgroups worth the wide tile (about one per SM of an H100, which has
-/// 132): below it the GPU would sit partly idle. H100, 922-token prefill: 128 and 256 gave the
-/// same on gemma-3-270m, qwen2.5-0.5b and gemma3-4b (whose widest products pass both), 128
-/// +1.4% on SmolLM2 (its gate|up makes 192); docs/PERF.md, eighth session.
+/// 132): below it the GPU would sit partly idle. 128 rather than 256 so that SmolLM2-135M's
+/// gate|up (192 wide workgroups) takes the wide tile too (docs/PERF.md, D-wide-tile).
 const WIDE_MIN_WORKGROUPS: usize = 128;
 
 impl Tile {

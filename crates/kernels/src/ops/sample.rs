@@ -37,7 +37,7 @@ pub use super::sample_ref::{Drawn, sample_ref};
 /// and Ollama's default top-k is 40; larger k (or top-k off) samples on the CPU. Each level
 /// keeps this many of a block of [`BLOCK`], so it decides how many levels a vocabulary takes:
 /// 64 (16x shorter a level) takes 262,144 and 151,936 logits in three dispatches where 128
-/// took four (the H100, fifteenth session: 13-20 us a level, docs/PERF.md).
+/// takes four (docs/PERF.md, D-k-max-64).
 pub const K_MAX: usize = 64;
 /// Entries one selection workgroup sorts (`B` in `topk.wgsl`): 8 KiB of workgroup memory.
 pub const BLOCK: usize = 1024;

@@ -8,7 +8,7 @@
 //! finished sum, the rows of a stacked weight split over their outputs). [`Matmul::split_k`]
 //! says when, in how many splits and with which tile: the wide one ([`Tile::Wide`]) wherever
 //! the product has 256 rows, since split K restores the parallelism the wide tile gives up
-//! (H100: +1-4% over the small tile, docs/PERF.md). The rows must start the weight's one
+//! (docs/PERF.md, D-split-k-wide). The rows must start the weight's one
 //! chunk (a whole weight, or the leading rows of one), so the product's dispatch rows are the
 //! chunk's.
 //!
@@ -50,9 +50,8 @@ const REDUCE_WORKGROUP: u32 = 256;
 
 /// Split K is worth it below this many small-tile workgroups (about 8 per SM of an H100; a
 /// wide one counts 4), in at most `MAX_SPLITS` splits, each summing at least `MIN_UNITS`
-/// units of 32 inputs.
-/// H100, 922-token prefill (docs/PERF.md, eighth session): 1024 and 8 beat 512 and 4 by 2.8%
-/// on qwen2.5-0.5b and matched it on gemma-3-270m and SmolLM2; 2048 and 8 was no better.
+/// units of 32 inputs. 1024 and 8 beat 512 and 4 by 2.8% on qwen2.5-0.5b's prefill, and 2048
+/// and 8 was no better (docs/PERF.md, D-split-k).
 const TARGET_WORKGROUPS: usize = 1024;
 const MAX_SPLITS: usize = 8;
 const MIN_UNITS: usize = 8;

@@ -24,7 +24,8 @@
 //! `act(gate) * up`, a gated FFN's GLU with no dispatch of its own.
 //!
 //! **The q8 input.** On the H100 the 4- to 6-bit formats are bound by the instructions per
-//! weight (docs/PERF.md): an integer-to-float decode, an FMA and a share of an f32 input load.
+//! weight (docs/PERF.md, section 3: their f32-input and q8-input columns): an integer-to-float
+//! decode, an FMA and a share of an f32 input load.
 //! llama.cpp's answer ("mmvq") is to round x once to int8 per block of 32 and dot packed
 //! integers; here each input is two int8 digits of its block's scale
 //! ([`crate::ops::quantize`]: the layout, why two, and the kernel that writes it), and
@@ -35,7 +36,9 @@
 //! offsets) are exact integers, and the f32 scales (the weight's, the input block's d / 254)
 //! are applied per block after. So the only new error is x's rounding,
 //! |x_i - x'_i| <= d / 508 (+ a few roundings) per element (`ops::matvec_q8` states the
-//! bounds). Formats: [`q8_supported`].
+//! bounds). Formats: [`q8_supported`]. It is not the default: the products are faster but a
+//! decode step is not, its quantize dispatches costing what they save (docs/PERF.md,
+//! D-q8-inputs-off).
 
 use std::borrow::Cow;
 
@@ -405,20 +408,17 @@ pub struct Lanes {
 /// 2560 in Q4_K is 10 slices of 8 lanes, 80 busy in 128. Dispatches of at least
 /// [`QUADS_MIN_ROWS`] rows then take several quads side by side with no idle lane: each
 /// quad's lanes take 2 slices each (slices / 2 groups), else 1, else 3, whichever fits first,
-/// and the fewest quads that fill whole warps and give at least 96 lanes. On the H100
-/// (2026-11-26, `RULLAMA_BENCH_SWEEP=1`): gemma3-4b's LM head (2560x262144 Q6_K) 427 -> 279
-/// us as 4 quads of 40 lanes, its gate|up (2560x20480 Q4_K) 26.2 -> 22.6 us, gemma-3-270m's
-/// LM head (640x262144 Q8_0) 139 -> 80 us as 8 quads of 20, SmolLM2's (576x49152 Q8_0)
-/// 27.8 -> 15.5 us as 8 quads of 12 (3 trips); one trip a lane (2 quads of 80, 4 of 40) was
-/// 4-28% slower than two.
+/// and the fewest quads that fill whole warps and give at least 96 lanes: gemma3-4b's LM head
+/// (2560x262144 Q6_K) is 4 quads of 40 lanes, gemma-3-270m's (640x262144 Q8_0) 8 quads of 20,
+/// SmolLM2's (576x49152 Q8_0) 8 quads of 12 (3 trips). Two trips a lane come first because
+/// one (2 quads of 80, 4 of 40) was 4-28% slower (docs/PERF.md, D-row-quads, measured with
+/// `RULLAMA_BENCH_SWEEP=1`).
 ///
 /// A dot file whose `PARTS` is an override (Q4_K's, Q6_K's, Q8_0's) takes twice its lanes a
 /// slice in a one-quad dispatch whose slices then still give every lane one slice at most (a
 /// product of few, short rows, bound by each lane's chain of loads rather than by its
-/// bytes). On the H100 (2026-11-26, docs/PERF.md): 16 lanes a Q4_K super-block took
-/// gemma-3-270m's decode step -0.3 to -2.6% (its o and down projections, 1024 and 2048
-/// inputs), while gemma3-4b's gate|up (20,480 rows side by side) ran 10% slower with them;
-/// Q8_0 and Q6_K split as well took SmolLM2's step -1.2% and qwen's -1.0%.
+/// bytes). Only there: doubled in every product, they made gemma3-4b's step slower, its
+/// 20,480-row gate|up most (docs/PERF.md, D-short-lanes).
 pub fn lanes(f: GpuFormat, input: InputKind, n_in: usize, n_rows: usize) -> Lanes {
     let (parts, slice_units) = lane_layout(f, input);
     let slices = n_in.div_ceil(32).div_ceil(slice_units).max(1);
@@ -428,9 +428,8 @@ pub fn lanes(f: GpuFormat, input: InputKind, n_in: usize, n_rows: usize) -> Lane
     let parts = if split { 2 * parts } else { parts };
     let pow2 = ((slices * parts).next_power_of_two() as u32).clamp(WARP as u32, MAX_WORKGROUP);
     // A quad of one warp goes two to a workgroup, but for a norm input: the H100 holds at
-    // most 32 workgroups an SM, so one-warp workgroups fill at most half its 64 warps
-    // (qwen2.5-0.5b's gate|up, 896x9728 Q5_0: 10.0 -> 8.2 us; its decode step -2.5%), while
-    // the norm-input products of 576-896 inputs ran 5-12% slower as two quads (2026-11-26).
+    // most 32 workgroups an SM, so one-warp workgroups fill at most half its 64 warps, while
+    // the norm-input products ran 5-12% slower as two quads (docs/PERF.md, D-two-quads-a-warp).
     let pair = pow2 == WARP as u32 && !matches!(input, InputKind::Norm(_));
     let one_quad = Lanes {
         workgroup: if pair { 2 * pow2 } else { pow2 },
