@@ -37,6 +37,8 @@
 //! `examples/list_tensors.rs` lists a file's metadata and tensors
 //! (`cargo run -p rullama-gguf --example list_tensors -- model.gguf`).
 
+#![warn(missing_docs)]
+
 mod decode;
 mod encode;
 mod error;
