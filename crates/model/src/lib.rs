@@ -39,6 +39,8 @@
 //! (`cargo run --release -p rullama-model --example generate -- model.gguf "Once upon a time"`).
 //! See `docs/MODEL.md` for the graphs and executors.
 
+#![warn(missing_docs)]
+
 mod arch;
 pub mod backend;
 mod config;

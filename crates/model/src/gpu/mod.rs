@@ -46,8 +46,8 @@ use plan::{Freqs, Plan};
 pub use ir::{GpuAct, GpuIds};
 pub use rullama_kernels::ops::kv::KvDtype;
 pub use sequence::GpuSequence;
-use weight::Widen;
-pub use weight::{GpuKvCache, GpuWeightRef};
+pub use weight::GpuWeightRef;
+use weight::{GpuKvCache, Widen};
 
 /// A GPU error as the model's error, saying what was being done.
 pub(crate) fn gpu_err(context: impl Into<String>) -> impl FnOnce(GpuError) -> ModelError {
@@ -312,6 +312,7 @@ impl GpuBackend {
         Ok(GpuBackend::new(Gpu::open()?))
     }
 
+    /// A backend on `gpu`, with the default options.
     pub fn new(gpu: Gpu) -> GpuBackend {
         GpuBackend::shared(Arc::new(gpu))
     }
@@ -340,10 +341,12 @@ impl GpuBackend {
         }
     }
 
+    /// The options its plans are built with.
     pub fn options(&self) -> &GpuOptions {
         &self.shared.options
     }
 
+    /// The device it runs on.
     pub fn gpu(&self) -> &Arc<Gpu> {
         &self.shared.gpu
     }
