@@ -25,6 +25,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+#![warn(missing_docs)]
+
 mod bpe;
 mod byte_level;
 pub mod chat;
@@ -46,7 +48,6 @@ mod vocab;
 pub use chat::{ChatMessage, ChatTemplate};
 pub use config::TokenizerKind;
 pub use error::{Result, TokenizerError};
-pub use pretokenize::PreTokenizer;
 pub use special::SpecialTokens;
 pub use stream::StreamDecoder;
 pub use tokenizer::{EncodeOptions, Tokenizer};
