@@ -24,6 +24,8 @@
 //! # Ok::<(), rullama_quant::QuantError>(())
 //! ```
 
+#![warn(missing_docs)]
+
 mod error;
 mod format;
 mod num;
