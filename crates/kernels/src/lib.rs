@@ -23,6 +23,8 @@
 //! # Ok::<(), rullama_kernels::GpuError>(())
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod device;
 pub mod error;
 pub mod format;
