@@ -127,10 +127,12 @@ impl<S: ByteSource> GgufFile<S> {
         self.path.as_deref()
     }
 
+    /// The parsed header: version, metadata, tensor infos, where the data starts.
     pub fn header(&self) -> &GgufHeader {
         &self.header
     }
 
+    /// The key/value metadata, in file order.
     pub fn metadata(&self) -> &Metadata {
         self.header.metadata()
     }

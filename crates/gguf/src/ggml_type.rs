@@ -10,38 +10,71 @@ use std::fmt;
 /// that uses one gets [`crate::GgufError::UnknownTensorType`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum GgmlType {
+    /// 32-bit float.
     F32,
+    /// IEEE 16-bit float.
     F16,
+    /// 32 weights: an f16 scale and 4-bit values.
     Q4_0,
+    /// 32 weights: an f16 scale and minimum, 4-bit values.
     Q4_1,
+    /// 32 weights: an f16 scale and 5-bit values (the fifth bits packed apart).
     Q5_0,
+    /// 32 weights: an f16 scale and minimum, 5-bit values.
     Q5_1,
+    /// 32 weights: an f16 scale and 8-bit values.
     Q8_0,
+    /// 32 weights: an f16 scale, the f16 scaled sum, 8-bit values (GGML's activation format).
     Q8_1,
+    /// K-quant, 256 weights: 16 sub-blocks with 4-bit scales and minimums, 2-bit values.
     Q2K,
+    /// K-quant, 256 weights: 16 sub-blocks with 6-bit scales, 3-bit values.
     Q3K,
+    /// K-quant, 256 weights: 8 sub-blocks with 6-bit scales and minimums, 4-bit values.
     Q4K,
+    /// K-quant, 256 weights: 8 sub-blocks with 6-bit scales and minimums, 5-bit values.
     Q5K,
+    /// K-quant, 256 weights: 16 sub-blocks with 8-bit scales, 6-bit values.
     Q6K,
+    /// K-quant, 256 weights: an f32 scale, 8-bit values and sums of 16 (GGML's activation format for k-quant dots).
     Q8K,
+    /// I-quant, 256 weights at 2.06 bits: values from a lattice codebook, signs apart.
     Iq2Xxs,
+    /// I-quant, 256 weights at 2.31 bits: as IQ2_XXS with 4-bit sub-block scales.
     Iq2Xs,
+    /// I-quant, 256 weights at 3.06 bits: lattice codebook values.
     Iq3Xxs,
+    /// I-quant, 256 weights at 1.56 bits.
     Iq1S,
+    /// 32 weights: an f16 scale and 4-bit indices into a non-linear 16-value table.
     Iq4Nl,
+    /// I-quant, 256 weights at 3.44 bits.
     Iq3S,
+    /// I-quant, 256 weights at 2.56 bits.
     Iq2S,
+    /// 256 weights: IQ4_NL's table with 6-bit scales per 32.
     Iq4Xs,
+    /// 8-bit signed integer.
     I8,
+    /// 16-bit signed integer.
     I16,
+    /// 32-bit signed integer.
     I32,
+    /// 64-bit signed integer.
     I64,
+    /// 64-bit float.
     F64,
+    /// I-quant, 256 weights at 1.75 bits.
     Iq1M,
+    /// bfloat16: an f32's top 16 bits.
     Bf16,
+    /// Ternary, 256 weights: values in {-1, 0, 1} packed five to a byte, an f16 scale.
     Tq1_0,
+    /// Ternary, 256 weights: values in {-1, 0, 1} in 2 bits each, an f16 scale.
     Tq2_0,
+    /// 32 weights: 4-bit floats (E2M1) sharing one power-of-two (E8M0) scale.
     Mxfp4,
+    /// 64 weights: 4-bit floats (E2M1) with an 8-bit float (E4M3) scale per 16.
     Nvfp4,
     /// OxiBonsai's 1-bit format: 128 sign bits and one f16 scale per block (mainline `Q1_0`).
     Q1_0G128,
@@ -50,7 +83,9 @@ pub enum GgmlType {
 /// Block geometry of one type: `block_size` weights are stored in `type_size` bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockLayout {
+    /// Weights per block (1 for the plain number types).
     pub block_size: usize,
+    /// Bytes per block.
     pub type_size: usize,
 }
 

@@ -23,9 +23,11 @@ use crate::source::ByteSource;
 use crate::tensor::{MAX_DIMS, TensorInfo, shape_size};
 use crate::value::Value;
 
+/// The four bytes every GGUF file starts with.
 pub const MAGIC: [u8; 4] = *b"GGUF";
 /// Alignment of tensor data when `general.alignment` is absent.
 pub const DEFAULT_ALIGNMENT: u64 = 32;
+/// The metadata key that sets the alignment of tensor data.
 pub const ALIGNMENT_KEY: &str = "general.alignment";
 
 /// Fewest bytes one key/value pair takes: key length, value type, a one-byte value.
@@ -114,6 +116,7 @@ impl GgufHeader {
         self.version
     }
 
+    /// The key/value metadata, in file order.
     pub fn metadata(&self) -> &Metadata {
         &self.metadata
     }
@@ -123,6 +126,7 @@ impl GgufHeader {
         &self.tensors
     }
 
+    /// The description of the tensor called `name`.
     pub fn tensor_info(&self, name: &str) -> Option<&TensorInfo> {
         self.tensor_index
             .get(name)

@@ -8,6 +8,36 @@
 //! [`GgufError`] naming the offset.
 //! [`GgufWriter`] writes files from scratch or writes a parsed file back byte for byte;
 //! [`TensorStream`] writes one tensor at a time, for files larger than memory.
+//! [`store`] finds models by path, Ollama name or the name of a cached test model.
+//!
+//! ```rust
+//! use rullama_gguf::{GgmlType, GgufFile, GgufWriter};
+//!
+//! // A file in memory: one metadata key and a 2-row f32 tensor of 4 values a row.
+//! let values = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0];
+//! let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+//! let mut writer = GgufWriter::new();
+//! writer.set("general.architecture", "llama");
+//! writer.add_tensor("token_embd.weight", &[4, 2], GgmlType::F32, bytes)?;
+//! let mut file_bytes = Vec::new();
+//! writer.write_to(&mut file_bytes)?;
+//!
+//! // Read it back: typed metadata, then each tensor's description and bytes.
+//! let file = GgufFile::from_bytes(file_bytes)?;
+//! assert_eq!(file.metadata().architecture()?, "llama");
+//! for tensor in file.tensor_views() {
+//!     let info = tensor.info;
+//!     println!("{} {} {:?}: {} bytes", info.name, info.ggml_type, info.dims, tensor.data.len());
+//! }
+//! let embd = file.tensor("token_embd.weight").expect("written above");
+//! assert_eq!((embd.info.row_len(), embd.info.n_rows()), (4, 2));
+//! # Ok::<(), rullama_gguf::GgufError>(())
+//! ```
+//!
+//! `examples/list_tensors.rs` lists a file's metadata and tensors
+//! (`cargo run -p rullama-gguf --example list_tensors -- model.gguf`).
+
+#![warn(missing_docs)]
 
 mod decode;
 mod encode;

@@ -25,6 +25,8 @@ pub struct Metadata {
 pub trait FromValue<'a>: Sized {
     /// What the value should have been, for [`GgufError::WrongType`].
     const EXPECTED: &'static str;
+    /// The value as `Self`, or `None` when it holds another type (or, for the lenient
+    /// types, a value that does not fit).
     fn from_value(value: &'a Value) -> Option<Self>;
 }
 
@@ -90,6 +92,7 @@ impl FromValue<'_> for Vec<usize> {
 }
 
 impl Metadata {
+    /// No entries.
     pub fn new() -> Metadata {
         Metadata::default()
     }
@@ -137,10 +140,12 @@ impl Metadata {
         Some(value)
     }
 
+    /// The number of keys.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
+    /// Whether there are no keys.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
@@ -150,10 +155,12 @@ impl Metadata {
         self.entries.iter().map(|(k, v)| (k.as_str(), v))
     }
 
+    /// Whether `key` is present.
     pub fn contains_key(&self, key: &str) -> bool {
         self.index.contains_key(key)
     }
 
+    /// The value of `key`, of whatever type it is stored as.
     pub fn get(&self, key: &str) -> Option<&Value> {
         self.index
             .get(key)
@@ -179,26 +186,32 @@ impl Metadata {
         }
     }
 
+    /// The value of `key`, which must be a `u32` ([`Metadata::get_as`]).
     pub fn get_u32(&self, key: &str) -> Result<u32> {
         self.get_as(key)
     }
 
+    /// The value of `key`, which must be a `u64` ([`Metadata::get_as`]).
     pub fn get_u64(&self, key: &str) -> Result<u64> {
         self.get_as(key)
     }
 
+    /// The value of `key`, which must be an `i32` ([`Metadata::get_as`]).
     pub fn get_i32(&self, key: &str) -> Result<i32> {
         self.get_as(key)
     }
 
+    /// The value of `key`, which must be an `f32` ([`Metadata::get_as`]).
     pub fn get_f32(&self, key: &str) -> Result<f32> {
         self.get_as(key)
     }
 
+    /// The value of `key`, which must be a bool ([`Metadata::get_as`]).
     pub fn get_bool(&self, key: &str) -> Result<bool> {
         self.get_as(key)
     }
 
+    /// The value of `key`, which must be a string ([`Metadata::get_as`]).
     pub fn get_str(&self, key: &str) -> Result<&str> {
         self.get_as(key)
     }
@@ -208,26 +221,32 @@ impl Metadata {
         self.get_as(key)
     }
 
+    /// The value of `key`, which must be an array of any element type ([`Metadata::get_as`]).
     pub fn get_array(&self, key: &str) -> Result<&Array> {
         self.get_as(key)
     }
 
+    /// The value of `key`, which must be an array of strings ([`Metadata::get_as`]).
     pub fn get_str_array(&self, key: &str) -> Result<&[String]> {
         self.get_as(key)
     }
 
+    /// The value of `key`, which must be an array of `f32` ([`Metadata::get_as`]).
     pub fn get_f32_array(&self, key: &str) -> Result<&[f32]> {
         self.get_as(key)
     }
 
+    /// The value of `key`, which must be an array of `i32` ([`Metadata::get_as`]).
     pub fn get_i32_array(&self, key: &str) -> Result<&[i32]> {
         self.get_as(key)
     }
 
+    /// The value of `key`, which must be an array of `u32` ([`Metadata::get_as`]).
     pub fn get_u32_array(&self, key: &str) -> Result<&[u32]> {
         self.get_as(key)
     }
 
+    /// The value of `key`, which must be an array of bools ([`Metadata::get_as`]).
     pub fn get_bool_array(&self, key: &str) -> Result<&[bool]> {
         self.get_as(key)
     }
@@ -257,14 +276,17 @@ impl Metadata {
         self.get_opt(&self.arch_key(suffix)?)
     }
 
+    /// The architecture-prefixed key `suffix`, which must be a `u32`.
     pub fn arch_u32(&self, suffix: &str) -> Result<u32> {
         self.arch(suffix)
     }
 
+    /// The architecture-prefixed key `suffix`, which must be an `f32`.
     pub fn arch_f32(&self, suffix: &str) -> Result<f32> {
         self.arch(suffix)
     }
 
+    /// The architecture-prefixed key `suffix`, which must be any integer type, non-negative and fitting `usize`.
     pub fn arch_usize(&self, suffix: &str) -> Result<usize> {
         self.arch(suffix)
     }

@@ -19,10 +19,13 @@ pub struct KnownModel {
     pub name: &'static str,
     /// File name inside the cache directory.
     pub file: &'static str,
+    /// Its size, checked after fetching.
     pub bytes: u64,
+    /// Its SHA-256, hex, checked after fetching.
     pub sha256: &'static str,
 }
 
+/// The test models: one per architecture family the tests cover.
 pub const KNOWN_MODELS: &[KnownModel] = &[
     KnownModel {
         name: "gemma3-270m",
@@ -49,26 +52,51 @@ pub const DEFAULT_MODEL: &str = "gemma3-270m";
 
 const OLLAMA_MODEL_LAYER: &str = "application/vnd.ollama.image.model";
 
+/// Why a model argument names no file; each says what to do about it.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// A known test model whose file is not in the cache yet.
     #[error(
         "`{name}` is a known test model but {path} does not exist; run `cargo xtask models` to fetch it"
     )]
-    NotFetched { name: String, path: PathBuf },
+    NotFetched {
+        /// Its short name.
+        name: String,
+        /// Where its file should be.
+        path: PathBuf,
+    },
+    /// Neither a file, nor a known test model, nor an Ollama model that is pulled.
     #[error(
         "no model `{arg}`: it is not a file, not a known test model ({known}), and no Ollama manifest exists at {manifest}"
     )]
     NotFound {
+        /// What was asked for.
         arg: String,
+        /// The known test models' names, joined for the message.
         known: String,
+        /// Where its Ollama manifest would be.
         manifest: PathBuf,
     },
+    /// An Ollama manifest that cannot be read or parsed, has no model layer, or names it by
+    /// a digest that is not `sha256:<64 hex>`.
     #[error("Ollama manifest {path}: {reason}")]
-    BadManifest { path: PathBuf, reason: String },
+    BadManifest {
+        /// The manifest.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An Ollama manifest whose model blob is absent (a pull that did not finish).
     #[error(
         "Ollama manifest {manifest} names blob {blob}, which does not exist (is the download complete?)"
     )]
-    MissingBlob { manifest: PathBuf, blob: PathBuf },
+    MissingBlob {
+        /// The manifest.
+        manifest: PathBuf,
+        /// The blob it names.
+        blob: PathBuf,
+    },
+    /// No `HOME` to find the default directories under, and no variable naming them.
     #[error("cannot tell where the home directory is: set HOME, RULLAMA_MODELS or OLLAMA_MODELS")]
     NoHome,
 }
@@ -76,14 +104,26 @@ pub enum StoreError {
 /// How a model argument was resolved, for messages such as `inspect`'s header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ModelSource {
+    /// The argument was a path to a file.
     Path,
-    Cached { name: &'static str },
-    Ollama { name: OllamaName },
+    /// A known test model in the cache.
+    Cached {
+        /// Its short name.
+        name: &'static str,
+    },
+    /// An Ollama model: its blob.
+    Ollama {
+        /// The full name it resolved as.
+        name: OllamaName,
+    },
 }
 
+/// A model argument resolved to a GGUF file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResolvedModel {
+    /// The GGUF file.
     pub path: PathBuf,
+    /// How the argument was read.
     pub source: ModelSource,
 }
 
@@ -151,9 +191,13 @@ pub fn resolve(arg: &str) -> Result<ResolvedModel, StoreError> {
 /// filled in (`registry.ollama.ai`, `library`, `latest`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OllamaName {
+    /// `registry.ollama.ai` unless given.
     pub registry: String,
+    /// `library` unless given.
     pub namespace: String,
+    /// The model (`gemma3`).
     pub model: String,
+    /// `latest` unless given (`270m`).
     pub tag: String,
 }
 

@@ -15,13 +15,17 @@ pub const MAX_DIMS: usize = 4;
 /// One tensor as the header describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TensorInfo {
+    /// The tensor's name (`blk.0.attn_q.weight`).
     pub name: String,
     /// GGML order: `dims[0]` is the row length. Between 1 and [`MAX_DIMS`] entries, none zero.
     pub dims: Vec<u64>,
+    /// How its values are stored.
     pub ggml_type: GgmlType,
     /// Offset of the data from the start of the data section (not of the file).
     pub offset: u64,
+    /// The product of `dims`.
     pub n_elements: u64,
+    /// Bytes of its data: whole blocks of `ggml_type`.
     pub n_bytes: u64,
 }
 
@@ -96,6 +100,7 @@ pub(crate) fn shape_size(dims: &[u64], ggml_type: GgmlType) -> Result<(u64, u64)
 /// A tensor's description and its bytes, borrowed from the file.
 #[derive(Debug, Clone, Copy)]
 pub struct TensorView<'a> {
+    /// Its description.
     pub info: &'a TensorInfo,
     /// Exactly `info.n_bytes` bytes.
     pub data: &'a [u8],
@@ -105,6 +110,7 @@ pub struct TensorView<'a> {
 /// a buffer of their own ([`crate::GgufFile::read_tensor`]).
 #[derive(Debug, Clone)]
 pub struct TensorData<'a> {
+    /// Its description.
     pub info: &'a TensorInfo,
     /// Exactly `info.n_bytes` bytes.
     pub data: Cow<'a, [u8]>,

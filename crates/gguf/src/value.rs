@@ -10,18 +10,31 @@ use std::fmt;
 /// The type tag (u32) that precedes every metadata value and every array's elements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ValueType {
+    /// Tag 0: an unsigned 8-bit integer.
     U8,
+    /// Tag 1: a signed 8-bit integer.
     I8,
+    /// Tag 2: an unsigned 16-bit integer.
     U16,
+    /// Tag 3: a signed 16-bit integer.
     I16,
+    /// Tag 4: an unsigned 32-bit integer.
     U32,
+    /// Tag 5: a signed 32-bit integer.
     I32,
+    /// Tag 6: a 32-bit float.
     F32,
+    /// Tag 7: a bool, stored as one byte 0 or 1.
     Bool,
+    /// Tag 8: a UTF-8 string, stored as a u64 length and its bytes.
     String,
+    /// Tag 9: an array: an element type, a u64 count, the elements.
     Array,
+    /// Tag 10: an unsigned 64-bit integer.
     U64,
+    /// Tag 11: a signed 64-bit integer.
     I64,
+    /// Tag 12: a 64-bit float.
     F64,
 }
 
@@ -113,18 +126,31 @@ impl fmt::Display for ValueType {
 /// One metadata value.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
+    /// A u8.
     U8(u8),
+    /// A i8.
     I8(i8),
+    /// A u16.
     U16(u16),
+    /// A i16.
     I16(i16),
+    /// A u32.
     U32(u32),
+    /// A i32.
     I32(i32),
+    /// A f32.
     F32(f32),
+    /// A bool.
     Bool(bool),
+    /// A string.
     String(String),
+    /// An array of one element type.
     Array(Array),
+    /// A u64.
     U64(u64),
+    /// A i64.
     I64(i64),
+    /// A f64.
     F64(f64),
 }
 
@@ -132,22 +158,36 @@ pub enum Value {
 /// [`Array`], each inner array with its own element type, as the format allows.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Array {
+    /// u8 elements.
     U8(Vec<u8>),
+    /// i8 elements.
     I8(Vec<i8>),
+    /// u16 elements.
     U16(Vec<u16>),
+    /// i16 elements.
     I16(Vec<i16>),
+    /// u32 elements.
     U32(Vec<u32>),
+    /// i32 elements.
     I32(Vec<i32>),
+    /// f32 elements.
     F32(Vec<f32>),
+    /// Bools.
     Bool(Vec<bool>),
+    /// Strings (a vocabulary's tokens, say).
     String(Vec<String>),
+    /// Arrays, each with its own element type.
     Array(Vec<Array>),
+    /// u64 elements.
     U64(Vec<u64>),
+    /// i64 elements.
     I64(Vec<i64>),
+    /// f64 elements.
     F64(Vec<f64>),
 }
 
 impl Value {
+    /// The type it is stored as.
     pub fn value_type(&self) -> ValueType {
         match self {
             Value::U8(_) => ValueType::U8,
@@ -272,6 +312,7 @@ impl Array {
         }
     }
 
+    /// The type of its elements.
     pub fn element_type(&self) -> ValueType {
         match self {
             Array::U8(_) => ValueType::U8,
@@ -290,10 +331,12 @@ impl Array {
         }
     }
 
+    /// The number of elements.
     pub fn len(&self) -> usize {
         each_array!(self, v => v.len())
     }
 
+    /// Whether it has no elements.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -74,10 +74,12 @@ impl<'a> GgufWriter<'a> {
         Ok(self)
     }
 
+    /// The metadata to be written.
     pub fn metadata(&self) -> &Metadata {
         &self.metadata
     }
 
+    /// The metadata to be written, to edit (remove a key, say).
     pub fn metadata_mut(&mut self) -> &mut Metadata {
         &mut self.metadata
     }

@@ -19,8 +19,9 @@ pub struct Caps {
     pub shader_f16: bool,
     /// `Features::SUBGROUP` is on: subgroup builtins and operations work.
     pub subgroup: bool,
-    /// Smallest and largest subgroup size the adapter reports (0 when unknown).
+    /// Smallest subgroup size the adapter reports (0 when unknown).
     pub subgroup_min_size: u32,
+    /// Largest subgroup size the adapter reports (0 when unknown).
     pub subgroup_max_size: u32,
     /// `Features::TIMESTAMP_QUERY` is on (asked for wherever the adapter has it: benches, profiles).
     pub timestamps: bool,
@@ -35,18 +36,24 @@ pub struct Caps {
 /// EXPERIMENTAL_COOPERATIVE_MATRIX` turns the tensor cores off).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OpenOptions {
+    /// Features to ask for besides the ones the kernels use (where the adapter has them).
     pub extra: wgpu::Features,
+    /// Features not to ask for even where the adapter has them.
     pub without: wgpu::Features,
 }
 
 /// An open device with the limits of its adapter and the pipeline table built on it.
 #[derive(Debug)]
 pub struct Gpu {
+    /// The device: buffers, pipelines and command encoders are made from it.
     pub device: wgpu::Device,
+    /// Its queue: writes and submissions go through it.
     pub queue: wgpu::Queue,
+    /// The adapter's name, vendor, driver and backend.
     pub info: wgpu::AdapterInfo,
     /// The adapter's own limits, requested in full (not wgpu's conservative defaults).
     pub limits: wgpu::Limits,
+    /// The optional features that are on.
     pub caps: Caps,
     /// The tile shapes and types the adapter's cooperative matrices (tensor cores) support,
     /// as it reports them; empty where it has none.

@@ -16,25 +16,40 @@ use crate::shader::{ShaderFile, shader_file};
 /// One field of a GGUF block: `bytes` bytes at byte `offset`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockField {
+    /// Its first byte in the block.
     pub offset: usize,
+    /// Its size.
     pub bytes: usize,
 }
 
 /// A weight format with a GPU decoder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum GpuFormat {
+    /// GGML's F32.
     F32,
+    /// GGML's F16.
     F16,
+    /// GGML's BF16.
     Bf16,
+    /// GGML's Q8_0.
     Q8_0,
+    /// GGML's Q4_0.
     Q4_0,
+    /// GGML's Q4_1.
     Q4_1,
+    /// GGML's Q5_0.
     Q5_0,
+    /// GGML's Q5_1.
     Q5_1,
+    /// GGML's Q2_K.
     Q2K,
+    /// GGML's Q3_K.
     Q3K,
+    /// GGML's Q4_K.
     Q4K,
+    /// GGML's Q5_K.
     Q5K,
+    /// GGML's Q6_K.
     Q6K,
 }
 
@@ -60,6 +75,7 @@ const Q5_CODES: ShaderFile = shader_file!("formats/q5_codes.wgsl");
 const SCALES_K4: ShaderFile = shader_file!("formats/scales_k4.wgsl");
 
 impl GpuFormat {
+    /// Every format, in the order the tables list them.
     pub const ALL: [GpuFormat; 13] = [
         GpuFormat::F32,
         GpuFormat::F16,
@@ -76,6 +92,7 @@ impl GpuFormat {
         GpuFormat::Q6K,
     ];
 
+    /// Its GGML type.
     pub fn ggml(self) -> GgmlType {
         match self {
             GpuFormat::F32 => GgmlType::F32,
@@ -94,6 +111,7 @@ impl GpuFormat {
         }
     }
 
+    /// Its block format, for `rullama-quant`.
     pub fn format(self) -> Format {
         Format::Ggml(self.ggml())
     }
@@ -160,6 +178,7 @@ impl GpuFormat {
         matches!(self, GpuFormat::Q4K | GpuFormat::Q5K)
     }
 
+    /// GGML's name of it (`Q4_K`).
     pub fn name(self) -> &'static str {
         self.ggml().name()
     }

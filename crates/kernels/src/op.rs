@@ -11,6 +11,7 @@ pub const MAX_GROUPS_PER_DIM: u32 = 65535;
 /// One dispatch, described by value.
 #[derive(Debug, Clone)]
 pub struct Op {
+    /// The pipeline it runs.
     pub key: PipelineKey,
     /// The parameter struct's bytes (a `bytemuck::Pod` with WGSL layout), bound at binding 0.
     pub params: Vec<u8>,
@@ -21,6 +22,9 @@ pub struct Op {
 }
 
 impl Op {
+    /// An op of `kernel` with `workgroup_size` invocations a workgroup, parameters
+    /// `params`, `buffers` at bindings 1.. and `grid` workgroups (the key's other overrides
+    /// unset).
     pub fn new<P: bytemuck::Pod>(
         kernel: impl Into<Kernel>,
         workgroup_size: u32,

@@ -13,6 +13,7 @@ use crate::shader::BindingKind;
 /// What identifies one pipeline: the kernel and the WGSL overrides it is built with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PipelineKey {
+    /// The kernel: its program and entry point.
     pub kernel: Kernel,
     /// The `WG` override: invocations per workgroup, at most 256 (a power of two but for the
     /// matvec kernels, whose [`crate::ops::matvec::Lanes`] may take any multiple of their quads).
@@ -28,7 +29,7 @@ pub struct PipelineKey {
 
 /// A bind group layout (shared by every kernel with the same binding kinds) and its pipeline layout.
 #[derive(Debug)]
-pub struct Layout {
+pub(crate) struct Layout {
     pub kinds: &'static [BindingKind],
     pub bind_group: wgpu::BindGroupLayout,
     pub pipeline: wgpu::PipelineLayout,
@@ -36,8 +37,7 @@ pub struct Layout {
 
 /// One built pipeline.
 #[derive(Debug)]
-pub struct Pipeline {
-    pub key: PipelineKey,
+pub(crate) struct Pipeline {
     pub compute: wgpu::ComputePipeline,
     pub layout: Arc<Layout>,
 }
@@ -95,7 +95,7 @@ fn create_layout(device: &wgpu::Device, kinds: &'static [BindingKind]) -> Layout
 
 impl Gpu {
     /// The pipeline for `key`, built on first request (load time) and cached for the device.
-    pub fn pipeline(&self, key: PipelineKey) -> Arc<Pipeline> {
+    pub(crate) fn pipeline(&self, key: PipelineKey) -> Arc<Pipeline> {
         let mut t = self
             .pipelines
             .tables
@@ -149,11 +149,7 @@ impl Gpu {
                 },
                 cache: None,
             });
-        let p = Arc::new(Pipeline {
-            key,
-            compute,
-            layout,
-        });
+        let p = Arc::new(Pipeline { compute, layout });
         t.pipelines.insert(key, p.clone());
         p
     }

@@ -26,6 +26,7 @@ pub const PROFILE_FEATURES: wgpu::Features =
 /// per-dispatch timestamps.
 #[derive(Debug, Clone)]
 pub struct StepProfile {
+    /// Each dispatch's kernel and GPU time, in step order.
     pub dispatches: Vec<(Kernel, Duration)>,
     /// The whole step between two timestamps around its pass (median of [`PASS_REPLAYS`]).
     pub step: Duration,
@@ -42,7 +43,9 @@ pub const PASS_REPLAYS: u32 = 7;
 pub struct KernelTime {
     /// The kernel's name (`matvec_q4_k`, `rms_norm`, ...).
     pub kernel: String,
+    /// Its dispatches in the step.
     pub count: usize,
+    /// Their GPU time together.
     pub total: Duration,
 }
 

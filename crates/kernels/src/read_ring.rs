@@ -40,6 +40,7 @@ pub struct ReadRing {
 }
 
 impl ReadRing {
+    /// `n` (at least one) staging buffers of `bytes` each (rounded up to whole words).
     pub fn new(gpu: &Gpu, n: usize, bytes: u64) -> ReadRing {
         let bytes = bytes.next_multiple_of(4).max(4);
         let slots = (0..n.max(1))

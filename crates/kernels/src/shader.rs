@@ -15,7 +15,9 @@ use crate::format::GpuFormat;
 pub enum BindingKind {
     /// The per-op parameter struct, bound with a dynamic offset into the step's uniform arena.
     Uniform,
+    /// A storage buffer the kernel only reads (`var<storage, read>`).
     StorageRead,
+    /// A storage buffer the kernel writes (`var<storage, read_write>`).
     StorageReadWrite,
     /// No binding at this number: a program whose optional binding (a bias at 5) is left out
     /// while later numbers are used keeps those numbers. The op passes no buffer for it.
@@ -35,6 +37,7 @@ pub fn bound(kinds: &[BindingKind]) -> impl Iterator<Item = (u32, BindingKind)> 
 pub struct ShaderFile {
     /// Path relative to `shaders/`.
     pub path: &'static str,
+    /// Its text as compiled in ([`ShaderFile::text`] may read a replacement).
     pub source: &'static str,
 }
 
@@ -93,9 +96,13 @@ pub const SHADER_DIR_VAR: &str = "RULLAMA_SHADER_DIR";
 /// One compute program: files concatenated in order, one entry point, its bindings.
 #[derive(Debug, Clone)]
 pub struct Program {
+    /// The kernel's name (`matvec_q4_k`).
     pub name: String,
+    /// Its files, concatenated in this order (a format's decoder, then the kernel).
     pub files: Vec<&'static ShaderFile>,
+    /// The entry point.
     pub entry: &'static str,
+    /// Its bindings, by number.
     pub bindings: &'static [BindingKind],
     /// `size_of` the Rust parameter struct bound at binding 0 (checked against WGSL's layout).
     pub params_size: usize,

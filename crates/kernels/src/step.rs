@@ -30,10 +30,12 @@ pub struct StepBuilder {
 }
 
 impl StepBuilder {
+    /// No ops yet.
     pub fn new() -> StepBuilder {
         StepBuilder::default()
     }
 
+    /// Appends `op`; its id names it in the built step ([`Step::params`]).
     pub fn push(&mut self, op: Op) -> OpId {
         self.ops.push(op);
         OpId(self.ops.len() - 1)
@@ -44,6 +46,8 @@ impl StepBuilder {
         ops.into_iter().map(|op| self.push(op)).collect()
     }
 
+    /// Builds the step on `gpu`: its pipelines, one uniform arena holding every op's
+    /// parameters, and its bind groups, all made now so that replaying makes nothing.
     pub fn build(&self, gpu: &Gpu) -> Step {
         Step::build(gpu, &self.ops)
     }
@@ -174,6 +178,7 @@ impl Step {
         self.dispatches.len()
     }
 
+    /// Whether it has no dispatch.
     pub fn is_empty(&self) -> bool {
         self.dispatches.is_empty()
     }

@@ -37,10 +37,12 @@ impl GpuBuffer {
         }
     }
 
+    /// The wgpu buffer, for copies and bindings of one's own.
     pub fn raw(&self) -> &wgpu::Buffer {
         &self.buffer
     }
 
+    /// Its identity: what a built step's bindings are keyed by.
     pub fn id(&self) -> BufferId {
         self.id
     }
@@ -54,6 +56,7 @@ impl GpuBuffer {
 /// Element type of an activation tensor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Dtype {
+    /// Activations.
     F32,
     /// Token ids and indices.
     U32,
@@ -72,8 +75,11 @@ fn padded_bytes(n: usize) -> u64 {
 /// A dense activation tensor (row-major, last dimension fastest).
 #[derive(Debug, Clone)]
 pub struct GpuTensor {
+    /// Its buffer (shared by clones).
     pub buf: GpuBuffer,
+    /// Its dimensions, outermost first.
     pub shape: Vec<usize>,
+    /// Its element type.
     pub dtype: Dtype,
 }
 
@@ -117,10 +123,12 @@ impl GpuTensor {
         }
     }
 
+    /// A tensor holding `data` (as many values as `shape` has elements).
     pub fn from_f32(gpu: &Gpu, shape: &[usize], data: &[f32]) -> GpuTensor {
         Self::from_bytes(gpu, shape, Dtype::F32, bytemuck::cast_slice(data))
     }
 
+    /// A `u32` tensor holding `data` (as many values as `shape` has elements).
     pub fn from_u32(gpu: &Gpu, shape: &[usize], data: &[u32]) -> GpuTensor {
         Self::from_bytes(gpu, shape, Dtype::U32, bytemuck::cast_slice(data))
     }
@@ -135,6 +143,7 @@ impl GpuTensor {
         self.buf.bytes()
     }
 
+    /// Whether it has no element.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -153,16 +162,22 @@ impl GpuTensor {
 /// (GGUF `ne0 = n_in`, `ne1 = n_out`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WeightShape {
+    /// How its blocks are encoded.
     pub format: GpuFormat,
+    /// Weights per row: the input size.
     pub n_in: usize,
+    /// Rows: the output size.
     pub n_out: usize,
 }
 
 /// Rows `[first_row, first_row + n_rows)` of a weight, in one buffer.
 #[derive(Debug, Clone)]
 pub struct WeightChunk {
+    /// The rows' blocks, in the GPU layout.
     pub buf: GpuBuffer,
+    /// The weight's row its first row is.
     pub first_row: usize,
+    /// Rows it holds.
     pub n_rows: usize,
 }
 
@@ -171,7 +186,9 @@ pub struct WeightChunk {
 /// Kernels that read a weight issue one dispatch per chunk.
 #[derive(Debug, Clone)]
 pub struct GpuWeight {
+    /// Its format and dimensions.
     pub shape: WeightShape,
+    /// Its buffers, in row order.
     pub chunks: Vec<WeightChunk>,
 }
 
@@ -267,8 +284,11 @@ impl GpuWeight {
 /// projection's range of a stacked weight (q, k and v uploaded as one matrix).
 #[derive(Debug, Clone, Copy)]
 pub struct WeightRows<'a> {
+    /// The weight.
     pub w: &'a GpuWeight,
+    /// The first row.
     pub first: usize,
+    /// Rows.
     pub n: usize,
 }
 
@@ -314,11 +334,14 @@ impl WeightRows<'_> {
 /// A tensor and an element offset into it: where an op reads or writes.
 #[derive(Debug, Clone, Copy)]
 pub struct View<'a> {
+    /// The tensor.
     pub t: &'a GpuTensor,
+    /// The first element, counted in elements.
     pub offset: usize,
 }
 
 impl<'a> View<'a> {
+    /// The view of `t` from element `offset` (`(&t).into()` is offset 0).
     pub fn at(t: &'a GpuTensor, offset: usize) -> View<'a> {
         View { t, offset }
     }

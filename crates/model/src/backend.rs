@@ -33,8 +33,11 @@ use crate::sampler::SamplerError;
 /// and the head dim for per-head q/k norms; `weight` then has `group` values.
 #[derive(Debug, Clone, Copy)]
 pub struct RmsNormParams<'w, W> {
+    /// The gain, `group` values; `None` for an unweighted norm.
     pub weight: Option<&'w W>,
+    /// Added to the mean square before the root.
     pub eps: f32,
+    /// Values normalised together: the row length or the head dim.
     pub group: usize,
 }
 
@@ -43,10 +46,15 @@ pub struct RmsNormParams<'w, W> {
 /// `pos * freq_scale * base^(-2i/n_rot)` for pair `i`; the rest pass through.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RopeParams {
+    /// Columns per head.
     pub head_dim: usize,
+    /// Dims of a head that rotate (at most `head_dim`, even).
     pub n_rot: usize,
+    /// The frequency base (`rope.freq_base`).
     pub base: f32,
+    /// Multiplies every position (linear RoPE scaling; 1 without it).
     pub freq_scale: f32,
+    /// Which dims pair up.
     pub style: RopeStyle,
 }
 
@@ -55,9 +63,14 @@ pub struct RopeParams {
 pub struct AttentionParams {
     /// Which layer's slot of the cache to append to and read.
     pub layer: usize,
+    /// Query heads.
     pub n_head: usize,
+    /// Key/value heads; each serves `n_head / n_head_kv` query heads (grouped-query
+    /// attention).
     pub n_head_kv: usize,
+    /// Dims of a query or key head.
     pub head_dim_k: usize,
+    /// Dims of a value head.
     pub head_dim_v: usize,
     /// Multiplies `q·k`.
     pub scale: f32,
@@ -71,30 +84,42 @@ pub struct AttentionParams {
 /// `[n, n_head_kv * head_dim_k]`, `v`: `[n, n_head_kv * head_dim_v]`, `positions`: `n` ids.
 #[derive(Debug)]
 pub struct AttentionInputs<'a, T, I> {
+    /// The queries, after RoPE.
     pub q: &'a T,
+    /// The step's keys, after RoPE, to append to the cache.
     pub k: &'a T,
+    /// The step's values, to append to the cache.
     pub v: &'a T,
+    /// Each row's position: where its k and v go, and which keys its query sees.
     pub positions: &'a I,
 }
 
 /// The shape of a KV cache: `n_ctx` positions for each layer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KvCacheSpec {
+    /// Positions each layer holds.
     pub n_ctx: usize,
+    /// One entry per layer, in layer order.
     pub layers: Vec<KvLayerSpec>,
 }
 
+/// The shape of one layer's cache: a key and a value of every KV head per position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KvLayerSpec {
+    /// Key/value heads.
     pub n_head_kv: usize,
+    /// Dims of a key head.
     pub head_dim_k: usize,
+    /// Dims of a value head.
     pub head_dim_v: usize,
 }
 
 /// A linear layer's tensors as the file has them: its matrix and its bias, if any.
 #[derive(Debug, Clone, Copy)]
 pub struct LinearView<'a> {
+    /// The matrix, GGML dims `[n_in, n_out]`.
     pub weight: TensorView<'a>,
+    /// The bias, `n_out` values (Qwen2's q/k/v).
     pub bias: Option<TensorView<'a>>,
 }
 
@@ -207,7 +232,10 @@ pub trait Sequence: Debug {
     fn matmul(&mut self, w: &Self::Weight, x: &Self::Tensor) -> Self::Tensor;
     /// `x + bias` on every row.
     fn add_bias(&mut self, x: &Self::Tensor, bias: &Self::Weight) -> Self::Tensor;
+    /// RMS norm of every `p.group` values of each row (see [`RmsNormParams`]).
     fn rms_norm(&mut self, x: &Self::Tensor, p: &RmsNormParams<'_, Self::Weight>) -> Self::Tensor;
+    /// Rotary embedding of every head of each row, by the row's position (see
+    /// [`RopeParams`]).
     fn rope(&mut self, x: &Self::Tensor, positions: &Self::Ids, p: &RopeParams) -> Self::Tensor;
     /// Append `k`, `v` at `positions` to the layer's slot of this sequence's cache, then
     /// attend every query row to the cached keys its position may see. Result
@@ -219,7 +247,9 @@ pub trait Sequence: Debug {
     ) -> Self::Tensor;
     /// `act(gate) * up`, element-wise.
     fn glu(&mut self, gate: &Self::Tensor, up: &Self::Tensor, act: Activation) -> Self::Tensor;
+    /// `a + b`, element-wise (the residual connections).
     fn add(&mut self, a: &Self::Tensor, b: &Self::Tensor) -> Self::Tensor;
+    /// `x * s`, element-wise (Gemma's embedding scale).
     fn scale(&mut self, x: &Self::Tensor, s: f32) -> Self::Tensor;
     /// `cap * tanh(x / cap)`, element-wise.
     fn softcap(&mut self, x: &Self::Tensor, cap: f32) -> Self::Tensor;

@@ -14,6 +14,7 @@ pub use rullama_kernels::{Activation, RopeStyle};
 /// RoPE frequencies of one layer: `theta_i = pos * freq_scale * base^(-2i/n_rot)`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RopeFreqs {
+    /// The frequency base (`rope.freq_base`; Gemma 3's sliding layers: 10000).
     pub base: f32,
     /// `1 / rope.scaling.factor` for linear scaling, 1 without.
     pub freq_scale: f32,
@@ -24,26 +25,40 @@ pub struct RopeFreqs {
 pub struct LayerConfig {
     /// Sliding-window attention: a query at `p` sees keys at `j` with `p - j < window`.
     pub window: Option<usize>,
+    /// The layer's RoPE frequencies.
     pub rope: RopeFreqs,
 }
 
 /// Everything the graph needs to know about a model's shape and arithmetic.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelConfig {
+    /// The architecture (`general.architecture`).
     pub arch: Arch,
+    /// Transformer blocks (`block_count`).
     pub n_layer: usize,
+    /// Width of the residual stream (`embedding_length`).
     pub d_model: usize,
+    /// Query heads (`attention.head_count`).
     pub n_head: usize,
+    /// Key/value heads (`attention.head_count_kv`; fewer than `n_head` for grouped-query
+    /// attention).
     pub n_head_kv: usize,
+    /// Dims of a query or key head (`attention.key_length`, default `d_model / n_head`).
     pub head_dim_k: usize,
+    /// Dims of a value head (`attention.value_length`, default `d_model / n_head`).
     pub head_dim_v: usize,
+    /// Width of the feed-forward block's hidden layer (`feed_forward_length`).
     pub n_ff: usize,
+    /// Tokens in the vocabulary: the rows of `token_embd.weight`.
     pub n_vocab: usize,
     /// The context the model was trained with (`context_length`).
     pub n_ctx_train: usize,
+    /// The RMS norms' epsilon (`attention.layer_norm_rms_epsilon`).
     pub rms_eps: f32,
     /// Rotated dimensions per head (`rope.dimension_count`, default `head_dim_k`).
     pub n_rot: usize,
+    /// Which dims of a head pair up in RoPE (NeoX halves for Gemma and Qwen 2, neighbours
+    /// for Llama).
     pub rope_style: RopeStyle,
     /// Multiplies `q·k` before the softmax.
     pub attn_scale: f32,
@@ -53,6 +68,7 @@ pub struct ModelConfig {
     pub embed_scale: Option<f32>,
     /// `cap * tanh(logit / cap)` on the output logits, if any.
     pub final_softcap: Option<f32>,
+    /// The gated FFN's non-linearity (tanh-approximated GELU for Gemma, SiLU otherwise).
     pub activation: Activation,
     /// One entry per layer.
     pub layers: Vec<LayerConfig>,

@@ -3,55 +3,91 @@
 use rullama_gguf::GgufError;
 use rullama_quant::QuantError;
 
+/// This crate's results: a [`ModelError`] unless said otherwise.
 pub type Result<T, E = ModelError> = std::result::Result<T, E>;
 
+/// Everything that can stop a model from loading or a step from running. Errors that come
+/// from the file name its key or tensor; errors of a call name the offending argument.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
+    /// A `general.architecture` this crate has no graph for.
     #[error("unknown architecture `{0}` (supported: gemma3, llama, qwen2)")]
     UnknownArchitecture(String),
 
+    /// A metadata key the architecture needs is absent.
     #[error("missing metadata key `{key}`")]
-    MissingKey { key: String },
+    MissingKey {
+        /// The key.
+        key: String,
+    },
 
     /// Any other metadata problem (a key of the wrong type, an unreadable file).
     #[error(transparent)]
     Gguf(GgufError),
 
+    /// Metadata that describes no model (a zero dimension, heads that do not divide), or a
+    /// session of 0 positions.
     #[error("invalid model config: {0}")]
     InvalidConfig(String),
 
+    /// A model feature this crate does not implement (mixtures of experts, RoPE scaling
+    /// other than linear, Llama 3's RoPE factors), a tensor of a rank an executor does not
+    /// take, or device sampling on an executor without it.
     #[error("not supported yet: {0}")]
     Unsupported(String),
 
     /// Every required tensor the file lacks, found in one pass.
     #[error("missing tensors ({}): {}", names.len(), names.join(", "))]
-    MissingTensors { names: Vec<String> },
+    MissingTensors {
+        /// Their names.
+        names: Vec<String>,
+    },
 
-    /// Dimensions in GGML order (`[n_in, n_out]` for a matrix).
+    /// A tensor whose dimensions are not the ones the config implies. Dimensions in GGML
+    /// order (`[n_in, n_out]` for a matrix).
     #[error("tensor `{name}`: expected shape {expected:?}, found {found:?}")]
     ShapeMismatch {
+        /// The tensor.
         name: String,
+        /// The dimensions the config implies.
         expected: Vec<u64>,
+        /// The dimensions the file has.
         found: Vec<u64>,
     },
 
+    /// A weight the CPU executor could not decode (its type has no decoder in
+    /// `rullama-quant`).
     #[error("tensor `{name}`: {source}")]
-    Weight { name: String, source: QuantError },
+    Weight {
+        /// The tensor.
+        name: String,
+        /// What the block formats said.
+        source: QuantError,
+    },
 
+    /// A step of no tokens.
     #[error("empty input: at least one token is needed")]
     EmptyInput,
 
+    /// A token id the model has no embedding for.
     #[error("token id {id} (index {index}) is outside the vocabulary of {n_vocab}")]
     TokenOutOfRange {
+        /// Its index in the input.
         index: usize,
+        /// The id.
         id: u32,
+        /// The model's vocabulary size.
         n_vocab: usize,
     },
 
+    /// A step whose positions run past the session's context.
     #[error("{n_tokens} tokens from position {start_pos} do not fit a context of {n_ctx}")]
     ContextOverflow {
+        /// The step's first position.
         start_pos: usize,
+        /// Its tokens.
         n_tokens: usize,
+        /// The session's context.
         n_ctx: usize,
     },
 
@@ -59,8 +95,14 @@ pub enum ModelError {
     #[error("perplexity: {0}")]
     Perplexity(String),
 
+    /// A step that starts past the cache's end: the positions between would be missing.
     #[error("start position {start_pos} leaves a gap: the cache holds {cached} positions")]
-    PositionGap { start_pos: usize, cached: usize },
+    PositionGap {
+        /// The step's first position.
+        start_pos: usize,
+        /// Positions the cache holds.
+        cached: usize,
+    },
 
     /// A shape or use error found while recording a step (a bug in a graph, not in the file).
     #[error("backend: {0}")]
@@ -73,7 +115,9 @@ pub enum ModelError {
     /// The GPU said no: no adapter, out of memory, a weight type without a kernel, ...
     #[error("GPU, {context}: {source}")]
     Gpu {
+        /// What the executor was doing (`uploading blk.0.attn_q.weight`).
         context: String,
+        /// The GPU layer's error.
         source: Box<rullama_kernels::GpuError>,
     },
 }

@@ -46,7 +46,9 @@ pub struct Generator<'s, 'm, B: Backend> {
 /// queueing time once the two overlap.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct HostTimes {
+    /// Recording, encoding and submitting steps.
     pub queue: Duration,
+    /// Waiting for drawn ids to come back.
     pub wait: Duration,
 }
 

@@ -14,9 +14,32 @@
 //!   of tokens (prefill) or single tokens (decode) through the same graph, each over its own
 //!   KV cache.
 //!
-//! - [`perplexity`]: llama-perplexity's method over a [`Model`], for the CLI and xtask.
+//! - [`Generator`] draws tokens with a [`Sampler`](sampler::Sampler), keeping the device
+//!   busy; [`perplexity`]: llama-perplexity's method over a [`Model`].
 //!
-//! See `docs/MODEL.md`.
+//! ```rust
+//! use rullama_gguf::GgufFile;
+//! use rullama_model::{CpuBackend, Model};
+//! use rullama_synth::{Tiny, tiny_model};
+//!
+//! // A tiny model with random weights, made in memory (`Model::open(path, ..)` loads a file).
+//! let file = GgufFile::from_bytes(tiny_model(Tiny::Gemma3, 7))?;
+//! let model = Model::load(&file, CpuBackend::new())?;
+//! let mut session = model.session(64)?;
+//! let prompt = [2, 40, 41, 42]; // token ids: rullama-tokenizer makes them from text
+//! let continuation = session.greedy(&prompt, 4)?;
+//! assert_eq!(continuation.len(), 4);
+//! // The cache holds the prompt and every token fed back (all but the last drawn).
+//! assert_eq!(session.len(), prompt.len() + 3);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! `examples/generate.rs` streams a completion of a text prompt, with the tokenizer, a
+//! sampler and the GPU executor at `--gpu`
+//! (`cargo run --release -p rullama-model --example generate -- model.gguf "Once upon a time"`).
+//! See `docs/MODEL.md` for the graphs and executors.
+
+#![warn(missing_docs)]
 
 mod arch;
 pub mod backend;

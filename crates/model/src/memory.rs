@@ -20,6 +20,7 @@ pub struct DeviceMemory {
 }
 
 impl DeviceMemory {
+    /// All three together.
     pub fn total(&self) -> u64 {
         self.weights + self.kv_cache + self.scratch
     }

@@ -26,15 +26,19 @@ pub struct Model<B: Backend> {
 /// Logits of one or more rows, `n_vocab` each.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Logits {
+    /// Values per row.
     pub n_vocab: usize,
+    /// The rows, one after the other.
     pub data: Vec<f32>,
 }
 
 impl Logits {
+    /// How many rows there are (one per token asked for, [`OutputRows`]).
     pub fn n_rows(&self) -> usize {
         self.data.len() / self.n_vocab.max(1)
     }
 
+    /// Row `i`: the logits after token `i` of those asked for.
     pub fn row(&self, i: usize) -> &[f32] {
         &self.data[i * self.n_vocab..(i + 1) * self.n_vocab]
     }
@@ -70,10 +74,12 @@ impl<B: Backend> Model<B> {
         })
     }
 
+    /// Its hyper-parameters.
     pub fn config(&self) -> &ModelConfig {
         &self.config
     }
 
+    /// The executor it was loaded on (the GPU's statistics and memory, say).
     pub fn backend(&self) -> &B {
         &self.backend
     }
@@ -131,6 +137,7 @@ pub enum StepInput<'a> {
 }
 
 impl StepInput<'_> {
+    /// The tokens it feeds.
     pub fn len(&self) -> usize {
         match self {
             StepInput::Tokens(t) => t.len(),
@@ -138,6 +145,7 @@ impl StepInput<'_> {
         }
     }
 
+    /// Whether it feeds no token.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -154,6 +162,7 @@ pub struct Session<'m, B: Backend> {
 }
 
 impl<'m, B: Backend> Session<'m, B> {
+    /// The model it runs.
     pub fn model(&self) -> &'m Model<B> {
         self.model
     }
@@ -168,6 +177,7 @@ impl<'m, B: Backend> Session<'m, B> {
         self.len
     }
 
+    /// Whether the cache holds nothing yet.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

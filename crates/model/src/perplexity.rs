@@ -31,6 +31,7 @@ impl Perplexity {
         self.count
     }
 
+    /// The perplexity: `exp` of the mean negative log-likelihood.
     pub fn ppl(&self) -> f64 {
         (self.nll / self.count as f64).exp()
     }
@@ -51,8 +52,11 @@ impl Perplexity {
 /// What to score: the whole text's tokens, cut into `n_chunks` chunks of `ctx`.
 #[derive(Debug, Clone, Copy)]
 pub struct Chunks<'a> {
+    /// The text's tokens.
     pub tokens: &'a [u32],
+    /// Tokens per chunk: each is scored from an empty cache, its second half counted.
     pub ctx: usize,
+    /// Chunks to score, from the start (at most [`Chunks::available`]).
     pub n_chunks: usize,
     /// Replaces each chunk's first token (`Some` where the model adds BOS).
     pub bos: Option<u32>,

@@ -29,12 +29,14 @@ pub trait BlockFormat {
 /// A weight storage format: a GGML type, or a format that GGUF has no id for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Format {
+    /// A type GGUF files store.
     Ggml(GgmlType),
     /// 4-bit NormalFloat (QLoRA): 16-entry codebook, one f32 scale per 64-weight block.
     Nf4,
 }
 
 impl Format {
+    /// Its name: GGML's for a GGML type (`Q4_K`), `NF4`.
     pub fn name(self) -> &'static str {
         match self {
             Format::Ggml(t) => t.name(),

@@ -15,7 +15,9 @@ pub const KVALUES_IQ4NL: [i8; 16] = [
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Pod, Zeroable)]
 pub struct BlockIq4Nl {
+    /// The scale `d`, f16 bits.
     pub d: [u8; 2],
+    /// Two 4-bit grid indices a byte.
     pub qs: [u8; 16],
 }
 

@@ -13,9 +13,13 @@ use crate::num::{f16_to_f32, f32_to_f16, nearest_int};
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Pod, Zeroable)]
 pub struct BlockIq4Xs {
+    /// The super-block scale `d`, f16 bits.
     pub d: [u8; 2],
+    /// The high two bits of the eight sub-block scales.
     pub scales_h: [u8; 2],
+    /// The low four bits of the eight sub-block scales.
     pub scales_l: [u8; 4],
+    /// Two 4-bit grid indices a byte, 16 bytes a sub-block.
     pub qs: [u8; 128],
 }
 

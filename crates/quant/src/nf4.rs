@@ -31,7 +31,9 @@ pub const NF4_CODEBOOK: [f32; 16] = [
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Pod, Zeroable)]
 pub struct BlockNf4 {
+    /// The block's largest magnitude, f32 bits.
     pub absmax: [u8; 4],
+    /// Two 4-bit codebook indices a byte.
     pub qs: [u8; 32],
 }
 

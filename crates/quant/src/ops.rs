@@ -84,10 +84,12 @@ impl FormatOps {
         })
     }
 
+    /// The format it handles.
     pub fn format(&self) -> Format {
         self.format
     }
 
+    /// Its block geometry.
     pub fn layout(&self) -> BlockLayout {
         self.layout
     }

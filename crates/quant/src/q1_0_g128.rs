@@ -10,7 +10,9 @@ use crate::num::{f16_to_f32, f32_to_f16};
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Pod, Zeroable)]
 pub struct BlockQ1_0G128 {
+    /// The scale `d`, f16 bits.
     pub d: [u8; 2],
+    /// 128 sign bits, least significant first.
     pub qs: [u8; 16],
 }
 

@@ -10,8 +10,11 @@ use crate::num::{f16_to_f32, f32_to_f16, trunc_code};
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Pod, Zeroable)]
 pub struct BlockQ4_1 {
+    /// The scale `d`, f16 bits.
     pub d: [u8; 2],
+    /// The offset `m`, f16 bits.
     pub m: [u8; 2],
+    /// Two 4-bit codes a byte.
     pub qs: [u8; 16],
 }
 

@@ -12,8 +12,11 @@ use crate::num::{f16_to_f32, f32_to_f16, trunc_code};
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Pod, Zeroable)]
 pub struct BlockQ5_0 {
+    /// The scale `d`, f16 bits.
     pub d: [u8; 2],
+    /// The codes' fifth bits, a little-endian u32.
     pub qh: [u8; 4],
+    /// The codes' low four bits, two a byte.
     pub qs: [u8; 16],
 }
 

@@ -11,9 +11,13 @@ use crate::q5_0::{five_bit_codes, pack_five_bit};
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Pod, Zeroable)]
 pub struct BlockQ5_1 {
+    /// The scale `d`, f16 bits.
     pub d: [u8; 2],
+    /// The offset `m`, f16 bits.
     pub m: [u8; 2],
+    /// The codes' fifth bits, a little-endian u32.
     pub qh: [u8; 4],
+    /// The codes' low four bits, two a byte.
     pub qs: [u8; 16],
 }
 

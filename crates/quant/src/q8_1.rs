@@ -12,8 +12,11 @@ use crate::q8_0::quantize_q8;
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Pod, Zeroable)]
 pub struct BlockQ8_1 {
+    /// The scale `d`, f16 bits.
     pub d: [u8; 2],
+    /// `d * sum(qs)`, f16 bits.
     pub s: [u8; 2],
+    /// The 8-bit codes.
     pub qs: [i8; 32],
 }
 

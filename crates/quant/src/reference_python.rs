@@ -20,23 +20,37 @@ pub const INSTALL_HINT: &str = "pip install gguf==0.19.0 numpy";
 /// Why the reference could not answer.
 #[derive(Debug, thiserror::Error)]
 pub enum ReferenceError {
+    /// The Python interpreter could not be started.
     #[error("cannot run {python:?} ({source}); install Python 3, then: {INSTALL_HINT}")]
     PythonMissing {
+        /// The interpreter tried.
         python: OsString,
+        /// Why it did not start.
         source: std::io::Error,
     },
+    /// Python runs but cannot import `gguf` or `numpy`.
     #[error("the gguf/numpy Python packages are missing: {INSTALL_HINT}\n{stderr}")]
-    PackagesMissing { stderr: String },
-    #[error("the reference script failed ({status}):\n{stderr}")]
-    Script {
-        status: std::process::ExitStatus,
+    PackagesMissing {
+        /// What Python said.
         stderr: String,
     },
+    /// The script exited with an error.
+    #[error("the reference script failed ({status}):\n{stderr}")]
+    Script {
+        /// Its exit status.
+        status: std::process::ExitStatus,
+        /// What it said.
+        stderr: String,
+    },
+    /// Writing the script's inputs or reading its outputs failed.
     #[error("{context}: {source}")]
     Io {
+        /// Which file, doing what.
         context: String,
+        /// The error.
         source: std::io::Error,
     },
+    /// The script answered something this side cannot parse.
     #[error("unexpected output from the reference script: {0}")]
     Output(String),
 }
@@ -55,11 +69,15 @@ pub struct ReferenceInfo {
 /// The first rows of one tensor, raw and as the reference dequantizes them.
 #[derive(Debug, Clone)]
 pub struct TensorSample {
+    /// The tensor's name.
     pub name: String,
-    /// The id stored in the file, and our type for it (`None` if we do not know the id).
+    /// The type id stored in the file.
     pub type_id: u32,
+    /// Our type for `type_id`, `None` where we do not know the id.
     pub ggml_type: Option<GgmlType>,
+    /// Values per row.
     pub row_len: usize,
+    /// The sampled rows' bytes as stored.
     pub raw: Vec<u8>,
     /// `None` when the reference cannot dequantize this type.
     pub values: Option<Vec<f32>>,

@@ -14,6 +14,8 @@
 //! # Ok::<(), rullama_gguf::GgufError>(())
 //! ```
 
+#![warn(missing_docs)]
+
 mod error;
 mod mix;
 mod plan;
@@ -31,5 +33,4 @@ pub use shapes::{Family, Preset, Shape};
 pub use tiny::{Tiny, tiny_model, tiny_model_with};
 pub use tokenizer::{N_TOKENS, TokenizerStyle};
 pub use vocab::{Vocab, write_vocab_only};
-pub use weights::{Dist, SplitMix64};
 pub use write::{Summary, Synth};

@@ -22,8 +22,12 @@ use crate::plan::{Role, TensorPlan};
 /// The quant mix of a synthetic file, as llama-quantize would make it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mix {
+    /// llama-quantize's Q4_K_M: Q4_K with Q6_K where it gives more bits, and fallbacks for
+    /// rows that are not whole super-blocks.
     Q4KM,
+    /// Every matrix Q8_0.
     Q8_0,
+    /// Every matrix F16.
     F16,
 }
 
@@ -34,6 +38,7 @@ fn use_more_bits(i: usize, n: usize) -> bool {
 }
 
 impl Mix {
+    /// Every mix.
     pub const ALL: [Mix; 3] = [Mix::Q4KM, Mix::Q8_0, Mix::F16];
 
     /// The name `--quant` takes.

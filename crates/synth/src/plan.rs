@@ -10,14 +10,23 @@ use crate::weights::Dist;
 /// What a tensor is, as far as the quant mix cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
+    /// `token_embd.weight`: the embedding table (also the LM head when tied).
     TokenEmbd,
+    /// `output.weight`: the LM head of an untied model.
     Output,
+    /// `attn_q.weight`.
     AttnQ,
+    /// `attn_k.weight`.
     AttnK,
+    /// `attn_v.weight` (more bits in some layers of Q4_K_M).
     AttnV,
+    /// `attn_output.weight`.
     AttnOutput,
+    /// `ffn_gate.weight`.
     FfnGate,
+    /// `ffn_up.weight`.
     FfnUp,
+    /// `ffn_down.weight` (more bits in some layers of Q4_K_M).
     FfnDown,
     /// A 1-D norm gain.
     Norm,
@@ -28,15 +37,18 @@ pub enum Role {
 /// One tensor to write.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TensorPlan {
+    /// Its GGUF name.
     pub name: String,
     /// GGML order: `dims[0]` is the row length (the input size of a matrix).
     pub dims: Vec<u64>,
+    /// What it is, for the quant mix.
     pub role: Role,
     /// The block it belongs to (0 for the tensors outside the blocks).
     pub layer: usize,
 }
 
 impl TensorPlan {
+    /// The product of its dims.
     pub fn n_elements(&self) -> u64 {
         self.dims.iter().product()
     }
@@ -44,7 +56,7 @@ impl TensorPlan {
     /// Matrices `N(0, 1/n_in)`-like, so a normed input keeps unit scale through each linear
     /// (and Gemma's `sqrt(d_model)`-scaled embeddings have unit scale); norm gains near 1
     /// (the GGUF stores Gemma's `1 + w` already); biases small.
-    pub fn dist(&self) -> Dist {
+    pub(crate) fn dist(&self) -> Dist {
         match self.role {
             Role::Norm => Dist {
                 center: 1.0,
@@ -65,12 +77,16 @@ impl TensorPlan {
 /// A synthetic model: its shape, its vocabulary size and its tensors in file order.
 #[derive(Debug, Clone)]
 pub struct Plan {
+    /// The hyper-parameters.
     pub shape: Shape,
+    /// Tokens in the vocabulary it is planned for (the tokenizer's, not the shape's).
     pub n_vocab: usize,
+    /// The tensors, in the order they are written.
     pub tensors: Vec<TensorPlan>,
 }
 
 impl Plan {
+    /// The tensors of a `shape` model with a vocabulary of `n_vocab`.
     pub fn new(shape: Shape, n_vocab: usize) -> Plan {
         let s = shape;
         let (d, v) = (s.d_model as u64, n_vocab as u64);
@@ -128,6 +144,7 @@ impl Plan {
         }
     }
 
+    /// Parameters in all its tensors.
     pub fn n_params(&self) -> u64 {
         self.tensors.iter().map(TensorPlan::n_elements).sum()
     }

@@ -17,10 +17,12 @@ pub enum Family {
     Gemma3,
     /// Qwen 2 / 2.5: the Llama block with q/k/v biases.
     Qwen2,
+    /// Llama 2 and 3, SmolLM2: SwiGLU, no biases.
     Llama,
 }
 
 impl Family {
+    /// Its `general.architecture` value.
     pub fn arch_name(self) -> &'static str {
         match self {
             Family::Gemma3 => "gemma3",
@@ -33,6 +35,7 @@ impl Family {
 /// The hyper-parameters of one model.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Shape {
+    /// Which architecture.
     pub family: Family,
     /// `num_hidden_layers`
     pub n_layer: usize,
@@ -68,21 +71,34 @@ pub struct Shape {
 /// fallback types, each with its family's synthetic tokenizer by default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Preset {
+    /// google/gemma-3-270m's shapes.
     Gemma3_270m,
+    /// Qwen/Qwen2.5-0.5B-Instruct's shapes.
     Qwen25_0_5b,
+    /// HuggingFaceTB/SmolLM2-135M-Instruct's shapes.
     Smollm2_135m,
+    /// google/gemma-3-1b-it's shapes.
     Gemma3_1b,
+    /// google/gemma-3-4b-it's text model's shapes.
     Gemma3_4b,
+    /// Qwen/Qwen2.5-1.5B-Instruct's shapes.
     Qwen25_1_5b,
+    /// Qwen/Qwen2.5-7B-Instruct's shapes.
     Qwen25_7b,
+    /// meta-llama/Meta-Llama-3-8B's shapes.
     Llama8b,
+    /// Tiny Gemma 3: 6 layers (5 sliding, 1 global), d_model 256.
     TinyGemma3,
+    /// Tiny Qwen 2: 3 layers, d_model 256, q/k/v biases.
     TinyQwen2,
+    /// Tiny Llama 2: 2 layers, d_model 192 (rows that take the k-quants' fallbacks).
     TinyLlama,
+    /// Tiny SmolLM2: 2 layers, d_model 128.
     TinySmollm2,
 }
 
 impl Preset {
+    /// Every preset, real shapes first.
     pub const ALL: [Preset; 12] = [
         Preset::Gemma3_270m,
         Preset::Qwen25_0_5b,
@@ -168,6 +184,7 @@ impl Preset {
         }
     }
 
+    /// Its hyper-parameters.
     pub fn shape(self) -> Shape {
         match self {
             // google/gemma-3-270m config.json: the real file's shapes, for profiles on a

@@ -21,6 +21,7 @@ pub enum Tiny {
 }
 
 impl Tiny {
+    /// Every tiny model.
     pub const ALL: [Tiny; 4] = [Tiny::Gemma3, Tiny::Qwen2, Tiny::Llama, Tiny::Smollm2];
 
     /// The preset it is written from (its shapes and its tokenizer).

@@ -17,7 +17,9 @@ const TOKENS: &str = "tokenizer.ggml.tokens";
 pub struct Vocab {
     /// `general.architecture` of the file they came from.
     pub source_arch: Option<String>,
+    /// The keys and their values.
     pub keys: Vec<(String, Value)>,
+    /// Tokens in the vocabulary (the length of `tokenizer.ggml.tokens`).
     pub n_tokens: usize,
 }
 

@@ -23,7 +23,9 @@ use rullama_quant::q8_0::BlockQ8_0;
 /// Values uniform over `center ± sigma * sqrt(3)`: mean `center`, standard deviation `sigma`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Dist {
+    /// The mean.
     pub center: f32,
+    /// The standard deviation.
     pub sigma: f32,
 }
 
@@ -61,10 +63,12 @@ pub fn supported(t: GgmlType) -> bool {
 pub struct SplitMix64(u64);
 
 impl SplitMix64 {
+    /// A generator starting from `seed`.
     pub fn new(seed: u64) -> Self {
         SplitMix64(seed)
     }
 
+    /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;

@@ -20,7 +20,9 @@ use crate::weights;
 /// What to write.
 #[derive(Debug, Clone, Copy)]
 pub struct Synth {
+    /// The shapes and the default tokenizer.
     pub preset: Preset,
+    /// Which GGML type each tensor gets.
     pub mix: Mix,
     /// Seed of the random weights: the same seed gives the same bytes.
     pub seed: u64,
@@ -31,6 +33,7 @@ pub struct Synth {
 /// What was written.
 #[derive(Debug, Clone, Default)]
 pub struct Summary {
+    /// Parameters in all tensors.
     pub n_params: u64,
     /// The whole file.
     pub n_bytes: u64,

@@ -27,10 +27,12 @@ use crate::tokenizer::{KEY_CHAT_TEMPLATE, Tokenizer};
 pub struct ChatMessage {
     /// `system`, `user`, `assistant` (or whatever the template knows).
     pub role: String,
+    /// What was said.
     pub content: String,
 }
 
 impl ChatMessage {
+    /// A turn of `role` saying `content`.
     pub fn new(role: impl Into<String>, content: impl Into<String>) -> ChatMessage {
         ChatMessage {
             role: role.into(),

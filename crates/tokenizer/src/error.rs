@@ -6,8 +6,10 @@
 
 use rullama_gguf::GgufError;
 
+/// This crate's results: a [`TokenizerError`] unless said otherwise.
 pub type Result<T, E = TokenizerError> = std::result::Result<T, E>;
 
+/// Everything that can go wrong building a tokenizer, decoding ids or rendering a template.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenizerError {
     /// A metadata key was missing or had the wrong type.
@@ -28,7 +30,12 @@ pub enum TokenizerError {
 
     /// An id passed in is outside the vocabulary.
     #[error("token id {id} is out of range (vocabulary has {n_vocab} tokens)")]
-    TokenOutOfRange { id: u32, n_vocab: usize },
+    TokenOutOfRange {
+        /// The id.
+        id: u32,
+        /// Tokens in the vocabulary.
+        n_vocab: usize,
+    },
 
     /// The model has no chat template and no built-in format is known for it.
     #[error("no chat template in the file and no built-in format for architecture `{0}`")]
@@ -39,7 +46,9 @@ pub enum TokenizerError {
     Template {
         /// Where the template came from: `tokenizer.chat_template` or `built-in <name>`.
         source_name: String,
+        /// The template line minijinja points at, if it does.
         line: Option<usize>,
+        /// minijinja's message.
         message: String,
     },
 }

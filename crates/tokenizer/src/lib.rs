@@ -11,13 +11,21 @@
 //! O(n log n) on any input. [`StreamDecoder`] turns ids back into text as they are generated;
 //! [`ChatTemplate`] renders a conversation into a prompt. docs/TOKENIZER.md has the details.
 //!
-//! ```no_run
+//! ```rust
+//! use rullama_gguf::GgufFile;
+//! use rullama_synth::{Tiny, tiny_model};
 //! use rullama_tokenizer::{EncodeOptions, Tokenizer};
-//! let tok = Tokenizer::open("model.gguf")?;
-//! let ids = tok.encode("Hello world", EncodeOptions { add_special: true, parse_special: false });
+//!
+//! // A tiny model's file, made in memory (`Tokenizer::open(path)` reads a file's).
+//! let file = GgufFile::from_bytes(tiny_model(Tiny::Qwen2, 7))?;
+//! let tok = Tokenizer::from_gguf(file.metadata())?;
+//! let options = EncodeOptions { add_special: true, parse_special: false };
+//! let ids = tok.encode("Hello world", options);
 //! assert_eq!(tok.decode(&ids)?, "Hello world");
-//! # Ok::<(), rullama_tokenizer::TokenizerError>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+
+#![warn(missing_docs)]
 
 mod bpe;
 mod byte_level;
@@ -40,7 +48,6 @@ mod vocab;
 pub use chat::{ChatMessage, ChatTemplate};
 pub use config::TokenizerKind;
 pub use error::{Result, TokenizerError};
-pub use pretokenize::PreTokenizer;
 pub use special::SpecialTokens;
 pub use stream::StreamDecoder;
 pub use tokenizer::{EncodeOptions, Tokenizer};

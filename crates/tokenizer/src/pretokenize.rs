@@ -26,10 +26,15 @@ use crate::unicode::{self, LETTER, NUMBER, PUNCTUATION, WHITESPACE};
 /// The pre-tokenizer families we implement; each covers several `tokenizer.ggml.pre` names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PreTokenizer {
+    /// `default`: punctuation runs, the GPT-2 pattern, digit runs, then digits in threes.
     Default,
+    /// `gpt2` and the files that reuse its regex.
     Gpt2,
+    /// `llama3` (`llama-bpe`) and its relatives: numbers in groups of up to three digits.
     Llama3,
+    /// `qwen2` and its relatives: one digit per number.
     Qwen2,
+    /// `smollm`/`starcoder`: each digit apart, then the GPT-2 pattern.
     StarCoder,
 }
 

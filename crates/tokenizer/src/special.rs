@@ -17,21 +17,36 @@ use crate::config::TokenizerKind;
 use crate::error::Result;
 use crate::vocab::{TokenAttr, Vocab};
 
+/// A model's special token ids, each `None` where it has no such token.
 #[derive(Debug, Clone, Default)]
 pub struct SpecialTokens {
+    /// Beginning of sequence.
     pub bos: Option<u32>,
+    /// End of sequence.
     pub eos: Option<u32>,
+    /// End of turn (`<end_of_turn>`, `<|im_end|>`, `<|eot_id|>`).
     pub eot: Option<u32>,
+    /// End of message (`<|eom_id|>`: Llama 3's tool calls).
     pub eom: Option<u32>,
+    /// Unknown: what SPM emits for text no token or byte token covers.
     pub unk: Option<u32>,
+    /// Separator.
     pub sep: Option<u32>,
+    /// Padding.
     pub pad: Option<u32>,
+    /// Mask.
     pub mask: Option<u32>,
+    /// Fill-in-the-middle: the prefix comes next.
     pub fim_pre: Option<u32>,
+    /// Fill-in-the-middle: the suffix comes next.
     pub fim_suf: Option<u32>,
+    /// Fill-in-the-middle: the middle, to be generated, comes next.
     pub fim_mid: Option<u32>,
+    /// Fill-in-the-middle: padding.
     pub fim_pad: Option<u32>,
+    /// Fill-in-the-middle: a repository name follows.
     pub fim_rep: Option<u32>,
+    /// Fill-in-the-middle: separates files.
     pub fim_sep: Option<u32>,
     /// Tokens that end generation.
     pub eog: BTreeSet<u32>,

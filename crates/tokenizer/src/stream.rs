@@ -11,6 +11,8 @@ use crate::decode;
 use crate::error::Result;
 use crate::tokenizer::Tokenizer;
 
+/// Decodes ids one at a time into text, holding back the bytes of a character not yet
+/// complete.
 #[derive(Debug)]
 pub struct StreamDecoder<'a> {
     tokenizer: &'a Tokenizer,
@@ -23,6 +25,8 @@ pub struct StreamDecoder<'a> {
 }
 
 impl<'a> StreamDecoder<'a> {
+    /// A decoder for `tokenizer`'s ids; `special`: render CONTROL tokens as their text
+    /// (else they come out as nothing).
     pub fn new(tokenizer: &'a Tokenizer, special: bool) -> StreamDecoder<'a> {
         StreamDecoder {
             tokenizer,

@@ -41,6 +41,8 @@ enum Model {
     },
 }
 
+/// A model's tokenizer: text to ids and back, and its special tokens. Built from the
+/// file's `tokenizer.*` keys alone; cloning copies the vocabulary.
 #[derive(Debug, Clone)]
 pub struct Tokenizer {
     vocab: Vocab,
@@ -59,6 +61,7 @@ impl Tokenizer {
         Tokenizer::from_gguf(file.metadata())
     }
 
+    /// Build the tokenizer the metadata `md` describes.
     pub fn from_gguf(md: &Metadata) -> Result<Tokenizer> {
         let config = Config::from_metadata(md)?;
         let mut vocab = Vocab::from_metadata(md)?;
@@ -180,6 +183,7 @@ impl Tokenizer {
         Ok(out)
     }
 
+    /// [`TokenizerError::TokenOutOfRange`] unless `id` is in the vocabulary.
     pub fn check_id(&self, id: u32) -> Result<()> {
         if self.vocab.contains(id) {
             Ok(())
@@ -191,18 +195,22 @@ impl Tokenizer {
         }
     }
 
+    /// Tokens in the vocabulary.
     pub fn n_vocab(&self) -> usize {
         self.vocab.len()
     }
 
+    /// SPM or BPE.
     pub fn kind(&self) -> TokenizerKind {
         self.config.kind
     }
 
+    /// Beginning of sequence, if the model has one.
     pub fn bos(&self) -> Option<u32> {
         self.special.bos
     }
 
+    /// End of sequence, if the model has one.
     pub fn eos(&self) -> Option<u32> {
         self.special.eos
     }
@@ -212,10 +220,12 @@ impl Tokenizer {
         self.special.eot
     }
 
+    /// The unknown token, if the model has one.
     pub fn unk(&self) -> Option<u32> {
         self.special.unk
     }
 
+    /// The padding token, if the model has one.
     pub fn pad(&self) -> Option<u32> {
         self.special.pad
     }
@@ -230,6 +240,7 @@ impl Tokenizer {
         self.special.eog.contains(&id)
     }
 
+    /// Every token that ends generation ([`Tokenizer::is_eog`]), in id order.
     pub fn eog_ids(&self) -> impl Iterator<Item = u32> + '_ {
         self.special.eog.iter().copied()
     }
@@ -239,6 +250,7 @@ impl Tokenizer {
         self.config.add_bos
     }
 
+    /// Whether `encode` with `add_special` appends EOS.
     pub fn add_eos(&self) -> bool {
         self.config.add_eos
     }
@@ -248,6 +260,7 @@ impl Tokenizer {
         self.vocab.contains(id).then(|| self.vocab.text(id))
     }
 
+    /// A token's attributes (normal, control, byte, ...), `None` outside the vocabulary.
     pub fn token_attr(&self, id: u32) -> Option<TokenAttr> {
         self.vocab.contains(id).then(|| self.vocab.attr(id))
     }

@@ -20,12 +20,20 @@ pub const KEY_TOKEN_TYPE: &str = "tokenizer.ggml.token_type";
 pub struct TokenAttr(u16);
 
 impl TokenAttr {
+    /// No bit set: a token type GGUF does not define.
     pub const UNDEFINED: TokenAttr = TokenAttr(0);
+    /// The unknown token.
     pub const UNKNOWN: TokenAttr = TokenAttr(1 << 0);
+    /// A placeholder never produced by encoding (`<unused12>`).
     pub const UNUSED: TokenAttr = TokenAttr(1 << 1);
+    /// Ordinary text.
     pub const NORMAL: TokenAttr = TokenAttr(1 << 2);
+    /// A control token (`<bos>`, `<start_of_turn>`): matched in text only when special
+    /// tokens are parsed, decoded as nothing unless asked for.
     pub const CONTROL: TokenAttr = TokenAttr(1 << 3);
+    /// A token added by the model's authors, matched in text whatever the options.
     pub const USER_DEFINED: TokenAttr = TokenAttr(1 << 4);
+    /// A byte token `<0xXX>` (SPM's fallback for text no token covers).
     pub const BYTE: TokenAttr = TokenAttr(1 << 5);
 
     /// GGUF's `token_type` values: 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused,
@@ -47,7 +55,7 @@ impl TokenAttr {
         self.0 & other.0 != 0
     }
 
-    pub fn insert(&mut self, other: TokenAttr) {
+    pub(crate) fn insert(&mut self, other: TokenAttr) {
         self.0 |= other.0;
     }
 }

@@ -18,7 +18,7 @@ pub use parity::{CHECK, argmax_ref};
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct ArgmaxParams {
+pub(crate) struct ArgmaxParams {
     pub n: u32,
     pub x_offset: u32,
     pub out_index: u32,
@@ -33,7 +33,7 @@ const BINDINGS: &[BindingKind] = &[
     BindingKind::StorageReadWrite,
 ];
 
-pub const WORKGROUP: u32 = 256;
+pub(crate) const WORKGROUP: u32 = 256;
 
 /// The argmax kernel (one variant).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -30,7 +30,7 @@ pub(crate) use parity::{Path, compare_on, random_attention};
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct AttentionParams {
+pub(crate) struct AttentionParams {
     pub n_tokens: u32,
     pub n_heads: u32,
     pub group: u32,
@@ -86,7 +86,7 @@ const BINDINGS: &[BindingKind] = &[
 ];
 
 /// Invocations of every attention workgroup.
-pub const WORKGROUP: u32 = 256;
+pub(crate) const WORKGROUP: u32 = 256;
 /// Key groups of a workgroup over few rows (decode): 4 groups of 64 invocations take 512 /
 /// head_dim rows each and walk tiles g, g + 4, .. of the split, so a split is 4 tiles wide
 /// (a quarter of the splits to merge at the end) for the latency of one.
@@ -199,11 +199,14 @@ fn program(kv: KvDtype, subgroup: bool) -> Program {
 /// One attention call: `n_tokens` query tokens of `n_heads` heads against a layer's cache.
 #[derive(Debug, Clone, Copy)]
 pub struct Attention {
+    /// Query tokens, at consecutive positions.
     pub n_tokens: usize,
+    /// Query heads (a multiple of the cache's kv heads).
     pub n_heads: usize,
     /// Elements from one token's q row to the next's (`n_heads * head_dim`, or the fused
     /// qkv row width).
     pub q_stride: usize,
+    /// Multiplies `q·k`.
     pub scale: f32,
     /// `c` in `c * tanh(s / c)`; 0 for none.
     pub softcap: f32,
@@ -216,6 +219,7 @@ pub struct Attention {
 }
 
 impl Attention {
+    /// Splits of the cache `l` the call's workgroups share.
     pub fn n_splits(&self, l: &KvLayout) -> usize {
         l.max_len
             .div_ceil(self.split_len.clamp(1, l.max_len.max(1)))

@@ -172,6 +172,7 @@ pub struct AttentionRope {
     /// `n_tokens` must be 1 (a prompt block's later tokens read earlier tokens' keys, which
     /// other workgroups would store).
     pub attn: Attention,
+    /// Which dims of a head pair up.
     pub style: RopeStyle,
     /// Dims rotated (even, at most head_dim).
     pub n_rot: usize,
@@ -183,10 +184,15 @@ pub struct AttentionRope {
 /// weights of q and k (both or neither), and the frequencies of [`crate::ops::rope::rope_freqs`].
 #[derive(Debug, Clone, Copy)]
 pub struct Rotate<'a> {
+    /// The token's k heads.
     pub k: View<'a>,
+    /// The token's v heads.
     pub v: View<'a>,
+    /// q's per-head norm weights.
     pub wq: Option<&'a GpuTensor>,
+    /// k's per-head norm weights.
     pub wk: Option<&'a GpuTensor>,
+    /// The RoPE frequencies.
     pub freqs: &'a GpuTensor,
 }
 

@@ -17,7 +17,7 @@ pub use parity::{ADD_CHECK, COPY_CHECK, add_ref};
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct AddParams {
+pub(crate) struct AddParams {
     pub n: u32,
     pub dst_offset: u32,
     pub src_offset: u32,
@@ -27,7 +27,7 @@ pub struct AddParams {
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct CopyParams {
+pub(crate) struct CopyParams {
     pub n: u32,
     pub dst_offset: u32,
     pub src_offset: u32,
@@ -48,7 +48,7 @@ const COPY_BINDINGS: &[BindingKind] = &[
     BindingKind::StorageReadWrite,
 ];
 
-pub const WORKGROUP: u32 = 256;
+pub(crate) const WORKGROUP: u32 = 256;
 
 /// The elementwise kernels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -18,7 +18,7 @@ pub use parity::{CHECK, embed_ref};
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct EmbedParams {
+pub(crate) struct EmbedParams {
     pub n_in: u32,
     pub first_row: u32,
     pub n_rows: u32,
@@ -32,7 +32,7 @@ pub struct EmbedParams {
 
 static SHADER: ShaderFile = shader_file!("embed/embed_rows.wgsl");
 
-pub const WORKGROUP: u32 = 64;
+pub(crate) const WORKGROUP: u32 = 64;
 
 /// The embedding gather over a table of one format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -58,6 +58,7 @@ impl Epilogue {
         split: false,
     };
 
+    /// Every epilogue: with and without a bias, one output or split.
     pub const ALL: [Epilogue; 4] = [
         Epilogue::STORE,
         Epilogue::BIAS,

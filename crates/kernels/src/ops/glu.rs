@@ -39,7 +39,7 @@ impl Activation {
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct GluParams {
+pub(crate) struct GluParams {
     pub n: u32,
     pub gate_offset: u32,
     pub up_offset: u32,
@@ -57,7 +57,7 @@ const BINDINGS: &[BindingKind] = &[
     BindingKind::StorageReadWrite,
 ];
 
-pub const WORKGROUP: u32 = 256;
+pub(crate) const WORKGROUP: u32 = 256;
 
 /// The glu kernel: its activation (the `ACT` override).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -31,7 +31,7 @@ pub use parity::{CHECK, HostHeads};
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct HeadNormRopeParams {
+pub(crate) struct HeadNormRopeParams {
     pub head_dim: u32,
     pub n_rot: u32,
     pub n_tokens: u32,
@@ -68,7 +68,7 @@ const BINDINGS: &[BindingKind] = &[
     BindingKind::StorageRead,
 ];
 
-pub const WORKGROUP: u32 = 64;
+pub(crate) const WORKGROUP: u32 = 64;
 /// Pairs per invocation (`PAIRS` in the WGSL).
 const PAIRS: usize = 4;
 /// The largest head_dim one workgroup holds.
@@ -146,9 +146,13 @@ impl KernelFamily for HeadNormRopeKernel {
 /// out of fused qkv rows). `weight` (head_dim gains) turns the per-head norm on.
 #[derive(Debug, Clone, Copy)]
 pub struct Heads<'a> {
+    /// Where the first token's first head starts.
     pub x: View<'a>,
+    /// Heads per token.
     pub n_heads: usize,
+    /// Elements from one token's heads to the next's.
     pub stride: usize,
+    /// The per-head norm's gains; `None`: rotate only.
     pub weight: Option<&'a GpuTensor>,
 }
 
@@ -156,10 +160,15 @@ pub struct Heads<'a> {
 /// rotated; `eps` of the norm.
 #[derive(Debug, Clone, Copy)]
 pub struct HeadNormRope {
+    /// Which dims of a head pair up.
     pub style: RopeStyle,
+    /// Elements per head.
     pub head_dim: usize,
+    /// Dims rotated (even, at most `head_dim`).
     pub n_rot: usize,
+    /// Tokens.
     pub n_tokens: usize,
+    /// The norm's eps.
     pub eps: f32,
 }
 

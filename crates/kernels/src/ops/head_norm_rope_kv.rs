@@ -47,8 +47,11 @@ pub(crate) const BINDINGS: &[BindingKind] = &[
 /// stored beside them unchanged: token t's head h at `v.offset + t * v_stride + h * head_dim`.
 #[derive(Debug, Clone, Copy)]
 pub struct KvStore<'a> {
+    /// The first token's v heads.
     pub v: View<'a>,
+    /// Elements from one token's v heads to the next's.
     pub v_stride: usize,
+    /// The layer's cache.
     pub cache: &'a KvCache,
 }
 

@@ -25,6 +25,7 @@ pub use parity::{CHECK, HostKv, store_bound};
 /// Element type of a KV cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum KvDtype {
+    /// f32: the CPU reference's exact values.
     F32,
     /// IEEE half, two per u32 word (low half first).
     F16,
@@ -42,7 +43,9 @@ impl KvDtype {
 /// Shape of one layer's cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KvLayout {
+    /// Element type.
     pub dtype: KvDtype,
+    /// Key/value heads.
     pub n_kv_heads: usize,
     /// Even; attention needs a multiple of 16 (at most 256).
     pub head_dim: usize,
@@ -85,8 +88,11 @@ impl KvLayout {
 /// One layer's K and V caches.
 #[derive(Debug, Clone)]
 pub struct KvCache {
+    /// The keys.
     pub k: GpuTensor,
+    /// The values.
     pub v: GpuTensor,
+    /// Their shape and element type.
     pub layout: KvLayout,
 }
 
@@ -124,7 +130,7 @@ impl KvCache {
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct KvAppendParams {
+pub(crate) struct KvAppendParams {
     pub n_tokens: u32,
     pub n_kv_heads: u32,
     pub head_dim: u32,
@@ -150,7 +156,7 @@ const BINDINGS: &[BindingKind] = &[
     BindingKind::StorageReadWrite,
 ];
 
-pub const WORKGROUP: u32 = 64;
+pub(crate) const WORKGROUP: u32 = 64;
 
 /// The file that stores pairs of values into a cache of `dtype` (`store_k`, `store_v` over the
 /// `kc`, `vc` the including kernel binds as `array<KvWord>`, and `kv_word`, the word a pair is
@@ -201,6 +207,7 @@ impl KernelFamily for KvAppendKernel {
 /// Appending `n_tokens` tokens' K and V rows.
 #[derive(Debug, Clone, Copy)]
 pub struct KvAppend {
+    /// Tokens appended, at consecutive positions.
     pub n_tokens: usize,
     /// Elements from one token's K (or V) row to the next's (the fused qkv row width, or
     /// `n_kv_heads * head_dim` for separate tensors).

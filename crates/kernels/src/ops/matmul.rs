@@ -35,7 +35,7 @@ pub(crate) use parity::{Case, Inputs, abs_dot};
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct MatmulParams {
+pub(crate) struct MatmulParams {
     pub n_in: u32,
     /// Rows in this chunk.
     pub n_rows: u32,
@@ -63,7 +63,7 @@ pub(crate) static PARAMS: ShaderFile = shader_file!("matmul/params.wgsl");
 
 /// The f32 kernel's: 8 x 16 invocations of 8 rows x 4 tokens each, and the tensor-core
 /// kernel's small tile ([`Tile::Small`]).
-pub const WORKGROUP: u32 = 128;
+pub(crate) const WORKGROUP: u32 = 128;
 
 /// The tile of a workgroup. The f32 kernel has one, 64 x 64; the tensor-core kernel derives
 /// its tile from its workgroup size (`matmul/matmul_coop.wgsl`): 64 x 64 with 128 invocations
@@ -71,7 +71,9 @@ pub const WORKGROUP: u32 = 128;
 /// quarter as many workgroups.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tile {
+    /// 64 x 64, 128 invocations (the f32 kernel's only tile).
     Small,
+    /// 128 x 128, 256 invocations.
     Wide,
 }
 
@@ -89,6 +91,7 @@ impl Tile {
         }
     }
 
+    /// Invocations per workgroup.
     pub fn workgroup(self) -> u32 {
         match self {
             Tile::Small => WORKGROUP,
@@ -198,7 +201,9 @@ impl KernelFamily for MatmulKernel {
 /// Strides of the token rows of X and Y (elements); `None`: packed (`n_in`, `n_out`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Strides {
+    /// Elements from one token's input row to the next's.
     pub x: Option<usize>,
+    /// Elements from one token's output row to the next's.
     pub y: Option<usize>,
 }
 
@@ -206,7 +211,9 @@ pub struct Strides {
 /// [+ bias[bias.offset + r]]` for `n_tokens` tokens.
 #[derive(Debug, Clone, Copy)]
 pub struct Matmul {
+    /// Tokens (rows of X and Y).
     pub n_tokens: usize,
+    /// Their row strides.
     pub strides: Strides,
     /// Run on the tensor cores where the device has them ([`Caps::coop_f16`]): inputs rounded
     /// to f16, f32 accumulation. `false` keeps the f32 kernel everywhere.

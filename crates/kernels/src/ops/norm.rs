@@ -19,7 +19,7 @@ pub use parity::CHECK;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct RmsNormParams {
+pub(crate) struct RmsNormParams {
     pub n: u32,
     pub n_rows: u32,
     pub x_offset: u32,
@@ -52,7 +52,7 @@ const BINDINGS_INPLACE_WEIGHTED: &[BindingKind] = &[
     BindingKind::StorageRead,
 ];
 
-pub const WORKGROUP: u32 = 256;
+pub(crate) const WORKGROUP: u32 = 256;
 
 /// The RMS norm kernel: with or without a gain vector, out of place or in place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -109,8 +109,11 @@ impl KernelFamily for RmsNormKernel {
 /// Shape of an RMS norm: `n_rows` rows of `n`.
 #[derive(Debug, Clone, Copy)]
 pub struct RmsNorm {
+    /// Values per row.
     pub n: usize,
+    /// Rows.
     pub n_rows: usize,
+    /// Added to the mean square.
     pub eps: f32,
 }
 

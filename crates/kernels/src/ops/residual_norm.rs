@@ -26,7 +26,7 @@ pub use parity::CHECK;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct ResidualNormParams {
+pub(crate) struct ResidualNormParams {
     pub n: u32,
     pub n_rows: u32,
     pub a_offset: u32,
@@ -59,7 +59,7 @@ const BINDINGS_OUT: &[BindingKind] = &[
     BindingKind::StorageRead,
 ];
 
-pub const WORKGROUP: u32 = 256;
+pub(crate) const WORKGROUP: u32 = 256;
 
 /// The most groups of `4 * WORKGROUP` elements a tile holds (16 values per invocation).
 pub const MAX_GROUPS: u8 = 4;
@@ -83,6 +83,7 @@ pub enum ResidualOut {
 }
 
 impl ResidualOut {
+    /// Every output set.
     pub const ALL: [ResidualOut; 3] = [ResidualOut::H, ResidualOut::Norm, ResidualOut::NormQ8];
 }
 
@@ -159,15 +160,20 @@ impl KernelFamily for ResidualNormKernel {
 /// The norm after the add: `y = rms_norm(h) * weight`, written to `y` (not h's buffer).
 #[derive(Debug, Clone, Copy)]
 pub struct NormOut<'a> {
+    /// Where the normed rows go.
     pub y: View<'a>,
+    /// The norm's gain.
     pub weight: &'a GpuTensor,
 }
 
 /// Shape: `n_rows` rows of `n` (one row per token), one `eps` for both norms.
 #[derive(Debug, Clone, Copy)]
 pub struct ResidualNorm {
+    /// Values per row.
     pub n: usize,
+    /// Rows.
     pub n_rows: usize,
+    /// Added to the mean square.
     pub eps: f32,
 }
 

@@ -44,7 +44,7 @@ impl RopeStyle {
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct RopeParams {
+pub(crate) struct RopeParams {
     pub head_dim: u32,
     pub n_rot: u32,
     pub n_heads: u32,
@@ -63,7 +63,7 @@ const BINDINGS: &[BindingKind] = &[
     BindingKind::StorageRead,
 ];
 
-pub const WORKGROUP: u32 = 64;
+pub(crate) const WORKGROUP: u32 = 64;
 
 /// The rope kernel: its pairing (the `NEOX` override).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -108,10 +108,15 @@ pub fn rope_freqs(n_rot: usize, base: f64, scale: f64, factors: Option<&[f32]>) 
 /// Shape of a RoPE: `n_tokens * n_heads` rows of `head_dim`, the first `n_rot` dims rotated.
 #[derive(Debug, Clone, Copy)]
 pub struct Rope {
+    /// Which dims of a head pair up.
     pub style: RopeStyle,
+    /// Elements per head.
     pub head_dim: usize,
+    /// Dims rotated (even, at most `head_dim`).
     pub n_rot: usize,
+    /// Heads per token.
     pub n_heads: usize,
+    /// Tokens.
     pub n_tokens: usize,
 }
 

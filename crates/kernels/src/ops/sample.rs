@@ -101,9 +101,13 @@ impl Sampling {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct TopKParams {
+    /// Entries in the level's input.
     pub n: u32,
+    /// Where the input starts: in the logits (level 0) or in the candidate scratch.
     pub src_offset: u32,
+    /// Where this level's lists start in the candidate scratch.
     pub dst_offset: u32,
+    /// 1: read logits, their positions the ids; 0: read (key, id) pairs of a level before.
     pub from_x: u32,
 }
 
@@ -113,14 +117,21 @@ pub struct TopKParams {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct SampleParams {
+    /// The element of the output tensor the drawn id goes to.
     pub out_index: u32,
+    /// Top-k's k.
     pub k: u32,
+    /// The fewest tokens top-p and min-p may leave.
     pub min_keep: u32,
+    /// <= 0: greedy.
     pub temperature: f32,
+    /// Top-p's cumulative probability; >= 1 is off.
     pub top_p: f32,
+    /// Min-p's fraction of the best token's probability; <= 0 is off.
     pub min_p: f32,
     /// `min_p.ln()` in f32, as the CPU computes it: the threshold is then the same sum.
     pub ln_min_p: f32,
+    /// The step's uniform number in [0, 1).
     pub u: f32,
 }
 
@@ -150,7 +161,9 @@ impl SampleParams {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct TopKDrawParams {
+    /// The level's own parameters.
     pub level: TopKParams,
+    /// The draw's.
     pub draw: SampleParams,
 }
 
@@ -261,6 +274,7 @@ struct Level {
 /// Sampling from a row of `n` logits: the selection levels and the draw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sample {
+    /// Logits in the row: the vocabulary.
     pub n: usize,
 }
 

@@ -42,12 +42,15 @@ pub const MAX_OUTPUTS: usize = 3;
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct SplitParams {
+    /// The chunk row dispatch row 0 reads.
     pub row_base: u32,
     /// The dispatch row where outputs 0 and 1 end (`n_rows` for outputs the range lacks).
     pub split_end: [u32; 2],
+    /// WGSL alignment of the arrays after it.
     pub _pad: u32,
     /// Each output's offset minus the dispatch row its first row would be (mod 2^32).
     pub y_offsets: [u32; 4],
+    /// Each output's token stride (the matmul's; unused by the matvec).
     pub y_strides: [u32; 4],
 }
 
@@ -55,8 +58,11 @@ pub struct SplitParams {
 /// `y.offset + t * stride` (the matvec has one token; its stride is unused).
 #[derive(Debug, Clone, Copy)]
 pub struct Out<'a> {
+    /// Where its first row goes.
     pub y: View<'a>,
+    /// Rows it takes.
     pub rows: usize,
+    /// Elements from one token's row to the next's.
     pub stride: usize,
 }
 

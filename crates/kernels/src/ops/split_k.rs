@@ -58,7 +58,7 @@ const MIN_UNITS: usize = 8;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct ReduceParams {
+pub(crate) struct ReduceParams {
     pub n_rows: u32,
     pub n_tokens: u32,
     pub k_splits: u32,
@@ -106,7 +106,9 @@ impl KernelFamily for ReduceKKernel {
 /// with `tile`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SplitK {
+    /// Shares of the input dimension, each summed by its own workgroups.
     pub splits: usize,
+    /// The tile each share runs with.
     pub tile: Tile,
 }
 

@@ -35,7 +35,7 @@ impl UnaryOp {
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct UnaryParams {
+pub(crate) struct UnaryParams {
     pub n: u32,
     pub offset: u32,
     pub value: f32,
@@ -46,7 +46,7 @@ static SHADER: ShaderFile = shader_file!("elementwise/unary.wgsl");
 
 const BINDINGS: &[BindingKind] = &[BindingKind::Uniform, BindingKind::StorageReadWrite];
 
-pub const WORKGROUP: u32 = 256;
+pub(crate) const WORKGROUP: u32 = 256;
 
 /// The unary kernel: its map (the `OP` override).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

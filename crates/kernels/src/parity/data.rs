@@ -10,10 +10,12 @@ use crate::format::GpuFormat;
 pub struct Rng(u64);
 
 impl Rng {
+    /// A generator from `seed`.
     pub fn new(seed: u64) -> Rng {
         Rng(seed ^ 0x9e37_79b9_7f4a_7c15)
     }
 
+    /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
@@ -27,6 +29,7 @@ impl Rng {
         lo + (self.next_u64() % (hi - lo) as u64) as usize
     }
 
+    /// A fair coin.
     pub fn bool(&mut self) -> bool {
         self.next_u64() & 1 == 1
     }
@@ -49,6 +52,7 @@ impl Rng {
     }
 }
 
+/// `n` values uniform in [-1, 1) from `seed`.
 pub fn random_f32(n: usize, seed: u64) -> Vec<f32> {
     let mut r = Rng::new(seed);
     (0..n).map(|_| r.unit()).collect()

@@ -77,20 +77,26 @@ pub type CaseFn = fn(&Gpu, &mut Rng) -> Result<Compare, GpuError>;
 /// A kernel's parity check.
 #[derive(Debug, Clone, Copy)]
 pub struct Check {
+    /// The kernel (or fused path) it checks.
     pub name: &'static str,
     /// The bound, in words (with its reason in the kernel's file and docs/KERNELS.md).
     pub tolerance: &'static str,
+    /// One random case.
     pub case: CaseFn,
 }
 
 /// The outcome of running a check for some cases.
 #[derive(Debug, Clone)]
 pub struct CheckResult {
+    /// The check's name.
     pub name: &'static str,
+    /// Its bound, in words.
     pub tolerance: &'static str,
+    /// Cases run.
     pub cases: usize,
     /// Cases whose worst ratio exceeded 1 (or that failed to run).
     pub failures: usize,
+    /// The worst errors over every case.
     pub errors: Compare,
     /// The first error raised by the GPU layer, if any.
     pub error: Option<String>,

@@ -16,12 +16,17 @@ use crate::graph::weights::Load;
 /// `general.architecture` values we run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Arch {
+    /// `gemma3`: Gemma 3's text model.
     Gemma3,
+    /// `llama`: Llama 2 and 3, SmolLM2 and the other files that call themselves llama.
     Llama,
+    /// `qwen2`: Qwen 2 and 2.5 (Llama's block with q/k/v biases).
     Qwen2,
 }
 
 impl Arch {
+    /// The architecture of a `general.architecture` value;
+    /// [`ModelError::UnknownArchitecture`] for one we do not run.
     pub fn from_name(name: &str) -> Result<Arch> {
         Ok(match name {
             "gemma3" => Arch::Gemma3,
@@ -31,6 +36,7 @@ impl Arch {
         })
     }
 
+    /// Its `general.architecture` value.
     pub fn name(self) -> &'static str {
         match self {
             Arch::Gemma3 => "gemma3",

@@ -19,7 +19,7 @@ struct LayerCache {
 }
 
 impl CpuKvCache {
-    pub fn new(spec: &KvCacheSpec) -> CpuKvCache {
+    pub(crate) fn new(spec: &KvCacheSpec) -> CpuKvCache {
         let layers = spec
             .layers
             .iter()

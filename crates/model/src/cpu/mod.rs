@@ -26,7 +26,7 @@ use crate::backend::{
 use crate::config::Activation;
 use crate::error::Result;
 
-pub use attention::CpuKvCache;
+use attention::CpuKvCache;
 pub use tensor::{CpuTensor, CpuWeight, WeightStorage};
 
 /// The f32 reference executor.
@@ -52,6 +52,7 @@ impl CpuBackend {
         CpuBackend::with_threads(threads)
     }
 
+    /// `threads` workers (at least one) for the matrix products.
     pub fn with_threads(threads: usize) -> CpuBackend {
         CpuBackend {
             threads: threads.max(1),

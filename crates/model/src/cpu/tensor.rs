@@ -11,13 +11,16 @@ use crate::error::{ModelError, Result};
 /// An f32 activation: `rows` rows of `cols` values, row-major.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CpuTensor {
+    /// Rows: one per token.
     pub rows: usize,
+    /// Values per row.
     pub cols: usize,
+    /// `rows * cols` values.
     pub data: Vec<f32>,
 }
 
 impl CpuTensor {
-    pub fn new(rows: usize, cols: usize, data: Vec<f32>) -> CpuTensor {
+    pub(crate) fn new(rows: usize, cols: usize, data: Vec<f32>) -> CpuTensor {
         assert_eq!(
             data.len(),
             rows * cols,
@@ -26,15 +29,15 @@ impl CpuTensor {
         CpuTensor { rows, cols, data }
     }
 
-    pub fn zeros(rows: usize, cols: usize) -> CpuTensor {
+    pub(crate) fn zeros(rows: usize, cols: usize) -> CpuTensor {
         CpuTensor::new(rows, cols, vec![0.0; rows * cols])
     }
 
-    pub fn row(&self, i: usize) -> &[f32] {
+    pub(crate) fn row(&self, i: usize) -> &[f32] {
         &self.data[i * self.cols..(i + 1) * self.cols]
     }
 
-    pub fn row_mut(&mut self, i: usize) -> &mut [f32] {
+    pub(crate) fn row_mut(&mut self, i: usize) -> &mut [f32] {
         &mut self.data[i * self.cols..(i + 1) * self.cols]
     }
 

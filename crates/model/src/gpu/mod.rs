@@ -4,17 +4,18 @@
 //! built plans (a cache keyed by step signature: shapes, parameters and weight identities;
 //! never data, never which sequence) with their buffer pool, the RoPE tables. A
 //! [`GpuSequence`] is one sequence's side: its KV cache, its token slots and queued draws
-//! ([`queue`]), and its bindings of the plans it ran to those buffers ([`plan::Binding`]).
+//! (`queue.rs`), and its bindings of the plans it ran to those buffers (`plan.rs`: `Binding`).
 //!
 //! Ops do not run when the graph calls them: each appends a node to the sequence's
-//! recording ([`ir`]) and returns a handle. [`Sequence::read`] ends the step. The first time
-//! a signature is seen it is lowered to kernel ops, and the first time a sequence runs a
-//! plan the plan is bound to the sequence's buffers (pipelines, uniform arenas, bind
-//! groups); every later step with the same signature (every decode step) creates no GPU
-//! object: it writes the token ids and positions (small u32 buffers that the gather, RoPE
-//! and attention read) and submits one encoder with one compute pass, then reads back only
-//! the requested tensor, or, for [`Sequence::sample`], only the 4-byte token id that the
-//! sampling op (`rullama_kernels::ops::sample`) draws from the last row of logits.
+//! recording (`ir.rs`) and returns a handle. [`Sequence::read`](crate::Sequence::read) ends
+//! the step. The first time a signature is seen it is lowered to kernel ops, and the first
+//! time a sequence runs a plan the plan is bound to the sequence's buffers (pipelines,
+//! uniform arenas, bind groups); every later step with the same signature (every decode
+//! step) creates no GPU object: it writes the token ids and positions (small u32 buffers that
+//! the gather, RoPE and attention read) and submits one encoder with one compute pass, then
+//! reads back only the requested tensor, or, for
+//! [`Sequence::sample`](crate::Sequence::sample), only the 4-byte token id that the sampling
+//! op (`rullama_kernels::ops::sample`) draws from the last row of logits.
 //!
 //! Matrices: one token runs the matvec kernel, a block of tokens (prefill) the tiled matmul,
 //! on the tensor cores where the device has them ([`GpuOptions::tensor_cores`]).
@@ -46,8 +47,8 @@ use plan::{Freqs, Plan};
 pub use ir::{GpuAct, GpuIds};
 pub use rullama_kernels::ops::kv::KvDtype;
 pub use sequence::GpuSequence;
-use weight::Widen;
-pub use weight::{GpuKvCache, GpuWeightRef};
+pub use weight::GpuWeightRef;
+use weight::{GpuKvCache, Widen};
 
 /// A GPU error as the model's error, saying what was being done.
 pub(crate) fn gpu_err(context: impl Into<String>) -> impl FnOnce(GpuError) -> ModelError {
@@ -312,6 +313,7 @@ impl GpuBackend {
         Ok(GpuBackend::new(Gpu::open()?))
     }
 
+    /// A backend on `gpu`, with the default options.
     pub fn new(gpu: Gpu) -> GpuBackend {
         GpuBackend::shared(Arc::new(gpu))
     }
@@ -340,10 +342,12 @@ impl GpuBackend {
         }
     }
 
+    /// The options its plans are built with.
     pub fn options(&self) -> &GpuOptions {
         &self.shared.options
     }
 
+    /// The device it runs on.
     pub fn gpu(&self) -> &Arc<Gpu> {
         &self.shared.gpu
     }

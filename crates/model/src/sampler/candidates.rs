@@ -10,8 +10,11 @@ use super::SamplerError;
 /// a softmax (and in what [`Sampler::distribution`](super::Sampler::distribution) returns).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Candidate {
+    /// The token.
     pub id: u32,
+    /// Its logit after the stages so far (temperature, penalties).
     pub logit: f32,
+    /// Its probability among the candidates left.
     pub p: f32,
 }
 

@@ -10,8 +10,11 @@ use super::Sampler;
 pub struct DeviceDraw {
     /// 1.. (greedy: 1).
     pub top_k: usize,
+    /// Top-p's cumulative probability; >= 1 is off.
     pub top_p: f32,
+    /// Min-p's fraction of the best token's probability; <= 0 is off.
     pub min_p: f32,
+    /// The fewest tokens top-p and min-p may leave.
     pub min_keep: usize,
     /// <= 0: greedy.
     pub temperature: f32,

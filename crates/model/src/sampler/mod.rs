@@ -64,6 +64,7 @@ pub struct Sampler {
 }
 
 impl Sampler {
+    /// A sampler with an empty history, its random streams seeded from `params.seed`.
     pub fn new(params: SamplerParams) -> Self {
         let (rng, xtc_rng) = streams(params.seed);
         Self {
@@ -75,6 +76,7 @@ impl Sampler {
         }
     }
 
+    /// The parameters it was made with.
     pub fn params(&self) -> &SamplerParams {
         &self.params
     }

@@ -5,6 +5,8 @@ use super::penalties::PenaltyParams;
 use super::rng::RANDOM_SEED;
 use super::xtc::XtcParams;
 
+/// The sampler chain's settings: llama.cpp's stages in llama.cpp's order, each with its
+/// default ([`Default`]) and the value that turns it off.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SamplerParams {
     /// Seed of the draw (and of XTC). [`RANDOM_SEED`] (u32::MAX, llama.cpp's
@@ -27,7 +29,9 @@ pub struct SamplerParams {
     /// The fewest tokens top-p, min-p, typical-p and XTC may leave; 0 and 1 both mean one.
     /// llama.cpp: 0.
     pub min_keep: usize,
+    /// Repetition, frequency and presence penalties (off by default).
     pub penalties: PenaltyParams,
+    /// Exclude-top-choices (off by default).
     pub xtc: XtcParams,
 }
 

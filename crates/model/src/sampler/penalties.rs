@@ -7,6 +7,7 @@
 use super::candidates::{Candidates, sanitize};
 use super::history::History;
 
+/// The penalties' settings, with llama.cpp's defaults (all off).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PenaltyParams {
     /// How many of the last accepted tokens count; 0 disables every penalty. llama.cpp: 64.

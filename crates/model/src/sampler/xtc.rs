@@ -6,6 +6,7 @@
 use super::candidates::Candidates;
 use super::rng::SplitMix64;
 
+/// XTC's settings, with llama.cpp's defaults (off).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct XtcParams {
     /// Chance per token that XTC acts; 0 is off. llama.cpp: 0.

@@ -15,7 +15,7 @@ use crate::{BlockFormat, Format};
 pub struct BlockQ2K {
     /// Per 16-weight sub-block: scale in the low nibble, min in the high nibble.
     pub scales: [u8; QK_K / 16],
-    /// Four 2-bit levels per byte; see [`BlockQ2K::level`] for which weight is where.
+    /// Four 2-bit levels per byte; its private `level` says which weight is where.
     pub qs: [u8; QK_K / 4],
     /// f16 factor of the sub-block scales.
     pub d: [u8; 2],

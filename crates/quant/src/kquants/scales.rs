@@ -247,7 +247,7 @@ pub(super) fn decode_k4(
 }
 
 /// The eight 6-bit scales and eight 6-bit mins of the 12 packed bytes of a Q4_K or Q5_K
-/// super-block, in sub-block order (what [`get_scale_min_k4`] reads one at a time).
+/// super-block, in sub-block order (what llama.cpp's `get_scale_min_k4` reads one at a time).
 pub fn unpack_scale_min_k4(q: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
     let mut scales = [0u8; 8];
     let mut mins = [0u8; 8];
@@ -257,7 +257,7 @@ pub fn unpack_scale_min_k4(q: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
     (scales, mins)
 }
 
-/// The inverse of [`get_scale_min_k4`]: packs eight 6-bit scales and mins.
+/// The inverse of llama.cpp's `get_scale_min_k4`: packs eight 6-bit scales and mins.
 pub fn pack_scale_min_k4(scales: &[u8; 8], mins: &[u8; 8]) -> [u8; 12] {
     let mut q = [0u8; 12];
     for j in 0..8 {

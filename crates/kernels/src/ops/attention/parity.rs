@@ -136,7 +136,9 @@ pub struct Arith<'a> {
 /// The reference output `[n_tokens, n_heads, head_dim]` and one bound per (token, head).
 #[derive(Debug, Clone)]
 pub struct Reference {
+    /// The output, `[n_tokens, n_heads, head_dim]`.
     pub out: Vec<f64>,
+    /// The error allowed on each (token, head) row.
     pub bound: Vec<f64>,
 }
 
@@ -159,7 +161,9 @@ pub const CHECK: Check = Check {
 /// One random attention case (shape and inputs drawn from `rng`).
 #[derive(Debug, Clone, Copy)]
 pub struct Case {
+    /// The cache's shape.
     pub layout: KvLayout,
+    /// The call.
     pub attn: Attention,
     /// Position of the first query token.
     pub start: usize,

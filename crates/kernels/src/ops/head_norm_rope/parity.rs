@@ -15,9 +15,13 @@ use crate::step::StepBuilder;
 /// [`Heads`] on the host (the reference's input): `x` starts at the view's offset.
 #[derive(Debug)]
 pub struct HostHeads<'a> {
+    /// The heads' values, normed and rotated in place.
     pub x: &'a mut [f32],
+    /// Heads per token.
     pub n_heads: usize,
+    /// Elements from one token's heads to the next's.
     pub stride: usize,
+    /// The per-head norm's gains, `head_dim` of them; `None`: no norm.
     pub weight: Option<&'a [f32]>,
 }
 

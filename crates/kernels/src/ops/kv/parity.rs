@@ -31,8 +31,11 @@ impl KvAppend {
 /// [`KvLayout::index`]; an f16 cache's rounding is the checks' bound ([`store_bound`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostKv<T = f32> {
+    /// The cache's shape.
     pub layout: KvLayout,
+    /// The keys.
     pub k: Vec<T>,
+    /// The values.
     pub v: Vec<T>,
 }
 

@@ -75,9 +75,11 @@ pub use residual::{ResidualRows, matvec_residual, residual_partials};
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct MatvecParams {
+    /// Weights per row: the input's length.
     pub n_in: u32,
     /// Rows in this chunk.
     pub n_rows: u32,
+    /// Bytes of one row in the GPU layout.
     pub row_bytes: u32,
     /// Where the input starts (the gate, for a GLU input; for a q8 input the byte index of
     /// its first quant, 4 times the view's word offset: the second digits are `n_in` bytes
@@ -104,9 +106,13 @@ pub struct MatvecParams {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct NormParams {
+    /// Where h starts (a scaled input: its partial sums).
     pub h_offset: u32,
+    /// Where h' goes (a scaled input: how many partial sums there are).
     pub h_out_offset: u32,
+    /// Where x goes (the residual epilogue: where its partial sums go).
     pub x_out_offset: u32,
+    /// The norms' eps.
     pub eps: f32,
 }
 
@@ -115,10 +121,15 @@ pub struct NormParams {
 /// input in blocks of 32.
 #[derive(Debug, Clone, Copy)]
 pub enum Input<'a> {
+    /// An f32 vector of the weight's `n_in` inputs.
     Plain(View<'a>),
+    /// `act(gate[i]) * up[i]`, computed as the kernel reads it.
     Glu {
+        /// The gate's non-linearity.
         act: Activation,
+        /// The gate, `n_in` values.
         gate: View<'a>,
+        /// The up projection, `n_in` values.
         up: View<'a>,
     },
     /// A q8 vector of the weight's `n_in` inputs ([`crate::ops::quantize`] describes the
@@ -141,10 +152,13 @@ pub enum Input<'a> {
 /// floats.
 #[derive(Debug, Clone, Copy)]
 pub struct ScaledInput<'a> {
+    /// `h' * w_out`, `n_in` values.
     pub z: View<'a>,
     /// `count` partial sums from the view's offset.
     pub partials: View<'a>,
+    /// How many partial sums there are.
     pub count: usize,
+    /// The norm's eps.
     pub eps: f32,
 }
 
@@ -159,13 +173,19 @@ pub struct ScaledInput<'a> {
 /// neither `a` nor `h` is.
 #[derive(Debug, Clone, Copy)]
 pub struct NormInput<'a> {
+    /// The addend: the block's attention or FFN output.
     pub a: View<'a>,
     /// a's own norm gain, if a goes through an RMSNorm before the add.
     pub w_in: Option<&'a GpuTensor>,
+    /// The residual stream before the add.
     pub h: View<'a>,
+    /// The gain of the norm that makes the product's input.
     pub w_out: &'a GpuTensor,
+    /// Where h' goes.
     pub h_out: View<'a>,
+    /// Where x goes.
     pub x_out: View<'a>,
+    /// The norms' eps.
     pub eps: f32,
 }
 
@@ -203,6 +223,7 @@ pub enum Addend {
 }
 
 impl Addend {
+    /// Both addends.
     pub const ALL: [Addend; 2] = [Addend::Plain, Addend::Normed];
 
     /// Its addend file, and the prefix of its programs' names.
@@ -392,8 +413,11 @@ const WARP: usize = 32;
 /// (0: the file's own count).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Lanes {
+    /// Invocations per workgroup (`WG`).
     pub workgroup: u32,
+    /// Row quads side by side (`QUADS`).
     pub quads: u32,
+    /// Lanes a slice (`PARTS`); 0: the dot file's own count.
     pub parts: u32,
 }
 

@@ -28,9 +28,13 @@ use super::{Input, InputKind, MatvecKernel, NormParams, Outputs, Place, ROWS, in
 /// may share a tensor; h is another, and neither is the product's input.
 #[derive(Debug, Clone, Copy)]
 pub struct ResidualRows<'a> {
+    /// The residual stream, updated in place.
     pub h: View<'a>,
+    /// The gain of the norm after the add.
     pub w_out: &'a GpuTensor,
+    /// Where `h' * w_out` goes.
     pub z: View<'a>,
+    /// Where the partial sums of `h'^2` go.
     pub partials: View<'a>,
 }
 

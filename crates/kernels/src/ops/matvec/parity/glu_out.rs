@@ -13,10 +13,15 @@ use crate::tensor::{GpuTensor, GpuWeight, WeightShape};
 /// of `|w_i x_i|` (the scale of the matvec's bound) and `act(gate) * up`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GluOutRef {
+    /// The gate row's sum.
     pub gate: f64,
+    /// The up row's sum.
     pub up: f64,
+    /// The gate row's sum of `|w_i x_i|`.
     pub gate_abs: f64,
+    /// The up row's sum of `|w_i x_i|`.
     pub up_abs: f64,
+    /// `act(gate) * up`.
     pub value: f64,
 }
 
