@@ -15,12 +15,16 @@
 //!   KV cache.
 //!
 //! - [`perplexity`]: llama-perplexity's method over a [`Model`], for the CLI and xtask.
+//! - [`validate`]: the range check of the values a user sets (sampling, context), shared by
+//!   every front end; the KV cache's size against the machine is checked when a session is
+//!   made ([`ModelError::ContextTooLarge`]).
 //!
 //! See `docs/MODEL.md`.
 
 mod arch;
 pub mod backend;
 mod config;
+mod context;
 pub mod cpu;
 mod error;
 mod generate;
@@ -31,12 +35,14 @@ mod memory;
 mod model;
 pub mod perplexity;
 pub mod sampler;
+pub mod validate;
 
 pub use arch::Arch;
 pub use backend::{Backend, PendingToken, QueueDepth, Sequence};
 pub use config::{Activation, LayerConfig, ModelConfig, RopeFreqs, RopeStyle};
+pub use context::MemoryLimit;
 pub use cpu::CpuBackend;
-pub use error::{ModelError, Result};
+pub use error::{MISSING_LISTED, ModelError, Result};
 pub use generate::{Generator, HostTimes};
 pub use gpu::GpuBackend;
 pub use graph::OutputRows;
