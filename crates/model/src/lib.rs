@@ -43,7 +43,7 @@ pub use config::{Activation, LayerConfig, ModelConfig, RopeFreqs, RopeStyle};
 pub use context::MemoryLimit;
 pub use cpu::CpuBackend;
 pub use error::{MISSING_LISTED, ModelError, Result};
-pub use generate::{Generator, HostTimes};
+pub use generate::{Generator, HostTimes, StopReason};
 pub use gpu::GpuBackend;
 pub use graph::OutputRows;
 pub use memory::DeviceMemory;
