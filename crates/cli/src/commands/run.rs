@@ -25,6 +25,8 @@ pub struct Args {
 }
 
 pub fn run(args: &Args) -> Result<(), CliError> {
+    // Before stdin is read or anything loads.
+    args.generation.validate()?;
     let text = match &args.prompt {
         Some(p) => p.clone(),
         None => {
