@@ -10,7 +10,9 @@ use rullama_model::cpu::WeightStorage;
 use rullama_model::gpu::{GpuBackend, GpuOptions, KvDtype};
 use rullama_model::sampler::{PenaltyParams, RANDOM_SEED, Sampler, SamplerParams};
 use rullama_model::validate::{MAX_CTX, check_context};
-use rullama_model::{Backend, CpuBackend, Generator, Model, ModelConfig, OutputRows, Session};
+use rullama_model::{
+    Backend, CpuBackend, Generator, Model, ModelConfig, OutputRows, Session, StopReason,
+};
 use rullama_tokenizer::{StreamDecoder, Tokenizer};
 
 use super::{CliError, validate};
@@ -355,13 +357,21 @@ pub fn load_on(
     })
 }
 
-/// Timings of one generation, for `--verbose`.
+/// Timings of one generation, for `--verbose`, and why it stopped.
 #[derive(Debug, Default)]
 pub struct Stats {
     pub prompt_tokens: usize,
+    /// The prompt's step and the first token's draw.
     pub prompt_time: Duration,
+    /// Tokens written out (an end-of-generation token is not).
     pub generated: usize,
+    /// Tokens drawn after the first, one decode step each (the end-of-generation token
+    /// included): what `generation_time` measured.
+    pub decode_steps: usize,
     pub generation_time: Duration,
+    /// Why generation stopped (`-n 0` stops at its length before drawing); `None` only
+    /// before [`generate`] has returned.
+    pub stop: Option<StopReason>,
 }
 
 impl Stats {
@@ -379,10 +389,29 @@ impl Stats {
         );
         eprintln!("eval count:           {} token(s)", self.generated);
         eprintln!("eval duration:        {:.2?}", self.generation_time);
-        eprintln!(
-            "eval rate:            {:.2} tokens/s",
-            rate(self.generated, self.generation_time)
-        );
+        // The first token comes with the prompt's step (counted in its time), so the rate
+        // is over the decode steps after it; with none there is no rate to give.
+        if self.decode_steps == 0 {
+            eprintln!("eval rate:            n/a (the first token comes with the prompt)");
+        } else {
+            eprintln!(
+                "eval rate:            {:.2} tokens/s",
+                rate(self.decode_steps, self.generation_time)
+            );
+        }
+        if let Some(stop) = self.stop {
+            eprintln!("done reason:          {}", stop.as_str());
+        }
+    }
+
+    /// Says on stderr when generation stopped because the context was full: a silent cut
+    /// would look like the model's own end.
+    pub fn note_context_full(&self, n_ctx: usize) {
+        if self.stop == Some(StopReason::Context) {
+            eprintln!(
+                "note: generation stopped: the context of {n_ctx} tokens is full (--ctx sets it)"
+            );
+        }
     }
 }
 
@@ -398,7 +427,8 @@ pub struct Turn<'a> {
 
 /// Feed the turn's prompt, then sample up to `n_predict` tokens, streaming their text to `out`
 /// as it becomes valid UTF-8. Stops at an end-of-generation token (not printed, not fed) or
-/// when the context is full. Returns the generated ids and timings.
+/// when the context is full. Returns the generated ids, timings and why it stopped
+/// ([`Stats::stop`]).
 pub fn generate<B: Backend>(
     session: &mut Session<'_, B>,
     tokenizer: &Tokenizer,
@@ -422,6 +452,7 @@ pub fn generate<B: Backend>(
     if n_predict == 0 {
         session.forward(prompt, start_pos, OutputRows::Last)?;
         stats.prompt_time = start.elapsed();
+        stats.stop = Some(StopReason::Length);
         return Ok((Vec::new(), stats));
     }
     let mut tokens = Generator::start(session, prompt, start_pos, n_predict, sampler)?;
@@ -432,8 +463,12 @@ pub fn generate<B: Backend>(
     let mut decoder = StreamDecoder::new(tokenizer, false);
     let mut generated = Vec::new();
     let mut next = first;
+    let mut drawn = 0usize;
+    let mut stop = None;
     while let Some(token) = next {
+        drawn += 1;
         if tokenizer.is_eog(token) {
+            stop = Some(StopReason::EndOfGeneration);
             break;
         }
         generated.push(token);
@@ -441,10 +476,16 @@ pub fn generate<B: Backend>(
         out.flush()?;
         next = tokens.next(sampler)?;
     }
+    stats.stop = stop.or(tokens.stop_reason());
     tokens.finish();
-    out.write_all(decoder.finish().as_bytes())?;
+    // A generation cut by -n or the context may end inside a character: its bytes are held
+    // (never printed as U+FFFD); after the model's own end they are what it wrote.
+    if stats.stop == Some(StopReason::EndOfGeneration) {
+        out.write_all(decoder.finish().as_bytes())?;
+    }
     out.flush()?;
     stats.generated = generated.len();
+    stats.decode_steps = drawn.saturating_sub(1);
     stats.generation_time = start.elapsed();
     Ok((generated, stats))
 }

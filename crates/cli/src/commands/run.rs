@@ -86,6 +86,7 @@ impl ModelTask for Generate<'_> {
         let (_, stats) =
             generation::generate(&mut session, tokenizer, turn, &mut sampler, &mut out)?;
         writeln!(out)?;
+        stats.note_context_full(session.n_ctx());
         Ok(stats)
     }
 }
