@@ -188,7 +188,7 @@ proptest! {
     /// A context is 1 to u32::MAX positions, whatever number is asked for.
     #[test]
     fn contexts_are_accepted_exactly_in_range(n in count()) {
-        prop_assert_eq!(check_context(n).is_ok(), n >= 1 && n <= MAX_CTX);
+        prop_assert_eq!(check_context(n).is_ok(), (1..=MAX_CTX).contains(&n));
         if let Err(e) = check_context(n) {
             prop_assert_eq!(e.param, Param::Context);
             prop_assert_eq!(e.value, n.to_string());
