@@ -115,7 +115,16 @@ fn flags_that_cannot_work_are_errors() {
         (&["-r", "0"][..], "-r must be at least 1"),
         (
             &["--temp", "-1"][..],
-            "--temp -1 must be a finite number >= 0",
+            "--temp -1 is out of range: it takes a finite number >= 0",
+        ),
+        (&["--temp", "nan"][..], "--temp NaN is out of range"),
+        (
+            &["-p", "18446744073709551615", "-n", "1"][..],
+            "is more tokens than a context holds (4294967295)",
+        ),
+        (
+            &["-p", "100000000000", "-n", "0"][..],
+            "= 100000000000 tokens is more than a context holds",
         ),
     ] {
         let mut all = vec!["bench", "no-such-model"];

@@ -99,6 +99,12 @@ pub enum StoreError {
     /// No `HOME` to find the default directories under, and no variable naming them.
     #[error("cannot tell where the home directory is: set HOME, RULLAMA_MODELS or OLLAMA_MODELS")]
     NoHome,
+    /// A model path, or the blob a manifest names, exists but is not a file.
+    #[error("{path} is a directory, not a GGUF file")]
+    Directory {
+        /// The directory.
+        path: PathBuf,
+    },
 }
 
 /// How a model argument was resolved, for messages such as `inspect`'s header.
@@ -171,6 +177,7 @@ pub fn resolve(arg: &str) -> Result<ResolvedModel, StoreError> {
             source: ModelSource::Path,
         });
     }
+
     if let Some(model) = known_model(arg) {
         let path = models_cache_dir()?.join(model.file);
         if !path.is_file() {
@@ -184,7 +191,13 @@ pub fn resolve(arg: &str) -> Result<ResolvedModel, StoreError> {
             source: ModelSource::Cached { name: model.name },
         });
     }
-    resolve_ollama(arg, &ollama_models_dir()?)
+    match resolve_ollama(arg, &ollama_models_dir()?) {
+        // Not an Ollama model either: a directory was meant as a path (`.`, `models/`).
+        Err(StoreError::NotFound { .. }) if as_path.is_dir() => Err(StoreError::Directory {
+            path: as_path.to_path_buf(),
+        }),
+        other => other,
+    }
 }
 
 /// An Ollama model reference, `[registry/][namespace/]model[:tag]`, with Ollama's defaults
@@ -306,6 +319,9 @@ pub fn resolve_ollama(arg: &str, root: &Path) -> Result<ResolvedModel, StoreErro
             ))
         })?;
     let blob = root.join("blobs").join(format!("sha256-{hex}"));
+    if blob.is_dir() {
+        return Err(StoreError::Directory { path: blob });
+    }
     if !blob.is_file() {
         return Err(StoreError::MissingBlob { manifest, blob });
     }
@@ -388,6 +404,19 @@ mod tests {
         let err = resolve_ollama("gemma3:270m", root.path()).unwrap_err();
         assert!(matches!(err, StoreError::MissingBlob { .. }), "{err}");
         assert!(err.to_string().contains(&format!("sha256-{hex}")));
+        // A blob that is a directory is said to be one, not to be missing.
+        let blob = root.path().join(format!("blobs/sha256-{hex}"));
+        std::fs::create_dir(&blob).unwrap();
+        let err = resolve_ollama("gemma3:270m", root.path()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("{} is a directory, not a GGUF file", blob.display())
+        );
+        std::fs::remove_dir(&blob).unwrap();
+        // So is a MODEL argument naming a directory.
+        let dir = root.path().display().to_string();
+        let err = resolve(&dir).unwrap_err();
+        assert!(matches!(err, StoreError::Directory { .. }), "{err}");
 
         write_store(
             root.path(),

@@ -80,12 +80,18 @@ impl ModelConfig {
         let meta = file.metadata();
         let n_vocab = match file.tensor_info("token_embd.weight") {
             Some(t) => t.dims.get(1).copied().unwrap_or(0) as usize,
-            None => {
-                return Err(ModelError::MissingTensors {
-                    names: vec!["token_embd.weight".into()],
-                });
-            }
+            None => return Err(ModelError::missing_one("token_embd.weight")),
         };
+        // Every layer has tensors of its own: a block count above the file's tensor count is
+        // a corrupt file, and caught before per-layer tables are sized by it.
+        let n_layer = meta.arch_usize("block_count")?;
+        let n_tensors = file.tensors().len();
+        if n_layer > n_tensors {
+            return Err(ModelError::InvalidConfig(format!(
+                "block_count {n_layer} is more than the file's {n_tensors} tensors (each layer \
+                 has its own)"
+            )));
+        }
         ModelConfig::from_metadata(meta, n_vocab)
     }
 
@@ -114,6 +120,8 @@ impl ModelConfig {
             ("value_length", self.head_dim_v),
             ("feed_forward_length", self.n_ff),
             ("vocabulary", self.n_vocab),
+            // The default context is the training context: 0 would make it one position.
+            ("context_length", self.n_ctx_train),
         ];
         if let Some((name, _)) = dims.iter().find(|(_, v)| *v == 0) {
             return bad(format!("{name} is 0"));
@@ -134,10 +142,19 @@ impl ModelConfig {
     }
 }
 
+/// More layers than any model has (the deepest have a few hundred): a ceiling on what the
+/// per-layer tables are sized by when only metadata is at hand.
+const MAX_LAYERS: usize = 1 << 16;
+
 /// The keys every architecture shares, with llama.cpp's defaults; per-architecture fields
 /// get neutral values that `rules` overwrites.
 fn common(meta: &Metadata, arch: Arch, n_vocab: usize) -> Result<ModelConfig> {
     let n_layer = meta.arch_usize("block_count")?;
+    if n_layer > MAX_LAYERS {
+        return Err(ModelError::InvalidConfig(format!(
+            "block_count {n_layer} is more than {MAX_LAYERS}"
+        )));
+    }
     let d_model = meta.arch_usize("embedding_length")?;
     let n_head = meta.arch_usize("attention.head_count")?;
     let n_head_kv = meta

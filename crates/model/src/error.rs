@@ -36,11 +36,15 @@ pub enum ModelError {
     #[error("not supported yet: {0}")]
     Unsupported(String),
 
-    /// Every required tensor the file lacks, found in one pass.
-    #[error("missing tensors ({}): {}", names.len(), names.join(", "))]
+    /// The required tensors the file lacks, found in one pass: the first
+    /// [`MISSING_LISTED`] by name, and how many in all (a corrupt `block_count` can make
+    /// millions).
+    #[error("{}", missing_text(names, *count))]
     MissingTensors {
-        /// Their names.
+        /// The first few names.
         names: Vec<String>,
+        /// How many are missing in all.
+        count: usize,
     },
 
     /// A tensor whose dimensions are not the ones the config implies. Dimensions in GGML
@@ -78,6 +82,28 @@ pub enum ModelError {
         id: u32,
         /// The model's vocabulary size.
         n_vocab: usize,
+    },
+
+    /// A value a user set is outside its range (see [`crate::validate`]).
+    #[error(transparent)]
+    InvalidParam(#[from] crate::validate::InvalidParam),
+
+    /// A session's KV cache that the host or the device cannot hold: `bytes` (`None`: past
+    /// `u64`) for `n_ctx` positions, over `limit`; `fits`, the positions that would.
+    #[error(
+        "a context of {n_ctx} positions needs {} of KV cache, more than {limit}{}",
+        crate::context::needed_text(bytes),
+        crate::context::fits_text(fits)
+    )]
+    ContextTooLarge {
+        /// The positions asked for.
+        n_ctx: usize,
+        /// The bytes they need (`None`: past `u64`).
+        bytes: Option<u64>,
+        /// What the cache has to fit in.
+        limit: crate::context::MemoryLimit,
+        /// The positions that would fit, where known.
+        fits: Option<usize>,
     },
 
     /// A step whose positions run past the session's context.
@@ -126,6 +152,31 @@ impl ModelError {
     /// Whether the GPU could not allocate what was asked (a smaller context may fit).
     pub fn is_out_of_memory(&self) -> bool {
         matches!(self, ModelError::Gpu { source, .. } if source.is_out_of_memory())
+    }
+}
+
+/// Missing tensors an error names before it only counts the rest.
+pub const MISSING_LISTED: usize = 8;
+
+fn missing_text(names: &[String], count: usize) -> String {
+    let listed = names.len().min(MISSING_LISTED);
+    let mut text = format!("missing tensors ({count}): {}", names[..listed].join(", "));
+    if count > listed {
+        text.push_str(&format!(" and {} more", count - listed));
+    }
+    text
+}
+
+impl ModelError {
+    /// The missing-tensor error for `names`, found while checking (at most
+    /// [`MISSING_LISTED`] of them kept), of `count` in all.
+    pub(crate) fn missing(names: Vec<String>, count: usize) -> ModelError {
+        ModelError::MissingTensors { names, count }
+    }
+
+    /// The error for one missing tensor.
+    pub(crate) fn missing_one(name: impl Into<String>) -> ModelError {
+        ModelError::missing(vec![name.into()], 1)
     }
 }
 

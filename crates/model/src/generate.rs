@@ -38,8 +38,37 @@ pub struct Generator<'s, 'm, B: Backend> {
     fed: usize,
     /// Tokens asked for (`unqueued` of them not queued yet).
     n_predict: usize,
+    /// Tokens returned so far.
+    returned: usize,
+    /// The last token returned, while no step feeding it is queued: one drawn on the host
+    /// is fed when the next token is asked for, so a stop after it runs no step in vain and
+    /// the time of each step falls in the call that returns its token.
+    unfed: Option<u32>,
     /// Host time spent queueing steps (recording, encoding, submitting) and waiting for ids.
     times: HostTimes,
+}
+
+/// Why a generation stopped, as Ollama's `done_reason` says it ([`StopReason::as_str`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StopReason {
+    /// The model drew an end-of-generation token (`"stop"`).
+    EndOfGeneration,
+    /// As many tokens as asked for (`n_predict`, `"length"`).
+    Length,
+    /// The context is full: no position is left to feed the last token (`"context"`;
+    /// Ollama, which shifts its context instead, has no such reason).
+    Context,
+}
+
+impl StopReason {
+    /// `"stop"`, `"length"` or `"context"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::EndOfGeneration => "stop",
+            StopReason::Length => "length",
+            StopReason::Context => "context",
+        }
+    }
 }
 
 /// Where a generator's host time went: a step costs the larger of its GPU time and its
@@ -78,6 +107,8 @@ impl<'s, 'm, B: Backend> Generator<'s, 'm, B> {
             unqueued: n_predict.saturating_sub(1),
             fed: start_pos + prompt.len(),
             n_predict,
+            returned: 0,
+            unfed: None,
             times: HostTimes::default(),
         })
     }
@@ -116,10 +147,20 @@ impl<'s, 'm, B: Backend> Generator<'s, 'm, B> {
     /// The next token, accepted by `sampler` (the same sampler on every call); `None` once
     /// `n_predict` tokens were returned or the context is full.
     pub fn next(&mut self, sampler: &mut Sampler) -> Result<Option<u32>> {
-        if self.pending.is_empty() {
-            return Ok(None);
-        }
         let t0 = Instant::now();
+        if self.pending.is_empty() {
+            match self.unfed.take() {
+                Some(token) if self.may_queue() => {
+                    let next = self.session.queue_sample(
+                        StepInput::Tokens(&[token]),
+                        self.fed,
+                        sampler,
+                    )?;
+                    self.push(next)?;
+                }
+                _ => return Ok(None),
+            }
+        }
         let depth = self.session.queue_depth().queued_draws();
         while self.pending.len() < depth
             && self.may_queue()
@@ -136,15 +177,27 @@ impl<'s, 'm, B: Backend> Generator<'s, 'm, B> {
         let token = self.session.take_token(oldest)?;
         let t2 = Instant::now();
         sampler.accept(token);
-        if self.pending.is_empty() && self.may_queue() {
-            let next = self
-                .session
-                .queue_sample(StepInput::Tokens(&[token]), self.fed, sampler)?;
-            self.push(next)?;
+        self.returned += 1;
+        if self.pending.is_empty() {
+            self.unfed = Some(token);
         }
         self.times.queue += (t1 - t0) + t2.elapsed();
         self.times.wait += t2 - t1;
         Ok(Some(token))
+    }
+
+    /// Why [`Generator::next`] returned `None`: `n_predict` tokens were returned
+    /// ([`StopReason::Length`]) or the context is full ([`StopReason::Context`]); `None`
+    /// while it may still return tokens. An end-of-generation token is the caller's to see
+    /// ([`StopReason::EndOfGeneration`]).
+    pub fn stop_reason(&self) -> Option<StopReason> {
+        if self.returned >= self.n_predict {
+            Some(StopReason::Length)
+        } else if self.pending.is_empty() && !self.may_queue() {
+            Some(StopReason::Context)
+        } else {
+            None
+        }
     }
 
     /// Host time spent so far.

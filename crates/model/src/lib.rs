@@ -16,6 +16,9 @@
 //!
 //! - [`Generator`] draws tokens with a [`Sampler`](sampler::Sampler), keeping the device
 //!   busy; [`perplexity`]: llama-perplexity's method over a [`Model`].
+//! - [`validate`]: the range check of the values a user sets (sampling, context), shared by
+//!   every front end; the KV cache's size against the machine is checked when a session is
+//!   made ([`ModelError::ContextTooLarge`]).
 //!
 //! ```rust
 //! use rullama_gguf::GgufFile;
@@ -44,6 +47,7 @@
 mod arch;
 pub mod backend;
 mod config;
+mod context;
 pub mod cpu;
 mod error;
 mod generate;
@@ -54,13 +58,15 @@ mod memory;
 mod model;
 pub mod perplexity;
 pub mod sampler;
+pub mod validate;
 
 pub use arch::Arch;
 pub use backend::{Backend, PendingToken, QueueDepth, Sequence};
 pub use config::{Activation, LayerConfig, ModelConfig, RopeFreqs, RopeStyle};
+pub use context::MemoryLimit;
 pub use cpu::CpuBackend;
-pub use error::{ModelError, Result};
-pub use generate::{Generator, HostTimes};
+pub use error::{MISSING_LISTED, ModelError, Result};
+pub use generate::{Generator, HostTimes, StopReason};
 pub use gpu::GpuBackend;
 pub use graph::OutputRows;
 pub use memory::DeviceMemory;

@@ -13,6 +13,7 @@ use crate::error::{ModelError, Result};
 use crate::graph::weights::{BackendLoader, Checker};
 use crate::graph::{Graph, OutputRows};
 use crate::sampler::{Sampler, SamplerError};
+use crate::validate;
 
 /// A loaded model on backend `B`. Loading needs it alone; afterwards any number of
 /// [`Session`]s borrow it at once, each with its own sequence state.
@@ -98,11 +99,12 @@ impl<B: Backend> Model<B> {
         }
     }
 
-    /// A new sequence with a KV cache of `n_ctx` positions.
+    /// A new sequence with a KV cache of `n_ctx` positions: 1 to [`validate::MAX_CTX`]
+    /// ([`ModelError::InvalidParam`] otherwise), and a cache the executor can hold
+    /// ([`ModelError::ContextTooLarge`] says what would fit, before anything is allocated
+    /// where the limit is known).
     pub fn session(&self, n_ctx: usize) -> Result<Session<'_, B>> {
-        if n_ctx == 0 {
-            return Err(ModelError::InvalidConfig("a context of 0 positions".into()));
-        }
+        validate::check_context(n_ctx)?;
         Ok(Session {
             model: self,
             seq: self.backend.new_sequence(&self.kv_spec(n_ctx))?,
@@ -335,7 +337,10 @@ impl<'m, B: Backend> Session<'m, B> {
                 cached: self.len,
             });
         }
-        if start_pos + n_tokens > self.n_ctx {
+        if start_pos
+            .checked_add(n_tokens)
+            .is_none_or(|end| end > self.n_ctx)
+        {
             return Err(ModelError::ContextOverflow {
                 start_pos,
                 n_tokens,

@@ -81,7 +81,8 @@ fn all_missing_tensors_are_listed() {
         "output_norm.weight",
     ];
     match load(llama_writer("llama", &skip, None)) {
-        Err(ModelError::MissingTensors { names }) => {
+        Err(ModelError::MissingTensors { names, count }) => {
+            assert_eq!(count, 3);
             let mut names = names;
             names.sort();
             let mut want: Vec<String> = skip.iter().map(|s| s.to_string()).collect();
@@ -92,12 +93,64 @@ fn all_missing_tensors_are_listed() {
     }
     // Qwen 2 requires q/k/v biases: 6 of them on 2 layers.
     match load(llama_writer("qwen2", &[], None)) {
-        Err(ModelError::MissingTensors { names }) => {
-            assert_eq!(names.len(), 6, "{names:?}");
+        Err(ModelError::MissingTensors { names, count }) => {
+            assert_eq!((names.len(), count), (6, 6), "{names:?}");
             assert!(names.contains(&"blk.1.attn_v.bias".to_string()));
         }
         other => panic!("expected MissingTensors, got {other:?}"),
     }
+}
+
+/// `llama_writer`'s file with the metadata `key` set to `value`.
+fn with_key(key: &str, value: u32) -> Vec<u8> {
+    let file = GgufFile::from_bytes(llama_writer("llama", &[], None)).unwrap();
+    let mut w = GgufWriter::from_file(&file);
+    w.metadata_mut().insert(key, value);
+    let mut out = Vec::new();
+    w.write_to(&mut out).unwrap();
+    out
+}
+
+/// A corrupt block count: more layers than the file has tensors is refused before anything
+/// is sized by it (2^32 - 1 would have allocated per-layer tables of ~100 GB); a count the
+/// tensors allow lists the first few missing tensors and the number, in one short line.
+#[test]
+fn a_corrupt_block_count_is_a_short_error() {
+    for n in [1_000_000, u32::MAX] {
+        let err = load(with_key("llama.block_count", n)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "invalid model config: block_count {n} is more than the file's 20 tensors \
+                 (each layer has its own)"
+            )
+        );
+    }
+    // Layers 2..15: 9 tensors each.
+    match load(with_key("llama.block_count", 15)) {
+        Err(e @ ModelError::MissingTensors { .. }) => {
+            let text = e.to_string();
+            let ModelError::MissingTensors { names, count } = e else {
+                unreachable!()
+            };
+            assert_eq!(count, 13 * 9);
+            assert_eq!(names.len(), rullama_model::MISSING_LISTED);
+            assert!(names[0].starts_with("blk.2."), "{names:?}");
+            let listed = names.join(", ");
+            assert_eq!(
+                text,
+                format!("missing tensors (117): {listed} and 109 more")
+            );
+        }
+        other => panic!("expected MissingTensors, got {other:?}"),
+    }
+}
+
+/// `context_length` 0 is a corrupt file, not a default context of one position.
+#[test]
+fn a_zero_context_length_is_an_error() {
+    let err = load(with_key("llama.context_length", 0)).unwrap_err();
+    assert_eq!(err.to_string(), "invalid model config: context_length is 0");
 }
 
 #[test]

@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use rullama_gguf::Metadata;
 
 use crate::config::TokenizerKind;
-use crate::error::Result;
+use crate::error::{Result, TokenizerError};
 use crate::vocab::{TokenAttr, Vocab};
 
 /// A model's special token ids, each `None` where it has no such token.
@@ -259,18 +259,36 @@ fn eog_id(eog: &BTreeSet<u32>, vocab: &Vocab, text: &str) -> Option<u32> {
     eog.iter().copied().find(|&id| vocab.text(id) == text)
 }
 
+/// Ids whose value changes what is encoded (BOS) or where generation stops (EOS, EOT, EOM):
+/// outside the vocabulary in the file, they are an error at load rather than llama.cpp's
+/// quiet fallback to the default id, which would be another token.
+const STRICT_IDS: &[&str] = &[
+    "bos_token_id",
+    "eos_token_id",
+    "eot_token_id",
+    "eom_token_id",
+];
+
 /// Set `slot` from `tokenizer.ggml.<suffix>` if present and in range; a default outside the
-/// vocabulary is disabled, an out-of-range id in the file keeps the default (as llama.cpp).
+/// vocabulary is disabled. An out-of-range id in the file is an error for [`STRICT_IDS`]
+/// and keeps the default for the others (as llama.cpp).
 fn read_id(md: &Metadata, vocab: &Vocab, suffix: &str, slot: &mut Option<u32>) -> Result<()> {
     if slot.is_some_and(|id| !vocab.contains(id)) {
         *slot = None;
     }
     let key = format!("tokenizer.ggml.{suffix}");
-    let id = md
-        .get_opt::<usize>(&key)?
-        .and_then(|id| u32::try_from(id).ok());
-    if let Some(id) = id.filter(|&id| vocab.contains(id)) {
-        *slot = Some(id);
+    let Some(id) = md.get_opt::<usize>(&key)? else {
+        return Ok(());
+    };
+    match u32::try_from(id).ok().filter(|&id| vocab.contains(id)) {
+        Some(id) => *slot = Some(id),
+        None if STRICT_IDS.contains(&suffix) => {
+            return Err(TokenizerError::InvalidVocab(format!(
+                "{key} is {id}, outside the vocabulary of {} tokens",
+                vocab.len()
+            )));
+        }
+        None => {}
     }
     Ok(())
 }

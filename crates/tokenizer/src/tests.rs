@@ -203,3 +203,38 @@ fn bad_metadata_is_a_typed_error() {
         Err(TokenizerError::Metadata(_))
     ));
 }
+
+/// A BOS or EOS id outside the vocabulary is an error naming the key, not llama.cpp's quiet
+/// fallback to the default id (another token); other ids keep llama.cpp's leniency.
+#[test]
+fn out_of_range_bos_or_eos_is_an_error_at_load() {
+    let tokens = [
+        ("<unk>", 0.0, 2),
+        ("<s>", 0.0, CONTROL),
+        ("</s>", 0.0, CONTROL),
+        ("a", 0.0, NORMAL),
+    ];
+    for (key, id) in [
+        ("tokenizer.ggml.bos_token_id", 4u32),
+        ("tokenizer.ggml.eos_token_id", 70_000),
+    ] {
+        let mut md = metadata("llama", &tokens);
+        md.insert(key, id);
+        match Tokenizer::from_gguf(&md) {
+            Err(TokenizerError::InvalidVocab(m)) => {
+                assert_eq!(
+                    m,
+                    format!("{key} is {id}, outside the vocabulary of 4 tokens")
+                );
+            }
+            other => panic!("{key} = {id}: {other:?}"),
+        }
+    }
+    let mut md = metadata("llama", &tokens);
+    md.insert("tokenizer.ggml.bos_token_id", u64::MAX);
+    assert!(Tokenizer::from_gguf(&md).is_err());
+    let mut md = metadata("llama", &tokens);
+    md.insert("tokenizer.ggml.padding_token_id", 9u32);
+    let tok = Tokenizer::from_gguf(&md).unwrap();
+    assert_eq!(tok.bos(), Some(1));
+}

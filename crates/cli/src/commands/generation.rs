@@ -9,10 +9,13 @@ use rullama_kernels::Gpu;
 use rullama_model::cpu::WeightStorage;
 use rullama_model::gpu::{GpuBackend, GpuOptions, KvDtype};
 use rullama_model::sampler::{PenaltyParams, RANDOM_SEED, Sampler, SamplerParams};
-use rullama_model::{Backend, CpuBackend, Generator, Model, OutputRows, Session};
+use rullama_model::validate::{MAX_CTX, check_context};
+use rullama_model::{
+    Backend, CpuBackend, Generator, Model, ModelConfig, OutputRows, Session, StopReason,
+};
 use rullama_tokenizer::{StreamDecoder, Tokenizer};
 
-use super::CliError;
+use super::{CliError, validate};
 
 /// Sampling and context flags, with llama.cpp's defaults.
 ///
@@ -28,45 +31,59 @@ pub struct GenerationArgs {
     /// Tokens to generate at most (generation also stops at the model's end-of-turn tokens).
     #[arg(short = 'n', long = "n-predict", default_value_t = 256)]
     pub n_predict: usize,
-    /// Temperature; 0 is greedy (always the most likely token).
-    #[arg(long, default_value_t = 0.8)]
+    /// Temperature, >= 0; 0 is greedy (always the most likely token).
+    #[arg(long, default_value_t = 0.8, allow_negative_numbers = true)]
     pub temp: f32,
     /// Keep only the k most likely tokens (0 = all). The GPU executor samples on the GPU for
     /// 1..=64 and at --temp 0 (without a repeat penalty), on the CPU otherwise.
-    #[arg(long, default_value_t = 40)]
+    #[arg(long, default_value_t = 40, allow_negative_numbers = true,
+          value_parser = clap::value_parser!(i32).range(0..))]
     pub top_k: i32,
-    /// Keep the most likely tokens up to this cumulative probability (1 = off).
-    #[arg(long, default_value_t = 0.95)]
+    /// Keep the most likely tokens up to this cumulative probability, 0 to 1 (1 = off).
+    #[arg(long, default_value_t = 0.95, allow_negative_numbers = true)]
     pub top_p: f32,
-    /// Drop tokens less likely than this fraction of the most likely one (0 = off).
-    #[arg(long, default_value_t = 0.05)]
+    /// Drop tokens less likely than this fraction of the most likely one, 0 to 1 (0 = off).
+    #[arg(long, default_value_t = 0.05, allow_negative_numbers = true)]
     pub min_p: f32,
-    /// Penalise tokens seen in the last `--repeat-last-n` tokens (1 = off). Other than 1, the
-    /// GPU executor reads the logits back and samples on the CPU.
-    #[arg(long, default_value_t = 1.0)]
+    /// Penalise tokens seen in the last `--repeat-last-n` tokens, > 0 (1 = off). Other than
+    /// 1, the GPU executor reads the logits back and samples on the CPU.
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub repeat_penalty: f32,
-    /// How many of the last tokens `--repeat-penalty` looks at (0 = off).
+    /// How many of the last tokens `--repeat-penalty` looks at (0 = off; any longer than the
+    /// context means the whole context).
     #[arg(long, default_value_t = 64)]
     pub repeat_last_n: usize,
     /// Seed of the random draw; the same seed gives the same text. Random when left out.
     #[arg(long)]
     pub seed: Option<u32>,
-    /// Context length in tokens (prompt plus generated text). Default: the model's training
-    /// context up to 4096 (llama.cpp's default); run and chat halve it while the GPU cannot
-    /// allocate its KV cache. A context given here is used as is.
-    #[arg(long)]
+    /// Context length in tokens (prompt plus generated text), 1 to 4294967295. Default: the
+    /// model's training context up to 4096 (llama.cpp's default); run and chat halve it
+    /// while the GPU cannot allocate its KV cache. A context given here is used as is (with
+    /// a warning past the training context), or is an error saying what would fit.
+    #[arg(long, value_parser = ctx_parser())]
     pub ctx: Option<usize>,
     /// Which executor runs the model.
     #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
     pub backend: BackendChoice,
-    /// CPU threads for the reference executor (default: all cores).
-    #[arg(long)]
+    /// CPU threads for the reference executor, at least 1 (default: all cores; more than
+    /// the cores is slower, with a warning).
+    #[arg(long, value_parser = threads_parser())]
     pub threads: Option<usize>,
     #[command(flatten)]
     pub gpu: GpuFlags,
     /// Print load time, prompt and generation speed to stderr, like `ollama run --verbose`.
     #[arg(long)]
     pub verbose: bool,
+}
+
+/// `--ctx`'s parser: 1 to [`MAX_CTX`] positions (a context's positions are `u32`).
+pub fn ctx_parser() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::new().range(1..=MAX_CTX as u64)
+}
+
+/// `--threads`'s parser: at least one.
+pub fn threads_parser() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::new().range(1..)
 }
 
 /// The context `--ctx` gives by default, where the model was trained with at least as many.
@@ -83,7 +100,17 @@ pub fn open_session<B: Backend>(
     ctx: Option<usize>,
 ) -> Result<Session<'_, B>, CliError> {
     if let Some(n) = ctx {
-        return Ok(model.session(n)?);
+        return match model.session(n) {
+            Ok(session) => {
+                validate::warn_beyond_training(model.config(), n);
+                Ok(session)
+            }
+            Err(e) if e.is_out_of_memory() => Err(CliError::Usage(format!(
+                "{e}; {}",
+                fitting_context(model, n)
+            ))),
+            Err(e) => Err(e.into()),
+        };
     }
     let wanted = model.config().n_ctx_train.clamp(1, DEFAULT_CTX);
     let mut n = wanted;
@@ -105,6 +132,21 @@ pub fn open_session<B: Backend>(
     }
 }
 
+/// What an explicit context that the device ran out of memory for could be instead: the
+/// largest of `n / 2`, `n / 4`, .. (down to [`MIN_AUTO_CTX`]) whose KV cache the device
+/// allocates, tried as the default context is.
+fn fitting_context<B: Backend>(model: &Model<B>, n: usize) -> String {
+    let mut m = n / 2;
+    while m >= MIN_AUTO_CTX {
+        match model.session(m) {
+            Ok(_) => return format!("--ctx {m} fits"),
+            Err(e) if e.is_out_of_memory() => m /= 2,
+            Err(_) => break,
+        }
+    }
+    format!("not even --ctx {MIN_AUTO_CTX} fits beside the weights")
+}
+
 impl GenerationArgs {
     /// `--ctx`, or [`DEFAULT_CTX`] where a fixed length is needed before a model is loaded
     /// (perplexity's chunks).
@@ -112,8 +154,9 @@ impl GenerationArgs {
         self.ctx.unwrap_or(DEFAULT_CTX)
     }
 
-    pub fn sampler(&self) -> Sampler {
-        Sampler::new(SamplerParams {
+    /// The sampler the flags describe (values unchecked: see [`GenerationArgs::validate`]).
+    pub fn sampler_params(&self) -> SamplerParams {
+        SamplerParams {
             seed: self.seed.unwrap_or(RANDOM_SEED),
             temperature: self.temp,
             top_k: self.top_k,
@@ -125,7 +168,25 @@ impl GenerationArgs {
                 ..PenaltyParams::default()
             },
             ..SamplerParams::default()
-        })
+        }
+    }
+
+    pub fn sampler(&self) -> Sampler {
+        Sampler::new(self.sampler_params())
+    }
+
+    /// The flags' values against their ranges (`rullama_model::validate`, the check every
+    /// front end shares), before anything is loaded: the first out of range is the error,
+    /// named as its flag. `--threads` beyond the cores warns.
+    pub fn validate(&self) -> Result<(), CliError> {
+        self.sampler_params().validate()?;
+        if let Some(ctx) = self.ctx {
+            check_context(ctx)?;
+        }
+        if let Some(threads) = self.threads {
+            validate::warn_threads(threads);
+        }
+        Ok(())
     }
 }
 
@@ -224,6 +285,14 @@ pub struct Loaded {
 }
 
 impl Loaded {
+    /// The model's config, whichever executor holds it.
+    pub fn config(&self) -> &ModelConfig {
+        match &self.engine {
+            Engine::Cpu(model) => model.config(),
+            Engine::Gpu(model) => model.config(),
+        }
+    }
+
     pub fn run<T: ModelTask>(&mut self, task: T) -> Result<T::Output, CliError> {
         match &mut self.engine {
             Engine::Cpu(model) => task.run(model, &self.tokenizer),
@@ -232,7 +301,9 @@ impl Loaded {
     }
 }
 
+/// Checks the flags ([`GenerationArgs::validate`]), then loads `model` as they say.
 pub fn load(model: &str, args: &GenerationArgs) -> Result<Loaded, CliError> {
+    args.validate()?;
     load_on(model, args.backend, args.threads, args.gpu)
 }
 
@@ -286,13 +357,21 @@ pub fn load_on(
     })
 }
 
-/// Timings of one generation, for `--verbose`.
+/// Timings of one generation, for `--verbose`, and why it stopped.
 #[derive(Debug, Default)]
 pub struct Stats {
     pub prompt_tokens: usize,
+    /// The prompt's step and the first token's draw.
     pub prompt_time: Duration,
+    /// Tokens written out (an end-of-generation token is not).
     pub generated: usize,
+    /// Tokens drawn after the first, one decode step each (the end-of-generation token
+    /// included): what `generation_time` measured.
+    pub decode_steps: usize,
     pub generation_time: Duration,
+    /// Why generation stopped (`-n 0` stops at its length before drawing); `None` only
+    /// before [`generate`] has returned.
+    pub stop: Option<StopReason>,
 }
 
 impl Stats {
@@ -310,10 +389,29 @@ impl Stats {
         );
         eprintln!("eval count:           {} token(s)", self.generated);
         eprintln!("eval duration:        {:.2?}", self.generation_time);
-        eprintln!(
-            "eval rate:            {:.2} tokens/s",
-            rate(self.generated, self.generation_time)
-        );
+        // The first token comes with the prompt's step (counted in its time), so the rate
+        // is over the decode steps after it; with none there is no rate to give.
+        if self.decode_steps == 0 {
+            eprintln!("eval rate:            n/a (the first token comes with the prompt)");
+        } else {
+            eprintln!(
+                "eval rate:            {:.2} tokens/s",
+                rate(self.decode_steps, self.generation_time)
+            );
+        }
+        if let Some(stop) = self.stop {
+            eprintln!("done reason:          {}", stop.as_str());
+        }
+    }
+
+    /// Says on stderr when generation stopped because the context was full: a silent cut
+    /// would look like the model's own end.
+    pub fn note_context_full(&self, n_ctx: usize) {
+        if self.stop == Some(StopReason::Context) {
+            eprintln!(
+                "note: generation stopped: the context of {n_ctx} tokens is full (--ctx sets it)"
+            );
+        }
     }
 }
 
@@ -329,7 +427,8 @@ pub struct Turn<'a> {
 
 /// Feed the turn's prompt, then sample up to `n_predict` tokens, streaming their text to `out`
 /// as it becomes valid UTF-8. Stops at an end-of-generation token (not printed, not fed) or
-/// when the context is full. Returns the generated ids and timings.
+/// when the context is full. Returns the generated ids, timings and why it stopped
+/// ([`Stats::stop`]).
 pub fn generate<B: Backend>(
     session: &mut Session<'_, B>,
     tokenizer: &Tokenizer,
@@ -353,6 +452,7 @@ pub fn generate<B: Backend>(
     if n_predict == 0 {
         session.forward(prompt, start_pos, OutputRows::Last)?;
         stats.prompt_time = start.elapsed();
+        stats.stop = Some(StopReason::Length);
         return Ok((Vec::new(), stats));
     }
     let mut tokens = Generator::start(session, prompt, start_pos, n_predict, sampler)?;
@@ -363,8 +463,12 @@ pub fn generate<B: Backend>(
     let mut decoder = StreamDecoder::new(tokenizer, false);
     let mut generated = Vec::new();
     let mut next = first;
+    let mut drawn = 0usize;
+    let mut stop = None;
     while let Some(token) = next {
+        drawn += 1;
         if tokenizer.is_eog(token) {
+            stop = Some(StopReason::EndOfGeneration);
             break;
         }
         generated.push(token);
@@ -372,10 +476,16 @@ pub fn generate<B: Backend>(
         out.flush()?;
         next = tokens.next(sampler)?;
     }
+    stats.stop = stop.or(tokens.stop_reason());
     tokens.finish();
-    out.write_all(decoder.finish().as_bytes())?;
+    // A generation cut by -n or the context may end inside a character: its bytes are held
+    // (never printed as U+FFFD); after the model's own end they are what it wrote.
+    if stats.stop == Some(StopReason::EndOfGeneration) {
+        out.write_all(decoder.finish().as_bytes())?;
+    }
     out.flush()?;
     stats.generated = generated.len();
+    stats.decode_steps = drawn.saturating_sub(1);
     stats.generation_time = start.elapsed();
     Ok((generated, stats))
 }

@@ -7,6 +7,7 @@ pub mod inspect;
 pub mod perplexity;
 pub mod run;
 pub mod tokenize;
+pub mod validate;
 
 /// Errors a command reports to the user; each names what it was working on.
 #[derive(Debug, thiserror::Error)]
@@ -18,7 +19,10 @@ pub enum CliError {
     #[error(transparent)]
     Tokenizer(#[from] rullama_tokenizer::TokenizerError),
     #[error(transparent)]
-    Model(#[from] rullama_model::ModelError),
+    Model(rullama_model::ModelError),
+    /// A flag's value outside its range (`rullama_model::validate`), named as the flag.
+    #[error("{} {} is out of range: it takes {}", validate::flag(.0.param), .0.value, .0.param.range())]
+    InvalidFlag(rullama_model::validate::InvalidParam),
     #[error(transparent)]
     Gpu(#[from] rullama_kernels::GpuError),
     #[error(transparent)]
@@ -29,4 +33,19 @@ pub enum CliError {
     Output(#[from] std::io::Error),
     #[error("encoding JSON: {0}")]
     Json(#[from] serde_json::Error),
+}
+
+impl From<rullama_model::ModelError> for CliError {
+    fn from(e: rullama_model::ModelError) -> Self {
+        match e {
+            rullama_model::ModelError::InvalidParam(p) => CliError::InvalidFlag(p),
+            e => CliError::Model(e),
+        }
+    }
+}
+
+impl From<rullama_model::validate::InvalidParam> for CliError {
+    fn from(p: rullama_model::validate::InvalidParam) -> Self {
+        CliError::InvalidFlag(p)
+    }
 }

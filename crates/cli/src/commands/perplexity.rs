@@ -11,8 +11,8 @@ use rullama_model::perplexity::{self, Chunks, Perplexity};
 use rullama_model::{Backend, Model};
 use rullama_tokenizer::{EncodeOptions, Tokenizer};
 
-use super::CliError;
 use super::generation::{self, GenerationArgs, ModelTask};
+use super::{CliError, validate};
 
 // The flags shared with `run` (`GenerationArgs`) bring sampling and output flags that scoring
 // accepts and ignores: hidden from this command's help, and `--ctx` described as what it is
@@ -38,7 +38,7 @@ pub struct Args {
     /// The text to score.
     #[arg(short, long)]
     file: PathBuf,
-    /// Stop after this many chunks (default: all whole chunks of the text).
+    /// Stop after this many chunks, at least 1 (default: all whole chunks of the text).
     #[arg(long)]
     chunks: Option<usize>,
     /// Print `{"ppl": .., "stderr": .., "chunks": .., "tokens_scored": ..}`.
@@ -48,16 +48,25 @@ pub struct Args {
     generation: GenerationArgs,
 }
 
+/// The shortest chunk scored: its first half (the history of every scored token) at least
+/// 8 tokens. Shorter chunks run, but their figure measures guessing from a few words, not
+/// the model (llama.cpp pads any context to 256).
+pub const MIN_CTX: usize = 16;
+
 pub fn run(args: &Args) -> Result<(), CliError> {
+    let ctx = args.generation.ctx_or_default();
+    if ctx < MIN_CTX {
+        return Err(CliError::Usage(format!(
+            "--ctx {ctx} is too short for perplexity: a chunk takes at least {MIN_CTX} tokens \
+             (the first half is the history of the second, which is scored)"
+        )));
+    }
+    if args.chunks == Some(0) {
+        return Err(CliError::Usage("--chunks must be at least 1".into()));
+    }
     let text = std::fs::read_to_string(&args.file)
         .map_err(|e| CliError::Usage(format!("reading {}: {e}", args.file.display())))?;
     let mut loaded = generation::load(&args.model, &args.generation)?;
-    let ctx = args.generation.ctx_or_default();
-    if ctx < 4 {
-        return Err(CliError::Usage(format!(
-            "--ctx {ctx} is too small to score half a chunk"
-        )));
-    }
     let tokens = loaded.tokenizer.encode(
         &text,
         EncodeOptions {
@@ -74,6 +83,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
             tokens.len()
         )));
     }
+    validate::warn_beyond_training(loaded.config(), ctx);
     let bos = loaded
         .tokenizer
         .add_bos()

@@ -25,6 +25,8 @@ pub struct Args {
 }
 
 pub fn run(args: &Args) -> Result<(), CliError> {
+    // Before stdin is read or anything loads.
+    args.generation.validate()?;
     let text = match &args.prompt {
         Some(p) => p.clone(),
         None => {
@@ -84,6 +86,7 @@ impl ModelTask for Generate<'_> {
         let (_, stats) =
             generation::generate(&mut session, tokenizer, turn, &mut sampler, &mut out)?;
         writeln!(out)?;
+        stats.note_context_full(session.n_ctx());
         Ok(stats)
     }
 }

@@ -1,8 +1,11 @@
 //! Causal (optionally windowed, GQA) attention over the KV cache; softmax in f64.
 
+use super::host_memory;
 use super::matmul::dot;
 use super::tensor::CpuTensor;
 use crate::backend::{AttentionInputs, AttentionParams, KvCacheSpec, KvLayerSpec};
+use crate::context::{MemoryLimit, too_large};
+use crate::error::Result;
 
 /// Keys and values of each layer, `n_ctx` rows each, indexed by position.
 #[derive(Debug, Clone)]
@@ -19,20 +22,48 @@ struct LayerCache {
 }
 
 impl CpuKvCache {
-    pub(crate) fn new(spec: &KvCacheSpec) -> CpuKvCache {
+    /// A zeroed cache of `spec`'s shape, if it fits: its size (checked arithmetic) against
+    /// the memory the host has available, then each buffer reserved fallibly, so a context
+    /// too large is [`ModelError::ContextTooLarge`] (saying how many positions would fit)
+    /// and never an allocation that aborts.
+    pub(crate) fn new(spec: &KvCacheSpec) -> Result<CpuKvCache> {
+        const F32: u64 = 4;
+        let bytes = spec.bytes(F32);
+        let per_position = spec.bytes_per_position(F32);
+        if let Some(available) = host_memory::available()
+            && bytes.is_none_or(|b| b > available)
+        {
+            let fit = per_position.map(|p| (p, available, 1));
+            return Err(too_large(
+                spec,
+                bytes,
+                MemoryLimit::HostAvailable(available),
+                fit,
+            ));
+        }
+        let refused = || too_large(spec, bytes, MemoryLimit::HostAllocation, None);
+        let zeros = |width: usize| -> Result<Vec<f32>> {
+            let len = spec.n_ctx.checked_mul(width).ok_or_else(refused)?;
+            let mut v = Vec::new();
+            v.try_reserve_exact(len).map_err(|_| refused())?;
+            v.resize(len, 0.0);
+            Ok(v)
+        };
         let layers = spec
             .layers
             .iter()
-            .map(|&l| LayerCache {
-                spec: l,
-                k: vec![0.0; spec.n_ctx * l.n_head_kv * l.head_dim_k],
-                v: vec![0.0; spec.n_ctx * l.n_head_kv * l.head_dim_v],
+            .map(|&l| {
+                Ok(LayerCache {
+                    spec: l,
+                    k: zeros(l.n_head_kv.checked_mul(l.head_dim_k).ok_or_else(refused)?)?,
+                    v: zeros(l.n_head_kv.checked_mul(l.head_dim_v).ok_or_else(refused)?)?,
+                })
             })
-            .collect();
-        CpuKvCache {
+            .collect::<Result<_>>()?;
+        Ok(CpuKvCache {
             n_ctx: spec.n_ctx,
             layers,
-        }
+        })
     }
 }
 
@@ -175,7 +206,7 @@ mod tests {
                 n_ctx: 8,
                 layers: vec![layer; 2],
             };
-            let mut cache = CpuKvCache::new(&spec);
+            let mut cache = CpuKvCache::new(&spec).unwrap();
             let mut got = vec![];
             for range in [0..4, 4..5, 5..6] {
                 let inputs = AttentionInputs {

@@ -11,6 +11,7 @@
 
 mod attention;
 mod elementwise;
+pub mod host_memory;
 mod matmul;
 mod norm;
 mod rope;
@@ -78,7 +79,7 @@ impl Backend for CpuBackend {
     fn new_sequence(&self, spec: &KvCacheSpec) -> Result<CpuSequence> {
         Ok(CpuSequence {
             threads: self.threads,
-            cache: CpuKvCache::new(spec),
+            cache: CpuKvCache::new(spec)?,
         })
     }
 }

@@ -26,6 +26,7 @@ use super::gpu_err;
 use super::ir::KvSlot;
 use super::memory::{Counted, LiveBytes};
 use crate::backend::{KvCacheSpec, LinearView, LinearWeights};
+use crate::context::{MemoryLimit, too_large};
 use crate::error::{ModelError, Result};
 
 /// A process-wide serial: identities of weights in a step's signature, of plans and of
@@ -357,6 +358,7 @@ impl GpuKvCache {
         dtype: KvDtype,
         live: &LiveBytes,
     ) -> Result<GpuKvCache> {
+        let max_len = kv_len_that_fits(gpu.max_binding_bytes(), spec, dtype)?;
         let layers: Vec<LayerCache> = spec
             .layers
             .iter()
@@ -373,7 +375,7 @@ impl GpuKvCache {
                     dtype,
                     n_kv_heads: l.n_head_kv,
                     head_dim: l.head_dim_k,
-                    max_len: spec.n_ctx.next_multiple_of(KEY_BLOCK),
+                    max_len,
                 };
                 LayerCache::new(gpu, layout).map_err(gpu_err("allocating the KV cache"))
             })
@@ -394,9 +396,75 @@ impl GpuKvCache {
     }
 }
 
+/// The positions every layer's K and V buffers hold for `spec` (its context rounded up to
+/// whole blocks of keys: the tensor-core prompt attention loads 16 at a time; the positions
+/// past `n_ctx` are never written nor attended to), if one layer's K (or V) fits a buffer
+/// binding of `limit` bytes; else [`ModelError::ContextTooLarge`] with the positions that
+/// would fit. Checked arithmetic throughout: a huge context must not wrap to a small cache.
+fn kv_len_that_fits(limit: u64, spec: &KvCacheSpec, dtype: KvDtype) -> Result<usize> {
+    let elem: u64 = match dtype {
+        KvDtype::F32 => 4,
+        KvDtype::F16 => 2,
+    };
+    // The widest layer's K or V: bytes one position takes in one buffer.
+    let per_position = spec.layers.iter().try_fold(0u64, |widest, l| {
+        let width = l.n_head_kv.checked_mul(l.head_dim_k.max(l.head_dim_v))?;
+        Some(widest.max(u64::try_from(width).ok()?.checked_mul(elem)?))
+    });
+    let max_len = spec.n_ctx.checked_next_multiple_of(KEY_BLOCK);
+    let buffer = per_position
+        .zip(max_len.and_then(|n| u64::try_from(n).ok()))
+        .and_then(|(p, n)| p.checked_mul(n));
+    match (max_len, buffer) {
+        (Some(max_len), Some(bytes)) if bytes <= limit => Ok(max_len),
+        _ => Err(too_large(
+            spec,
+            spec.bytes(elem),
+            MemoryLimit::DeviceBinding(limit),
+            per_position.map(|p| (p, limit, KEY_BLOCK)),
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::KvLayerSpec;
+
+    /// A context whose rounding up would wrap (`usize::MAX`), or whose layer buffer passes
+    /// the binding, is an error saying what fits; one that fits rounds up to whole blocks.
+    #[test]
+    fn kv_cache_length_is_checked_against_the_binding() {
+        let spec = |n_ctx| KvCacheSpec {
+            n_ctx,
+            layers: vec![
+                KvLayerSpec {
+                    n_head_kv: 1,
+                    head_dim_k: 256,
+                    head_dim_v: 256,
+                };
+                18
+            ],
+        };
+        // lavapipe's binding: 128 MiB; a layer's K at f16 takes 512 bytes a position.
+        let limit = 128 << 20;
+        assert_eq!(
+            kv_len_that_fits(limit, &spec(100), KvDtype::F16).unwrap(),
+            112
+        );
+        assert_eq!(
+            kv_len_that_fits(limit, &spec(262_144), KvDtype::F16).unwrap(),
+            262_144
+        );
+        for n_ctx in [262_145, 1 << 60, usize::MAX] {
+            match kv_len_that_fits(limit, &spec(n_ctx), KvDtype::F16) {
+                Err(ModelError::ContextTooLarge { n_ctx: n, fits, .. }) => {
+                    assert_eq!((n, fits), (n_ctx, Some(262_144)));
+                }
+                other => panic!("--ctx {n_ctx}: {other:?}"),
+            }
+        }
+    }
 
     #[test]
     fn small_q4_0_and_q5_0_matrices_go_up_as_q8_0() {

@@ -9,7 +9,7 @@
 use rullama_gguf::{ByteSource, GgufFile, TensorView};
 
 use crate::backend::{Backend, LinearView};
-use crate::error::{ModelError, Result};
+use crate::error::{MISSING_LISTED, ModelError, Result};
 
 /// A source of weights by name, with the shape each must have (GGML order).
 pub(crate) trait Load {
@@ -190,7 +190,9 @@ fn shape_matches(found: &[u64], dims: &[usize]) -> bool {
 #[derive(Debug)]
 pub(crate) struct Checker<'f, S> {
     file: &'f GgufFile<S>,
+    /// The first [`MISSING_LISTED`] missing tensors, and how many are missing in all.
     missing: Vec<String>,
+    n_missing: usize,
     mismatch: Option<ModelError>,
 }
 
@@ -199,16 +201,15 @@ impl<'f, S: ByteSource> Checker<'f, S> {
         Checker {
             file,
             missing: Vec::new(),
+            n_missing: 0,
             mismatch: None,
         }
     }
 
-    /// Missing tensors first (all of them), then the first shape mismatch.
+    /// Missing tensors first (the first few and the count), then the first shape mismatch.
     pub fn finish(self) -> Result<()> {
-        if !self.missing.is_empty() {
-            return Err(ModelError::MissingTensors {
-                names: self.missing,
-            });
+        if self.n_missing > 0 {
+            return Err(ModelError::missing(self.missing, self.n_missing));
         }
         self.mismatch.map_or(Ok(()), Err)
     }
@@ -230,7 +231,12 @@ impl<S: ByteSource> Load for Checker<'_, S> {
     fn required(&mut self, name: &str, dims: &[usize]) -> Result<()> {
         match file_dims(self.file, name) {
             Some(found) => self.check(name, dims, &found),
-            None => self.missing.push(name.to_string()),
+            None => {
+                self.n_missing += 1;
+                if self.missing.len() < MISSING_LISTED {
+                    self.missing.push(name.to_string());
+                }
+            }
         }
         Ok(())
     }
@@ -285,7 +291,7 @@ fn read_required<'f, S: ByteSource>(
     name: String,
     scratch: &'f mut Vec<u8>,
 ) -> Result<TensorView<'f>> {
-    read(file, &name, scratch)?.ok_or(ModelError::MissingTensors { names: vec![name] })
+    read(file, &name, scratch)?.ok_or_else(|| ModelError::missing_one(name))
 }
 
 impl<S: ByteSource, B: Backend> Load for BackendLoader<'_, S, B> {
@@ -294,9 +300,7 @@ impl<S: ByteSource, B: Backend> Load for BackendLoader<'_, S, B> {
     fn required(&mut self, name: &str, dims: &[usize]) -> Result<B::Weight> {
         match self.optional(name, dims)? {
             Some(w) => Ok(w),
-            None => Err(ModelError::MissingTensors {
-                names: vec![name.to_string()],
-            }),
+            None => Err(ModelError::missing_one(name)),
         }
     }
 

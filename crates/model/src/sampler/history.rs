@@ -4,6 +4,10 @@
 
 use std::collections::{HashMap, VecDeque};
 
+/// Tokens a history has room for before it grows: llama.cpp's default window (64) and more,
+/// so the usual settings never reallocate.
+const PREALLOCATED: usize = 4096;
+
 #[derive(Debug, Clone, Default)]
 pub(super) struct History {
     window: usize,
@@ -12,12 +16,16 @@ pub(super) struct History {
 }
 
 impl History {
-    /// `window` 0 remembers nothing (penalties off).
+    /// `window` 0 remembers nothing (penalties off). Any window is accepted: the buffers
+    /// start at most [`PREALLOCATED`] long and grow with the tokens pushed, so a window far
+    /// longer than any context (`--repeat-last-n 10000000000`) costs no more than the
+    /// tokens it holds.
     pub(super) fn new(window: usize) -> Self {
+        let capacity = window.min(PREALLOCATED);
         Self {
             window,
-            recent: VecDeque::with_capacity(window),
-            counts: HashMap::with_capacity(window),
+            recent: VecDeque::with_capacity(capacity),
+            counts: HashMap::with_capacity(capacity),
         }
     }
 
@@ -81,6 +89,17 @@ mod tests {
         assert_eq!(sorted_counts(&h), [(7, 1), (9, 2)]);
         h.clear();
         assert!(h.is_empty());
+    }
+
+    /// A window of 10^10 tokens allocates for what is pushed, not for the window.
+    #[test]
+    fn a_huge_window_allocates_only_what_it_holds() {
+        let mut h = History::new(usize::try_from(10_000_000_000u64).unwrap_or(usize::MAX));
+        assert!(h.recent.capacity() <= PREALLOCATED);
+        for t in 0..10 {
+            h.push(t);
+        }
+        assert_eq!(h.counts().count(), 10);
     }
 
     #[test]

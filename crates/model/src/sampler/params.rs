@@ -4,6 +4,7 @@
 use super::penalties::PenaltyParams;
 use super::rng::RANDOM_SEED;
 use super::xtc::XtcParams;
+use crate::validate::{self, InvalidParam, Param};
 
 /// The sampler chain's settings: llama.cpp's stages in llama.cpp's order, each with its
 /// default ([`Default`]) and the value that turns it off.
@@ -53,6 +54,30 @@ impl Default for SamplerParams {
 }
 
 impl SamplerParams {
+    /// Whether every value is in the range where it has a meaning ([`Param::range`]):
+    /// temperature finite and >= 0, top-k >= 0, top-p, min-p, typical-p and XTC's values in
+    /// [0, 1], the repeat penalty finite and > 0, the other penalties and top-n-sigma finite.
+    /// The first value out of range is the error. Counts (`min_keep`, the penalty window)
+    /// and the seed take any value: a window longer than the context only ever holds the
+    /// context. Front ends call this before loading a model; [`Sampler::new`](super::Sampler::new)
+    /// takes any value and gives it llama.cpp's meaning.
+    pub fn validate(&self) -> Result<(), InvalidParam> {
+        let t = self.temperature;
+        validate::require(Param::Temperature, t, t.is_finite() && t >= 0.0)?;
+        validate::top_k(self.top_k)?;
+        validate::unit(Param::TopP, self.top_p)?;
+        validate::unit(Param::MinP, self.min_p)?;
+        validate::unit(Param::TypicalP, self.typical_p)?;
+        validate::finite(Param::TopNSigma, self.top_n_sigma)?;
+        let pen = &self.penalties;
+        let r = pen.repeat;
+        validate::require(Param::RepeatPenalty, r, r.is_finite() && r > 0.0)?;
+        validate::finite(Param::FrequencyPenalty, pen.frequency)?;
+        validate::finite(Param::PresencePenalty, pen.presence)?;
+        validate::unit(Param::XtcProbability, self.xtc.probability)?;
+        validate::unit(Param::XtcThreshold, self.xtc.threshold)
+    }
+
     /// Argmax of the raw logits: temperature 0 and every filter and penalty off, so the result
     /// does not depend on history or seed.
     pub fn greedy() -> Self {

@@ -73,6 +73,9 @@ impl ModelTask for Tests {
     type Output = Measured;
 
     fn run<B: Backend>(self, model: &Model<B>, _: &Tokenizer) -> Result<Measured, CliError> {
+        // The session first: a context the machine cannot hold is an error before the
+        // prompt's ids are made.
+        let mut session = model.session(self.ctx)?;
         // One id more than the prompt: the decode's first input when there is no prompt.
         let ids = random_tokens(
             u64::from(self.seed),
@@ -88,7 +91,6 @@ impl ModelTask for Tests {
             temperature: self.temperature,
             ..SamplerParams::default()
         });
-        let mut session = model.session(self.ctx)?;
         let step = Step {
             prompt,
             first: first[0],

@@ -11,8 +11,11 @@ use std::io::Write;
 
 use rullama_gguf::{GgufFile, store};
 
-use super::CliError;
+use rullama_model::sampler::SamplerParams;
+use rullama_model::validate::{MAX_CTX, check_context};
+
 use super::generation::{self, BackendChoice, GpuFlags};
+use super::{CliError, validate};
 use measure::Tests;
 use report::{ModelInfo, Report, TestResult};
 
@@ -30,8 +33,8 @@ pub struct Args {
     /// Timed repetitions of each test (after one untimed warm-up).
     #[arg(short = 'r', long = "repetitions", default_value_t = 3)]
     repetitions: usize,
-    /// KV cache positions; at least `-p` + `-n` (the default).
-    #[arg(long)]
+    /// KV cache positions; at least `-p` + `-n` (the default), at most 4294967295.
+    #[arg(long, value_parser = generation::ctx_parser())]
     ctx: Option<usize>,
     /// Seed of the random prompt ids and of the sampler's draws.
     #[arg(long, default_value_t = 42)]
@@ -44,8 +47,8 @@ pub struct Args {
     /// Which executor runs the model (`cpu`: the reference executor, for comparison).
     #[arg(long, value_enum, default_value_t = BackendChoice::Gpu)]
     backend: BackendChoice,
-    /// CPU threads for the reference executor (default: all cores).
-    #[arg(long)]
+    /// CPU threads for the reference executor, at least 1 (default: all cores).
+    #[arg(long, value_parser = generation::threads_parser())]
     threads: Option<usize>,
     /// The GPU executor's KV cache type and tensor cores (f16 cache and tensor cores by
     /// default: llama.cpp's defaults, as llama-bench runs it).
@@ -119,24 +122,40 @@ fn check(args: &Args) -> Result<Tests, CliError> {
     if args.repetitions == 0 {
         return Err(CliError::Usage("-r must be at least 1".into()));
     }
-    let needed = args.n_prompt + args.n_gen;
+    let needed = args.n_prompt.checked_add(args.n_gen).ok_or_else(|| {
+        CliError::Usage(format!(
+            "-p {} + -n {} is more tokens than a context holds ({MAX_CTX})",
+            args.n_prompt, args.n_gen
+        ))
+    })?;
     if needed == 0 {
         return Err(CliError::Usage(
             "-p and -n are both 0: nothing to measure".into(),
         ));
     }
-    if !(args.temp >= 0.0 && args.temp.is_finite()) {
-        return Err(CliError::Usage(format!(
-            "--temp {} must be a finite number >= 0",
-            args.temp
-        )));
-    }
+    // The sampler's values pass the check every command shares (only the temperature is a
+    // flag here; an f64 that rounds to an f32 out of range is caught as that f32).
+    let sampler = SamplerParams {
+        temperature: args.temp as f32,
+        ..SamplerParams::default()
+    };
+    sampler.validate()?;
     let ctx = args.ctx.unwrap_or(needed);
     if ctx < needed {
         return Err(CliError::Usage(format!(
             "--ctx {ctx} is too small: the context must hold -p {} + -n {} = {needed} tokens",
             args.n_prompt, args.n_gen
         )));
+    }
+    if args.ctx.is_none() && check_context(ctx).is_err() {
+        return Err(CliError::Usage(format!(
+            "-p {} + -n {} = {needed} tokens is more than a context holds ({MAX_CTX})",
+            args.n_prompt, args.n_gen
+        )));
+    }
+    check_context(ctx)?;
+    if let Some(threads) = args.threads {
+        validate::warn_threads(threads);
     }
     Ok(Tests {
         n_prompt: args.n_prompt,

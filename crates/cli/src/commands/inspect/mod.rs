@@ -28,8 +28,10 @@ pub struct Args {
     /// KV cache of --ctx positions, the built decode step).
     #[arg(long)]
     gpu: bool,
-    /// KV cache positions for --gpu (4096: the most `rullama run` takes without --ctx).
-    #[arg(long, default_value_t = 4096, requires = "gpu")]
+    /// KV cache positions for --gpu (4096: the most `rullama run` takes without --ctx), 1 to
+    /// 4294967295; a cache the GPU cannot hold is an error saying what fits.
+    #[arg(long, default_value_t = 4096, requires = "gpu",
+          value_parser = super::generation::ctx_parser())]
     ctx: usize,
 }
 
