@@ -337,6 +337,19 @@ pub fn generate<B: Backend>(
     sampler: &mut Sampler,
     out: &mut impl Write,
 ) -> Result<(Vec<u32>, Stats), CliError> {
+    generate_until(session, tokenizer, turn, sampler, out, &|| false)
+}
+
+/// [`generate`], also stopping before the next token once `stop` returns true (chat's Ctrl-C):
+/// the tokens returned so far are kept, as at any other stop.
+pub fn generate_until<B: Backend>(
+    session: &mut Session<'_, B>,
+    tokenizer: &Tokenizer,
+    turn: Turn<'_>,
+    sampler: &mut Sampler,
+    out: &mut impl Write,
+    stop: &dyn Fn() -> bool,
+) -> Result<(Vec<u32>, Stats), CliError> {
     let Turn {
         prompt,
         start_pos,
@@ -370,6 +383,9 @@ pub fn generate<B: Backend>(
         generated.push(token);
         out.write_all(decoder.push(token)?.as_bytes())?;
         out.flush()?;
+        if stop() {
+            break;
+        }
         next = tokens.next(sampler)?;
     }
     tokens.finish();
