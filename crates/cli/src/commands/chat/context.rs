@@ -122,3 +122,96 @@ impl Conversation {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use rullama_synth::{Tiny, tiny_model};
+
+    use super::*;
+
+    /// The tiny SmolLM2's tokenizer and ChatML template.
+    fn chatml() -> (Tokenizer, ChatTemplate) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tiny.gguf");
+        std::fs::write(&path, tiny_model(Tiny::Smollm2, 1)).unwrap();
+        let tokenizer = Tokenizer::open(&path).unwrap();
+        let template = ChatTemplate::for_model(&tokenizer).unwrap();
+        (tokenizer, template)
+    }
+
+    fn fits(fit: Fit) -> (Vec<u32>, usize) {
+        match fit {
+            Fit::Fits { ids, dropped, .. } => (ids, dropped),
+            Fit::TooLong { tokens } => panic!("{tokens} tokens: too long"),
+        }
+    }
+
+    /// Six turns in a context that holds about two: the oldest go, the system prompt and the
+    /// newest stay, and what is left takes at most half the context.
+    #[test]
+    fn a_full_context_drops_the_oldest_turns_never_the_system_prompt() {
+        let (tokenizer, template) = chatml();
+        let mut conversation = Conversation::new(Some("SYSTEM PROMPT".into()));
+        for i in 0..6 {
+            conversation.push(
+                format!("question {i} {}", "x ".repeat(20)),
+                format!("reply {i}"),
+            );
+        }
+        let message = "the last question";
+        let everything = Limits::new(100_000, 8);
+        let (all, dropped) = fits(
+            conversation
+                .fit(message, &template, &tokenizer, everything)
+                .unwrap(),
+        );
+        assert_eq!(dropped, 0);
+
+        let limits = Limits {
+            n_ctx: all.len() * 2 / 3,
+            reply_room: 8,
+        };
+        let (ids, dropped) = fits(
+            conversation
+                .fit(message, &template, &tokenizer, limits)
+                .unwrap(),
+        );
+        assert!((1..6).contains(&dropped), "{dropped} turns dropped");
+        assert!(ids.len() <= limits.n_ctx / 2, "{} tokens", ids.len());
+        let text = tokenizer.decode(&ids).unwrap();
+        assert!(text.contains("SYSTEM PROMPT"), "{text}");
+        assert!(
+            text.contains("reply 5") && text.ends_with("assistant\n"),
+            "{text}"
+        );
+        assert!(!text.contains("question 0"), "{text}");
+        // The turns kept are the newest ones: the oldest kept is the first after those dropped.
+        let kept = format!("question {dropped} ");
+        assert!(text.contains(&kept), "{kept:?} in {text}");
+    }
+
+    /// A message that does not fit even alone with the system prompt is too long, whatever
+    /// the turns before it.
+    #[test]
+    fn a_message_that_cannot_fit_is_too_long() {
+        let (tokenizer, template) = chatml();
+        let mut conversation = Conversation::new(Some("SYSTEM PROMPT".into()));
+        conversation.push("hello".into(), "hi".into());
+        let limits = Limits::new(256, 8);
+        let long = "word ".repeat(300);
+        let fit = conversation
+            .fit(&long, &template, &tokenizer, limits)
+            .unwrap();
+        assert!(
+            matches!(fit, Fit::TooLong { tokens } if tokens > 256 - 8),
+            "{fit:?}"
+        );
+        // The same conversation takes a short message without dropping anything.
+        let (_, dropped) = fits(
+            conversation
+                .fit("ok", &template, &tokenizer, limits)
+                .unwrap(),
+        );
+        assert_eq!(dropped, 0);
+    }
+}
