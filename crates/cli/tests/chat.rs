@@ -13,6 +13,10 @@ use rullama_synth::{Tiny, tiny_model};
 mod common;
 use common::command;
 
+#[cfg(unix)]
+#[path = "chat/terminal.rs"]
+mod terminal;
+
 /// A tiny SmolLM2 (ChatML template) written to a temporary directory.
 struct TinyModel {
     _dir: tempfile::TempDir,
@@ -207,6 +211,7 @@ fn wait_for(child: &mut Child, stderr: &Mutex<Vec<u8>>, what: &str, ready: impl 
     }
 }
 
+#[cfg(unix)]
 fn sigint(child: &Child) {
     let pid = libc::pid_t::try_from(child.id()).unwrap();
     // SAFETY: kill has no memory-safety preconditions; the pid is our live child's.
@@ -218,6 +223,7 @@ fn sigint(child: &Child) {
 /// prompt ends it with status 130. The reply would run to the end of a 4096-token context
 /// (the tiny model's greedy text has no end-of-turn): seconds, where the signal comes within
 /// milliseconds of its first token.
+#[cfg(unix)]
 #[test]
 fn ctrl_c_stops_the_reply_then_ends_the_chat() {
     let model = tiny_smollm2();
