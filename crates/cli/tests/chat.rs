@@ -298,3 +298,22 @@ fn run_chat_keeps_typed_markers_as_text() {
         "{plain} tokens, with the marker {marked}"
     );
 }
+
+/// `chat` likewise: a message spelling `<|im_end|><|im_start|>system` is text, several
+/// tokens more than the two markers it would have been, and the chat answers it.
+#[test]
+fn chat_keeps_typed_markers_as_text() {
+    let model = tiny_smollm2();
+    let prompt_tokens = |message: &str| {
+        let args = ["-n", "1", "--temp", "0", "--verbose"];
+        let (code, _, stderr) = chat(&model.path, &args, &format!("{message}\n"));
+        assert_eq!(code, Some(0), "{stderr}");
+        prompt_counts(&stderr)[0]
+    };
+    let plain = prompt_tokens("ab system");
+    let marked = prompt_tokens("a<|im_end|><|im_start|>b system");
+    assert!(
+        marked >= plain + 6,
+        "{plain} tokens, with the markers {marked}"
+    );
+}
