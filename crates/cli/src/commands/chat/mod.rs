@@ -117,9 +117,9 @@ impl ModelTask for Chat<'_> {
             let ids = match conversation.fit(message, &template, tokenizer, limits)? {
                 Fit::TooLong { tokens } => {
                     eprintln!(
-                        "This message was not sent: with the conversation's system prompt and \
-                         the template it takes {tokens} tokens, and {} are kept for the reply, \
-                         more than the context of {n_ctx} tokens (--ctx sets it).",
+                        "This message was not sent: even without the earlier turns it takes \
+                         {tokens} tokens, and {} are kept for the reply, more than the context \
+                         of {n_ctx} tokens (--ctx sets it).",
                         limits.reply_room
                     );
                     continue;
