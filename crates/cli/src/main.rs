@@ -21,7 +21,8 @@ struct Cli {
 enum Command {
     /// Generate text from a prompt and stream it to stdout (`--chat` for a reply).
     Run(commands::run::Args),
-    /// Talk with a model: each line you type is a user turn (/bye or Ctrl-D ends).
+    /// Talk with a model: each line you type is a user turn (/? lists the commands; /bye or
+    /// Ctrl-D ends, Ctrl-C stops a reply).
     Chat(commands::chat::Args),
     /// Score a text file as llama-perplexity does: chunks of --ctx tokens, second halves scored.
     Perplexity(commands::perplexity::Args),
@@ -54,6 +55,11 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(commands::CliError::Interrupted) => ExitCode::from(commands::chat::INTERRUPTED_STATUS),
+        // Whoever reads stdout stopped (`| head`): nothing is wrong, and nothing is left to do.
+        Err(commands::CliError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            ExitCode::SUCCESS
+        }
         Err(err) => {
             eprintln!("error: {err}");
             ExitCode::FAILURE

@@ -12,9 +12,18 @@
 //! rendering what llama.cpp's `llm_chat_apply_template` writes for that family: Gemma for
 //! gemma architectures, ChatML for any vocabulary with `<|im_start|>`. The rendered text
 //! carries no BOS: `encode` with `add_special` adds it where the model wants it.
+//!
+//! [`ChatTemplate::render_segments`] renders the same text cut into the template's own pieces
+//! and the messages' contents, and [`Tokenizer::encode_chat`] tokenizes it with control
+//! tokens recognised only in the template's pieces: a message that spells `<|im_end|>` or
+//! `<start_of_turn>` cannot close its turn or open another (`segments.rs` says how the
+//! pieces are found, and what happens with a template that rewrites contents).
 
+mod segments;
 mod strftime;
 mod tojson;
+
+pub use segments::{ChatPrompt, Segment};
 
 use minijinja::value::Value;
 use minijinja::{Environment, Error, ErrorKind};
@@ -132,13 +141,59 @@ impl ChatTemplate {
 
     /// Render a conversation; with `add_generation_prompt` the text ends where the
     /// assistant's reply begins.
+    ///
+    /// This is the text only: tokenizing it with `parse_special` would turn control-token
+    /// text inside a message into control tokens. A prompt for a model is
+    /// [`ChatTemplate::render_segments`] then [`Tokenizer::encode_chat`].
     pub fn render(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String> {
+        self.render_with(messages, add_generation_prompt, |_, m| {
+            m.content.as_str().into()
+        })
+    }
+
+    /// Render a conversation as [`ChatTemplate::render`] does, cut into the template's text
+    /// and the messages' contents ([`Segment`]), for [`Tokenizer::encode_chat`]. The text is
+    /// the same as `render`'s ([`ChatPrompt::is_exact`]) unless the template changes a
+    /// content other than by trimming whitespace at its ends; the contents are then inserted
+    /// as given. Roles are template text: a caller that takes roles from untrusted input
+    /// must check them.
+    pub fn render_segments(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+    ) -> Result<ChatPrompt> {
+        let rendered = self.render(messages, add_generation_prompt)?;
+        let template = self
+            .env
+            .get_template(NAME)
+            .map_err(|e| template_error(&self.source_name, &e))?;
+        let others = [
+            template.source(),
+            self.bos_token.as_str(),
+            self.eos_token.as_str(),
+        ];
+        let roles = messages.iter().map(|m| m.role.as_str());
+        let placeholders = segments::Placeholders::new(others.into_iter().chain(roles));
+        let pattern = self.render_with(messages, add_generation_prompt, |i, m| {
+            placeholders.content(i, m).into()
+        })?;
+        Ok(placeholders.segment(messages, &rendered, &pattern))
+    }
+
+    /// Render with each message's content given by `content` (of its index and message).
+    fn render_with(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+        content: impl Fn(usize, &ChatMessage) -> Value,
+    ) -> Result<String> {
         let messages: Vec<Value> = messages
             .iter()
-            .map(|m| {
+            .enumerate()
+            .map(|(i, m)| {
                 Value::from_iter([
                     ("role", Value::from(m.role.as_str())),
-                    ("content", Value::from(m.content.as_str())),
+                    ("content", content(i, m)),
                 ])
             })
             .collect();

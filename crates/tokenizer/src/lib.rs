@@ -45,7 +45,7 @@ mod tokenizer;
 mod unicode;
 mod vocab;
 
-pub use chat::{ChatMessage, ChatTemplate};
+pub use chat::{ChatMessage, ChatPrompt, ChatTemplate, Segment};
 pub use config::TokenizerKind;
 pub use error::{Result, TokenizerError};
 pub use special::SpecialTokens;

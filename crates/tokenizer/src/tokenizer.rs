@@ -4,16 +4,18 @@
 //! (`partition.rs`), run each plain-text piece through SPM (`spm.rs`) or through the BPE
 //! pre-tokenizer and merges (`pretokenize.rs`, `bpe.rs`), and add BOS/EOS if asked.
 
+use std::ops::Range;
 use std::path::Path;
 
 use rullama_gguf::{GgufFile, Metadata};
 
 use crate::bpe::{self, Merges};
 use crate::byte_level;
+use crate::chat::{ChatPrompt, Segment};
 use crate::config::{Config, TokenizerKind};
 use crate::decode;
 use crate::error::{Result, TokenizerError};
-use crate::partition::{Fragment, SpecialMatcher};
+use crate::partition::{Fragment, SpecialMatcher, Specials};
 use crate::special::SpecialTokens;
 use crate::spm;
 use crate::vocab::{TokenAttr, Vocab};
@@ -101,13 +103,63 @@ impl Tokenizer {
 
     /// Tokenize `text`. Never fails: every string has a tokenization.
     pub fn encode(&self, text: &str, opts: EncodeOptions) -> Vec<u32> {
+        let specials = if opts.parse_special {
+            Specials::Everywhere
+        } else {
+            Specials::Nowhere
+        };
+        self.encode_with(text, opts.add_special, specials)
+    }
+
+    /// Tokenize a text made of pieces a chat template wrote and pieces it was given
+    /// ([`ChatTemplate::render_segments`](crate::ChatTemplate::render_segments)): CONTROL
+    /// tokens (`<|im_end|>`, `<start_of_turn>`) are recognised only inside
+    /// [`Segment::Template`] pieces, so a message's content never becomes one, whatever it
+    /// contains; USER_DEFINED tokens are recognised everywhere, as in [`Tokenizer::encode`]
+    /// without `parse_special`. The segments are tokenized as one text (a word may run across
+    /// a boundary), so where no content holds a control token's text the ids are those of
+    /// `encode` of the whole text with `parse_special`. `add_special` adds BOS/EOS as
+    /// [`EncodeOptions::add_special`] does.
+    pub fn encode_segments(&self, segments: &[Segment], add_special: bool) -> Vec<u32> {
+        let mut text = String::new();
+        // The byte ranges of template text; consecutive template pieces join into one range,
+        // so a marker split across two of them is still found.
+        let mut template: Vec<Range<usize>> = Vec::new();
+        for segment in segments {
+            let start = text.len();
+            text.push_str(segment.text());
+            if let Segment::Template(_) = segment {
+                match template.last_mut() {
+                    Some(last) if last.end == start => last.end = text.len(),
+                    _ => template.push(start..text.len()),
+                }
+            }
+        }
+        self.encode_with(&text, add_special, Specials::Within(&template))
+    }
+
+    /// Tokenize a rendered chat prompt ([`ChatTemplate::render_segments`](
+    /// crate::ChatTemplate::render_segments)) for the model: [`Tokenizer::encode_segments`]
+    /// with BOS/EOS added as the model asks, except that a BOS the template wrote itself is
+    /// not doubled (llama.cpp warns about the double BOS this would otherwise give).
+    pub fn encode_chat(&self, prompt: &ChatPrompt) -> Vec<u32> {
+        let mut ids = self.encode_segments(prompt.segments(), true);
+        if let Some(bos) = self.bos()
+            && ids.len() >= 2
+            && ids[0] == bos
+            && ids[1] == bos
+        {
+            ids.remove(0);
+        }
+        ids
+    }
+
+    fn encode_with(&self, text: &str, add_special: bool, specials: Specials<'_>) -> Vec<u32> {
         let mut out = Vec::with_capacity(text.len() / 3 + 2);
-        if opts.add_special && self.config.add_bos {
+        if add_special && self.config.add_bos {
             out.extend(self.special.bos);
         }
-        let fragments = self
-            .matcher
-            .partition(text, &self.vocab, opts.parse_special);
+        let fragments = self.matcher.partition(text, &self.vocab, specials);
         match &self.model {
             Model::Spm { byte_tokens } => {
                 // The space prefix goes before text at the start and after each special token.
@@ -150,7 +202,7 @@ impl Tokenizer {
                 }
             }
         }
-        if opts.add_special && self.config.add_eos {
+        if add_special && self.config.add_eos {
             out.extend(self.special.eos);
         }
         out

@@ -436,6 +436,20 @@ pub fn generate<B: Backend>(
     sampler: &mut Sampler,
     out: &mut impl Write,
 ) -> Result<(Vec<u32>, Stats), CliError> {
+    generate_until(session, tokenizer, turn, sampler, out, &|| false)
+}
+
+/// [`generate`], also stopping before the next token once `interrupted` returns true (chat's
+/// Ctrl-C): the tokens returned so far are kept, as at any other stop, and no
+/// [`Stats::stop`] reason is given unless the generator had one.
+pub fn generate_until<B: Backend>(
+    session: &mut Session<'_, B>,
+    tokenizer: &Tokenizer,
+    turn: Turn<'_>,
+    sampler: &mut Sampler,
+    out: &mut impl Write,
+    interrupted: &dyn Fn() -> bool,
+) -> Result<(Vec<u32>, Stats), CliError> {
     let Turn {
         prompt,
         start_pos,
@@ -474,6 +488,9 @@ pub fn generate<B: Backend>(
         generated.push(token);
         out.write_all(decoder.push(token)?.as_bytes())?;
         out.flush()?;
+        if interrupted() {
+            break;
+        }
         next = tokens.next(sampler)?;
     }
     stats.stop = stop.or(tokens.stop_reason());

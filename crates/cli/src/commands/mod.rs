@@ -33,6 +33,9 @@ pub enum CliError {
     Output(#[from] std::io::Error),
     #[error("encoding JSON: {0}")]
     Json(#[from] serde_json::Error),
+    /// Ctrl-C ended the command: exit status 130, as a shell reports SIGINT, and no message.
+    #[error("interrupted")]
+    Interrupted,
 }
 
 impl From<rullama_model::ModelError> for CliError {

@@ -38,9 +38,10 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     let mut loaded = generation::load(&args.model, &args.generation)?;
     let tokenizer = &loaded.tokenizer;
     let prompt = if args.chat {
+        // The template's markers are control tokens; the typed text never is.
         let template = ChatTemplate::for_model(tokenizer)?;
-        let rendered = template.render(&[ChatMessage::new("user", text)], true)?;
-        encode_rendered(tokenizer, &rendered)
+        let rendered = template.render_segments(&[ChatMessage::new("user", text)], true)?;
+        tokenizer.encode_chat(&rendered)
     } else {
         tokenizer.encode(
             &text,
@@ -89,25 +90,4 @@ impl ModelTask for Generate<'_> {
         stats.note_context_full(session.n_ctx());
         Ok(stats)
     }
-}
-
-/// Tokenize a rendered chat prompt: special-token text is parsed (the template wrote it), and
-/// BOS is added as the model asks unless the template already wrote one (llama.cpp warns
-/// about the double BOS this would otherwise give).
-pub fn encode_rendered(tokenizer: &Tokenizer, rendered: &str) -> Vec<u32> {
-    let mut ids = tokenizer.encode(
-        rendered,
-        EncodeOptions {
-            add_special: true,
-            parse_special: true,
-        },
-    );
-    if let Some(bos) = tokenizer.bos()
-        && ids.len() >= 2
-        && ids[0] == bos
-        && ids[1] == bos
-    {
-        ids.remove(0);
-    }
-    ids
 }
