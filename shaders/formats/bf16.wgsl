@@ -20,10 +20,13 @@ fn decode_unit(blk: u32, unit: u32) {
 // Weights 16h .. 16h + 15 of the 32 at `blk` (h = 0, 1), as 4 vec4s: the tiled matmul's
 // share of a unit (two invocations decode one row's unit).
 fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
-    var r: array<vec4<f32>, 4>;
-    for (var c = 0u; c < 4u; c++) {
-        let b = blk + 32u * h + 8u * c;
-        r[c] = vec4<f32>(bf16_pair(load_u32(b)), bf16_pair(load_u32(b + 4u)));
-    }
-    return r;
+    let b = blk + 32u * h;
+    // One expression a quad, not a loop over an array: an array indexed in a loop may live in
+    // local memory (docs/PERF.md, D-named-registers).
+    return array<vec4<f32>, 4>(
+        vec4<f32>(bf16_pair(load_u32(b + 0u)), bf16_pair(load_u32(b + 4u))),
+        vec4<f32>(bf16_pair(load_u32(b + 8u)), bf16_pair(load_u32(b + 12u))),
+        vec4<f32>(bf16_pair(load_u32(b + 16u)), bf16_pair(load_u32(b + 20u))),
+        vec4<f32>(bf16_pair(load_u32(b + 24u)), bf16_pair(load_u32(b + 28u))),
+    );
 }

@@ -32,10 +32,13 @@ fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
     let qs = blk + 16u + 32u * (unit >> 2u) + 16u * h;
     let shift = 2u * (unit & 3u);
     let sm = q2_k_scale_min(blk, 2u * unit + h);
-    var r: array<vec4<f32>, 4>;
-    for (var i = 0u; i < 4u; i++) {
-        let q = (load_u32(qs + 4u * i) >> shift) & 0x03030303u;
-        r[i] = sm.x * vec4<f32>(unpack4xU8(q)) - sm.y;
-    }
-    return r;
+    let q = (vec4<u32>(load_u32(qs), load_u32(qs + 4u), load_u32(qs + 8u), load_u32(qs + 12u)) >> vec4<u32>(shift)) & vec4<u32>(0x03030303u);
+    // One expression a quad, not a loop over an array: an array indexed in a loop may live in
+    // local memory (docs/PERF.md, D-named-registers).
+    return array<vec4<f32>, 4>(
+        sm.x * vec4<f32>(unpack4xU8(q.x)) - sm.y,
+        sm.x * vec4<f32>(unpack4xU8(q.y)) - sm.y,
+        sm.x * vec4<f32>(unpack4xU8(q.z)) - sm.y,
+        sm.x * vec4<f32>(unpack4xU8(q.w)) - sm.y,
+    );
 }

@@ -36,11 +36,16 @@ fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
     let qs = blk + 32u + 32u * (unit >> 2u) + 16u * h;
     let shift = 2u * (unit & 3u);
     let dl = q3_k_scale(blk, 2u * unit + h);
-    var r: array<vec4<f32>, 4>;
-    for (var i = 0u; i < 4u; i++) {
-        let q = (load_u32(qs + 4u * i) >> shift) & 0x03030303u;
-        let hb = (load_u32(blk + 16u * h + 4u * i) >> unit) & 0x01010101u;
-        r[i] = dl * (vec4<f32>(unpack4xU8(q | (hb << 2u))) - 4.0);
-    }
-    return r;
+    let q = (vec4<u32>(load_u32(qs), load_u32(qs + 4u), load_u32(qs + 8u), load_u32(qs + 12u)) >> vec4<u32>(shift)) & vec4<u32>(0x03030303u);
+    let hm = blk + 16u * h;
+    let hb = (vec4<u32>(load_u32(hm), load_u32(hm + 4u), load_u32(hm + 8u), load_u32(hm + 12u)) >> vec4<u32>(unit)) & vec4<u32>(0x01010101u);
+    let c = q | (hb << vec4<u32>(2u));
+    // One expression a quad, not a loop over an array: an array indexed in a loop may live in
+    // local memory (docs/PERF.md, D-named-registers).
+    return array<vec4<f32>, 4>(
+        dl * (vec4<f32>(unpack4xU8(c.x)) - 4.0),
+        dl * (vec4<f32>(unpack4xU8(c.y)) - 4.0),
+        dl * (vec4<f32>(unpack4xU8(c.z)) - 4.0),
+        dl * (vec4<f32>(unpack4xU8(c.w)) - 4.0),
+    );
 }

@@ -24,9 +24,12 @@ fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
     let bi = blk / BLOCK_BYTES;
     let d = plane_f16(1u, bi);
     let q = w[1u + bi];
-    var r: array<vec4<f32>, 4>;
-    for (var k = 0u; k < 4u; k++) {
-        r[k] = d * (nibbles4(q[k], 4u * h) - 8.0);
-    }
-    return r;
+    // One expression a quad, not a loop over an array: an array indexed in a loop may live in
+    // local memory (docs/PERF.md, D-named-registers).
+    return array<vec4<f32>, 4>(
+        d * (nibbles4(q.x, 4u * h) - 8.0),
+        d * (nibbles4(q.y, 4u * h) - 8.0),
+        d * (nibbles4(q.z, 4u * h) - 8.0),
+        d * (nibbles4(q.w, 4u * h) - 8.0),
+    );
 }

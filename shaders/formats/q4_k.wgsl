@@ -41,9 +41,12 @@ fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
     let d1 = dm.x * sm.x;
     let m1 = dm.y * sm.y;
     let q = (w[(blk >> 4u) + 1u + 2u * (unit >> 1u) + h] >> vec4<u32>(4u * (unit & 1u))) & vec4<u32>(0x0f0f0f0fu);
-    var r: array<vec4<f32>, 4>;
-    for (var i = 0u; i < 4u; i++) {
-        r[i] = d1 * vec4<f32>(unpack4xU8(q[i])) - m1;
-    }
-    return r;
+    // One expression a quad, not a loop over an array: an array indexed in a loop may live in
+    // local memory (docs/PERF.md, D-named-registers).
+    return array<vec4<f32>, 4>(
+        d1 * vec4<f32>(unpack4xU8(q.x)) - m1,
+        d1 * vec4<f32>(unpack4xU8(q.y)) - m1,
+        d1 * vec4<f32>(unpack4xU8(q.z)) - m1,
+        d1 * vec4<f32>(unpack4xU8(q.w)) - m1,
+    );
 }

@@ -29,10 +29,16 @@ fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
     let d = plane_f16(2u, bi);
     let qh = plane_u32(1u, bi);
     let q = w[1u + bi];
-    var r: array<vec4<f32>, 4>;
-    for (var k = 0u; k < 4u; k++) {
-        let c = q5_codes(q[k], qh, k);
-        r[k] = d * (vec4<f32>(unpack4xU8(select(c.x, c.y, h == 1u))) - 16.0);
-    }
-    return r;
+    // One expression a quad, not a loop over an array: an array indexed in a loop may live in
+    // local memory (docs/PERF.md, D-named-registers).
+    return array<vec4<f32>, 4>(
+        q5_0_quad(q5_codes(q.x, qh, 0u), h, d),
+        q5_0_quad(q5_codes(q.y, qh, 1u), h, d),
+        q5_0_quad(q5_codes(q.z, qh, 2u), h, d),
+        q5_0_quad(q5_codes(q.w, qh, 3u), h, d),
+    );
+}
+
+fn q5_0_quad(c: vec2<u32>, h: u32, d: f32) -> vec4<f32> {
+    return d * (vec4<f32>(unpack4xU8(select(c.x, c.y, h == 1u))) - 16.0);
 }

@@ -22,10 +22,16 @@ fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
     let d = load_f16(blk);
     let m = load_f16(blk + 2u);
     let qh = load_u32(blk + 4u);
-    var r: array<vec4<f32>, 4>;
-    for (var i = 0u; i < 4u; i++) {
-        let c = q5_codes(load_u32(blk + 8u + 4u * i), qh, i);
-        r[i] = vec4<f32>(unpack4xU8(select(c.x, c.y, h == 1u))) * d + m;
-    }
-    return r;
+    // One expression a quad, not a loop over an array: an array indexed in a loop may live in
+    // local memory (docs/PERF.md, D-named-registers).
+    return array<vec4<f32>, 4>(
+        q5_1_quad(q5_codes(load_u32(blk + 8u), qh, 0u), h, d, m),
+        q5_1_quad(q5_codes(load_u32(blk + 12u), qh, 1u), h, d, m),
+        q5_1_quad(q5_codes(load_u32(blk + 16u), qh, 2u), h, d, m),
+        q5_1_quad(q5_codes(load_u32(blk + 20u), qh, 3u), h, d, m),
+    );
+}
+
+fn q5_1_quad(c: vec2<u32>, h: u32, d: f32, m: f32) -> vec4<f32> {
+    return vec4<f32>(unpack4xU8(select(c.x, c.y, h == 1u))) * d + m;
 }

@@ -35,9 +35,13 @@ fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
     let m1 = dm.y * sm.y;
     let q = (w[b + 3u + 2u * (unit >> 1u) + h] >> vec4<u32>(4u * (unit & 1u))) & vec4<u32>(0x0f0f0f0fu);
     let hb = (w[b + 1u + h] >> vec4<u32>(unit)) & vec4<u32>(0x01010101u);
-    var r: array<vec4<f32>, 4>;
-    for (var i = 0u; i < 4u; i++) {
-        r[i] = d1 * vec4<f32>(unpack4xU8(q[i] | (hb[i] << 4u))) - m1;
-    }
-    return r;
+    let c = q | (hb << vec4<u32>(4u));
+    // One expression a quad, not a loop over an array: an array indexed in a loop may live in
+    // local memory (docs/PERF.md, D-named-registers).
+    return array<vec4<f32>, 4>(
+        d1 * vec4<f32>(unpack4xU8(c.x)) - m1,
+        d1 * vec4<f32>(unpack4xU8(c.y)) - m1,
+        d1 * vec4<f32>(unpack4xU8(c.z)) - m1,
+        d1 * vec4<f32>(unpack4xU8(c.w)) - m1,
+    );
 }

@@ -54,9 +54,13 @@ fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
     let base = 1u + 12u * bi;
     let lo = (w[base + 4u * n + 2u * (k & 1u) + h] >> vec4<u32>(4u * (k >> 1u))) & vec4<u32>(0x0f0f0f0fu);
     let hi = ((w[base + 8u + 2u * n + h] >> vec4<u32>(2u * k)) & vec4<u32>(0x03030303u)) << vec4<u32>(4u);
-    var r: array<vec4<f32>, 4>;
-    for (var i = 0u; i < 4u; i++) {
-        r[i] = dl * (vec4<f32>(unpack4xU8(lo[i] | hi[i])) - 32.0);
-    }
-    return r;
+    let c = lo | hi;
+    // One expression a quad, not a loop over an array: an array indexed in a loop may live in
+    // local memory (docs/PERF.md, D-named-registers).
+    return array<vec4<f32>, 4>(
+        dl * (vec4<f32>(unpack4xU8(c.x)) - 32.0),
+        dl * (vec4<f32>(unpack4xU8(c.y)) - 32.0),
+        dl * (vec4<f32>(unpack4xU8(c.z)) - 32.0),
+        dl * (vec4<f32>(unpack4xU8(c.w)) - 32.0),
+    );
 }

@@ -24,9 +24,12 @@ fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
     let bi = blk / BLOCK_BYTES;
     let d = plane_f16(1u, bi);
     let q = w[1u + 2u * bi + h];
-    var r: array<vec4<f32>, 4>;
-    for (var k = 0u; k < 4u; k++) {
-        r[k] = d * vec4<f32>(unpack4xI8(q[k]));
-    }
-    return r;
+    // One expression a quad, not a loop over an array: an array indexed in a loop may live in
+    // local memory (docs/PERF.md, D-named-registers).
+    return array<vec4<f32>, 4>(
+        d * vec4<f32>(unpack4xI8(q.x)),
+        d * vec4<f32>(unpack4xI8(q.y)),
+        d * vec4<f32>(unpack4xI8(q.z)),
+        d * vec4<f32>(unpack4xI8(q.w)),
+    );
 }

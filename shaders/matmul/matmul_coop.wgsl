@@ -11,8 +11,10 @@
 // enough workgroups):
 // - Staging, as in matmul.wgsl: invocation i decodes half i % 2 of row i / 2's unit with
 //   `decode_half` (f32, the quant crate's arithmetic) and reads 4 x 4 consecutive inputs (quad
-//   i % 8 of tokens i / 8 + (WG / 8) m); both are rounded to f16 and stored as vec4<f16>, for
-//   two units at once (the second zero past the workgroup's last unit). Units u + 2 and u + 3
+//   i % 8 of tokens i / 8 + (WG / 8) m); both are rounded to f16 as they are loaded, held in
+//   named registers (`Staged`; an array indexed in a loop was spilled: D-named-registers) and
+//   stored as vec4<f16>, for two units at once (the second zero past the workgroup's last
+//   unit). Units u + 2 and u + 3
 //   are loaded into registers before units u and u + 1's products (software pipelining: the
 //   loads' latency overlaps the tensor-core work; docs/PERF.md, D-coop-pipelining), two units
 //   a barrier instead of one (D-two-units-a-barrier). Two stages of tiles in workgroup memory
@@ -85,20 +87,61 @@ fn store_partial(c: MatC, scratch: u32, lane: u32, row0: u32, tok0: u32, y0: u32
     workgroupBarrier();
 }
 
-// Quad xq of unit u's inputs for tokens tok0 + xt + (WG / 8) m (m < 4), zeros past n_in, past
-// the last token and where `ok` is false (indices clamped so every load is in bounds).
-fn stage_x(tok0: u32, u: u32, xq: u32, xt: u32, ok: bool) -> array<vec4<f32>, 4> {
+// 16 staged values as f16, in named fields rather than an array: a private array indexed in a
+// loop may live in local memory, and this kernel ran 2-2.5x slower so (docs/PERF.md,
+// D-named-registers).
+struct Staged {
+    c0: vec4<f16>,
+    c1: vec4<f16>,
+    c2: vec4<f16>,
+    c3: vec4<f16>,
+}
+
+// Half dh of unit u's weights for the row at byte wrow (stage_w_half), rounded to f16.
+fn stage_w(wrow: u32, u: u32, dh: u32, row_ok: bool) -> Staged {
+    let q = stage_w_half(wrow, u, dh, row_ok);
+    return Staged(vec4<f16>(q[0]), vec4<f16>(q[1]), vec4<f16>(q[2]), vec4<f16>(q[3]));
+}
+
+// Quad xq of unit u's inputs for token tok0 + xt + (WG / 8) m, zeros past n_in, past the last
+// token and where `ok` is false (indices clamped so every load is in bounds), rounded to f16.
+fn x_quad(tok0: u32, u: u32, xq: u32, xt: u32, m: u32, ok: bool) -> vec4<f16> {
     let k = vec4<u32>(BK * u + 4u * xq) + vec4<u32>(0u, 1u, 2u, 3u);
     let kk = min(k, vec4<u32>(p.n_in - 1u));
     let k_ok = k < vec4<u32>(p.n_in);
-    var r: array<vec4<f32>, 4>;
-    for (var m = 0u; m < 4u; m++) {
-        let t = tok0 + xt + (WG / 8u) * m;
-        let row = p.x_offset + min(t, p.n_tokens - 1u) * p.x_stride;
-        let v = vec4<f32>(x[row + kk.x], x[row + kk.y], x[row + kk.z], x[row + kk.w]);
-        r[m] = select(vec4<f32>(0.0), v, k_ok & vec4<bool>(t < p.n_tokens && ok));
-    }
-    return r;
+    let t = tok0 + xt + (WG / 8u) * m;
+    let row = p.x_offset + min(t, p.n_tokens - 1u) * p.x_stride;
+    let v = vec4<f32>(x[row + kk.x], x[row + kk.y], x[row + kk.z], x[row + kk.w]);
+    return vec4<f16>(select(vec4<f32>(0.0), v, k_ok & vec4<bool>(t < p.n_tokens && ok)));
+}
+
+// Quad xq of unit u's inputs for tokens tok0 + xt + (WG / 8) m (m < 4).
+fn stage_x(tok0: u32, u: u32, xq: u32, xt: u32, ok: bool) -> Staged {
+    return Staged(
+        x_quad(tok0, u, xq, xt, 0u, ok),
+        x_quad(tok0, u, xq, xt, 1u, ok),
+        x_quad(tok0, u, xq, xt, 2u, ok),
+        x_quad(tok0, u, xq, xt, 3u, ok),
+    );
+}
+
+// Stores half dh of row dr's staged weights at column `col` (vec4s) of the weight tile.
+fn put_w(q: Staged, dr: u32, dh: u32, col: u32) {
+    let at = dr * RS + col + 4u * dh;
+    ws[at] = q.c0;
+    ws[at + 1u] = q.c1;
+    ws[at + 2u] = q.c2;
+    ws[at + 3u] = q.c3;
+}
+
+// Stores quad xq of tokens xt + (WG / 8) m at column `col` (vec4s) of the input tile.
+fn put_x(v: Staged, xt: u32, xq: u32, col: u32) {
+    let at = xt * RS + col + xq;
+    let step = (WG / 8u) * RS;
+    xs[at] = v.c0;
+    xs[at + step] = v.c1;
+    xs[at + 2u * step] = v.c2;
+    xs[at + 3u * step] = v.c3;
 }
 
 @compute @workgroup_size(WG)
@@ -147,23 +190,19 @@ fn main(
     // products, so their latency overlaps the tensor-core work instead of stalling the
     // staging that follows the barrier.
     let u_last = max(u_end, 1u) - 1u;
-    var q0 = stage_w_half(wrow, min(u_begin, u_last), dh, row_ok);
-    var q1 = stage_w_half(wrow, min(u_begin + 1u, u_last), dh, row_ok && u_begin + 1u < u_end);
+    var q0 = stage_w(wrow, min(u_begin, u_last), dh, row_ok);
+    var q1 = stage_w(wrow, min(u_begin + 1u, u_last), dh, row_ok && u_begin + 1u < u_end);
     var xv0 = stage_x(tok0, u_begin, xq, xt, true);
     var xv1 = stage_x(tok0, u_begin + 1u, xq, xt, u_begin + 1u < u_end);
     for (var u = u_begin; u < u_end; u += UNITS) {
-        for (var c = 0u; c < 4u; c++) {
-            ws[dr * RS + 4u * dh + c] = vec4<f16>(q0[c]);
-            ws[dr * RS + BK / 4u + 4u * dh + c] = vec4<f16>(q1[c]);
-        }
-        for (var m = 0u; m < 4u; m++) {
-            xs[(xt + (WG / 8u) * m) * RS + xq] = vec4<f16>(xv0[m]);
-            xs[(xt + (WG / 8u) * m) * RS + BK / 4u + xq] = vec4<f16>(xv1[m]);
-        }
+        put_w(q0, dr, dh, 0u);
+        put_w(q1, dr, dh, BK / 4u);
+        put_x(xv0, xt, xq, 0u);
+        put_x(xv1, xt, xq, BK / 4u);
         workgroupBarrier();
         if u + UNITS < u_end {
-            q0 = stage_w_half(wrow, u + 2u, dh, row_ok);
-            q1 = stage_w_half(wrow, min(u + 3u, u_last), dh, row_ok && u + 3u < u_end);
+            q0 = stage_w(wrow, u + 2u, dh, row_ok);
+            q1 = stage_w(wrow, min(u + 3u, u_last), dh, row_ok && u + 3u < u_end);
             xv0 = stage_x(tok0, u + 2u, xq, xt, true);
             xv1 = stage_x(tok0, u + 3u, xq, xt, u + 3u < u_end);
         }

@@ -40,11 +40,15 @@ struct Params {
 // past n_in (a partial last unit of F32/F16/BF16) and for a row past the chunk (`row_ok`
 // false: the caller passes the chunk's last row so the reads stay in bounds).
 fn stage_w_half(wrow: u32, u: u32, dh: u32, row_ok: bool) -> array<vec4<f32>, 4> {
-    var q = decode_half(wrow + (u / BLOCK_UNITS) * BLOCK_BYTES, u % BLOCK_UNITS, dh);
-    for (var c = 0u; c < 4u; c++) {
-        let k = vec4<u32>(32u * u + 16u * dh + 4u * c) + vec4<u32>(0u, 1u, 2u, 3u);
-        let keep = (k < vec4<u32>(p.n_in)) & vec4<bool>(row_ok);
-        q[c] = select(vec4<f32>(0.0), q[c], keep);
-    }
-    return q;
+    let q = decode_half(wrow + (u / BLOCK_UNITS) * BLOCK_BYTES, u % BLOCK_UNITS, dh);
+    // Written out, not looped: constant indices keep the array in registers.
+    let k = vec4<u32>(32u * u + 16u * dh) + vec4<u32>(0u, 1u, 2u, 3u);
+    let n = vec4<u32>(p.n_in);
+    let ok = vec4<bool>(row_ok);
+    return array<vec4<f32>, 4>(
+        select(vec4<f32>(0.0), q[0], (k < n) & ok),
+        select(vec4<f32>(0.0), q[1], (k + vec4<u32>(4u) < n) & ok),
+        select(vec4<f32>(0.0), q[2], (k + vec4<u32>(8u) < n) & ok),
+        select(vec4<f32>(0.0), q[3], (k + vec4<u32>(12u) < n) & ok),
+    );
 }
