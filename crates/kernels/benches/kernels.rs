@@ -5,7 +5,8 @@
 //! matvec + glu it replaces, stacked projections (q|k|v, gate|up: one matvec or
 //! split matmul beside the separate products), the prompt matmul (`matmul/...`: f32; beside
 //! it `matmul_coop/...`, the tensor-core kernel, where the device has cooperative matrices),
-//! decode and prompt attention, and the floor of one dependent dispatch (`dispatch/...`).
+//! decode and prompt attention, the floor of one dependent dispatch (`dispatch/...`), and the
+//! tensor cores' own pace through wgpu's cooperative matrices (`coop_peak/...`).
 //! Each measurement is one compute pass of `reps` identical dispatches,
 //! timed by GPU timestamps at the pass's start and end when the adapter has TIMESTAMP_QUERY
 //! (wall time of submit-to-idle otherwise), divided by `reps`. Criterion reports time and
@@ -510,32 +511,43 @@ fn bench_stacked(ctx: &Ctx, c: &mut Criterion) {
 fn bench_matmul(ctx: &Ctx, c: &mut Criterion) {
     let gpu = &ctx.gpu;
     let cpu = gpu.info.device_type == wgpu::DeviceType::Cpu;
-    let n_tokens = if cpu { 64 } else { 512 };
-    // (format, n_in, n_out): gemma-3-270m's FFN (down in Q4_K: 2048 inputs are whole
-    // super-blocks, 640 are not, so up/gate are Q5_0), qwen2.5-0.5b's FFN, a 7B-sized square.
+    // (format, n_in, n_out, tokens): gemma-3-270m's FFN (down in Q4_K: 2048 inputs are whole
+    // super-blocks, 640 are not, so up/gate are Q5_0), qwen2.5-0.5b's FFN, a 7B-sized square,
+    // at 512 tokens; gemma3-4b's gate|up (2560 x 20480) and down (10240 x 2560) at a 1024-
+    // and an 8192-token prompt, in its Q4_K and Q6_K and as F16.
     let mut cases = vec![
-        (GpuFormat::Q4K, 2048, 640),
-        (GpuFormat::Q5_0, 640, 2048),
-        (GpuFormat::Q8_0, 896, 4864),
-        (GpuFormat::Q4K, 4096, 4096),
-        (GpuFormat::F16, 4096, 4096),
+        (GpuFormat::Q4K, 2048, 640, 512),
+        (GpuFormat::Q5_0, 640, 2048, 512),
+        (GpuFormat::Q8_0, 896, 4864, 512),
+        (GpuFormat::Q4K, 4096, 4096, 512),
+        (GpuFormat::F16, 4096, 4096, 512),
     ];
+    for n_tokens in [1024, 8192] {
+        for (n_in, n_out) in [(2560, 20480), (10240, 2560)] {
+            cases.push((GpuFormat::Q4K, n_in, n_out, n_tokens));
+            cases.push((GpuFormat::Q6K, n_in, n_out, n_tokens));
+            cases.push((GpuFormat::F16, n_in, n_out, n_tokens));
+        }
+    }
     if cpu {
         cases.truncate(1);
     }
-    for (f, n_in, n_out) in cases {
+    for (f, n_in, n_out, full_tokens) in cases {
+        let n_tokens = if cpu { 64 } else { full_tokens };
         let shape = format!("{}/{n_tokens}x{n_in}x{n_out}", f.name());
-        // The f32 kernel, and the tensor cores where the device has them.
-        let kernels: Vec<(String, bool)> = [("matmul", false), ("matmul_coop", true)]
-            .into_iter()
-            .filter(|&(_, tc)| !tc || gpu.caps.coop_f16)
-            .map(|(k, tc)| (format!("{k}/{shape}"), tc))
-            .filter(|(name, _)| {
-                ctx.filter
-                    .as_ref()
-                    .is_none_or(|s| name.contains(s.as_str()))
-            })
-            .collect();
+        // The f32 kernel (at 512 tokens), and the tensor cores where the device has them.
+        let mut kernels: Vec<(String, bool)> = Vec::new();
+        if full_tokens == 512 {
+            kernels.push((format!("matmul/{shape}"), false));
+        }
+        if gpu.caps.coop_f16 {
+            kernels.push((format!("matmul_coop/{shape}"), true));
+        }
+        kernels.retain(|(name, _)| {
+            ctx.filter
+                .as_ref()
+                .is_none_or(|s| name.contains(s.as_str()))
+        });
         if kernels.is_empty() {
             continue;
         }
@@ -546,6 +558,7 @@ fn bench_matmul(ctx: &Ctx, c: &mut Criterion) {
             bytes: (f.row_bytes(n_in) * n_out) as u64,
             flops: 2.0 * (n_tokens * n_in * n_out) as f64,
         };
+        let reps = if n_tokens > 2048 { 1 } else { 4 };
         for (name, tensor_cores) in kernels {
             let m = Matmul {
                 n_tokens,
@@ -555,7 +568,7 @@ fn bench_matmul(ctx: &Ctx, c: &mut Criterion) {
             let ops = m
                 .ops(&gpu.caps, &w, (&x).into(), None, (&y).into())
                 .unwrap();
-            ctx.bench(c, &name, ops, work, 4);
+            ctx.bench(c, &name, ops, work, reps);
         }
     }
 }
@@ -895,6 +908,140 @@ fn bench_sample(ctx: &Ctx, c: &mut Criterion) {
     }
 }
 
+/// The tensor cores' own pace through wgpu's cooperative matrices, with nothing else in the
+/// way: each subgroup of 8 (256 invocations) multiplies 16 x 16 x 16 tiles into 8
+/// accumulators, ITERS times: with its A and B tiles loaded once (`coop_peak/regs`), reloaded
+/// from workgroup memory every product pass (`coop_peak/shared`), and reloaded with a barrier
+/// every two passes (`coop_peak/barrier`: a matmul's staging rhythm without the staging).
+/// The ceiling the matmuls are measured against.
+fn bench_coop_peak(ctx: &Ctx) {
+    let gpu = &ctx.gpu;
+    if !gpu.caps.coop_f16 {
+        return;
+    }
+    const SRC: &str = r#"
+enable f16;
+enable wgpu_cooperative_matrix;
+alias MatA = coop_mat16x16<f16, A>;
+alias MatB = coop_mat16x16<f16, B>;
+alias MatC = coop_mat16x16<f32, C>;
+override ITERS: u32 = 1024u;
+override MODE: u32 = 0u;
+const RS: u32 = 10u;
+var<workgroup> ws: array<vec4<f16>, 1600>;
+var<workgroup> xs: array<vec4<f16>, 1600>;
+@group(0) @binding(0) var<storage, read_write> y: array<f32>;
+fn mma(a: MatA, b: MatB, c: MatC) -> MatC { return coopMultiplyAdd(a, b, c); }
+fn load_a(at: u32) -> MatA { return coopLoadT<MatA>(&ws[at], RS); }
+fn load_b(at: u32) -> MatB { return coopLoad<MatB>(&xs[at], RS); }
+fn store(c: MatC, at: u32) { coopStore(c, &y[at], 16u); }
+@compute @workgroup_size(256)
+fn main(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+    for (var i = tid; i < 1600u; i += 256u) {
+        ws[i] = vec4<f16>(f16(i % 7u) * 0.01h);
+        xs[i] = vec4<f16>(f16(i % 5u) * 0.01h);
+    }
+    workgroupBarrier();
+    let sg = tid / 32u;
+    let ab = (sg % 4u) * 32u * RS;
+    let bb = (sg / 4u) * 64u * RS;
+    var a0 = load_a(ab);
+    var a1 = load_a(ab + 16u * RS);
+    var b0 = load_b(bb);
+    var b1 = load_b(bb + 16u * RS);
+    var b2 = load_b(bb + 32u * RS);
+    var b3 = load_b(bb + 48u * RS);
+    var c00 = MatC(); var c01 = MatC(); var c02 = MatC(); var c03 = MatC();
+    var c10 = MatC(); var c11 = MatC(); var c12 = MatC(); var c13 = MatC();
+    for (var it = 0u; it < ITERS; it++) {
+        if MODE != 0u {
+            let h = 4u * (it % 2u);
+            a0 = load_a(ab + h);
+            a1 = load_a(ab + 16u * RS + h);
+            b0 = load_b(bb + h);
+            b1 = load_b(bb + 16u * RS + h);
+            b2 = load_b(bb + 32u * RS + h);
+            b3 = load_b(bb + 48u * RS + h);
+        }
+        c00 = mma(a0, b0, c00); c01 = mma(a0, b1, c01); c02 = mma(a0, b2, c02); c03 = mma(a0, b3, c03);
+        c10 = mma(a1, b0, c10); c11 = mma(a1, b1, c11); c12 = mma(a1, b2, c12); c13 = mma(a1, b3, c13);
+        if MODE == 2u && it % 2u == 1u {
+            workgroupBarrier();
+        }
+    }
+    let at = (wid.x * 8u + sg) * 2048u;
+    store(c00, at); store(c01, at + 256u); store(c02, at + 512u); store(c03, at + 768u);
+    store(c10, at + 1024u); store(c11, at + 1280u); store(c12, at + 1536u); store(c13, at + 1792u);
+}
+"#;
+    let device = &gpu.device;
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some("coop_peak"),
+        source: wgpu::ShaderSource::Wgsl(SRC.into()),
+    });
+    let n_wg: u32 = 132 * 8;
+    let iters: u32 = 2048;
+    let y = device.create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size: u64::from(n_wg) * 8 * 2048 * 4,
+        usage: wgpu::BufferUsages::STORAGE,
+        mapped_at_creation: false,
+    });
+    for (mode, name) in [(0.0, "regs"), (1.0, "shared"), (2.0, "barrier")] {
+        let name = format!("coop_peak/{name}");
+        if ctx.filter.as_ref().is_some_and(|f| !name.contains(f.as_str())) {
+            continue;
+        }
+        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some("coop_peak"),
+            layout: None,
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: wgpu::PipelineCompilationOptions {
+                constants: &[("ITERS", f64::from(iters)), ("MODE", mode)],
+                zero_initialize_workgroup_memory: false,
+            },
+            cache: None,
+        });
+        let bind = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &[wgpu::BindGroupEntry {
+                binding: 0,
+                resource: y.as_entire_binding(),
+            }],
+        });
+        let mut times = Vec::new();
+        for _ in 0..7 {
+            let mut enc = device.create_command_encoder(&Default::default());
+            {
+                let mut pass = enc.begin_compute_pass(&Default::default());
+                pass.set_pipeline(&pipeline);
+                pass.set_bind_group(0, &bind, &[]);
+                pass.dispatch_workgroups(n_wg, 1, 1);
+            }
+            let start = Instant::now();
+            gpu.queue.submit([enc.finish()]);
+            device
+                .poll(wgpu::PollType::Wait {
+                    submission_index: None,
+                    timeout: None,
+                })
+                .unwrap();
+            times.push(start.elapsed().as_secs_f64());
+        }
+        times.sort_by(f64::total_cmp);
+        let t = times[times.len() / 2];
+        let flops = f64::from(n_wg) * 8.0 * f64::from(iters) * 8.0 * 2.0 * 4096.0;
+        println!(
+            "PERF|{name}|0|{:.2}|0|0|{:.0}|{:.2}",
+            t * 1e6,
+            flops / t / 1e9,
+            flops / t / 1e12
+        );
+    }
+}
+
 fn main() {
     let options = OpenOptions {
         extra: wgpu::Features::TIMESTAMP_QUERY,
@@ -937,6 +1084,7 @@ fn main() {
     bench_matvec_glu(&ctx, &mut c);
     bench_glu_out(&ctx, &mut c);
     bench_stacked(&ctx, &mut c);
+    bench_coop_peak(&ctx);
     bench_matmul(&ctx, &mut c);
     bench_attention(&ctx, &mut c);
     bench_sample(&ctx, &mut c);
