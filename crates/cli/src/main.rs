@@ -26,15 +26,18 @@ enum Command {
     Chat(commands::chat::Args),
     /// Score a text file as llama-perplexity does: chunks of --ctx tokens, second halves scored.
     Perplexity(commands::perplexity::Args),
-    /// Measure prefill and decode speed as llama-bench does (`ppN`, `tgN`; device memory).
+    /// Measure prefill and decode speed as llama-bench does (`ppN`, `tgN`, `ppN @ dD`;
+    /// TFLOP/s; device memory).
     ///
-    /// Prefill `ppN`: N random prompt token ids (fixed by --seed) in one block at position 0,
-    /// the next token drawn from the last row. Decode `tgN`: after an untimed prefill of the
-    /// -p tokens (so the KV cache holds that history), N steps of one token in, one sampled
-    /// id out (llama.cpp's default sampling; on the GPU executor it runs on the GPU and only
-    /// the id is read back). Each test runs -r times after one untimed warm-up; t/s is the
-    /// median with min and max. Then the device memory the executor holds: weights, KV
-    /// cache, built steps. Progress goes to stderr; the table (or `--json`) to stdout.
+    /// Prefill `ppN`: N random prompt token ids (fixed by --seed) in one block, the next token
+    /// drawn from the last row. Decode `tgN`: N steps of one token in, one sampled id out
+    /// (llama.cpp's default sampling; on the GPU executor it runs on the GPU and only the id
+    /// comes back). -p, -n and -d take comma-separated lists: every size is its own test, run
+    /// at every depth -d (D positions of history prefilled untimed, `pp512 @ d4096`). Each
+    /// test runs -r times after one untimed warm-up; t/s is the median with min and max; a
+    /// prefill's TFLOP/s counts its matrix products and attention. Then the device memory the
+    /// executor holds: weights, KV cache, built steps. Progress goes to stderr; the table (or
+    /// `--json`) to stdout.
     Bench(commands::bench::Args),
     /// Describe a model file: architecture, hyper-parameters, tokenizer, tensors; with
     /// `--gpu`, the device memory the GPU executor holds for it.

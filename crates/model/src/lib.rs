@@ -50,6 +50,7 @@ mod config;
 mod context;
 pub mod cpu;
 mod error;
+mod flops;
 mod generate;
 pub mod gpu;
 mod graph;

@@ -1,45 +1,67 @@
 //! The timed work of `rullama bench`: the calls the CLI's generation makes, on one session.
 //!
-//! Prefill (`ppN`): one `forward_sample` of N prompt tokens at position 0, the prompt path a
+//! Each test runs after `depth` positions of random ids are in the KV cache (llama-bench's
+//! `-d`; none by default). That history is prefilled untimed, in blocks, once for all the
+//! tests at a depth: a test writes only positions from its depth on, so the history below
+//! stays as it was and every repetition starts from the same cache, as llama-bench's
+//! restored state does.
+//!
+//! Prefill (`ppN`): one `forward_sample` of N prompt tokens at the depth, the prompt path a
 //! user's prompt takes (matrix-matrix blocks; the next token drawn from the last row, on the
-//! GPU where the executor samples there). Decode (`tgN`): after an untimed prefill of the
-//! `-p` prompt (so the KV cache holds that much history; none with `-p 0`), N steps of one
-//! token each: the previous draw goes in, the next id comes out (a `Generator`: the step
+//! GPU where the executor samples there). Decode (`tgN`): N steps of one token each from the
+//! depth on: the previous draw goes in, the next id comes out (a `Generator`: the step
 //! feeding a drawn token is queued before its id is read), as `rullama run` generates
-//! without printing. Every repetition
-//! rewinds the cache to position 0. The clock stops when the id is back on the host, so the
-//! GPU work of each step is inside it.
+//! without printing. Each test runs once untimed first (it builds that step's pipelines,
+//! buffers and bind groups, so the timed repetitions replay them as every later call
+//! would). The clock stops when the id is back on the host, so the GPU work of each step is
+//! inside it.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
 
 use rullama_model::sampler::{Sampler, SamplerParams};
-use rullama_model::{Backend, DeviceMemory, Generator, HostTimes, Model, Session, StepProfile};
+use rullama_model::{
+    Backend, DeviceMemory, Generator, HostTimes, Model, OutputRows, Session, StepProfile,
+};
 use rullama_tokenizer::Tokenizer;
 
+use super::plan::{Kind, Test};
 use crate::commands::CliError;
 use crate::commands::generation::ModelTask;
 
+/// Positions of history a block prefills: llama.cpp's micro-batch, the block it computes a
+/// llama-bench depth in. A smaller block than the whole depth keeps a 32k history from
+/// needing a 32k-row step (and the scratch memory that step would hold).
+const DEPTH_BLOCK: usize = 512;
+
 /// What to time.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Tests {
-    pub n_prompt: usize,
-    pub n_gen: usize,
+    /// In the order they run (see [`super::plan::tests`]).
+    pub tests: Vec<Test>,
     pub repetitions: usize,
-    /// KV cache positions (at least `n_prompt + n_gen`).
+    /// KV cache positions (at least what the deepest test fills).
     pub ctx: usize,
     pub seed: u32,
     /// The sampler's temperature (0: greedy).
     pub temperature: f32,
-    /// Profile the last step after the tests.
+    /// Profile the last prefill and the last decode step after their tests.
     pub profile: bool,
 }
 
-/// Wall-clock time of every repetition, and the device memory held after the last.
+/// One test's wall-clock time of every repetition, and the FLOPs of one repetition of a
+/// prefill ([`rullama_model::ModelConfig::prefill_flops`]).
+#[derive(Debug)]
+pub struct TestTimes {
+    pub test: Test,
+    pub times: Vec<Duration>,
+    pub flops: Option<u64>,
+}
+
+/// Every test's times, and the device memory held after the last.
 #[derive(Debug)]
 pub struct Measured {
-    pub prefill: Vec<Duration>,
-    pub decode: Vec<Duration>,
+    pub tests: Vec<TestTimes>,
     pub memory: Option<DeviceMemory>,
     /// With `--profile`: where the time of a step goes.
     pub profiles: Profiles,
@@ -54,35 +76,22 @@ pub struct Profiles {
     pub decode_host: Option<HostTimes>,
 }
 
-impl Tests {
-    /// Replays the step just run with timestamps, when profiling and `ran`.
-    fn profile_step<B: Backend>(
-        &self,
-        session: &mut Session<'_, B>,
-        ran: bool,
-    ) -> Result<Option<StepProfile>, CliError> {
-        if !(self.profile && ran) {
-            return Ok(None);
-        }
-        progress(format_args!("profile"));
-        Ok(session.profile_last_step()?)
-    }
-}
-
-impl ModelTask for Tests {
+impl ModelTask for &Tests {
     type Output = Measured;
 
     fn run<B: Backend>(self, model: &Model<B>, _: &Tokenizer) -> Result<Measured, CliError> {
-        // The session first: a context the machine cannot hold is an error before the
-        // prompt's ids are made.
+        // The session first: a context the machine cannot hold is an error before the ids
+        // are made.
         let mut session = model.session(self.ctx)?;
-        // One id more than the prompt: the decode's first input when there is no prompt.
+        // One id for every position a test fills: the history is `ids[..d]` and a test at
+        // depth d feeds the ids from d on (a decode feeds `ids[d]` first), so at depth 0
+        // the prompt is the same ids whatever the depths.
+        let positions = self.tests.iter().filter_map(Test::positions).max();
         let ids = random_tokens(
             u64::from(self.seed),
-            self.n_prompt + 1,
+            positions.unwrap_or(0),
             model.config().n_vocab,
         );
-        let (prompt, first) = ids.split_at(self.n_prompt);
         // llama.cpp's default sampling (top-k 40, top-p 0.95, min-p 0.05) at the given
         // temperature (0.8 by default: what `rullama run` does unless told otherwise; 0 is
         // greedy); on the GPU executor it runs there.
@@ -91,86 +100,86 @@ impl ModelTask for Tests {
             temperature: self.temperature,
             ..SamplerParams::default()
         });
-        let step = Step {
-            prompt,
-            first: first[0],
-        };
+        let last = |kind| self.tests.iter().rposition(|t| t.kind == kind);
+        let (last_prefill, last_decode) = (last(Kind::Prefill), last(Kind::Decode));
 
-        // Warm-up: builds the prefill and decode steps (pipelines, buffers, bind groups) so
-        // the timed repetitions replay them as every later call would.
-        progress(format_args!("warm-up"));
-        let token = step.history(&mut session, &mut sampler)?;
-        if self.n_gen > 0 {
-            decode(&mut session, token, self.n_prompt, 1, &mut sampler)?;
-        }
-
-        let mut prefill = Vec::new();
-        if self.n_prompt > 0 {
-            for r in 0..self.repetitions {
-                progress(format_args!(
-                    "pp{} {}/{}",
-                    self.n_prompt,
-                    r + 1,
-                    self.repetitions
-                ));
-                let start = Instant::now();
-                session.forward_sample(prompt, 0, &mut sampler)?;
-                prefill.push(start.elapsed());
+        // Positions from 0 that hold the history `ids[..filled]`.
+        let mut filled = 0;
+        let mut measured = Vec::new();
+        let mut profiles = Profiles::default();
+        for (i, &test) in self.tests.iter().enumerate() {
+            if filled < test.depth {
+                progress(format_args!("depth {}", test.depth));
+                fill(&mut session, &ids[..test.depth], filled)?;
             }
-        }
-        let prefill_profile = self.profile_step(&mut session, self.n_prompt > 0)?;
-        let mut decode_times = Vec::new();
-        let mut host = None;
-        if self.n_gen > 0 {
-            for r in 0..self.repetitions {
-                progress(format_args!(
-                    "tg{} {}/{}",
-                    self.n_gen,
-                    r + 1,
-                    self.repetitions
-                ));
-                let token = step.history(&mut session, &mut sampler)?;
-                let start = Instant::now();
-                let times = decode(&mut session, token, self.n_prompt, self.n_gen, &mut sampler)?;
-                decode_times.push(start.elapsed());
-                host = Some(times);
+            filled = test.depth;
+            let name = test.name();
+            let d = test.depth;
+            let n = test.n_tokens;
+            progress(format_args!("warm-up {name}"));
+            let mut times = Vec::new();
+            match test.kind {
+                Kind::Prefill => {
+                    let prompt = &ids[d..d + n];
+                    session.forward_sample(prompt, d, &mut sampler)?;
+                    for r in 0..self.repetitions {
+                        progress(format_args!("{name} {}/{}", r + 1, self.repetitions));
+                        let start = Instant::now();
+                        session.forward_sample(prompt, d, &mut sampler)?;
+                        times.push(start.elapsed());
+                    }
+                    if self.profile && Some(i) == last_prefill {
+                        profiles.prefill = profile_step(&mut session)?;
+                    }
+                }
+                Kind::Decode => {
+                    decode(&mut session, ids[d], d, 1, &mut sampler)?;
+                    for r in 0..self.repetitions {
+                        progress(format_args!("{name} {}/{}", r + 1, self.repetitions));
+                        let start = Instant::now();
+                        let host = decode(&mut session, ids[d], d, n, &mut sampler)?;
+                        times.push(start.elapsed());
+                        if self.profile && Some(i) == last_decode {
+                            profiles.decode_host = Some(host);
+                        }
+                    }
+                    if self.profile && Some(i) == last_decode {
+                        profiles.decode = profile_step(&mut session)?;
+                    }
+                }
             }
+            let flops = (test.kind == Kind::Prefill).then(|| model.config().prefill_flops(d, n));
+            measured.push(TestTimes { test, times, flops });
         }
-        let decode_profile = self.profile_step(&mut session, self.n_gen > 0)?;
         progress(format_args!("done"));
         let memory = session.model().backend().device_memory();
         Ok(Measured {
-            prefill,
-            decode: decode_times,
+            tests: measured,
             memory,
-            profiles: Profiles {
-                prefill: prefill_profile,
-                decode: decode_profile,
-                decode_host: host.filter(|_| self.profile),
-            },
+            profiles,
         })
     }
 }
 
-/// The prompt and the decode's first input without one.
-struct Step<'a> {
-    prompt: &'a [u32],
-    first: u32,
+/// Replays the step just run with timestamps.
+fn profile_step<B: Backend>(session: &mut Session<'_, B>) -> Result<Option<StepProfile>, CliError> {
+    progress(format_args!("profile"));
+    Ok(session.profile_last_step()?)
 }
 
-impl Step<'_> {
-    /// The untimed start of a decode test: the prompt in the cache from position 0, and the
-    /// token the decode feeds first (drawn after the prompt, or `first` without a prompt).
-    fn history<B: Backend>(
-        &self,
-        session: &mut Session<'_, B>,
-        sampler: &mut Sampler,
-    ) -> Result<u32, CliError> {
-        if self.prompt.is_empty() {
-            return Ok(self.first);
-        }
-        Ok(session.forward_sample(self.prompt, 0, sampler)?)
+/// Prefills the history `ids` from position `from` on (what is below it is in the cache
+/// already), [`DEPTH_BLOCK`] positions a step.
+fn fill<B: Backend>(
+    session: &mut Session<'_, B>,
+    ids: &[u32],
+    from: usize,
+) -> Result<(), CliError> {
+    let mut start = from;
+    for block in ids[from..].chunks(DEPTH_BLOCK) {
+        session.forward(block, start, OutputRows::Last)?;
+        start += block.len();
     }
+    Ok(())
 }
 
 /// `n` decode steps at positions `start..start + n` (after the history, rewinding what a

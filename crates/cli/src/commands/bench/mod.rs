@@ -1,10 +1,13 @@
-//! `rullama bench MODEL`: llama-bench's prefill (`ppN`) and decode (`tgN`) speeds on the
-//! executor a user's generation runs on, with the device memory it holds.
+//! `rullama bench MODEL`: llama-bench's prefill (`ppN`) and decode (`tgN`) speeds, at a depth
+//! of history where asked (`ppN @ dD`), on the executor a user's generation runs on, with the
+//! prefills' TFLOP/s and the device memory it holds.
 //!
-//! [`measure`] times the real calls; [`report`] prints them. The prompt is random token ids
-//! from a fixed seed (as llama-bench feeds random ids), so runs compare.
+//! [`plan`] lists the tests the flags ask for; [`measure`] times the real calls; [`report`]
+//! prints them. The prompts and the history are random token ids from a fixed seed (as
+//! llama-bench feeds random ids), so runs compare.
 
 mod measure;
+mod plan;
 mod report;
 
 use std::io::Write;
@@ -12,7 +15,7 @@ use std::io::Write;
 use rullama_gguf::{GgufFile, store};
 
 use rullama_model::sampler::SamplerParams;
-use rullama_model::validate::{MAX_CTX, check_context};
+use rullama_model::validate::check_context;
 
 use super::generation::{self, BackendChoice, GpuFlags};
 use super::{CliError, validate};
@@ -24,16 +27,39 @@ use report::{ModelInfo, Report, TestResult};
 pub struct Args {
     /// A GGUF path, an Ollama name (`gemma3:270m`) or a cached test model (`gemma3-270m`).
     model: String,
-    /// Prompt tokens of the prefill test; 0 leaves it out (decode then starts at position 0).
-    #[arg(short = 'p', long = "n-prompt", default_value_t = 512)]
-    n_prompt: usize,
-    /// Tokens of the decode test; 0 leaves it out.
-    #[arg(short = 'n', long = "n-gen", default_value_t = 128)]
-    n_gen: usize,
+    /// Prompt tokens of the prefill tests, a comma-separated list (`-p 512,8192`): each size
+    /// its own test (`ppN`); 0 leaves it out.
+    #[arg(
+        short = 'p',
+        long = "n-prompt",
+        value_delimiter = ',',
+        default_value = "512"
+    )]
+    n_prompt: Vec<usize>,
+    /// Tokens of the decode tests, a comma-separated list (`-n 128,256`): each size its own
+    /// test (`tgN`); 0 leaves it out.
+    #[arg(
+        short = 'n',
+        long = "n-gen",
+        value_delimiter = ',',
+        default_value = "128"
+    )]
+    n_gen: Vec<usize>,
+    /// Positions of history in the KV cache before each test, a comma-separated list
+    /// (`-d 0,4096`): every test runs at every depth (`pp512 @ d4096`); the history's
+    /// prefill is not timed.
+    #[arg(
+        short = 'd',
+        long = "n-depth",
+        value_delimiter = ',',
+        default_value = "0"
+    )]
+    n_depth: Vec<usize>,
     /// Timed repetitions of each test (after one untimed warm-up).
     #[arg(short = 'r', long = "repetitions", default_value_t = 3)]
     repetitions: usize,
-    /// KV cache positions; at least `-p` + `-n` (the default), at most 4294967295.
+    /// KV cache positions; at least the largest depth + test (the default), at most
+    /// 4294967295.
     #[arg(long, value_parser = generation::ctx_parser())]
     ctx: Option<usize>,
     /// Seed of the random prompt ids and of the sampler's draws.
@@ -54,7 +80,7 @@ pub struct Args {
     /// default: llama.cpp's defaults, as llama-bench runs it).
     #[command(flatten)]
     gpu: GpuFlags,
-    /// Print the results as one JSON object (for scripts).
+    /// Print the results as one JSON object, with one object per test (for scripts).
     #[arg(long)]
     json: bool,
     /// After the tests, replay the last prefill and the last decode step (of the tests run):
@@ -71,24 +97,21 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     let path = store::resolve(&args.model)?.path;
     let model = ModelInfo::of(&GgufFile::open(&path)?);
     let mut loaded = generation::load_on(&args.model, args.backend, args.threads, args.gpu)?;
-    let measured = loaded.run(tests)?;
-    let mut results = Vec::new();
-    if tests.n_prompt > 0 {
-        results.push(TestResult {
-            name: format!("pp{}", tests.n_prompt),
-            kind: "prefill",
-            n_tokens: tests.n_prompt,
-            times: measured.prefill,
-        });
-    }
-    if tests.n_gen > 0 {
-        results.push(TestResult {
-            name: format!("tg{}", tests.n_gen),
-            kind: "decode",
-            n_tokens: tests.n_gen,
-            times: measured.decode,
-        });
-    }
+    // A depth past the training context runs, as `run --ctx` does, with the warning it gives.
+    validate::warn_beyond_training(loaded.config(), tests.ctx);
+    let measured = loaded.run(&tests)?;
+    let results = measured
+        .tests
+        .into_iter()
+        .map(|t| TestResult {
+            name: t.test.name(),
+            kind: t.test.kind.as_str(),
+            n_tokens: t.test.n_tokens,
+            depth: t.test.depth,
+            flops: t.flops,
+            times: t.times,
+        })
+        .collect();
     let report = Report {
         model_name: path
             .file_name()
@@ -122,17 +145,13 @@ fn check(args: &Args) -> Result<Tests, CliError> {
     if args.repetitions == 0 {
         return Err(CliError::Usage("-r must be at least 1".into()));
     }
-    let needed = args.n_prompt.checked_add(args.n_gen).ok_or_else(|| {
-        CliError::Usage(format!(
-            "-p {} + -n {} is more tokens than a context holds ({MAX_CTX})",
-            args.n_prompt, args.n_gen
-        ))
-    })?;
-    if needed == 0 {
+    let tests = plan::tests(&args.n_prompt, &args.n_gen, &args.n_depth);
+    if tests.is_empty() {
         return Err(CliError::Usage(
-            "-p and -n are both 0: nothing to measure".into(),
+            "every -p and -n is 0: nothing to measure".into(),
         ));
     }
+    let needed = plan::positions_needed(&tests)?;
     // The sampler's values pass the check every command shares (only the temperature is a
     // flag here; an f64 that rounds to an f32 out of range is caught as that f32).
     let sampler = SamplerParams {
@@ -142,15 +161,13 @@ fn check(args: &Args) -> Result<Tests, CliError> {
     sampler.validate()?;
     let ctx = args.ctx.unwrap_or(needed);
     if ctx < needed {
+        let deepest = tests
+            .iter()
+            .find(|t| t.positions() == Some(needed))
+            .map_or_else(String::new, |t| format!(" ({})", t.name()));
         return Err(CliError::Usage(format!(
-            "--ctx {ctx} is too small: the context must hold -p {} + -n {} = {needed} tokens",
-            args.n_prompt, args.n_gen
-        )));
-    }
-    if args.ctx.is_none() && check_context(ctx).is_err() {
-        return Err(CliError::Usage(format!(
-            "-p {} + -n {} = {needed} tokens is more than a context holds ({MAX_CTX})",
-            args.n_prompt, args.n_gen
+            "--ctx {ctx} is too small: the tests need {needed} positions{deepest}, the largest \
+             -d + -p or -n"
         )));
     }
     check_context(ctx)?;
@@ -158,8 +175,7 @@ fn check(args: &Args) -> Result<Tests, CliError> {
         validate::warn_threads(threads);
     }
     Ok(Tests {
-        n_prompt: args.n_prompt,
-        n_gen: args.n_gen,
+        tests,
         repetitions: args.repetitions,
         ctx,
         seed: args.seed,

@@ -102,16 +102,20 @@ fn file_type_name(ftype: u32) -> Option<&'static str> {
     })
 }
 
-/// One test: its name (`pp512`, `tg128`), the tokens each repetition processes, the times.
+/// One test: its name (`pp512`, `tg128`, `pp512 @ d4096`), the tokens each repetition
+/// processes after `depth` positions of history, the times.
 #[derive(Debug)]
 pub struct TestResult {
     pub name: String,
     pub kind: &'static str,
     pub n_tokens: usize,
+    pub depth: usize,
+    /// FLOPs of one repetition (prefill tests).
+    pub flops: Option<u64>,
     pub times: Vec<Duration>,
 }
 
-/// Tokens per second over the repetitions.
+/// A rate over the repetitions (tokens or TFLOPs a second).
 #[derive(Debug, Clone, Copy)]
 pub struct Rates {
     pub median: f64,
@@ -122,12 +126,12 @@ pub struct Rates {
     pub max: f64,
 }
 
-impl TestResult {
-    pub fn rates(&self) -> Rates {
-        let mut r: Vec<f64> = self
-            .times
+impl Rates {
+    /// `amount` per second of each time.
+    fn of(amount: f64, times: &[Duration]) -> Rates {
+        let mut r: Vec<f64> = times
             .iter()
-            .map(|t| self.n_tokens as f64 / t.as_secs_f64().max(1e-9))
+            .map(|t| amount / t.as_secs_f64().max(1e-9))
             .collect();
         r.sort_by(f64::total_cmp);
         let n = r.len().max(1) as f64;
@@ -146,6 +150,23 @@ impl TestResult {
             min: r.first().copied().unwrap_or(0.0),
             max: r.last().copied().unwrap_or(0.0),
         }
+    }
+
+    fn json(&self) -> Value {
+        json!({"median": self.median, "mean": self.mean, "stddev": self.stddev,
+               "min": self.min, "max": self.max})
+    }
+}
+
+impl TestResult {
+    /// Tokens per second.
+    pub fn rates(&self) -> Rates {
+        Rates::of(self.n_tokens as f64, &self.times)
+    }
+
+    /// TFLOP/s of the products (prefill tests).
+    pub fn tflops(&self) -> Option<Rates> {
+        self.flops.map(|f| Rates::of(f as f64 / 1e12, &self.times))
     }
 }
 
@@ -184,12 +205,12 @@ impl Report {
             .tests
             .iter()
             .map(|t| {
-                let r = t.rates();
                 json!({
-                    "name": t.name, "kind": t.kind, "n_tokens": t.n_tokens,
+                    "name": t.name, "kind": t.kind, "n_tokens": t.n_tokens, "n_depth": t.depth,
                     "times_ns": t.times.iter().map(|d| d.as_nanos() as u64).collect::<Vec<_>>(),
-                    "tokens_per_second": {"median": r.median, "mean": r.mean,
-                        "stddev": r.stddev, "min": r.min, "max": r.max},
+                    "tokens_per_second": t.rates().json(),
+                    "flops": t.flops,
+                    "tflops_per_second": t.tflops().map(|r| r.json()),
                 })
             })
             .collect();
@@ -215,8 +236,8 @@ impl Report {
         })
     }
 
-    /// llama-bench's table (t/s: the median over the repetitions, with min and max), then
-    /// the device memory the executor holds.
+    /// llama-bench's table (t/s: the median over the repetitions, with min and max; a
+    /// prefill's TFLOP/s, the median), then the device memory the executor holds.
     pub fn markdown(&self, out: &mut impl Write) -> std::io::Result<()> {
         let m = &self.model;
         let model = format!("{} {}", m.architecture, m.main_type);
@@ -227,18 +248,21 @@ impl Report {
         };
         writeln!(
             out,
-            "| model | size | params | backend | test | t/s (median of {}) | min | max |",
+            "| model | size | params | backend | test | t/s (median of {}) | min | max | TFLOP/s |",
             self.repetitions
         )?;
         writeln!(
             out,
-            "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |"
+            "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"
         )?;
         for t in &self.tests {
             let r = t.rates();
+            let tflops = t
+                .tflops()
+                .map_or_else(|| "-".to_string(), |f| significant(f.median));
             writeln!(
                 out,
-                "| {model} | {} | {} | {backend} | {} | {:.2} | {:.2} | {:.2} |",
+                "| {model} | {} | {} | {backend} | {} | {:.2} | {:.2} | {:.2} | {tflops} |",
                 units::bytes(m.tensor_bytes),
                 units::count(m.parameters),
                 t.name,
@@ -287,7 +311,8 @@ impl Report {
                 profile_markdown(what, p, out)?;
             }
         }
-        if let (Some(h), Some(t)) = (self.profiles.decode_host, self.tests.last()) {
+        let last_decode = self.tests.iter().rfind(|t| t.kind == "decode");
+        if let (Some(h), Some(t)) = (self.profiles.decode_host, last_decode) {
             let per = |d: Duration| d.as_secs_f64() * 1e6 / t.n_tokens.max(1) as f64;
             writeln!(
                 out,
@@ -298,6 +323,17 @@ impl Report {
         }
         Ok(())
     }
+}
+
+/// `v` with two decimals, or three significant digits where that needs more (a tiny model's
+/// TFLOP/s on the CPU is a few millionths).
+fn significant(v: f64) -> String {
+    let decimals = if v > 0.0 && v.is_finite() {
+        (2 - v.log10().floor() as i32).clamp(2, 12) as usize
+    } else {
+        2
+    };
+    format!("{v:.decimals$}")
 }
 
 /// The profiled step: time per kernel, largest first, and the whole step. Timestamps
@@ -372,5 +408,14 @@ mod tests {
         assert_eq!(by_bytes.0, "Q8_0");
         assert_eq!(info("smollm2-135m").main_type, "Q4_1");
         assert_eq!(file_type_name(99), None);
+    }
+
+    #[test]
+    fn small_rates_keep_three_significant_digits() {
+        assert_eq!(significant(45.678), "45.68");
+        assert_eq!(significant(1.0), "1.00");
+        assert_eq!(significant(0.012_345), "0.0123");
+        assert_eq!(significant(0.000_123_45), "0.000123");
+        assert_eq!(significant(0.0), "0.00");
     }
 }
