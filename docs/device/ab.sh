@@ -21,7 +21,7 @@ for m in ${MODELS:-gemma3-270m smollm2-135m qwen2.5-0.5b}; do
   echo "=== $m"
   bash docs/device/llbench.sh /tmp/rl/m/$m.gguf 2>&1 | tail -1
   for b in $BINS; do
-    .dev/$b bench /tmp/rl/m/$m.gguf -p 512 -n 128 -r 3 2>/dev/null | grep -E "tg128" | sed "s/^/$b: /"
+    .dev/$b bench /tmp/rl/m/$m.gguf -p 0 -n 128 -d 512 -r 3 2>/dev/null | grep -E "tg128" | sed "s/^/$b: /"
   done
   .dev/${BINS%% *} bench /tmp/rl/m/$m.gguf -p 16 -n 128 -r 1 --profile 2>/dev/null | sed -n '/decode step/,/^$/p' | head -14
   bash docs/device/llbench.sh /tmp/rl/m/$m.gguf 2>&1 | tail -1

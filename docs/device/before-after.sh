@@ -22,7 +22,7 @@ for m in ${MODELS:-gemma3-270m smollm2-135m qwen2.5-0.5b gemma3-4b}; do
   echo "=== $m"
   for round in 1 2; do
     for b in $A $B; do
-      .dev/$b bench /tmp/rl/m/$m.gguf -p 922 -n 128 -r 3 2>/dev/null | grep -E "pp922|tg128" | sed "s/^/$b ($round): /"
+      .dev/$b bench /tmp/rl/m/$m.gguf -p 922 -n 128 -d 0,922 -r 3 2>/dev/null | grep -E "pp922 \||tg128 @ d922" | sed "s/^/$b ($round): /"
     done
   done
 done

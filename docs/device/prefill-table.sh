@@ -41,7 +41,7 @@ for m in gemma3-270m smollm2-135m qwen2.5-0.5b gemma3-4b; do
   P="922"; R="40"; [ $m = gemma3-4b ] && P="922 8192" && R="40 360"
   for p in $P; do
     for b in rullama ${BASE:+rullama-base}; do
-      echo "  $b pp$p: $(.dev/$b bench $M -p $p -n 64 -r 3 2>/dev/null | grep -E "pp$p|tg64" | cut -d'|' -f6,7 | tr '\n' ' ')"
+      echo "  $b pp$p: $(.dev/$b bench $M -p $p -n 64 -d 0,$p -r 3 2>/dev/null | grep -E "pp$p \||tg64 @ d$p" | cut -d'|' -f6,7 | tr '\n' ' ')"
     done
   done
   llama $M $R

@@ -27,11 +27,11 @@ real=""; [ -f /tmp/rl/m/SmolLM2-135M-Instruct.Q4_1.gguf ] && real=SmolLM2-135M-I
 for m in ${MODELS:-gemma3-270m smollm2-135m $real qwen2.5-0.5b gemma3-4b}; do
   echo "=== $m"
   bash docs/device/llbench.sh /tmp/rl/m/$m.gguf 2>&1 | tail -1
-  $R bench /tmp/rl/m/$m.gguf -p 922 -n 128 -r 3 --profile 2>/dev/null > "$OUT/$m-ours.md"
-  grep -E "pp922|tg128|KV cache|host time" "$OUT/$m-ours.md"
-  $R bench /tmp/rl/m/$m.gguf -p 922 -n 128 -r 3 --cache-type f32 --no-tensor-cores 2>/dev/null | grep -E "pp922|tg128" | sed 's/^/exact f32 (f32 KV, no tensor cores): /'
+  $R bench /tmp/rl/m/$m.gguf -p 922 -n 128 -d 0,922 -r 3 --profile 2>/dev/null > "$OUT/$m-ours.md"
+  grep -E "pp922 \||tg128 @ d922|KV cache|host time" "$OUT/$m-ours.md"
+  $R bench /tmp/rl/m/$m.gguf -p 922 -n 128 -d 0,922 -r 3 --cache-type f32 --no-tensor-cores 2>/dev/null | grep -E "pp922 \||tg128 @ d922" | sed 's/^/exact f32 (f32 KV, no tensor cores): /'
   # EXTRA: flags of one more run of ours (e.g. EXTRA=--q8-inputs).
-  [ -n "$EXTRA" ] && $R bench /tmp/rl/m/$m.gguf -p 922 -n 128 -r 3 $EXTRA 2>/dev/null | grep -E "pp922|tg128" | sed "s/^/ours $EXTRA: /"
+  [ -n "$EXTRA" ] && $R bench /tmp/rl/m/$m.gguf -p 922 -n 128 -d 0,922 -r 3 $EXTRA 2>/dev/null | grep -E "pp922 \||tg128 @ d922" | sed "s/^/ours $EXTRA: /"
   bash docs/device/llbench.sh /tmp/rl/m/$m.gguf 2>&1 | tail -1
 done
 [ -f "$OUT/gemma3-270m-ours.md" ] && sed -n '/decode step/,/^$/p' "$OUT/gemma3-270m-ours.md" | head -16
