@@ -989,7 +989,11 @@ fn main(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: v
     });
     for (mode, name) in [(0.0, "regs"), (1.0, "shared"), (2.0, "barrier")] {
         let name = format!("coop_peak/{name}");
-        if ctx.filter.as_ref().is_some_and(|f| !name.contains(f.as_str())) {
+        if ctx
+            .filter
+            .as_ref()
+            .is_some_and(|f| !name.contains(f.as_str()))
+        {
             continue;
         }
         let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
