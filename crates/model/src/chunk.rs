@@ -116,6 +116,6 @@ mod tests {
         assert_eq!(chunk_len(nz(2048), 1 << 30, Some(1 << 20)), 1);
         let v: Vec<_> = chunks(37, 8).collect();
         assert_eq!(v, [0..8, 8..16, 16..24, 24..32, 32..37]);
-        assert_eq!(chunks(8, 8).collect::<Vec<_>>(), [0..8]);
+        assert_eq!(chunks(8, 8).collect::<Vec<_>>(), vec![0..8]);
     }
 }
