@@ -158,6 +158,13 @@ pub trait Backend: Debug {
     /// A new sequence with an empty KV cache of `spec`'s shape.
     fn new_sequence(&self, spec: &KvCacheSpec) -> Result<Self::Sequence>;
 
+    /// The most bytes one activation of a step may take (the GPU's largest storage binding),
+    /// which bounds the tokens of a step ([`crate::Session`] runs a longer block in chunks);
+    /// `None` (the default): no bound but memory (the host).
+    fn max_activation_bytes(&self) -> Option<u64> {
+        None
+    }
+
     /// Bytes the backend holds on its device now, by role, every live sequence's included;
     /// `None` (the default): it computes on the host.
     fn device_memory(&self) -> Option<DeviceMemory> {
@@ -258,6 +265,14 @@ pub trait Sequence: Debug {
 
     /// Finish the step if needed and copy `x` to the host, row-major.
     fn read(&mut self, x: &Self::Tensor) -> Result<Vec<f32>>;
+
+    /// Finish the step if needed and run it for what it stores in the cache, reading nothing
+    /// back: a long prompt's leading chunks, which the next step follows on the device
+    /// without the host waiting in between. `x` is the step's output (unread). The default
+    /// reads `x` and drops it.
+    fn run(&mut self, x: &Self::Tensor) -> Result<()> {
+        self.read(x).map(drop)
+    }
 
     /// Replays this sequence's last step once more with a GPU timestamp around every
     /// dispatch; `None` (the default): the executor has no device timer.

@@ -46,6 +46,7 @@
 
 mod arch;
 pub mod backend;
+mod chunk;
 mod config;
 mod context;
 pub mod cpu;
@@ -63,6 +64,7 @@ pub mod validate;
 
 pub use arch::Arch;
 pub use backend::{Backend, PendingToken, QueueDepth, Sequence};
+pub use chunk::DEFAULT_UBATCH;
 pub use config::{Activation, LayerConfig, ModelConfig, RopeFreqs, RopeStyle};
 pub use context::MemoryLimit;
 pub use cpu::CpuBackend;

@@ -1,6 +1,7 @@
 //! [`Model`]: config + backend + weights, shared by its sessions; [`Session`]: one sequence
 //! over a model (its own KV cache and queued draws).
 
+use std::num::NonZeroUsize;
 use std::path::Path;
 
 use rullama_gguf::{ByteSource, GgufFile};
@@ -8,10 +9,11 @@ use rullama_kernels::StepProfile;
 
 use crate::arch::{self, ArchWeights};
 use crate::backend::{Backend, KvCacheSpec, KvLayerSpec, PendingToken, QueueDepth, Sequence};
+use crate::chunk::{self, DEFAULT_UBATCH};
 use crate::config::ModelConfig;
 use crate::error::{ModelError, Result};
 use crate::graph::weights::{BackendLoader, Checker};
-use crate::graph::{Graph, OutputRows};
+use crate::graph::{Graph, OutputRows, StepEnd};
 use crate::sampler::{Sampler, SamplerError};
 use crate::validate;
 
@@ -22,6 +24,8 @@ pub struct Model<B: Backend> {
     config: ModelConfig,
     backend: B,
     weights: ArchWeights<B::Weight>,
+    /// Tokens a step takes at most: the sessions made from now on start with it.
+    ubatch: NonZeroUsize,
 }
 
 /// Logits of one or more rows, `n_vocab` each.
@@ -72,7 +76,19 @@ impl<B: Backend> Model<B> {
             config,
             backend,
             weights,
+            ubatch: DEFAULT_UBATCH,
         })
+    }
+
+    /// The most tokens one step of its sessions takes ([`Session::set_ubatch`]) for the
+    /// sessions made from now on (those of [`crate::perplexity::score`] included).
+    pub fn set_ubatch(&mut self, ubatch: NonZeroUsize) {
+        self.ubatch = ubatch;
+    }
+
+    /// What [`Model::set_ubatch`] set ([`crate::DEFAULT_UBATCH`], 2048, unless changed).
+    pub fn ubatch(&self) -> NonZeroUsize {
+        self.ubatch
     }
 
     /// Its hyper-parameters.
@@ -110,6 +126,7 @@ impl<B: Backend> Model<B> {
             seq: self.backend.new_sequence(&self.kv_spec(n_ctx))?,
             n_ctx,
             len: 0,
+            ubatch: self.ubatch,
         })
     }
 
@@ -155,12 +172,18 @@ impl StepInput<'_> {
 
 /// One sequence over a shared [`Model`]: its KV cache (`n_ctx` positions, the first `len`
 /// filled) and its queued draws. Feed tokens, get logits or sampled tokens.
+///
+/// A block of tokens longer than a chunk (the ubatch, [`Session::set_ubatch`], lowered
+/// where the executor's bindings need it) runs as consecutive steps of at most a chunk
+/// each, over the same cache (`chunk.rs`): a 32k-token prompt never holds more than one
+/// chunk's activations, and its logits are those of one step.
 #[derive(Debug)]
 pub struct Session<'m, B: Backend> {
     model: &'m Model<B>,
     seq: B::Sequence,
     n_ctx: usize,
     len: usize,
+    ubatch: NonZeroUsize,
 }
 
 impl<'m, B: Backend> Session<'m, B> {
@@ -189,21 +212,108 @@ impl<'m, B: Backend> Session<'m, B> {
         self.n_ctx
     }
 
+    /// Sets the most tokens one step takes (llama.cpp's physical batch, `-ub`): a longer
+    /// block runs in chunks of this many, each a step of its own at its start position (the
+    /// last one shorter), with the same logits as one step (the CPU reference's bit for bit,
+    /// the GPU's to rounding). Where one chunk's widest activation would not fit the
+    /// executor's largest binding, chunks are shorter still ([`Session::chunk_len`]). A new
+    /// session starts with its model's ([`Model::set_ubatch`]).
+    pub fn set_ubatch(&mut self, ubatch: NonZeroUsize) {
+        self.ubatch = ubatch;
+    }
+
+    /// What [`Session::set_ubatch`] set.
+    pub fn ubatch(&self) -> NonZeroUsize {
+        self.ubatch
+    }
+
+    /// Tokens a step of this session takes at most when it returns `output`'s logits: the
+    /// ubatch, or fewer where the executor bounds an activation
+    /// ([`Backend::max_activation_bytes`]; every row's logits are the widest activation of a
+    /// large vocabulary).
+    pub fn chunk_len(&self, output: OutputRows) -> usize {
+        let widest = chunk::widest_row(&self.model.config, output);
+        chunk::chunk_len(
+            self.ubatch,
+            widest,
+            self.model.backend.max_activation_bytes(),
+        )
+    }
+
     /// Run `tokens` at positions `start_pos..start_pos + n` (a prompt block or one token:
-    /// the same graph). `start_pos` may rewind the cache but not skip past its end.
+    /// the same graph). `start_pos` may rewind the cache but not skip past its end. A block
+    /// longer than [`Session::chunk_len`] runs in chunks: with [`OutputRows::All`] each
+    /// returns its rows; with [`OutputRows::Last`] the leading ones only fill the cache.
     pub fn forward(
         &mut self,
         tokens: &[u32],
         start_pos: usize,
         output: OutputRows,
     ) -> Result<Logits> {
-        let logits = self.record(StepInput::Tokens(tokens), start_pos, output)?;
-        let data = self.seq.read(&logits)?;
-        self.len = start_pos + tokens.len();
+        self.check(tokens, start_pos)?;
+        let len = self.chunk_len(output);
+        let data = match output {
+            OutputRows::Last => {
+                let last = self.fill_leading(tokens, start_pos, len)?;
+                self.forward_step(&tokens[last.clone()], start_pos + last.start, output)?
+            }
+            OutputRows::All => {
+                let mut data = Vec::new();
+                for c in chunk::chunks(tokens.len(), len) {
+                    let rows =
+                        self.forward_step(&tokens[c.clone()], start_pos + c.start, output)?;
+                    data.extend(rows);
+                }
+                data
+            }
+        };
         Ok(Logits {
             n_vocab: self.model.config.n_vocab,
             data,
         })
+    }
+
+    /// One step of `tokens` (at most a chunk) and its logits.
+    fn forward_step(
+        &mut self,
+        tokens: &[u32],
+        start_pos: usize,
+        output: OutputRows,
+    ) -> Result<Vec<f32>> {
+        let step = StepEnd::Logits(output);
+        let logits = self.record(StepInput::Tokens(tokens), start_pos, step)?;
+        let data = self.seq.read(&logits)?;
+        self.len = start_pos + tokens.len();
+        Ok(data)
+    }
+
+    /// Runs every chunk of `tokens` (in chunks of `len`) but the last as a step that only
+    /// fills the cache ([`Sequence::run`]: nothing read back, the host not waiting); the
+    /// range of the last chunk, for the step whose logits are wanted.
+    fn fill_leading(
+        &mut self,
+        tokens: &[u32],
+        start_pos: usize,
+        len: usize,
+    ) -> Result<std::ops::Range<usize>> {
+        let mut steps = chunk::chunks(tokens.len(), len).peekable();
+        while let Some(c) = steps.next() {
+            if steps.peek().is_none() {
+                return Ok(c);
+            }
+            let at = start_pos + c.start;
+            let end = self.record(StepInput::Tokens(&tokens[c.clone()]), at, StepEnd::Cache)?;
+            self.seq.run(&end)?;
+            self.len = start_pos + c.end;
+        }
+        Err(ModelError::EmptyInput)
+    }
+
+    /// The checks of a whole block (tokens, positions) before any chunk of it runs, so a
+    /// bad block leaves the cache as it was.
+    fn check(&self, tokens: &[u32], start_pos: usize) -> Result<()> {
+        self.model.check_tokens(tokens)?;
+        self.check_positions(tokens.len(), start_pos)
     }
 
     /// Append `tokens` after what the cache holds; the next-token logits.
@@ -235,7 +345,17 @@ impl<'m, B: Backend> Session<'m, B> {
         start_pos: usize,
         sampler: &mut Sampler,
     ) -> Result<PendingToken> {
-        let logits = self.record(input, start_pos, OutputRows::Last)?;
+        let (input, start_pos) = match input {
+            StepInput::Tokens(tokens) => {
+                self.check(tokens, start_pos)?;
+                let len = self.chunk_len(OutputRows::Last);
+                let last = self.fill_leading(tokens, start_pos, len)?;
+                let at = start_pos + last.start;
+                (StepInput::Tokens(&tokens[last]), at)
+            }
+            drawn => (drawn, start_pos),
+        };
+        let logits = self.record(input, start_pos, StepEnd::Logits(OutputRows::Last))?;
         let k_max = self.seq.device_top_k();
         let end = start_pos + input.len();
         // The step has run (or is queued) once the call returns; the cache then holds the
@@ -299,12 +419,13 @@ impl<'m, B: Backend> Session<'m, B> {
         Ok(out)
     }
 
-    /// Checks the input and records (or runs) the graph; the handle of its logits.
+    /// Checks the input and records (or runs) the graph of one step; the handle of its
+    /// logits (or, for [`StepEnd::Cache`], of its last row's final norm).
     fn record(
         &mut self,
         input: StepInput<'_>,
         start_pos: usize,
-        output: OutputRows,
+        end: StepEnd,
     ) -> Result<<B::Sequence as Sequence>::Tensor> {
         let model = self.model;
         if let StepInput::Tokens(tokens) = input {
@@ -325,7 +446,7 @@ impl<'m, B: Backend> Session<'m, B> {
             tokens: &tokens,
             positions: &positions,
             n_tokens: n,
-            output,
+            end,
         };
         Ok(arch::forward(&mut graph, &model.weights))
     }

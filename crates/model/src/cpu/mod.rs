@@ -152,4 +152,9 @@ impl Sequence for CpuSequence {
     fn read(&mut self, x: &CpuTensor) -> Result<Vec<f32>> {
         Ok(x.data.clone())
     }
+
+    /// Every op has run already: nothing is left to do.
+    fn run(&mut self, _x: &CpuTensor) -> Result<()> {
+        Ok(())
+    }
 }

@@ -446,6 +446,11 @@ impl Backend for GpuBackend {
         Ok(GpuSequence::new(Arc::clone(&self.shared), cache))
     }
 
+    /// An activation is one buffer bound whole to the kernels that read it.
+    fn max_activation_bytes(&self) -> Option<u64> {
+        Some(self.shared.gpu.max_binding_bytes())
+    }
+
     fn device_memory(&self) -> Option<DeviceMemory> {
         Some(self.memory())
     }

@@ -435,6 +435,13 @@ impl Plan {
         Ok(out)
     }
 
+    /// Writes `b`'s copy `copy`'s ids and submits it (one encoder, one pass) without waiting
+    /// or reading anything back: a step run for what it stores in the KV cache.
+    pub fn submit(&self, gpu: &Gpu, b: &mut Binding, copy: usize, ids: &[IdsInput]) {
+        b.write_ids(gpu, copy, ids);
+        gpu.submit(&mut b.copies[copy].step);
+    }
+
     pub fn dispatches(&self) -> usize {
         self.kernels.len()
     }

@@ -299,6 +299,19 @@ impl Sequence for GpuSequence {
             .map_err(gpu_err("running a step"))
     }
 
+    /// As `read`, without the read: the step is submitted and the host goes on at once (the
+    /// device runs the next step after it, in submission order).
+    fn run(&mut self, x: &GpuAct) -> Result<()> {
+        let ids = self.finish(x, false)?;
+        self.submit_queued()?;
+        let copy = self.queue.next_copy();
+        let gpu = Arc::clone(&self.shared.gpu);
+        let binding = self.current();
+        let plan = Arc::clone(&binding.plan);
+        plan.submit(&gpu, binding, copy, &ids);
+        Ok(())
+    }
+
     fn device_top_k(&self) -> usize {
         K_MAX
     }

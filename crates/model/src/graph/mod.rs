@@ -21,6 +21,17 @@ pub enum OutputRows {
     All,
 }
 
+/// What a step ends with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StepEnd {
+    /// The logits of these rows.
+    Logits(OutputRows),
+    /// Nothing the caller reads: the step fills the cache (a long prompt's leading chunks,
+    /// `chunk.rs`). It ends at the last row's final norm, without the LM head (a
+    /// vocabulary-wide product nobody would read).
+    Cache,
+}
+
 /// One step of the graph: the sequence it records over (its ops, its KV cache), the config
 /// and the step's inputs.
 pub(crate) struct Graph<'a, S: Sequence> {
@@ -29,7 +40,7 @@ pub(crate) struct Graph<'a, S: Sequence> {
     pub tokens: &'a S::Ids,
     pub positions: &'a S::Ids,
     pub n_tokens: usize,
-    pub output: OutputRows,
+    pub end: StepEnd,
 }
 
 type T<S> = <S as Sequence>::Tensor;
@@ -122,15 +133,18 @@ impl<S: Sequence> Graph<'_, S> {
         self.linear(&f.down, &act)
     }
 
-    /// The rows the LM head runs on, the final norm, the LM head and the logit soft-cap.
+    /// The rows the LM head runs on, the final norm, the LM head and the logit soft-cap
+    /// (a [`StepEnd::Cache`] step: the last row's final norm).
     pub fn logits(&mut self, x: &T<S>, output_norm: &W<S>, output: &Linear<W<S>>) -> T<S> {
-        let rows = match self.output {
-            OutputRows::Last if self.n_tokens > 1 => {
-                Some(self.ops.rows(x, self.n_tokens - 1..self.n_tokens))
-            }
+        let rows = match self.end {
+            StepEnd::Logits(OutputRows::All) => None,
+            _ if self.n_tokens > 1 => Some(self.ops.rows(x, self.n_tokens - 1..self.n_tokens)),
             _ => None,
         };
         let cur = self.norm(rows.as_ref().unwrap_or(x), output_norm);
+        if self.end == StepEnd::Cache {
+            return cur;
+        }
         let logits = self.linear(output, &cur);
         match self.cfg.final_softcap {
             Some(cap) => self.ops.softcap(&logits, cap),
