@@ -28,6 +28,7 @@ use rullama_tokenizer::Tokenizer;
 use super::plan::{Kind, Test};
 use crate::commands::CliError;
 use crate::commands::generation::ModelTask;
+use crate::commands::validate;
 
 /// Positions of history a block prefills: llama.cpp's micro-batch, the block it computes a
 /// llama-bench depth in. A smaller block than the whole depth keeps a 32k history from
@@ -83,6 +84,9 @@ impl ModelTask for &Tests {
         // The session first: a context the machine cannot hold is an error before the ids
         // are made.
         let mut session = model.session(self.ctx)?;
+        // A context past the training context runs, as `run --ctx` does, with the warning it
+        // gives once the cache is made (a context that cannot be made is only an error).
+        validate::warn_beyond_training(model.config(), self.ctx);
         // One id for every position a test fills: the history is `ids[..d]` and a test at
         // depth d feeds the ids from d on (a decode feeds `ids[d]` first), so at depth 0
         // the prompt is the same ids whatever the depths.

@@ -97,8 +97,6 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     let path = store::resolve(&args.model)?.path;
     let model = ModelInfo::of(&GgufFile::open(&path)?);
     let mut loaded = generation::load_on(&args.model, args.backend, args.threads, args.gpu)?;
-    // A depth past the training context runs, as `run --ctx` does, with the warning it gives.
-    validate::warn_beyond_training(loaded.config(), tests.ctx);
     let measured = loaded.run(&tests)?;
     let results = measured
         .tests
