@@ -4,7 +4,8 @@
 use serde_json::Value;
 
 mod common;
-use common::{cached, command, output, rullama};
+use common::{cached, command, output, rullama, tiny};
+use rullama_synth::Tiny;
 
 fn oracle_case(model: &str, prompt: &str) -> Value {
     let path = concat!(
@@ -165,4 +166,45 @@ fn perplexity_scores_the_second_half_of_each_chunk() {
     // oracle in rullama-model's tests.)
     assert!(ppl > 1.0 && ppl < 1000.0, "ppl {ppl}");
     assert!(report["stderr"].as_f64().unwrap() > 0.0);
+}
+
+/// `--ubatch` reaches the model: a prompt fed 3 tokens a step continues as the whole prompt
+/// in one step does (the CPU executor is exact either way), and 0 is refused by clap.
+#[test]
+fn ubatch_feeds_the_prompt_in_chunks_with_the_same_text() {
+    let model = tiny(Tiny::Smollm2);
+    let m = model.to_str().unwrap();
+    let prompt = "the quick brown fox jumps over the lazy dog";
+    let greedy = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            m,
+            prompt,
+            "--backend",
+            "cpu",
+            "--temp",
+            "0",
+            "-n",
+            "6",
+        ];
+        args.extend_from_slice(extra);
+        let (ok, stdout, stderr) = rullama(&args);
+        assert!(ok, "{stderr}");
+        stdout
+    };
+    let (ok, ids, stderr) = rullama(&["tokenize", m, prompt, "--json"]);
+    assert!(ok, "{stderr}");
+    let n = serde_json::from_str::<Value>(&ids).unwrap()["ids"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert!(
+        n > 6,
+        "the prompt must span several chunks of 3: {n} tokens"
+    );
+    let whole = greedy(&[]);
+    assert!(!whole.is_empty());
+    assert_eq!(greedy(&["--ubatch", "3"]), whole);
+    let (ok, _, stderr) = rullama(&["run", m, prompt, "--ubatch", "0"]);
+    assert!(!ok && stderr.contains("--ubatch"), "{stderr}");
 }

@@ -2,6 +2,7 @@
 //! streaming generated text to stdout while statistics go to stderr.
 
 use std::io::Write;
+use std::num::NonZeroUsize;
 use std::time::{Duration, Instant};
 
 use rullama_gguf::store;
@@ -69,6 +70,11 @@ pub struct GenerationArgs {
     /// the cores is slower, with a warning).
     #[arg(long, value_parser = threads_parser())]
     pub threads: Option<usize>,
+    /// The most tokens one step feeds (llama.cpp's physical batch, `-ub`): a longer prompt
+    /// runs as steps of this many over the same cache, which bounds its activations' memory
+    /// (default 2048; fewer where the GPU's largest buffer binding needs).
+    #[arg(long)]
+    pub ubatch: Option<NonZeroUsize>,
     #[command(flatten)]
     pub gpu: GpuFlags,
     /// Print load time, prompt and generation speed to stderr, like `ollama run --verbose`.
@@ -304,16 +310,17 @@ impl Loaded {
 /// Checks the flags ([`GenerationArgs::validate`]), then loads `model` as they say.
 pub fn load(model: &str, args: &GenerationArgs) -> Result<Loaded, CliError> {
     args.validate()?;
-    load_on(model, args.backend, args.threads, args.gpu)
+    load_on(model, args.backend, args.threads, args.gpu, args.ubatch)
 }
 
 /// Loads `model` on the executor `backend` names (`threads`: the CPU executor's; `gpu`: the
-/// GPU executor's arithmetic).
+/// GPU executor's arithmetic; `ubatch`: the most tokens a step of its sessions feeds).
 pub fn load_on(
     model: &str,
     backend: BackendChoice,
     threads: Option<usize>,
     gpu_flags: GpuFlags,
+    ubatch: Option<NonZeroUsize>,
 ) -> Result<Loaded, CliError> {
     let start = Instant::now();
     let path = store::resolve(model)?.path;
@@ -328,10 +335,13 @@ pub fn load_on(
         Some(gpu) => {
             let name = gpu.info.name.clone();
             (
-                Engine::Gpu(Box::new(Model::open(
-                    &path,
-                    GpuBackend::new(gpu).with_options(gpu_flags.options()),
-                )?)),
+                Engine::Gpu(Box::new(with_ubatch(
+                    Model::open(
+                        &path,
+                        GpuBackend::new(gpu).with_options(gpu_flags.options()),
+                    )?,
+                    ubatch,
+                ))),
                 name,
             )
         }
@@ -344,7 +354,7 @@ pub fn load_on(
             // dequantizing every row on every token.
             let backend = backend.with_storage(WeightStorage::Dense);
             (
-                Engine::Cpu(Box::new(Model::open(&path, backend)?)),
+                Engine::Cpu(Box::new(with_ubatch(Model::open(&path, backend)?, ubatch))),
                 "cpu (reference executor)".to_string(),
             )
         }
@@ -355,6 +365,14 @@ pub fn load_on(
         executor,
         load_time: start.elapsed(),
     })
+}
+
+/// `model` with its sessions' ubatch set where `ubatch` gives one.
+fn with_ubatch<B: Backend>(mut model: Model<B>, ubatch: Option<NonZeroUsize>) -> Model<B> {
+    if let Some(u) = ubatch {
+        model.set_ubatch(u);
+    }
+    model
 }
 
 /// Timings of one generation, for `--verbose`, and why it stopped.

@@ -11,6 +11,7 @@ mod plan;
 mod report;
 
 use std::io::Write;
+use std::num::NonZeroUsize;
 
 use rullama_gguf::{GgufFile, store};
 
@@ -80,6 +81,10 @@ pub struct Args {
     /// default: llama.cpp's defaults, as llama-bench runs it).
     #[command(flatten)]
     gpu: GpuFlags,
+    /// The most tokens one step feeds (llama-bench's `-ub`): a longer prompt runs as steps
+    /// of this many (default 2048; fewer where the GPU's largest buffer binding needs).
+    #[arg(long)]
+    ubatch: Option<NonZeroUsize>,
     /// Print the results as one JSON object, with one object per test (for scripts).
     #[arg(long)]
     json: bool,
@@ -96,7 +101,13 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     let tests = check(args)?;
     let path = store::resolve(&args.model)?.path;
     let model = ModelInfo::of(&GgufFile::open(&path)?);
-    let mut loaded = generation::load_on(&args.model, args.backend, args.threads, args.gpu)?;
+    let mut loaded = generation::load_on(
+        &args.model,
+        args.backend,
+        args.threads,
+        args.gpu,
+        args.ubatch,
+    )?;
     let measured = loaded.run(&tests)?;
     let results = measured
         .tests
