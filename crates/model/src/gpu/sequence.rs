@@ -101,6 +101,14 @@ impl GpuSequence {
     }
 
     /// The binding `finish` left most recent.
+    /// Finishes the step that ends at `x` without a draw (its binding then last) and submits
+    /// what is queued before it: the step's ids and the copy of it to run (`read`, `run`).
+    fn finish_unsampled(&mut self, x: &GpuAct) -> Result<(Vec<IdsInput>, usize)> {
+        let ids = self.finish(x, false)?;
+        self.submit_queued()?;
+        Ok((ids, self.queue.next_copy()))
+    }
+
     fn current(&mut self) -> &mut Binding {
         self.bindings
             .last_mut()
@@ -289,9 +297,7 @@ impl Sequence for GpuSequence {
     }
 
     fn read(&mut self, x: &GpuAct) -> Result<Vec<f32>> {
-        let ids = self.finish(x, false)?;
-        self.submit_queued()?;
-        let copy = self.queue.next_copy();
+        let (ids, copy) = self.finish_unsampled(x)?;
         let gpu = Arc::clone(&self.shared.gpu);
         let binding = self.current();
         let plan = Arc::clone(&binding.plan);
@@ -302,9 +308,7 @@ impl Sequence for GpuSequence {
     /// As `read`, without the read: the step is submitted and the host goes on at once (the
     /// device runs the next step after it, in submission order).
     fn run(&mut self, x: &GpuAct) -> Result<()> {
-        let ids = self.finish(x, false)?;
-        self.submit_queued()?;
-        let copy = self.queue.next_copy();
+        let (ids, copy) = self.finish_unsampled(x)?;
         let gpu = Arc::clone(&self.shared.gpu);
         let binding = self.current();
         let plan = Arc::clone(&binding.plan);
