@@ -137,11 +137,12 @@ fn put_w(q: Staged, dr: u32, dh: u32, col: u32) {
 // Stores quad xq of tokens xt + (WG / 8) m at column `col` (vec4s) of the input tile.
 fn put_x(v: Staged, xt: u32, xq: u32, col: u32) {
     let at = xt * RS + col + xq;
-    let step = (WG / 8u) * RS;
+    // Tokens xt + (WG / 8) m are WG / 8 rows apart.
+    let rows = (WG / 8u) * RS;
     xs[at] = v.c0;
-    xs[at + step] = v.c1;
-    xs[at + 2u * step] = v.c2;
-    xs[at + 3u * step] = v.c3;
+    xs[at + rows] = v.c1;
+    xs[at + 2u * rows] = v.c2;
+    xs[at + 3u * rows] = v.c3;
 }
 
 @compute @workgroup_size(WG)
