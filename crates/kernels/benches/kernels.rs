@@ -37,6 +37,7 @@ use rullama_kernels::ops::rope::{Rope, RopeStyle, rope_freqs};
 use rullama_kernels::ops::sample::{Sample, Sampling};
 use rullama_kernels::ops::split::Out;
 use rullama_kernels::parity::data::{random_f32, random_weight_bytes};
+use rullama_kernels::shader::coop_peak_program;
 use rullama_kernels::{
     Dtype, Gpu, GpuFormat, GpuTensor, GpuWeight, Op, OpenOptions, Step, StepBuilder, View,
     WeightShape, grid_1d,
@@ -908,85 +909,38 @@ fn bench_sample(ctx: &Ctx, c: &mut Criterion) {
     }
 }
 
-/// The tensor cores' own pace through wgpu's cooperative matrices, with nothing else in the
-/// way: each subgroup of 8 (256 invocations) multiplies 16 x 16 x 16 tiles into 8
-/// accumulators, ITERS times: with its A and B tiles loaded once (`coop_peak/regs`), reloaded
-/// from workgroup memory every product pass (`coop_peak/shared`), and reloaded with a barrier
-/// every two passes (`coop_peak/barrier`: a matmul's staging rhythm without the staging).
-/// The ceiling the matmuls are measured against.
+/// The tensor cores' own pace through wgpu's cooperative matrices (`shaders/bench/coop_peak.wgsl`):
+/// operands loaded once (`coop_peak/regs`), reloaded from workgroup memory every pass
+/// (`coop_peak/shared`), and so with a barrier every two passes (`coop_peak/barrier`). The
+/// ceiling the matmuls are measured against; wall time of one dispatch, median of 7.
 fn bench_coop_peak(ctx: &Ctx) {
     let gpu = &ctx.gpu;
     if !gpu.caps.coop_f16 {
         return;
     }
-    const SRC: &str = r#"
-enable f16;
-enable wgpu_cooperative_matrix;
-alias MatA = coop_mat16x16<f16, A>;
-alias MatB = coop_mat16x16<f16, B>;
-alias MatC = coop_mat16x16<f32, C>;
-override ITERS: u32 = 1024u;
-override MODE: u32 = 0u;
-const RS: u32 = 10u;
-var<workgroup> ws: array<vec4<f16>, 1600>;
-var<workgroup> xs: array<vec4<f16>, 1600>;
-@group(0) @binding(0) var<storage, read_write> y: array<f32>;
-fn mma(a: MatA, b: MatB, c: MatC) -> MatC { return coopMultiplyAdd(a, b, c); }
-fn load_a(at: u32) -> MatA { return coopLoadT<MatA>(&ws[at], RS); }
-fn load_b(at: u32) -> MatB { return coopLoad<MatB>(&xs[at], RS); }
-fn store(c: MatC, at: u32) { coopStore(c, &y[at], 16u); }
-@compute @workgroup_size(256)
-fn main(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    for (var i = tid; i < 1600u; i += 256u) {
-        ws[i] = vec4<f16>(f16(i % 7u) * 0.01h);
-        xs[i] = vec4<f16>(f16(i % 5u) * 0.01h);
-    }
-    workgroupBarrier();
-    let sg = tid / 32u;
-    let ab = (sg % 4u) * 32u * RS;
-    let bb = (sg / 4u) * 64u * RS;
-    var a0 = load_a(ab);
-    var a1 = load_a(ab + 16u * RS);
-    var b0 = load_b(bb);
-    var b1 = load_b(bb + 16u * RS);
-    var b2 = load_b(bb + 32u * RS);
-    var b3 = load_b(bb + 48u * RS);
-    var c00 = MatC(); var c01 = MatC(); var c02 = MatC(); var c03 = MatC();
-    var c10 = MatC(); var c11 = MatC(); var c12 = MatC(); var c13 = MatC();
-    for (var it = 0u; it < ITERS; it++) {
-        if MODE != 0u {
-            let h = 4u * (it % 2u);
-            a0 = load_a(ab + h);
-            a1 = load_a(ab + 16u * RS + h);
-            b0 = load_b(bb + h);
-            b1 = load_b(bb + 16u * RS + h);
-            b2 = load_b(bb + 32u * RS + h);
-            b3 = load_b(bb + 48u * RS + h);
-        }
-        c00 = mma(a0, b0, c00); c01 = mma(a0, b1, c01); c02 = mma(a0, b2, c02); c03 = mma(a0, b3, c03);
-        c10 = mma(a1, b0, c10); c11 = mma(a1, b1, c11); c12 = mma(a1, b2, c12); c13 = mma(a1, b3, c13);
-        if MODE == 2u && it % 2u == 1u {
-            workgroupBarrier();
-        }
-    }
-    let at = (wid.x * 8u + sg) * 2048u;
-    store(c00, at); store(c01, at + 256u); store(c02, at + 512u); store(c03, at + 768u);
-    store(c10, at + 1024u); store(c11, at + 1280u); store(c12, at + 1536u); store(c13, at + 1792u);
-}
-"#;
     let device = &gpu.device;
     let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
         label: Some("coop_peak"),
-        source: wgpu::ShaderSource::Wgsl(SRC.into()),
+        source: wgpu::ShaderSource::Wgsl(coop_peak_program().source().into()),
     });
     let n_wg: u32 = 132 * 8;
     let iters: u32 = 2048;
+    // Each subgroup stores its 8 accumulators of 256 values.
+    let out_stride: u32 = 8 * 256;
     let y = device.create_buffer(&wgpu::BufferDescriptor {
         label: None,
-        size: u64::from(n_wg) * 8 * 2048 * 4,
+        size: u64::from(n_wg) * 8 * u64::from(out_stride) * 4,
         usage: wgpu::BufferUsages::STORAGE,
         mapped_at_creation: false,
     });
+    let params = device.create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size: 16,
+        usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    gpu.queue
+        .write_buffer(&params, 0, bytemuck::cast_slice(&[out_stride, 0, 0, 0]));
     for (mode, name) in [(0.0, "regs"), (1.0, "shared"), (2.0, "barrier")] {
         let name = format!("coop_peak/{name}");
         if ctx
@@ -1010,10 +964,16 @@ fn main(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: v
         let bind = device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: None,
             layout: &pipeline.get_bind_group_layout(0),
-            entries: &[wgpu::BindGroupEntry {
-                binding: 0,
-                resource: y.as_entire_binding(),
-            }],
+            entries: &[
+                wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: params.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 1,
+                    resource: y.as_entire_binding(),
+                },
+            ],
         });
         let mut times = Vec::new();
         for _ in 0..7 {

@@ -136,12 +136,28 @@ impl Program {
     }
 }
 
-/// Every program the crate can build: one per kernel and weight format.
+/// Every program the crate can build: one per kernel and weight format, and the bench's
+/// [`coop_peak_program`].
 pub fn all_programs() -> Vec<Program> {
     crate::kernel::Kernel::all()
         .into_iter()
         .flat_map(|k| k.programs())
+        .chain([coop_peak_program()])
         .collect()
+}
+
+/// The kernels bench's measure of the tensor cores themselves (`coop_peak/...`): no kernel
+/// runs it, but it is WGSL like the rest, so it lives in `shaders/` and `cargo xtask wgsl`
+/// checks it. Its overrides `ITERS` and `MODE` pick the work; `Params` is 16 bytes.
+pub fn coop_peak_program() -> Program {
+    static BODY: ShaderFile = shader_file!("bench/coop_peak.wgsl");
+    Program {
+        name: "coop_peak".into(),
+        files: vec![&COOP_OPS, &BODY],
+        entry: "main",
+        bindings: &[BindingKind::Uniform, BindingKind::StorageReadWrite],
+        params_size: 16,
+    }
 }
 
 /// Every shader file the crate compiles in (each belongs to at least one program).
