@@ -1,5 +1,5 @@
 #!/bin/bash
-# Prefill beside llama.cpp on the device machine (docs/PERF.md, the prefill table), from the
+# Prefill beside llama.cpp on the device machine (docs/PERF.md, section 1, call B), from the
 # repository root, carrying [".gl", ".dev"]. .dev/ holds `rullama.xz` (this build), optionally
 # `rullama-base.xz` (a build to A/B against, BASE=1), `xtask.xz`, `kernels.xz` (the kernels
 # bench, for the parity checks), llama-vk.tar.xz and the vocabulary files side-by-side.sh names.
