@@ -5,7 +5,7 @@
 //! matvec + glu it replaces, stacked projections (q|k|v, gate|up: one matvec or
 //! split matmul beside the separate products), the prompt matmul (`matmul/...`: f32; beside
 //! it `matmul_coop/...`, the tensor-core kernel, where the device has cooperative matrices),
-//! decode and prompt attention, the floor of one dependent dispatch (`dispatch/...`), and the
+//! products of 8-64 token rows beside one (`small_m/...`), decode and prompt attention, the floor of one dependent dispatch (`dispatch/...`), and the
 //! tensor cores' own pace through wgpu's cooperative matrices (`coop_peak/...`).
 //! Each measurement is one compute pass of `reps` identical dispatches,
 //! timed by GPU timestamps at the pass's start and end when the adapter has TIMESTAMP_QUERY
@@ -574,6 +574,66 @@ fn bench_matmul(ctx: &Ctx, c: &mut Criterion) {
     }
 }
 
+/// Products of a few token rows, as a server's batched decode makes them: gemma3-4b's gate|up
+/// and down at M = 1 (the matvec decode runs) and M = 8, 16, 32, 64 (the prompt matmul, split
+/// over K where the plan would split it). The weights are read once at every M, so the
+/// target is M rows in about the time of one (`small_m/...`, beside `small_m/.../m1`).
+fn bench_small_m(ctx: &Ctx, c: &mut Criterion) {
+    let gpu = &ctx.gpu;
+    if gpu.info.device_type == wgpu::DeviceType::Cpu {
+        return;
+    }
+    let shapes = [
+        (GpuFormat::Q4K, 2560, 20480),
+        (GpuFormat::Q4K, 10240, 2560),
+        (GpuFormat::Q6K, 10240, 2560),
+    ];
+    for (f, n_in, n_out) in shapes {
+        let prefix = format!("small_m/{}/{n_in}x{n_out}", f.name());
+        if ctx
+            .filter
+            .as_ref()
+            .is_some_and(|s| !prefix.contains(s.as_str()) && !s.contains(prefix.as_str()))
+        {
+            continue;
+        }
+        let w = weight(gpu, f, n_in, n_out);
+        let bytes = f.row_bytes(n_in) * n_out;
+        for m in [1, 8, 16, 32, 64] {
+            let x = GpuTensor::from_f32(gpu, &[m * n_in], &random_f32(m * n_in, 3));
+            let y = GpuTensor::zeros(gpu, &[m * n_out], Dtype::F32);
+            let work = Work {
+                bytes: bytes as u64,
+                flops: 2.0 * (m * n_in * n_out) as f64,
+            };
+            let name = format!("{prefix}/m{m}");
+            if m == 1 {
+                let ops = matvec(&w, (&x).into(), (&y).into()).unwrap();
+                ctx.bench(c, &name, ops, work, reps_for(bytes));
+                continue;
+            }
+            let mm = Matmul {
+                n_tokens: m,
+                strides: Strides::default(),
+                tensor_cores: gpu.caps.coop_f16,
+            };
+            let ops = match mm.split_k(&gpu.caps, w.all_rows()) {
+                Some(k) => {
+                    let len = mm.split_k_scratch(w.all_rows(), k);
+                    let scratch = GpuTensor::zeros(gpu, &[len], Dtype::F32);
+                    let outs = [Out::new((&y).into(), n_out)];
+                    mm.split_k_ops(w.all_rows(), (&x).into(), None, &outs, (&scratch).into(), k)
+                        .unwrap()
+                }
+                None => mm
+                    .ops(&gpu.caps, &w, (&x).into(), None, (&y).into())
+                    .unwrap(),
+            };
+            ctx.bench(c, &name, ops, work, reps_for(bytes));
+        }
+    }
+}
+
 fn bench_attention(ctx: &Ctx, c: &mut Criterion) {
     let gpu = &ctx.gpu;
     let cpu = gpu.info.device_type == wgpu::DeviceType::Cpu;
@@ -1050,6 +1110,7 @@ fn main() {
     bench_stacked(&ctx, &mut c);
     bench_coop_peak(&ctx);
     bench_matmul(&ctx, &mut c);
+    bench_small_m(&ctx, &mut c);
     bench_attention(&ctx, &mut c);
     bench_sample(&ctx, &mut c);
     bench_norms(&ctx, &mut c);

@@ -1,0 +1,58 @@
+#!/bin/bash
+# Long prompts and the big twins beside llama.cpp (docs/PERF.md, section 1), on the device
+# machine from the repository root, carrying [".gl", ".dev"] (the files prefill-table.sh
+# names; .dev/kernels.xz for PART=small_m; .dev/rullama-alt.xz, if present, is a second build
+# A/B'd on gemma3-4b's 8,192-token prefill).
+# PART=chunks: gemma3-4b's prefill of 8,192 and 32,768 tokens at several --ubatch sizes, and
+#   llama.cpp's (-b 2048 -ub 512, its defaults) on prompts of the same length.
+# PART=twins: qwen2.5-7b and llama-8b (Llama 3's 128k vocabulary) at 922 and 8,192 tokens.
+# PART=small_m: the kernels bench's products of 1-64 token rows.
+for f in .gl/*.deb; do dpkg -x "$f" / ; done; ldconfig
+for b in .dev/*.xz; do [ "$b" = .dev/llama-vk.tar.xz ] || [ -f "${b%.xz}" ] || xz -dkf "$b"; done
+chmod +x .dev/rullama* .dev/xtask .dev/kernels 2>/dev/null
+export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+mkdir -p /tmp/rl/m; [ -d /tmp/rl/llama ] || tar xJf .dev/llama-vk.tar.xz -C /tmp/rl
+nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
+synth() { # PRESET [VOCAB]
+  [ -f /tmp/rl/m/$1.gguf ] || .dev/xtask synth --arch $1 ${2:+--tokenizer .dev/$2-vocab.gguf} --out /tmp/rl/m/$1.gguf >/dev/null
+}
+llama() { # MODEL CTX REPEATS...: llama.cpp's prefill t/s at each prompt length
+  LD_LIBRARY_PATH=/tmp/rl/llama /tmp/rl/llama/llama-server -m "$1" --host 127.0.0.1 --port 18090 -ngl 99 -c $2 -b 2048 -ub 512 > /tmp/rl/ls.log 2>&1 &
+  local sp=$!; shift 2
+  for _ in $(seq 1 240); do curl -s 127.0.0.1:18090/health | grep -q ok && break; sleep 0.5; done
+  python3 - "$@" <<'PY'
+import json, sys, urllib.request, statistics
+def req(prompt):
+    body = dict(prompt=prompt, n_predict=4, temperature=0, cache_prompt=False, ignore_eos=True)
+    r = urllib.request.Request("http://127.0.0.1:18090/completion", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    return json.load(urllib.request.urlopen(r, timeout=600))["timings"]
+base = "the quick brown fox jumps over the lazy dog while a curious cat watches from the old wooden fence near the river bank "
+for reps in map(int, sys.argv[1:]):
+    pp = []
+    for i in range(3):
+        t = req(base * reps)
+        if i: pp.append(t["prompt_per_second"])
+    print("  llama.cpp pp%d: %.0f t/s" % (t["prompt_n"], statistics.median(pp)))
+PY
+  kill $sp; wait $sp 2>/dev/null
+}
+ours() { # BUILD MODEL PROMPT [FLAGS...]: prefill t/s, median of 3
+  local b=$1 m=$2 p=$3; shift 3
+  echo "  $b pp$p $*: $(.dev/$b bench /tmp/rl/m/$m.gguf -p $p -n 16 -r 3 "$@" 2>/dev/null | grep -E "pp$p \|" | cut -d'|' -f6,7)"
+}
+case ${PART:-chunks} in
+chunks)
+  synth gemma3-4b gemma3
+  for u in 512 1024 2048 4096 8192; do ours rullama gemma3-4b 8192 --ubatch $u; done
+  [ -f .dev/rullama-alt ] && ours rullama-alt gemma3-4b 8192 && ours rullama gemma3-4b 8192
+  for u in 2048 4096; do ours rullama gemma3-4b 32768 --ubatch $u; done
+  llama /tmp/rl/m/gemma3-4b.gguf 34000 360 1440 ;;
+twins)
+  synth qwen2.5-7b qwen; synth llama-8b
+  for m in qwen2.5-7b llama-8b; do
+    echo "=== $m"; ours rullama $m 922; ours rullama $m 8192
+    llama /tmp/rl/m/$m.gguf 9000 40 360
+  done ;;
+small_m)
+  RULLAMA_BENCH_FILTER=small_m timeout 300 .dev/kernels --bench 2>&1 | grep -E "^PERF\|small_m" ;;
+esac
