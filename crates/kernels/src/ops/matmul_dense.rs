@@ -103,7 +103,7 @@ impl DenseTile {
 
 /// Whether the dense kernel takes a weight of `format` with `n_in` inputs a row.
 pub fn supports(format: GpuFormat, n_in: usize) -> bool {
-    format == GpuFormat::F16 && n_in % 32 == 0
+    format == GpuFormat::F16 && n_in.is_multiple_of(32)
 }
 
 /// The dense tensor-core prompt matmul with one epilogue and one tile.
