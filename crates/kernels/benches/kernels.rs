@@ -26,6 +26,7 @@ use rullama_kernels::ops::glu::{Activation, glu};
 use rullama_kernels::ops::head_norm_rope::{HeadNormRope, Heads};
 use rullama_kernels::ops::kv::{KvAppend, KvCache, KvDtype, KvLayout};
 use rullama_kernels::ops::matmul::{Matmul, Strides};
+use rullama_kernels::ops::matmul_dense::{self, DenseTile};
 use rullama_kernels::ops::matvec::{
     Input, InputKind, MatvecParams, ROWS, lane_layout, lanes, matvec, matvec_glu, matvec_glu_out,
     matvec_input, q8_supported,
@@ -515,7 +516,7 @@ fn bench_matmul(ctx: &Ctx, c: &mut Criterion) {
     // (format, n_in, n_out, tokens): gemma-3-270m's FFN (down in Q4_K: 2048 inputs are whole
     // super-blocks, 640 are not, so up/gate are Q5_0), qwen2.5-0.5b's FFN, a 7B-sized square,
     // at 512 tokens; gemma3-4b's gate|up (2560 x 20480) and down (10240 x 2560) at a 1024-
-    // and an 8192-token prompt, in its Q4_K and Q6_K and as F16.
+    // and an 8192-token prompt, in its Q4_K and as F16 (the dense kernel's format).
     let mut cases = vec![
         (GpuFormat::Q4K, 2048, 640, 512),
         (GpuFormat::Q5_0, 640, 2048, 512),
@@ -536,13 +537,20 @@ fn bench_matmul(ctx: &Ctx, c: &mut Criterion) {
     for (f, n_in, n_out, full_tokens) in cases {
         let n_tokens = if cpu { 64 } else { full_tokens };
         let shape = format!("{}/{n_tokens}x{n_in}x{n_out}", f.name());
-        // The f32 kernel (at 512 tokens), and the tensor cores where the device has them.
-        let mut kernels: Vec<(String, bool)> = Vec::new();
+        // The f32 kernel (at 512 tokens), the tensor cores where the device has them, and the
+        // dense tensor-core kernel's tiles where it takes the weight.
+        let mut kernels: Vec<(String, Kernel)> = Vec::new();
         if full_tokens == 512 {
-            kernels.push((format!("matmul/{shape}"), false));
+            kernels.push((format!("matmul/{shape}"), Kernel::F32));
         }
         if gpu.caps.coop_f16 {
-            kernels.push((format!("matmul_coop/{shape}"), true));
+            kernels.push((format!("matmul_coop/{shape}"), Kernel::Coop));
+            if matmul_dense::supports(f, n_in) {
+                for t in DenseTile::ALL {
+                    let name = format!("matmul_dense_{}/{shape}", t.name());
+                    kernels.push((name, Kernel::Dense(t)));
+                }
+            }
         }
         kernels.retain(|(name, _)| {
             ctx.filter
@@ -560,15 +568,17 @@ fn bench_matmul(ctx: &Ctx, c: &mut Criterion) {
             flops: 2.0 * (n_tokens * n_in * n_out) as f64,
         };
         let reps = if n_tokens > 2048 { 1 } else { 4 };
-        for (name, tensor_cores) in kernels {
+        for (name, kernel) in kernels {
             let m = Matmul {
                 n_tokens,
                 strides: Strides::default(),
-                tensor_cores,
+                tensor_cores: kernel != Kernel::F32,
             };
-            let ops = m
-                .ops(&gpu.caps, &w, (&x).into(), None, (&y).into())
-                .unwrap();
+            let ops = match kernel {
+                Kernel::Dense(t) => m.dense_ops(t, &w, (&x).into(), None, (&y).into()),
+                _ => m.ops(&gpu.caps, &w, (&x).into(), None, (&y).into()),
+            }
+            .unwrap();
             ctx.bench(c, &name, ops, work, reps);
         }
     }
@@ -632,6 +642,14 @@ fn bench_small_m(ctx: &Ctx, c: &mut Criterion) {
             ctx.bench(c, &name, ops, work, reps_for(bytes));
         }
     }
+}
+
+/// Which prompt matmul a bench runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kernel {
+    F32,
+    Coop,
+    Dense(DenseTile),
 }
 
 fn bench_attention(ctx: &Ctx, c: &mut Criterion) {

@@ -10,7 +10,8 @@
 use crate::device::Caps;
 use crate::ops::{
     argmax, attention, attention_coop, attention_rope, elementwise, embed, glu, head_norm_rope, kv,
-    matmul, matmul_coop, matvec, norm, quantize, residual_norm, rope, sample, split_k, unary,
+    matmul, matmul_coop, matmul_dense, matvec, norm, quantize, residual_norm, rope, sample,
+    split_k, unary,
 };
 #[cfg(any(test, feature = "parity"))]
 use crate::parity::Check;
@@ -141,6 +142,8 @@ families! {
     /// The same on the tensor cores (cooperative matrices: f16 tiles, f32 accumulation);
     /// only on a device with `Caps::coop_f16` (`Matmul::kernel` picks it).
     MatmulCoop(matmul_coop::MatmulCoopKernel),
+    /// The tensor-core product over F16 weights copied as stored, in larger tiles.
+    MatmulDense(matmul_dense::MatmulDenseKernel),
     /// Split K's second dispatch: the partial products added up and stored through the
     /// product's epilogue.
     MatmulReduceK(split_k::ReduceKKernel),

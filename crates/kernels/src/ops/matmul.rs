@@ -22,6 +22,7 @@ use crate::kernel::{Kernel, KernelFamily};
 use crate::op::Op;
 use crate::ops::epilogue::Epilogue;
 use crate::ops::matmul_coop::MatmulCoopKernel;
+use crate::ops::matmul_dense::{self, DenseTile, MatmulDenseKernel};
 use crate::ops::split::{self, Out, SplitParams};
 use crate::shader::{BLOCKS, Program, SPLIT_PARAMS, ShaderFile, shader_file};
 use crate::tensor::{GpuWeight, View, WeightRows, WeightShape};
@@ -75,6 +76,9 @@ pub enum Tile {
     Small,
     /// 128 x 128, 256 invocations.
     Wide,
+    /// The dense kernel's tiles (F16 weights only, [`crate::ops::matmul_dense`]), 256
+    /// invocations.
+    Dense(DenseTile),
 }
 
 /// The fewest wide workgroups worth the wide tile (about one per SM of an H100, which has
@@ -83,11 +87,20 @@ pub enum Tile {
 const WIDE_MIN_WORKGROUPS: usize = 128;
 
 impl Tile {
-    /// Rows (and tokens) of the tile.
+    /// Rows of the tile.
     pub fn side(self) -> usize {
         match self {
             Tile::Small => 64,
             Tile::Wide => 128,
+            Tile::Dense(t) => t.rows(),
+        }
+    }
+
+    /// Tokens of the tile.
+    pub fn tokens(self) -> usize {
+        match self {
+            Tile::Dense(t) => t.tokens(),
+            _ => self.side(),
         }
     }
 
@@ -96,6 +109,7 @@ impl Tile {
         match self {
             Tile::Small => WORKGROUP,
             Tile::Wide => 256,
+            Tile::Dense(t) => t.workgroup(),
         }
     }
 
@@ -111,10 +125,9 @@ impl Tile {
     }
 
     fn grid(self, n_rows: usize, n_tokens: usize) -> [u32; 3] {
-        let side = self.side();
         [
-            n_rows.div_ceil(side) as u32,
-            n_tokens.div_ceil(side) as u32,
+            n_rows.div_ceil(self.side()) as u32,
+            n_tokens.div_ceil(self.tokens()) as u32,
             1,
         ]
     }
@@ -132,6 +145,7 @@ impl Path {
     fn kernel(self, f: GpuFormat, out: Epilogue) -> Kernel {
         match self {
             Path::F32 => MatmulKernel(f, out).into(),
+            Path::Coop(Some(Tile::Dense(t))) => MatmulDenseKernel(out, t).into(),
             Path::Coop(_) => MatmulCoopKernel(f, out).into(),
         }
     }
@@ -239,6 +253,30 @@ impl Matmul {
         y: View<'_>,
     ) -> Result<Vec<Op>, GpuError> {
         self.ops_with(self.path(caps), w, x, bias, y)
+    }
+
+    /// As [`Matmul::ops`] on the dense tensor-core kernel with tile `tile`
+    /// ([`crate::ops::matmul_dense`]): F16 weights of whole 32-input units only, on a device
+    /// with cooperative matrices (elsewhere its body over emulated coop ops: tests).
+    pub fn dense_ops(
+        self,
+        tile: DenseTile,
+        w: &GpuWeight,
+        x: View<'_>,
+        bias: Option<View<'_>>,
+        y: View<'_>,
+    ) -> Result<Vec<Op>, GpuError> {
+        if !matmul_dense::supports(w.shape.format, w.shape.n_in) {
+            return Err(GpuError::InvalidParams {
+                op: "matmul_dense",
+                detail: format!(
+                    "F16 weights of whole 32-input units only, not {} with {} inputs",
+                    w.shape.format.name(),
+                    w.shape.n_in
+                ),
+            });
+        }
+        self.ops_with(Path::Coop(Some(Tile::Dense(tile))), w, x, bias, y)
     }
 
     /// The parameters of a dispatch over `n_rows` rows of a weight shaped `s`, X at

@@ -18,6 +18,7 @@ pub mod head_norm_rope_kv;
 pub mod kv;
 pub mod matmul;
 pub mod matmul_coop;
+pub mod matmul_dense;
 pub mod matvec;
 pub mod norm;
 pub mod quantize;
