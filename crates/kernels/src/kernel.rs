@@ -11,7 +11,7 @@ use crate::device::Caps;
 use crate::ops::{
     argmax, attention, attention_coop, attention_rope, elementwise, embed, glu, head_norm_rope, kv,
     matmul, matmul_coop, matmul_dense, matvec, norm, quantize, residual_norm, rope, sample,
-    split_k, unary,
+    split_k, unary, widen,
 };
 #[cfg(any(test, feature = "parity"))]
 use crate::parity::Check;
@@ -144,6 +144,8 @@ families! {
     MatmulCoop(matmul_coop::MatmulCoopKernel),
     /// The tensor-core product over F16 weights copied as stored, in larger tiles.
     MatmulDense(matmul_dense::MatmulDenseKernel),
+    /// A weight's rows decoded and rounded to f16, for the dense kernel.
+    Widen(widen::WidenKernel),
     /// Split K's second dispatch: the partial products added up and stored through the
     /// product's epilogue.
     MatmulReduceK(split_k::ReduceKKernel),

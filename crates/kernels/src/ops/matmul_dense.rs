@@ -5,15 +5,22 @@
 //! by 128 or 256 tokens, each subgroup up to 64 x 64 outputs. Its inputs are those of
 //! `matmul_coop` (f16 values, f32 sums), so its bound and checks are that kernel's.
 //!
-//! Picked by naming its tile ([`super::matmul::Tile::Dense`]): the kernels bench measures it
-//! beside the decoding kernel.
+//! A model's prompt block reaches it through the dense route ([`Matmul::dense_route`]): a
+//! block of at least [`DENSE_MIN_TOKENS`] tokens on the tensor cores widens each weight to f16
+//! into a scratch ([`crate::ops::widen`]) and multiplies that here. Elsewhere it is picked by
+//! naming its tile ([`super::matmul::Tile::Dense`]), as the kernels bench does.
 
 use crate::device::Caps;
+use crate::error::GpuError;
 use crate::format::GpuFormat;
 use crate::kernel::KernelFamily;
+use crate::op::Op;
 use crate::ops::epilogue::Epilogue;
-use crate::ops::matmul::program_with;
+use crate::ops::matmul::{Matmul, Path, Tile, program_with};
+use crate::ops::split::Out;
+use crate::ops::widen::{widen_f16, widened_len};
 use crate::shader::{COOP_EMUL, COOP_OPS, Program, ShaderFile, shader_file};
+use crate::tensor::{GpuWeight, View, WeightChunk, WeightRows, WeightShape};
 
 #[cfg(any(test, feature = "parity"))]
 mod parity;
@@ -167,5 +174,104 @@ impl KernelFamily for MatmulDenseKernel {
     #[cfg(any(test, feature = "parity"))]
     fn checks() -> Vec<crate::parity::Check> {
         vec![CHECK]
+    }
+}
+
+/// The fewest tokens of a prompt block that take the dense route ([`Matmul::dense_route`]):
+/// widening a weight costs about one pass over its f16 bytes, which the larger tiles repay
+/// once a block has a few token tiles (docs/PERF.md, D-dense-route).
+pub const DENSE_MIN_TOKENS: usize = 512;
+
+/// The fewest weights (rows x inputs) of a product on the dense route: widening costs a pass
+/// over the weight and a dispatch, which the small models' products do not repay
+/// (gemma-3-270m's gate|up, 2.6 M weights, and SmolLM2's ran 5-6% slower at 922 tokens;
+/// qwen2.5-0.5b's, 8.7 M, 7% faster: D-dense-route).
+const DENSE_MIN_WEIGHTS: usize = 1 << 22;
+
+/// The fewest workgroups of a product on the dense route, about one per SM of an H100 (132):
+/// below it the large tiles leave SMs idle, and `matmul_coop`'s smaller ones do better (the
+/// small models' products at 922 tokens, D-dense-route).
+const DENSE_MIN_WORKGROUPS: usize = 128;
+
+impl DenseTile {
+    fn workgroups(self, n_rows: usize, n_tokens: usize) -> usize {
+        n_rows.div_ceil(self.rows()) * n_tokens.div_ceil(self.tokens())
+    }
+
+    /// The tile of the dense route for `n_rows` x `n_tokens`: 256 rows where that still makes
+    /// [`DENSE_MIN_WORKGROUPS`], else 128 x 128 where that does, else none.
+    pub fn for_shape(n_rows: usize, n_tokens: usize) -> Option<DenseTile> {
+        [DenseTile::Rows, DenseTile::Square]
+            .into_iter()
+            .find(|t| t.workgroups(n_rows, n_tokens) >= DENSE_MIN_WORKGROUPS)
+    }
+}
+
+impl Matmul {
+    /// Whether rows `w` of a prompt block take the dense route, and its tile: widened to f16
+    /// into a scratch of [`widened_len`] words ([`crate::ops::widen`]), then multiplied on the
+    /// dense kernel. For a block on the tensor cores of at least [`DENSE_MIN_TOKENS`] tokens,
+    /// rows of whole 32-input units, at least [`DENSE_MIN_WEIGHTS`] weights, rows enough to
+    /// fill the GPU ([`DenseTile::for_shape`]), and a scratch that fits one binding of
+    /// `max_binding_bytes`.
+    pub fn dense_route(
+        &self,
+        caps: &Caps,
+        w: WeightRows<'_>,
+        max_binding_bytes: u64,
+    ) -> Option<DenseTile> {
+        let s = w.w.shape;
+        let fits = (widened_len(w) as u64) * 4 <= max_binding_bytes;
+        let big = w.n * s.n_in >= DENSE_MIN_WEIGHTS;
+        if !(self.coop(caps) && self.n_tokens >= DENSE_MIN_TOKENS && s.n_in.is_multiple_of(32))
+            || !big
+            || !fits
+        {
+            return None;
+        }
+        DenseTile::for_shape(w.n, self.n_tokens)
+    }
+
+    /// The product [`Matmul::split_ops`] computes (one output of a whole weight as
+    /// [`Matmul::ops`] stores it), on the dense route with tile `tile`: rows `w` widened into
+    /// `scratch` ([`widened_len`] words from its offset 0, another buffer than x and y), then
+    /// the dense kernel over it. One op per weight chunk the rows touch, then the product.
+    pub fn dense_route_ops(
+        self,
+        tile: DenseTile,
+        w: WeightRows<'_>,
+        x: View<'_>,
+        bias: Option<View<'_>>,
+        outs: &[Out<'_>],
+        scratch: View<'_>,
+    ) -> Result<Vec<Op>, GpuError> {
+        if scratch.offset != 0 {
+            return Err(GpuError::InvalidParams {
+                op: "matmul dense route",
+                detail: format!(
+                    "a scratch from element {}; the dense kernel reads its weight from 0",
+                    scratch.offset
+                ),
+            });
+        }
+        let mut ops = widen_f16(w, scratch)?;
+        let widened = GpuWeight {
+            shape: WeightShape {
+                format: GpuFormat::F16,
+                n_in: w.w.shape.n_in,
+                n_out: w.n,
+            },
+            chunks: vec![WeightChunk {
+                buf: scratch.t.buf.clone(),
+                first_row: 0,
+                n_rows: w.n,
+            }],
+        };
+        let path = Path::Coop(Some(Tile::Dense(tile)));
+        ops.extend(match outs {
+            [one] if w.is_whole() => self.ops_with(path, &widened, x, bias, one.y)?,
+            _ => self.split_ops_with(path, widened.all_rows(), x, bias, outs)?,
+        });
+        Ok(ops)
     }
 }

@@ -30,3 +30,4 @@ mod sample_ref;
 pub mod split;
 pub mod split_k;
 pub mod unary;
+pub mod widen;

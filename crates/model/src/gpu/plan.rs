@@ -30,6 +30,7 @@ use rullama_kernels::ops::head_norm_rope::{HeadNormRope, Heads};
 use rullama_kernels::ops::head_norm_rope_kv::KvStore;
 use rullama_kernels::ops::kv::{KvAppend, KvCache as LayerCache, KvLayout};
 use rullama_kernels::ops::matmul::{Matmul, Strides};
+use rullama_kernels::ops::matmul_dense::DenseTile;
 use rullama_kernels::ops::matvec::{
     Input, NormInput, ResidualRows, ScaledInput, matvec_bias_input, matvec_glu, matvec_glu_out,
     matvec_input, matvec_residual, matvec_split_input, q8_supported, residual_partials,
@@ -42,6 +43,7 @@ use rullama_kernels::ops::sample::{Sample, Sampling, TopKDrawParams};
 use rullama_kernels::ops::split::Out;
 use rullama_kernels::ops::split_k::SplitK;
 use rullama_kernels::ops::unary::unary;
+use rullama_kernels::ops::widen::widened_len;
 use rullama_kernels::{
     BufferId, Dtype, Gpu, GpuBuffer, GpuError, GpuTensor, GpuWeight, Kernel, Op, OpId, Readback,
     Step, StepBuilder, StepProfile, View, WeightRows,
@@ -476,6 +478,15 @@ impl Binding {
             }
         }
     }
+}
+
+/// A prompt block's product beyond its one kernel ([`Lower::route`]), with its scratch.
+#[derive(Debug, Clone, Copy)]
+enum Route {
+    /// Its inputs split `SplitK` ways, the partial sums in the scratch.
+    SplitK(SplitK, Loc),
+    /// Widened to f16 into the scratch, then the dense kernel with this tile.
+    Dense(DenseTile, Loc),
 }
 
 /// How a product reads its input ([`Lower::feed`]).
@@ -1057,40 +1068,50 @@ impl<'a> Lower<'a> {
         let out = self.alloc(len)?;
         let rows = rows(w)?;
         let feed = self.feed(m, x, rows)?;
-        let split_k = self.split_k(rows, x, feed)?;
+        let route = self.route(rows, x, feed)?;
         let outs = [Out::new(self.view(out), rows.n)];
-        let ops = self.product(rows, x, feed, bias, &outs, split_k);
-        self.record_product(ops, split_k)?;
+        let ops = self.product(rows, x, feed, bias, &outs, route);
+        self.record_product(ops, route)?;
         Ok(out)
     }
 
-    /// How a prompt block's product over `rows` splits its inputs (`ops::split_k`: products
-    /// of few output tiles), with a scratch from the pool for the partial sums.
-    fn split_k(
+    /// How a prompt block's product over `rows` runs beyond its one kernel, with a scratch
+    /// from the pool: on the dense route (`ops::matmul_dense`: long blocks, the weight
+    /// widened to f16 once) or with its inputs split (`ops::split_k`: products of few output
+    /// tiles). A product reading a fused input (decode only) takes neither.
+    fn route(
         &mut self,
         rows: WeightRows<'_>,
         x: Src,
         feed: Feed,
-    ) -> Result<Option<(SplitK, Loc)>, GpuError> {
+    ) -> Result<Option<Route>, GpuError> {
+        if !matches!(feed, Feed::Vector) {
+            return Ok(None);
+        }
         let block = self.block(x.rows);
-        match block.split_k(&self.gpu.caps, rows) {
-            Some(k) if matches!(feed, Feed::Vector) => {
+        let caps = &self.gpu.caps;
+        if let Some(tile) = block.dense_route(caps, rows, self.gpu.max_binding_bytes()) {
+            let scratch = self.alloc(widened_len(rows))?;
+            return Ok(Some(Route::Dense(tile, scratch)));
+        }
+        match block.split_k(caps, rows) {
+            Some(k) => {
                 let scratch = self.alloc(block.split_k_scratch(rows, k))?;
-                Ok(Some((k, scratch)))
+                Ok(Some(Route::SplitK(k, scratch)))
             }
-            _ => Ok(None),
+            None => Ok(None),
         }
     }
 
-    /// Records a product's ops; its split-K scratch, if any, goes back to the pool (the
-    /// reduction that reads it is recorded).
+    /// Records a product's ops; its route's scratch, if any, goes back to the pool (the ops
+    /// that read it are recorded).
     fn record_product(
         &mut self,
         ops: Result<Vec<Op>, GpuError>,
-        split_k: Option<(SplitK, Loc)>,
+        route: Option<Route>,
     ) -> Result<(), GpuError> {
         self.extend(ops)?;
-        if let Some((_, scratch)) = split_k {
+        if let Some(Route::SplitK(_, scratch) | Route::Dense(_, scratch)) = route {
             self.pool.release(scratch.buf);
         }
         Ok(())
@@ -1207,7 +1228,7 @@ impl<'a> Lower<'a> {
     /// kernel, anything else its split outputs; a block of tokens on the tensor cores where
     /// the device has them and the backend allows.
     /// A decode product reads its input as `feed` says; a prompt block's splits its inputs
-    /// where [`Lower::split_k`] said so.
+    /// takes the route [`Lower::route`] chose.
     fn product(
         &self,
         rows: WeightRows<'_>,
@@ -1215,15 +1236,21 @@ impl<'a> Lower<'a> {
         feed: Feed,
         bias: Option<&GpuWeightRef>,
         outs: &[Out<'_>],
-        split_k: Option<(SplitK, Loc)>,
+        route: Option<Route>,
     ) -> Result<Vec<Op>, GpuError> {
         let bias = bias.map(values).transpose()?;
         let xv = self.src(x);
         let input = self.input(x, feed)?;
         let n = x.rows;
         let block = self.block(n);
-        if let Some((k, scratch)) = split_k {
-            return block.split_k_ops(rows, xv, bias, outs, self.view(scratch), k);
+        match route {
+            Some(Route::SplitK(k, scratch)) => {
+                return block.split_k_ops(rows, xv, bias, outs, self.view(scratch), k);
+            }
+            Some(Route::Dense(tile, scratch)) => {
+                return block.dense_route_ops(tile, rows, xv, bias, outs, self.view(scratch));
+            }
+            None => {}
         }
         let caps = &self.gpu.caps;
         match (outs, bias) {
@@ -1264,7 +1291,7 @@ impl<'a> Lower<'a> {
         let first = rows(w)?;
         let rows = first.w.rows(first.first..first.first + total);
         let feed = self.feed(parts[0].matmul, *x, rows)?;
-        let split_k = self.split_k(rows, *x, feed)?;
+        let route = self.route(rows, *x, feed)?;
         let t = &self.pool.bufs[buf];
         let outs: Vec<Out<'_>> = if x.rows == 1 {
             vec![Out::new(View::from(t), total)]
@@ -1279,8 +1306,8 @@ impl<'a> Lower<'a> {
                 })
                 .collect()
         };
-        let ops = self.product(rows, *x, feed, bias, &outs, split_k);
-        self.record_product(ops, split_k)
+        let ops = self.product(rows, *x, feed, bias, &outs, route);
+        self.record_product(ops, route)
     }
 
     /// The matvec over gate|up (matmul nodes `gate` and `up`, one token, consecutive rows of

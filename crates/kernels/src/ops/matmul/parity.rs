@@ -6,6 +6,7 @@ use crate::device::Gpu;
 use crate::ops::epilogue::bias_bound;
 use crate::ops::matvec::matvec_bias_ref;
 use crate::ops::split_k::SplitK;
+use crate::ops::widen::widened_len;
 use crate::parity::data::{Rng, n_in_block, random_f32, random_weight};
 use crate::parity::{Check, Compare, U, run_read};
 use crate::tensor::{Dtype, GpuTensor};
@@ -189,8 +190,17 @@ impl Case {
             stride: ys,
         };
         let sv = View::at(&scratch, 0);
-        let ops = match self.k_splits {
-            1 => m.ops_with(path, &wt, xv, bv, yv)?,
+        // A dense tile over a weight that is not F16 is the dense route: widened, then dense.
+        let widened = match self.tile {
+            Some(Tile::Dense(_)) if format != GpuFormat::F16 => widened_len(wt.all_rows()),
+            _ => 0,
+        };
+        let wide = GpuTensor::zeros(gpu, &[widened.max(1)], Dtype::F32);
+        let ops = match (self.k_splits, self.tile) {
+            (1, Some(Tile::Dense(t))) if widened > 0 => {
+                m.dense_route_ops(t, wt.all_rows(), xv, bv, &[out], View::at(&wide, 0))?
+            }
+            (1, _) => m.ops_with(path, &wt, xv, bv, yv)?,
             _ => m.split_k_ops(wt.all_rows(), xv, bv, &[out], sv, k)?,
         };
         let y: Vec<f32> = run_read(gpu, ops, &yt, 0, y_len)?;

@@ -1,5 +1,6 @@
 //! The dense tensor-core matmul's parity checks: `matmul_coop`'s bound (the same f16 inputs
-//! and f32 sums) on F16 weights, every tile, partial tiles, chunks and a bias.
+//! and f32 sums) on F16 weights and, through the dense route, on weights of every format;
+//! every tile, partial tiles, chunks and a bias.
 
 use super::*;
 use crate::device::Gpu;
@@ -29,10 +30,12 @@ fn case(rng: &mut Rng) -> Case {
     } else {
         (rng.range(1, 300), rng.range(1, 300))
     };
+    // F16 as the dense kernel's own weights; any other format through the dense route.
+    let format = rng.pick(&GpuFormat::ALL);
     Case {
-        format: GpuFormat::F16,
+        format,
         n_out,
-        n_in: 32 * rng.range(1, 5),
+        n_in: format.block_weights().max(32) * rng.range(1, 3),
         n_tokens,
         chunk_rows: if aligned {
             tile.rows() * rng.range(1, 3)
@@ -65,8 +68,9 @@ mod tests {
     }
 
     /// The kernel's body over emulated coop ops (lavapipe): every tile, once over whole
-    /// tiles (the direct store, two units so both stages turn) and once over partial ones
-    /// with a bias (the scratch store), on shapes small enough for the emulation.
+    /// tiles (the direct store, two units so both stages turn), once over partial ones with a
+    /// bias (the scratch store) and once on the dense route (a quantized weight in chunks,
+    /// widened first), on shapes small enough for the emulation.
     #[test]
     fn body_matches_reference() {
         let Some(gpu) =
@@ -102,7 +106,14 @@ mod tests {
                 seed: rng.next_u64(),
                 ..whole
             };
-            for c in [whole, partial] {
+            // The dense route: a quantized weight in chunks, widened to f16 first.
+            let route = Case {
+                format: rng.pick(&[GpuFormat::Q4K, GpuFormat::Q6K, GpuFormat::Q8_0]),
+                n_in: 256,
+                seed: rng.next_u64(),
+                ..partial
+            };
+            for c in [whole, partial, route] {
                 let r = c.run(gpu, true, &ROUNDED).unwrap();
                 assert!(r.max_ratio <= 1.0, "{c:?}: {}", r.worst);
             }
