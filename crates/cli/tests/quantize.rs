@@ -259,3 +259,34 @@ fn hostile_inputs() {
     assert!(!ok && stderr.contains("replace the input"), "{stderr}");
     assert_eq!(std::fs::read(&good).unwrap(), bytes);
 }
+
+/// F16 and BF16 inputs (what converters write): decoded without --allow-requantize, and an
+/// F16 matrix re-encoded as BF16 holds the same values where BF16 keeps them exactly.
+#[test]
+fn half_precision_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let f16 = tiny_file(dir.path(), Tiny::Smollm2, Mix::F16);
+    let bf16 = dir.path().join("bf16.gguf");
+    let (ok, _, stderr) = run(&f16, &bf16, "bf16", &[]);
+    assert!(ok, "{stderr}");
+    let q4 = dir.path().join("q4.gguf");
+    let (ok, _, stderr) = run(&bf16, &q4, "Q4_0", &[]);
+    assert!(ok, "{stderr}");
+    let (a, b) = (
+        GgufFile::open(&f16).unwrap(),
+        GgufFile::open(&bf16).unwrap(),
+    );
+    let q4 = GgufFile::open(&q4).unwrap();
+    let view = |f: &GgufFile, name: &str| f.tensor(name).unwrap().info.ggml_type;
+    let name = "blk.0.ffn_up.weight";
+    assert_eq!(view(&a, name), GgmlType::F16);
+    assert_eq!(view(&b, name), GgmlType::Bf16);
+    assert_eq!(view(&q4, name), GgmlType::Q4_0);
+    // BF16 rounds the f16 mantissa (10 bits) to 7 bits: the values agree to 2^-8 relative.
+    let (x, y) = (a.tensor(name).unwrap(), b.tensor(name).unwrap());
+    let xs = rullama_quant::dequantize_to_vec(Format::Ggml(GgmlType::F16), x.data).unwrap();
+    let ys = rullama_quant::dequantize_to_vec(Format::Ggml(GgmlType::Bf16), y.data).unwrap();
+    for (x, y) in xs.iter().zip(&ys) {
+        assert!((x - y).abs() <= x.abs() / 256.0, "{x} -> {y}");
+    }
+}
