@@ -140,6 +140,15 @@ fn layer_of(name: &str) -> Option<i64> {
     rest[..end].parse().ok()
 }
 
+/// The order llama.cpp's loader keeps tensors in (`weight_name_comparer`), which is the order
+/// llama-quantize writes them and counts layers in: tensors outside the blocks first, then
+/// by layer, each group by name. Returns indices into `names`.
+pub fn llama_order<S: AsRef<str>>(names: &[S]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..names.len()).collect();
+    order.sort_by_key(|&i| (layer_of(names[i].as_ref()).unwrap_or(-1), names[i].as_ref()));
+    order
+}
+
 /// The type of every tensor of `tensors` (in the same order) in file type `ftype`.
 pub fn tensor_types(
     ftype: FileType,
@@ -150,9 +159,9 @@ pub fn tensor_types(
     let n_attn_v = cats.iter().filter(|c| c.is_attn_v()).count();
     let cx = facts.context(!cats.contains(&Category::Output));
     let default = ftype.default_type();
-    // The counters run in llama.cpp's tensor order: by layer (none first), then by name.
-    let mut order: Vec<usize> = (0..tensors.len()).collect();
-    order.sort_by_key(|&i| (layer_of(tensors[i].name).unwrap_or(-1), tensors[i].name));
+    // The counters run in llama.cpp's tensor order.
+    let names: Vec<&str> = tensors.iter().map(|t| t.name).collect();
+    let order = llama_order(&names);
     let (mut i_attn_v, mut i_ffn) = (0, [0usize; 3]);
     let mut types = vec![GgmlType::F32; tensors.len()];
     for i in order {

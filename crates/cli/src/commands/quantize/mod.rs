@@ -5,8 +5,8 @@
 //! metadata key is kept, `general.file_type` and `general.quantization_version` set. Tensors
 //! stream from IN to OUT a chunk of rows at a time (`convert.rs`), so memory stays at a few
 //! chunks; OUT is written as a temporary file beside it and renamed once complete, so an
-//! error or Ctrl-C leaves no partial OUT. Tensor order is IN's (llama-quantize sorts by
-//! layer; the types are the same either way).
+//! error or Ctrl-C leaves no partial OUT. Tensors are written in llama-quantize's order (by
+//! layer, then name) with its key order, so OUT has the layout llama-quantize gives it.
 
 mod convert;
 
@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rullama_gguf::{GgmlType, GgufFile, Metadata, RangedFile, TensorInfo, TensorStream};
-use rullama_quant::mix::{FileType, MixError, MixTensor, ModelFacts, tensor_types};
+use rullama_quant::mix::{FileType, MixError, MixTensor, ModelFacts, llama_order, tensor_types};
 use rullama_quant::{Format, QuantError};
 use serde::Serialize;
 
@@ -113,11 +113,13 @@ struct Report {
 /// llama.cpp's `GGML_QNT_VERSION`, which llama-quantize writes.
 const QUANTIZATION_VERSION: u32 = 2;
 
-/// The metadata of OUT: IN's, with the file type set and the split keys gone (the output is
-/// one file).
+/// The metadata of OUT: IN's, then the quantization version and file type (moved last, where
+/// llama-quantize's `gguf_set_val_u32` puts them), without the split keys (OUT is one file).
 fn output_metadata(meta: &Metadata, ftype: FileType) -> Metadata {
     let mut meta = meta.clone();
+    meta.remove("general.quantization_version");
     meta.insert("general.quantization_version", QUANTIZATION_VERSION);
+    meta.remove("general.file_type");
     meta.insert("general.file_type", ftype.id());
     for key in ["split.no", "split.count", "split.tensors.count"] {
         meta.remove(key);
@@ -125,13 +127,14 @@ fn output_metadata(meta: &Metadata, ftype: FileType) -> Metadata {
     meta
 }
 
-/// Each tensor's output type, after checking it can be produced from its input type.
-fn plan(
+/// Each tensor of IN with its description in OUT, in the order OUT holds them, after checking
+/// that each can be produced from what IN holds.
+fn plan<'a>(
     path: &Path,
-    file: &GgufFile<RangedFile>,
+    file: &'a GgufFile<RangedFile>,
     ftype: FileType,
     allow_requantize: bool,
-) -> Result<Vec<TensorInfo>, CliError> {
+) -> Result<Vec<(&'a TensorInfo, TensorInfo)>, CliError> {
     let meta = file.metadata();
     if let Some(count) = meta.get_opt::<&rullama_gguf::Value>("split.count")? {
         let count = count.as_u64_lenient().unwrap_or(0);
@@ -154,38 +157,34 @@ fn plan(
         path: path.to_path_buf(),
         error,
     })?;
+    let names: Vec<&str> = infos.iter().map(|i| i.name.as_str()).collect();
     let mut out = Vec::with_capacity(infos.len());
-    for (info, to) in infos.into_iter().zip(types) {
-        let from = info.ggml_type;
-        if from != to {
-            let named = |e: fn(PathBuf, String, GgmlType) -> QuantizeError| {
-                e(path.to_path_buf(), info.name.clone(), from)
-            };
-            if !rullama_quant::is_supported(Format::Ggml(from)) {
-                return Err(named(|path, tensor, ggml_type| QuantizeError::Unreadable {
+    for i in llama_order(&names) {
+        let (info, to) = (infos[i], types[i]);
+        let (tensor, ggml_type) = (info.name.clone(), info.ggml_type);
+        let path = path.to_path_buf();
+        if ggml_type != to {
+            if !rullama_quant::is_supported(Format::Ggml(ggml_type)) {
+                let e = QuantizeError::Unreadable {
                     path,
                     tensor,
                     ggml_type,
-                })
-                .into());
+                };
+                return Err(e.into());
             }
-            let plain = matches!(from, GgmlType::F32 | GgmlType::F16 | GgmlType::Bf16);
+            let plain = matches!(ggml_type, GgmlType::F32 | GgmlType::F16 | GgmlType::Bf16);
             if !plain && !allow_requantize {
-                return Err(named(|path, tensor, ggml_type| QuantizeError::Requantize {
+                let e = QuantizeError::Requantize {
                     path,
                     tensor,
                     ggml_type,
-                })
-                .into());
+                };
+                return Err(e.into());
             }
         }
-        let typed = TensorInfo::new(info.name.as_str(), &info.dims, to, 0);
-        out.push(
-            typed.map_err(|error| rullama_gguf::GgufError::InvalidTensor {
-                tensor: info.name.clone(),
-                error,
-            })?,
-        );
+        let typed = TensorInfo::new(info.name.as_str(), &info.dims, to, 0)
+            .map_err(|error| rullama_gguf::GgufError::InvalidTensor { tensor, error })?;
+        out.push((info, typed));
     }
     Ok(out)
 }
@@ -220,7 +219,8 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         let path = args.output.clone();
         return Err(QuantizeError::SameFile { path }.into());
     }
-    let infos = plan(&args.input, &file, ftype, args.allow_requantize)?;
+    let plan = plan(&args.input, &file, ftype, args.allow_requantize)?;
+    let infos: Vec<TensorInfo> = plan.iter().map(|(_, to)| to.clone()).collect();
     let meta = output_metadata(file.metadata(), ftype);
     let threads = args
         .threads
@@ -258,7 +258,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     )
     .map_err(|e| e.in_file(temp.path()))?;
     let mut converted = 0;
-    for (from, to) in file.tensors().zip(&infos) {
+    for (from, to) in &plan {
         bar.set_message(from.name.clone());
         if from.ggml_type == to.ggml_type {
             convert::copy(&file, from, &mut stream, &done)?;
