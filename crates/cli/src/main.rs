@@ -42,6 +42,9 @@ enum Command {
     /// Describe a model file: architecture, hyper-parameters, tokenizer, tensors; with
     /// `--gpu`, the device memory the GPU executor holds for it.
     Inspect(commands::inspect::Args),
+    /// Convert a GGUF model to one of llama-quantize's file types (Q4_K_M, Q8_0, ...): each
+    /// tensor's type chosen as llama-quantize chooses it, every metadata key kept.
+    Quantize(commands::quantize::Args),
     /// Turn text into token ids exactly as llama.cpp does (ids and pieces; `--json`).
     Tokenize(commands::tokenize::Args),
 }
@@ -54,6 +57,7 @@ fn main() -> ExitCode {
         Command::Perplexity(args) => commands::perplexity::run(&args),
         Command::Bench(args) => commands::bench::run(&args),
         Command::Inspect(args) => commands::inspect::run(&args),
+        Command::Quantize(args) => commands::quantize::run(&args),
         Command::Tokenize(args) => commands::tokenize::run(&args),
     };
     match result {

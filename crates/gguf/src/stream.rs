@@ -22,6 +22,8 @@ pub struct TensorStream<W: Write> {
     infos: Vec<TensorInfo>,
     alignment: u64,
     next: usize,
+    /// Bytes of the next tensor's data written so far ([`TensorStream::write_part`]).
+    part: u64,
     written: u64,
 }
 
@@ -59,6 +61,7 @@ impl<W: Write> TensorStream<W> {
             infos,
             alignment,
             next: 0,
+            part: 0,
             written,
         })
     }
@@ -70,25 +73,56 @@ impl<W: Write> TensorStream<W> {
 
     /// Write the data of the next tensor: exactly the bytes its shape and type need.
     pub fn write_tensor(&mut self, data: &[u8]) -> Result<()> {
-        let info = self
-            .infos
-            .get(self.next)
-            .ok_or(GgufError::StreamTensorCount {
-                declared: self.infos.len(),
-                written: self.next + 1,
-            })?;
-        if info.n_bytes != data.len() as u64 {
+        let info = self.current()?;
+        if self.part != 0 || info.n_bytes != data.len() as u64 {
             return Err(GgufError::TensorDataSize {
                 tensor: info.name.clone(),
                 expected: info.n_bytes,
-                got: data.len() as u64,
+                got: self.part + data.len() as u64,
+            });
+        }
+        self.write_part(data)
+    }
+
+    /// Write the next bytes of the next tensor's data, for a tensor produced a few rows at a
+    /// time (a quantizer that never holds a whole tensor). Once its bytes are complete the
+    /// padding follows and the tensor after it is next; more bytes than it has left are an
+    /// error, and so is [`TensorStream::finish`] before its last byte.
+    pub fn write_part(&mut self, data: &[u8]) -> Result<()> {
+        // Every tensor has at least one byte (GGML has no zero dimension), so nothing to
+        // write never completes one, even after the last.
+        if data.is_empty() {
+            return Ok(());
+        }
+        let info = self.current()?;
+        let (n_bytes, part) = (info.n_bytes, self.part + data.len() as u64);
+        if part > n_bytes {
+            return Err(GgufError::TensorDataSize {
+                tensor: info.name.clone(),
+                expected: n_bytes,
+                got: part,
             });
         }
         self.w.write_all(data)?;
         self.written += data.len() as u64;
-        self.written += pad(&mut self.w, self.written, self.alignment)?;
-        self.next += 1;
+        self.part = part;
+        if part == n_bytes {
+            self.written += pad(&mut self.w, self.written, self.alignment)?;
+            self.next += 1;
+            self.part = 0;
+        }
         Ok(())
+    }
+
+    /// The info of the tensor whose data comes next, or the error of writing one more tensor
+    /// than declared.
+    fn current(&self) -> Result<&TensorInfo> {
+        self.infos
+            .get(self.next)
+            .ok_or(GgufError::StreamTensorCount {
+                declared: self.infos.len(),
+                written: self.next + 1,
+            })
     }
 
     /// Check every declared tensor was written and flush; returns the bytes written.

@@ -282,3 +282,73 @@ fn tensor_stream_checks_sizes_and_counts() {
     let err = TensorStream::new(Vec::new(), &meta, vec![info("a"), info("a")]).unwrap_err();
     assert!(matches!(err, GgufError::TensorAddedTwice { .. }));
 }
+
+/// Tensors written a few bytes at a time (in pieces of 1, 7, 64 bytes and the rest) make the
+/// same file as whole ones; a piece past a tensor's end and a whole tensor after a piece are
+/// errors, and so is finishing inside a tensor.
+#[test]
+fn tensor_stream_writes_tensors_in_parts() {
+    let (w, tensors) = everything();
+    let mut expected = Vec::new();
+    w.write_to(&mut expected).unwrap();
+    let infos: Vec<TensorInfo> = tensors
+        .iter()
+        .map(|(name, dims, t, _)| TensorInfo::new(*name, dims, *t, 0).unwrap())
+        .collect();
+    let mut bytes = Vec::new();
+    let mut stream = TensorStream::new(&mut bytes, w.metadata(), infos).unwrap();
+    for (_, _, _, data) in &tensors {
+        let mut rest = data.as_slice();
+        for n in [1, 7, 64] {
+            let (piece, tail) = rest.split_at(n.min(rest.len()));
+            stream.write_part(piece).unwrap();
+            rest = tail;
+        }
+        stream.write_part(rest).unwrap();
+    }
+    stream.finish().unwrap();
+    assert_eq!(bytes, expected);
+
+    let meta = rullama_gguf::Metadata::new();
+    let info = |name: &str| TensorInfo::new(name, &[4], GgmlType::F32, 0).unwrap();
+    let mut stream = TensorStream::new(Vec::new(), &meta, vec![info("a"), info("b")]).unwrap();
+    stream.write_part(&[0; 10]).unwrap();
+    let err = stream.write_part(&[0; 7]).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            GgufError::TensorDataSize {
+                expected: 16,
+                got: 17,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = stream.write_tensor(&[0; 16]).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            GgufError::TensorDataSize {
+                expected: 16,
+                got: 26,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    stream.write_part(&[0; 6]).unwrap();
+    assert_eq!(stream.next_tensor().unwrap().name, "b");
+    stream.write_part(&[0; 8]).unwrap();
+    let err = stream.finish().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            GgufError::StreamTensorCount {
+                declared: 2,
+                written: 1
+            }
+        ),
+        "{err}"
+    );
+}

@@ -37,6 +37,7 @@ pub mod float;
 pub mod iq4_nl;
 pub mod iq4_xs;
 pub mod kquants;
+pub mod mix;
 pub mod nf4;
 pub mod q1_0_g128;
 pub mod q4_0;

@@ -148,6 +148,14 @@ impl FormatOps {
         Ok(out)
     }
 
+    /// Encode `x` into `out`, which must be exactly the bytes of `x`'s blocks: a caller that
+    /// quantizes a model chunk by chunk (or thread by thread) reuses its buffers.
+    pub fn quantize_into(&self, x: &[f32], out: &mut [u8]) -> Result<(), QuantError> {
+        self.check_values(out.len(), x.len())?;
+        (self.quantize)(x, out);
+        Ok(())
+    }
+
     /// `sum_i w_i x_i` for the weights `w` in `bytes`; `x` must match them in length.
     pub fn dot(&self, bytes: &[u8], x: &[f32]) -> Result<f32, QuantError> {
         self.check_values(bytes.len(), x.len())?;

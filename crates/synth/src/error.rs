@@ -40,4 +40,8 @@ pub enum SynthError {
         /// What is wrong with its dims.
         error: ShapeError,
     },
+
+    /// A preset whose rows the mix cannot type (a preset table error).
+    #[error(transparent)]
+    Mix(#[from] rullama_quant::mix::MixError),
 }

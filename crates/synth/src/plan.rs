@@ -7,7 +7,7 @@ use rullama_gguf::Value;
 use crate::shapes::{Family, Shape};
 use crate::weights::Dist;
 
-/// What a tensor is, as far as the quant mix cares.
+/// What a tensor is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
     /// `token_embd.weight`: the embedding table (also the LM head when tied).
@@ -41,7 +41,7 @@ pub struct TensorPlan {
     pub name: String,
     /// GGML order: `dims[0]` is the row length (the input size of a matrix).
     pub dims: Vec<u64>,
-    /// What it is, for the quant mix.
+    /// What it is (which draws its values; the quant mix goes by its name).
     pub role: Role,
     /// The block it belongs to (0 for the tensors outside the blocks).
     pub layer: usize,

@@ -8,7 +8,8 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
-use rullama_gguf::{Metadata, TensorInfo, TensorStream};
+use rullama_gguf::{GgmlType, Metadata, TensorInfo, TensorStream};
+use rullama_quant::mix::{MixTensor, ModelFacts, tensor_types};
 
 use crate::error::{Result, SynthError};
 use crate::mix::Mix;
@@ -57,12 +58,30 @@ impl Synth {
     /// The tensors, with their types, of the model for a vocabulary of `n_vocab`.
     pub fn tensor_infos(&self, n_vocab: usize) -> Result<(Plan, Vec<TensorInfo>)> {
         let plan = Plan::new(self.preset.shape(), n_vocab);
-        let (n_layer, tied) = (plan.shape.n_layer, plan.shape.tied);
+        let s = &plan.shape;
+        let facts = ModelFacts {
+            arch: s.family.arch_name().to_string(),
+            n_layer: s.n_layer,
+            n_head: s.n_head,
+            n_head_kv: s.n_head_kv,
+            n_expert: 0,
+        };
+        // Written as F32 by a converter, then typed by llama-quantize's rule.
+        let mix: Vec<MixTensor<'_>> = plan
+            .tensors
+            .iter()
+            .map(|t| MixTensor {
+                name: &t.name,
+                dims: &t.dims,
+                ggml_type: GgmlType::F32,
+            })
+            .collect();
+        let types = tensor_types(self.mix.ftype(), &facts, &mix)?;
         let infos = plan
             .tensors
             .iter()
-            .map(|t| {
-                let ggml_type = self.mix.type_of(t, n_layer, tied);
+            .zip(types)
+            .map(|(t, ggml_type)| {
                 TensorInfo::new(t.name.as_str(), &t.dims, ggml_type, 0).map_err(|error| {
                     SynthError::Shape {
                         tensor: t.name.clone(),

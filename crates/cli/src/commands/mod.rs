@@ -5,6 +5,7 @@ pub mod chat;
 pub mod generation;
 pub mod inspect;
 pub mod perplexity;
+pub mod quantize;
 pub mod run;
 pub mod tokenize;
 pub mod validate;
@@ -31,6 +32,8 @@ pub enum CliError {
     Usage(String),
     #[error("reading input or writing output: {0}")]
     Output(#[from] std::io::Error),
+    #[error(transparent)]
+    Quantize(#[from] quantize::QuantizeError),
     #[error("encoding JSON: {0}")]
     Json(#[from] serde_json::Error),
     /// Ctrl-C ended the command: exit status 130, as a shell reports SIGINT, and no message.
