@@ -1,6 +1,7 @@
 // Rows first_row .. first_row + n_rows of a weight chunk in any format, decoded by the format
 // file's `decode_half` (as matmul_coop.wgsl stages them) and rounded to f16 into `out`, row r
-// at word out_offset + r * n_in / 2: the layout of an F16 weight of those rows, which
+// at word 4 out_offset + r * n_in / 2 (out_offset counts 16-byte quads, so each half unit's
+// 32 bytes are two quad stores): the layout of an F16 weight of those rows, which
 // matmul_dense.wgsl then multiplies in its larger tiles. A prompt block dequantizes each weight
 // once instead of once per token tile. n_in is a multiple of 32 (whole units), so every half
 // unit (16 weights, 8 words) is inside the row.
@@ -18,7 +19,7 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> w: array<vec4<u32>>;
-@group(0) @binding(2) var<storage, read_write> out: array<u32>;
+@group(0) @binding(2) var<storage, read_write> out: array<vec4<u32>>;
 // The weight chunk once more, as words, for the scalar reads of common/blocks.wgsl.
 @group(0) @binding(3) var<storage, read> w_words: array<u32>;
 
@@ -42,13 +43,17 @@ fn main(
     let u = h / 2u;
     let blk = (p.first_row + row) * p.row_bytes + (u / BLOCK_UNITS) * BLOCK_BYTES;
     let q = decode_half(blk, u % BLOCK_UNITS, h % 2u);
-    let o = p.out_offset + row * (p.n_in / 2u) + 8u * h;
-    out[o] = pack2x16float(q[0].xy);
-    out[o + 1u] = pack2x16float(q[0].zw);
-    out[o + 2u] = pack2x16float(q[1].xy);
-    out[o + 3u] = pack2x16float(q[1].zw);
-    out[o + 4u] = pack2x16float(q[2].xy);
-    out[o + 5u] = pack2x16float(q[2].zw);
-    out[o + 6u] = pack2x16float(q[3].xy);
-    out[o + 7u] = pack2x16float(q[3].zw);
+    let o = p.out_offset + row * (p.n_in / 8u) + 2u * h;
+    out[o] = vec4<u32>(
+        pack2x16float(q[0].xy),
+        pack2x16float(q[0].zw),
+        pack2x16float(q[1].xy),
+        pack2x16float(q[1].zw),
+    );
+    out[o + 1u] = vec4<u32>(
+        pack2x16float(q[2].xy),
+        pack2x16float(q[2].zw),
+        pack2x16float(q[3].xy),
+        pack2x16float(q[3].zw),
+    );
 }

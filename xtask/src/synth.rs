@@ -70,7 +70,13 @@ pub fn run(args: &Args) -> Result<(), String> {
     let family = preset.shape().family.arch_name();
     let vocab = match &args.tokenizer {
         Some(path) => Vocab::open(path).map_err(|e| e.to_string())?,
-        None => preset.tokenizer_style().vocab(),
+        // A synthetic tokenizer is a few hundred tokens; a full-size preset pads it to its
+        // real vocabulary (the embedding and output rows are most of a small model).
+        None if preset.is_tiny() => preset.tokenizer_style().vocab(),
+        None => preset
+            .tokenizer_style()
+            .vocab()
+            .padded_to(preset.shape().n_vocab),
     };
     if let Some(source) = vocab.source_arch.as_deref().filter(|&a| a != family) {
         eprintln!("note: the tokenizer comes from a `{source}` file, the model is `{family}`");

@@ -6,11 +6,14 @@
 
 use std::path::Path;
 
-use rullama_gguf::{GgufError, GgufFile, GgufWriter, Metadata, Value};
+use rullama_gguf::{Array, GgufError, GgufFile, GgufWriter, Metadata, Value};
 
 use crate::error::{Result, SynthError};
 
 const TOKENS: &str = "tokenizer.ggml.tokens";
+
+/// llama.cpp's `LLAMA_TOKEN_TYPE_UNUSED`.
+const UNUSED: i32 = 5;
 
 /// The `tokenizer.*` keys of a GGUF file, in file order.
 #[derive(Debug, Clone)]
@@ -38,6 +41,34 @@ impl Vocab {
             keys,
             n_tokens,
         })
+    }
+
+    /// This vocabulary grown to `n` tokens (if it has fewer) by unused tokens `<unused_i>`
+    /// (llama.cpp's token type 5, score 0, as real vocabularies pad theirs): a synthetic
+    /// tokenizer of a few hundred tokens then gives the model the real one's embedding and
+    /// output rows (Llama 3's 128,256), which a prefill's and a decode's cost depends on.
+    pub fn padded_to(mut self, n: usize) -> Vocab {
+        let extra = n.saturating_sub(self.n_tokens);
+        if extra == 0 {
+            return self;
+        }
+        let first = self.n_tokens;
+        for (key, value) in &mut self.keys {
+            match (key.as_str(), value) {
+                (TOKENS, Value::Array(Array::String(t))) => {
+                    t.extend((first..n).map(|i| format!("<unused_{i}>")));
+                }
+                ("tokenizer.ggml.token_type", Value::Array(Array::I32(t))) => {
+                    t.extend(std::iter::repeat_n(UNUSED, extra));
+                }
+                ("tokenizer.ggml.scores", Value::Array(Array::F32(s))) => {
+                    s.extend(std::iter::repeat_n(0.0, extra));
+                }
+                _ => {}
+            }
+        }
+        self.n_tokens = n;
+        self
     }
 
     /// The tokenizer of the GGUF at `path` (a model or a vocab-only file).
@@ -77,4 +108,28 @@ pub fn write_vocab_only(tokenizer: &Path, out: &Path) -> Result<u64> {
         }
     }
     Ok(w.write_to_path(out)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TokenizerStyle;
+
+    #[test]
+    fn padding_grows_every_per_token_array() {
+        let v = TokenizerStyle::Llama.vocab();
+        let n0 = v.n_tokens;
+        let v = v.padded_to(n0 + 3);
+        assert_eq!(v.n_tokens, n0 + 3);
+        let len = |key: &str| match v.keys.iter().find(|(k, _)| k == key) {
+            Some((_, Value::Array(Array::String(a)))) => a.len(),
+            Some((_, Value::Array(Array::I32(a)))) => a.len(),
+            Some((_, Value::Array(Array::F32(a)))) => a.len(),
+            other => panic!("{key}: {other:?}"),
+        };
+        for key in [TOKENS, "tokenizer.ggml.token_type", "tokenizer.ggml.scores"] {
+            assert_eq!(len(key), n0 + 3, "{key}");
+        }
+        assert_eq!(v.clone().padded_to(5).n_tokens, n0 + 3);
+    }
 }

@@ -78,7 +78,8 @@ pub fn widened_len(rows: WeightRows<'_>) -> usize {
 
 /// Rows `rows` of a weight, decoded and rounded to f16, into `out` from its offset: row
 /// `rows.first + r` at word `r * n_in / 2`, the bytes of an F16 weight of `rows.n` rows. One
-/// op per weight chunk the rows touch. `n_in` must be a multiple of 32.
+/// op per weight chunk the rows touch. `n_in` must be a multiple of 32 and `out.offset` of 4
+/// (the kernel stores 16 bytes at a time).
 pub fn widen_f16(rows: WeightRows<'_>, out: View<'_>) -> Result<Vec<Op>, GpuError> {
     const OP: &str = "widen_f16";
     rows.check(OP)?;
@@ -90,6 +91,12 @@ pub fn widen_f16(rows: WeightRows<'_>, out: View<'_>) -> Result<Vec<Op>, GpuErro
         });
     }
     out.check("widen_f16 out", widened_len(rows))?;
+    if !out.offset.is_multiple_of(4) {
+        return Err(GpuError::InvalidParams {
+            op: OP,
+            detail: format!("out from element {}, not a 16-byte boundary", out.offset),
+        });
+    }
     let end = rows.first + rows.n;
     let words_per_row = s.n_in / 2;
     let ops = rows
@@ -105,7 +112,7 @@ pub fn widen_f16(rows: WeightRows<'_>, out: View<'_>) -> Result<Vec<Op>, GpuErro
                 row_bytes: s.format.row_bytes(s.n_in) as u32,
                 first_row: (first - c.first_row) as u32,
                 n_rows: n_rows as u32,
-                out_offset: (out.offset + (first - rows.first) * words_per_row) as u32,
+                out_offset: ((out.offset + (first - rows.first) * words_per_row) / 4) as u32,
                 _pad: [0; 3],
             };
             let halves = n_rows * (s.n_in / 16);
