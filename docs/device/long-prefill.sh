@@ -53,9 +53,9 @@ case ${PART:-chunks} in
 ab) small ;;
 chunks)
   synth gemma3-4b gemma3
-  for u in 512 1024 2048 4096 8192; do ours rullama gemma3-4b 8192 --ubatch $u; done
+  for u in 1024 2048 4096 8192; do ours rullama gemma3-4b 8192 --ubatch $u; done
   [ -f .dev/rullama-alt ] && ours rullama-alt gemma3-4b 8192 && ours rullama gemma3-4b 8192
-  for u in 2048 4096; do ours rullama gemma3-4b 32768 --ubatch $u; done
+  for u in 2048 4096 8192; do ours rullama gemma3-4b 32768 --ubatch $u; done
   llama /tmp/rl/m/gemma3-4b.gguf 34000 8192 32768 ;;
 twins)
   synth qwen2.5-7b qwen; synth llama-8b
