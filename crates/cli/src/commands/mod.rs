@@ -4,6 +4,7 @@ pub mod bench;
 pub mod chat;
 pub mod generation;
 pub mod inspect;
+pub mod lora;
 pub mod perplexity;
 pub mod run;
 pub mod tokenize;

@@ -1,0 +1,133 @@
+//! `--lora FILE[:SCALE]` on run, perplexity and bench, with a tiny synthetic model and a
+//! random adapter written beside it: the adapter changes the greedy text, scale 0 gives the
+//! base's text, and an adapter of another architecture is an error naming its file.
+
+use rullama_gguf::{GgmlType, GgufFile, GgufWriter};
+use rullama_synth::{Tiny, tiny_model};
+
+mod common;
+use common::{rullama, tiny_bytes};
+
+/// A LoRA GGUF for architecture `arch` updating every projection of `model` at rank 4,
+/// its values uniform in [-0.5, 0.5) (an update as large as the weights).
+fn adapter(model: &GgufFile<Vec<u8>>, arch: &str) -> tempfile::TempPath {
+    let mut w = GgufWriter::new();
+    w.set("general.architecture", arch);
+    w.set("general.type", "adapter");
+    w.set("adapter.type", "lora");
+    w.set("adapter.lora.alpha", 4.0f32);
+    let mut state = 12345u64;
+    let mut values = |n: usize| -> Vec<u8> {
+        (0..n)
+            .flat_map(|_| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((state >> 40) as f32 / (1u64 << 24) as f32 - 0.5).to_le_bytes()
+            })
+            .collect()
+    };
+    let rank = 4u64;
+    for t in model.tensors() {
+        let projection = [
+            "attn_q",
+            "attn_k",
+            "attn_v",
+            "attn_output",
+            "ffn_gate",
+            "ffn_up",
+            "ffn_down",
+        ]
+        .iter()
+        .any(|p| t.name.ends_with(&format!("{p}.weight")));
+        if !projection {
+            continue;
+        }
+        let (n_in, n_out) = (t.dims[0], t.dims[1]);
+        let a = values((rank * n_in) as usize);
+        let b = values((rank * n_out) as usize);
+        w.add_tensor(
+            format!("{}.lora_a", t.name),
+            &[n_in, rank],
+            GgmlType::F32,
+            a,
+        )
+        .unwrap();
+        w.add_tensor(
+            format!("{}.lora_b", t.name),
+            &[rank, n_out],
+            GgmlType::F32,
+            b,
+        )
+        .unwrap();
+    }
+    let mut bytes = Vec::new();
+    w.write_to(&mut bytes).unwrap();
+    tiny_bytes(&bytes)
+}
+
+#[test]
+fn lora_changes_the_text_and_scale_zero_does_not() {
+    let bytes = tiny_model(Tiny::Smollm2, 7);
+    let file = GgufFile::from_bytes(bytes.clone()).unwrap();
+    let model = tiny_bytes(&bytes);
+    let m = model.to_str().unwrap();
+    let lora = adapter(&file, "llama");
+    let l = lora.to_str().unwrap();
+    let greedy = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            m,
+            "the quick brown fox",
+            "--backend",
+            "cpu",
+            "--temp",
+            "0",
+            "-n",
+            "8",
+        ];
+        args.extend_from_slice(extra);
+        let (ok, stdout, stderr) = rullama(&args);
+        assert!(ok, "{stderr}");
+        stdout
+    };
+    let base = greedy(&[]);
+    assert_eq!(greedy(&["--lora", &format!("{l}:0")]), base);
+    let adapted = greedy(&["--lora", l]);
+    assert_ne!(adapted, base, "the adapter did not change the text");
+    // Two halves of the scale make the whole.
+    let halves = greedy(&["--lora", &format!("{l}:0.5"), "--lora", &format!("{l}:0.5")]);
+    assert_eq!(halves, adapted);
+
+    let (ok, stdout, stderr) = rullama(&[
+        "bench",
+        m,
+        "-p",
+        "4",
+        "-n",
+        "2",
+        "-r",
+        "1",
+        "--backend",
+        "cpu",
+        "--lora",
+        l,
+        "--json",
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("\"tests\""), "{stdout}");
+}
+
+#[test]
+fn an_adapter_of_another_model_is_refused() {
+    let bytes = tiny_model(Tiny::Smollm2, 7);
+    let file = GgufFile::from_bytes(bytes.clone()).unwrap();
+    let model = tiny_bytes(&bytes);
+    let lora = adapter(&file, "qwen2");
+    let l = lora.to_str().unwrap();
+    let (ok, _, stderr) = rullama(&["run", model.to_str().unwrap(), "hi", "--lora", l, "-n", "1"]);
+    assert!(!ok);
+    assert!(stderr.contains(l) && stderr.contains("qwen2"), "{stderr}");
+    let (ok, _, stderr) = rullama(&["run", model.to_str().unwrap(), "hi", "--lora", "x.gguf:nan"]);
+    assert!(!ok && stderr.contains("--lora"), "{stderr}");
+}
