@@ -1,5 +1,6 @@
 //! `--lora FILE[:SCALE]` (run, chat, perplexity, bench): LoRA adapters applied to the model
-//! once it is loaded, as llama.cpp's `--lora FILE` and `--lora-scaled FILE SCALE` do.
+//! once it is loaded, as llama.cpp's `--lora FILE` and `--lora-scaled FILE SCALE` do; a
+//! directory is a PEFT adapter (`rullama_model::lora::peft`).
 
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -11,7 +12,8 @@ use super::CliError;
 /// One `--lora` value: an adapter's file and the scale it runs at.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LoraArg {
-    /// A llama.cpp LoRA GGUF.
+    /// A llama.cpp LoRA GGUF, or a PEFT directory (`adapter_config.json` and
+    /// `adapter_model.safetensors`).
     pub path: PathBuf,
     /// Multiplies the adapter's update (1: as trained, 0: off).
     pub scale: f32,

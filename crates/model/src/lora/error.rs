@@ -73,6 +73,18 @@ pub enum LoraError {
         tensor: String,
     },
 
+    /// A tensor this crate cannot apply (a PEFT tensor of another module, the embedding, the
+    /// LM head; a dtype without a reader).
+    #[error("LoRA adapter {file}: tensor `{tensor}`: {why}")]
+    UnsupportedTensor {
+        /// The adapter's file.
+        file: String,
+        /// The tensor (or the PEFT module).
+        tensor: String,
+        /// Why it cannot be applied.
+        why: String,
+    },
+
     /// One half of a pair without the other.
     #[error("LoRA adapter {file}: `{base}` has a `{present}` but no `{missing}`")]
     MissingHalf {

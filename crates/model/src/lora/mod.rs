@@ -3,7 +3,8 @@
 //! merged into the base weights.
 //!
 //! - [`LoraAdapter`]: one adapter read into host memory, as f32 pairs keyed by the base
-//!   tensor they update; from a llama.cpp LoRA GGUF ([`LoraAdapter::open`], `gguf.rs`).
+//!   tensor they update; from a llama.cpp LoRA GGUF ([`LoraAdapter::open`], `gguf.rs`) or a
+//!   PEFT directory ([`LoraAdapter::open_peft`], [`peft`]).
 //! - `attach.rs`: checks an adapter against a model (architecture, tensor names, shapes) and
 //!   turns the adapters applied together into one pair of device matrices per projection,
 //!   which [`crate::graph::Graph::linear`] multiplies.
@@ -14,10 +15,13 @@
 pub(crate) mod attach;
 mod error;
 mod gguf;
+pub mod peft;
 
 use std::path::Path;
 
 pub use error::LoraError;
+
+use crate::config::ModelConfig;
 
 /// One projection's update: `A` (`rank` rows of `n_in`) and `B` (`n_out` rows of `rank`),
 /// in f32, row-major. In GGML dims (as the GGUF stores them) `A` is `[n_in, rank]` and `B`
@@ -58,6 +62,24 @@ impl LoraAdapter {
             source,
         })?;
         LoraAdapter::from_gguf_bytes(bytes, &file)
+    }
+
+    /// Reads the PEFT LoRA directory `dir` (`adapter_config.json`,
+    /// `adapter_model.safetensors`) for a model of `cfg`, in the GGUF names and layouts
+    /// llama.cpp's converter would give it ([`peft`]).
+    pub fn open_peft(dir: impl AsRef<Path>, cfg: &ModelConfig) -> Result<LoraAdapter, LoraError> {
+        peft::read(dir.as_ref(), cfg)
+    }
+
+    /// A PEFT directory ([`LoraAdapter::open_peft`]) where `path` is one, else a LoRA GGUF
+    /// ([`LoraAdapter::open`]).
+    pub fn open_for(path: impl AsRef<Path>, cfg: &ModelConfig) -> Result<LoraAdapter, LoraError> {
+        let path = path.as_ref();
+        if peft::is_peft_dir(path) {
+            LoraAdapter::open_peft(path, cfg)
+        } else {
+            LoraAdapter::open(path)
+        }
     }
 
     /// A LoRA GGUF held in memory; `file` names it in errors.

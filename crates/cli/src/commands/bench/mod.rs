@@ -86,7 +86,7 @@ pub struct Args {
     /// of this many (default 2048; fewer where the GPU's largest buffer binding needs).
     #[arg(long)]
     ubatch: Option<NonZeroUsize>,
-    /// A LoRA adapter to apply: a llama.cpp LoRA GGUF, at scale 1 or the one after `:`;
+    /// A LoRA adapter to apply: a llama.cpp LoRA GGUF or a PEFT directory, at scale 1 or the one after `:`;
     /// repeat for several (llama-bench has none: the figures are the adapted model's).
     #[arg(long = "lora", value_name = "FILE[:SCALE]")]
     lora: Vec<LoraArg>,
