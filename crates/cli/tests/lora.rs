@@ -131,3 +131,65 @@ fn an_adapter_of_another_model_is_refused() {
     let (ok, _, stderr) = rullama(&["run", model.to_str().unwrap(), "hi", "--lora", "x.gguf:nan"]);
     assert!(!ok && stderr.contains("--lora"), "{stderr}");
 }
+
+/// An Ollama model with an adapter layer (a Modelfile's `ADAPTER`), in a fake
+/// `$OLLAMA_MODELS`: run by name it gives the text of the model file run with `--lora` on
+/// the adapter blob; `--lora` adds to it.
+#[test]
+fn ollama_adapter_layers_come_with_the_model() {
+    let bytes = tiny_model(Tiny::Smollm2, 7);
+    let file = GgufFile::from_bytes(bytes.clone()).unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let blobs = root.path().join("blobs");
+    let manifests = root
+        .path()
+        .join("manifests/registry.ollama.ai/library/tiny");
+    std::fs::create_dir_all(&blobs).unwrap();
+    std::fs::create_dir_all(&manifests).unwrap();
+    let (model_hex, adapter_hex) = ("ab".repeat(32), "cd".repeat(32));
+    std::fs::write(blobs.join(format!("sha256-{model_hex}")), &bytes).unwrap();
+    let lora = adapter(&file, "llama");
+    std::fs::copy(&lora, blobs.join(format!("sha256-{adapter_hex}"))).unwrap();
+    let layer = |t: &str, hex: &str| {
+        format!(r#"{{"mediaType":"application/vnd.ollama.image.{t}","digest":"sha256:{hex}"}}"#)
+    };
+    std::fs::write(
+        manifests.join("latest"),
+        format!(
+            r#"{{"schemaVersion":2,"layers":[{},{}]}}"#,
+            layer("model", &model_hex),
+            layer("adapter", &adapter_hex)
+        ),
+    )
+    .unwrap();
+
+    let greedy = |model: &str, extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            model,
+            "the quick brown fox",
+            "--backend",
+            "cpu",
+            "--temp",
+            "0",
+            "-n",
+            "8",
+        ];
+        args.extend_from_slice(extra);
+        let mut cmd = common::command(&args);
+        cmd.env("OLLAMA_MODELS", root.path());
+        let (ok, stdout, stderr) = common::output(cmd);
+        assert!(ok, "{stderr}");
+        stdout
+    };
+    let model = tiny_bytes(&bytes);
+    let (m, l) = (model.to_str().unwrap(), lora.to_str().unwrap());
+    let by_name = greedy("tiny", &[]);
+    assert_eq!(by_name, greedy(m, &["--lora", l]));
+    assert_ne!(by_name, greedy(m, &[]));
+    // The layer at scale 1 and --lora at scale 1: the adapter twice.
+    assert_eq!(
+        greedy("tiny", &["--lora", l]),
+        greedy(m, &["--lora", &format!("{l}:2")])
+    );
+}

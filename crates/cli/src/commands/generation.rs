@@ -332,7 +332,8 @@ pub struct Tuning<'a> {
 }
 
 /// Loads `model` on the executor `backend` names (`threads`: the CPU executor's; `gpu`: the
-/// GPU executor's arithmetic), then applies `tuning`.
+/// GPU executor's arithmetic), then applies `tuning`, with an Ollama model's adapter layers
+/// before the adapters `tuning` names.
 pub fn load_on(
     model: &str,
     backend: BackendChoice,
@@ -341,7 +342,19 @@ pub fn load_on(
     tuning: Tuning<'_>,
 ) -> Result<Loaded, CliError> {
     let start = Instant::now();
-    let path = store::resolve(model)?.path;
+    let resolved = store::resolve(model)?;
+    let path = resolved.path;
+    // An Ollama model's adapter layers first (Ollama applies them at scale 1), then --lora.
+    let loras: Vec<LoraArg> = resolved
+        .adapters
+        .into_iter()
+        .map(|path| LoraArg { path, scale: 1.0 })
+        .chain(tuning.lora.iter().cloned())
+        .collect();
+    let tuning = Tuning {
+        lora: &loras,
+        ..tuning
+    };
     let tokenizer = Tokenizer::open(&path)?;
     let gpu = match backend {
         BackendChoice::Cpu => None,
