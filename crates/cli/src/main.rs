@@ -44,6 +44,9 @@ enum Command {
     Inspect(commands::inspect::Args),
     /// Turn text into token ids exactly as llama.cpp does (ids and pieces; `--json`).
     Tokenize(commands::tokenize::Args),
+    /// Merge LoRA adapters into a model's weights and write a GGUF in the model's formats
+    /// (each updated projection dequantized, updated and quantized back).
+    Merge(commands::merge::Args),
 }
 
 fn main() -> ExitCode {
@@ -55,6 +58,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => commands::bench::run(&args),
         Command::Inspect(args) => commands::inspect::run(&args),
         Command::Tokenize(args) => commands::tokenize::run(&args),
+        Command::Merge(args) => commands::merge::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

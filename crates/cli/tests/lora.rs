@@ -193,3 +193,62 @@ fn ollama_adapter_layers_come_with_the_model() {
         greedy(m, &["--lora", &format!("{l}:2")])
     );
 }
+
+/// `rullama merge`: the merged file of an F32 base runs without `--lora` to the text the
+/// base gives with it; no `.partial` is left; a merge with nothing to merge, or onto the
+/// model itself, is refused.
+#[test]
+fn merge_writes_a_model_that_runs_as_base_plus_adapter() {
+    let q8 = GgufFile::from_bytes(tiny_model(Tiny::Smollm2, 7)).unwrap();
+    // An F32 copy of the base: its merge is exact to rounding (a Q8_0 merge requantizes).
+    let mut w = GgufWriter::new();
+    *w.metadata_mut() = q8.metadata().clone();
+    for t in q8.tensor_views() {
+        let format = rullama_quant::Format::Ggml(t.info.ggml_type);
+        let values = rullama_quant::dequantize_to_vec(format, t.data).unwrap();
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        w.add_tensor(t.info.name.clone(), &t.info.dims, GgmlType::F32, bytes)
+            .unwrap();
+    }
+    let mut bytes = Vec::new();
+    w.write_to(&mut bytes).unwrap();
+    let base = GgufFile::from_bytes(bytes.clone()).unwrap();
+    let model = tiny_bytes(&bytes);
+    let lora = adapter(&base, "llama");
+    let (m, l) = (model.to_str().unwrap(), lora.to_str().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("merged.gguf");
+    let o = out.to_str().unwrap();
+    let (ok, _, stderr) = rullama(&["merge", m, "--lora", &format!("{l}:0.5"), "--out", o]);
+    assert!(ok, "{stderr}");
+    assert!(stderr.contains("merged 1 adapter(s)"), "{stderr}");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "a .partial is left"
+    );
+
+    let greedy = |model: &str, extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            model,
+            "the quick brown fox",
+            "--backend",
+            "cpu",
+            "--temp",
+            "0",
+            "-n",
+            "8",
+        ];
+        args.extend_from_slice(extra);
+        let (ok, stdout, stderr) = rullama(&args);
+        assert!(ok, "{stderr}");
+        stdout
+    };
+    assert_eq!(greedy(o, &[]), greedy(m, &["--lora", &format!("{l}:0.5")]));
+
+    let (ok, _, stderr) = rullama(&["merge", m, "--out", o]);
+    assert!(!ok && stderr.contains("nothing to merge"), "{stderr}");
+    let (ok, _, stderr) = rullama(&["merge", m, "--lora", l, "--out", m]);
+    assert!(!ok && stderr.contains("the model itself"), "{stderr}");
+}

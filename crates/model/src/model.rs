@@ -12,7 +12,7 @@ use crate::backend::{Backend, KvCacheSpec, KvLayerSpec, PendingToken, QueueDepth
 use crate::chunk::{self, DEFAULT_UBATCH};
 use crate::config::ModelConfig;
 use crate::error::{ModelError, Result};
-use crate::graph::weights::{BackendLoader, Checker};
+use crate::graph::weights::BackendLoader;
 use crate::graph::{Graph, OutputRows, StepEnd};
 use crate::lora::LoraAdapter;
 use crate::lora::attach::{self, LoraTargets, LoraWeights};
@@ -75,9 +75,7 @@ impl<B: Backend> Model<B> {
     /// (reporting all missing ones at once), then hand each to the backend once.
     pub fn load<S: ByteSource>(file: &GgufFile<S>, mut backend: B) -> Result<Model<B>> {
         let config = ModelConfig::from_gguf(file)?;
-        let mut checker = Checker::new(file);
-        ArchWeights::load(&config, &mut checker)?;
-        let lora_targets = checker.finish()?;
+        let lora_targets = attach::targets(file, &config)?;
         let mut loader = BackendLoader::new(file, &mut backend);
         let weights = ArchWeights::load(&config, &mut loader)?;
         Ok(Model {

@@ -5,6 +5,7 @@ pub mod chat;
 pub mod generation;
 pub mod inspect;
 pub mod lora;
+pub mod merge;
 pub mod perplexity;
 pub mod run;
 pub mod tokenize;

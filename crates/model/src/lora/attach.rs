@@ -14,11 +14,14 @@
 
 use std::collections::{HashMap, HashSet};
 
-use rullama_gguf::{GgmlType, TensorInfo, TensorView};
+use rullama_gguf::{ByteSource, GgmlType, GgufFile, TensorInfo, TensorView};
 
 use super::{LoraAdapter, LoraError, LoraPair};
+use crate::arch::ArchWeights;
 use crate::backend::Backend;
+use crate::config::ModelConfig;
 use crate::error::{ModelError, Result};
+use crate::graph::weights::Checker;
 
 /// The combined rank is padded up to a multiple of this.
 pub(crate) const RANK_ALIGN: usize = 4;
@@ -62,6 +65,14 @@ impl<W> LoraWeights<W> {
 pub(crate) struct LoraTargets {
     pub projections: HashMap<String, (usize, usize)>,
     pub tensors: HashSet<String>,
+}
+
+/// What LoRA adapters may update in the model `file` of config `cfg` (the weights' checking
+/// pass, which also refuses a file that lacks a tensor or has a wrong shape).
+pub(crate) fn targets<S: ByteSource>(file: &GgufFile<S>, cfg: &ModelConfig) -> Result<LoraTargets> {
+    let mut checker = Checker::new(file);
+    ArchWeights::load(cfg, &mut checker)?;
+    checker.finish()
 }
 
 impl LoraTargets {
@@ -109,12 +120,24 @@ impl LoraTargets {
     }
 }
 
-/// Every adapter's pairs combined per projection and handed to `backend`. Adapters of scale
-/// 0 are left out, as llama.cpp leaves them out of the graph.
-pub(crate) fn build<B: Backend>(
-    backend: &mut B,
-    adapters: &[(&LoraAdapter, f32)],
-) -> Result<LoraWeights<B::Weight>> {
+/// One projection's update of every adapter applied, as one pair ([`combine`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Combined {
+    /// The base tensor.
+    pub base: String,
+    pub n_in: usize,
+    pub n_out: usize,
+    /// The combined rank, padded.
+    pub rank: usize,
+    /// `rank` rows of `n_in`.
+    pub a: Vec<f32>,
+    /// `n_out` rows of `rank`, the factors folded in.
+    pub b: Vec<f32>,
+}
+
+/// Every adapter's pairs combined per projection, in the order the projections first come.
+/// Adapters of scale 0 are left out, as llama.cpp leaves them out of the graph.
+pub(crate) fn combined(adapters: &[(&LoraAdapter, f32)]) -> Vec<Combined> {
     let mut by_base: HashMap<&str, Vec<(&LoraPair, f32)>> = HashMap::new();
     let mut order = Vec::new();
     for (adapter, scale) in adapters {
@@ -129,13 +152,34 @@ pub(crate) fn build<B: Backend>(
             entry.push((p, adapter.pair_scale(p, *scale)));
         }
     }
-    let mut by_name = HashMap::with_capacity(order.len());
-    for base in order {
-        let (a, b, rank) = combine(&by_base[base]);
-        let (n_in, n_out) = (by_base[base][0].0.n_in, by_base[base][0].0.n_out);
-        let a = upload(backend, &format!("{base}.lora_a"), [n_in, rank], &a)?;
-        let b = upload(backend, &format!("{base}.lora_b"), [rank, n_out], &b)?;
-        by_name.insert(base.to_string(), LoraLinear { a, b });
+    order
+        .into_iter()
+        .map(|base| {
+            let pairs = &by_base[base];
+            let (a, b, rank) = combine(pairs);
+            Combined {
+                base: base.to_string(),
+                n_in: pairs[0].0.n_in,
+                n_out: pairs[0].0.n_out,
+                rank,
+                a,
+                b,
+            }
+        })
+        .collect()
+}
+
+/// Every adapter's pairs combined per projection ([`combined`]) and handed to `backend`.
+pub(crate) fn build<B: Backend>(
+    backend: &mut B,
+    adapters: &[(&LoraAdapter, f32)],
+) -> Result<LoraWeights<B::Weight>> {
+    let mut by_name = HashMap::new();
+    for c in combined(adapters) {
+        let base = &c.base;
+        let a = upload(backend, &format!("{base}.lora_a"), [c.n_in, c.rank], &c.a)?;
+        let b = upload(backend, &format!("{base}.lora_b"), [c.rank, c.n_out], &c.b)?;
+        by_name.insert(c.base, LoraLinear { a, b });
     }
     Ok(LoraWeights { by_name })
 }

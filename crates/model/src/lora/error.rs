@@ -16,6 +16,15 @@ pub enum LoraError {
         source: std::io::Error,
     },
 
+    /// A merged model that could not be written.
+    #[error("writing {file}: {source}")]
+    Write {
+        /// The file being written.
+        file: String,
+        /// What the system said.
+        source: std::io::Error,
+    },
+
     /// The bytes are not a GGUF file this crate can parse (truncated, bad magic, a key of the
     /// wrong type).
     #[error("LoRA adapter {file}: {source}")]

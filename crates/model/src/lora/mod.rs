@@ -7,7 +7,9 @@
 //!   PEFT directory ([`LoraAdapter::open_peft`], [`peft`]).
 //! - `attach.rs`: checks an adapter against a model (architecture, tensor names, shapes) and
 //!   turns the adapters applied together into one pair of device matrices per projection,
-//!   which [`crate::graph::Graph::linear`] multiplies.
+//!   which `Graph::linear` multiplies.
+//! - [`merge`]: the adapters merged into the weights, written as a GGUF of the base's
+//!   formats.
 //!
 //! The word is "LoRA adapter" throughout: a bare "adapter" in the GPU code is wgpu's (the
 //! physical device).
@@ -15,6 +17,7 @@
 pub(crate) mod attach;
 mod error;
 mod gguf;
+pub mod merge;
 pub mod peft;
 
 use std::path::Path;

@@ -194,3 +194,19 @@ pub fn merged(file: &GgufFile<Vec<u8>>, adapters: &[(&[Pair], f32)]) -> GgufFile
     w.write_to(&mut bytes).unwrap();
     GgufFile::from_bytes(bytes).unwrap()
 }
+
+/// `file` with every matrix in F32 (its values exactly): a base whose merge is exact to
+/// rounding.
+pub fn all_f32(file: &GgufFile<Vec<u8>>) -> GgufFile<Vec<u8>> {
+    let mut w = GgufWriter::new();
+    *w.metadata_mut() = file.metadata().clone();
+    for t in file.tensor_views() {
+        let values = dequantized(file, &t.info.name);
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        w.add_tensor(t.info.name.clone(), &t.info.dims, GgmlType::F32, bytes)
+            .unwrap();
+    }
+    let mut bytes = Vec::new();
+    w.write_to(&mut bytes).unwrap();
+    GgufFile::from_bytes(bytes).unwrap()
+}
