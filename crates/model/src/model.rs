@@ -106,7 +106,7 @@ impl<B: Backend> Model<B> {
             }
             self.lora_targets.check(adapter, self.config.arch.name())?;
         }
-        self.lora = attach::build(&mut self.backend, adapters)?;
+        self.lora = attach::build(&mut self.backend, adapters, &self.lora_targets.groups)?;
         self.loras = adapters
             .iter()
             .map(|(a, s)| (a.file().to_string(), *s))

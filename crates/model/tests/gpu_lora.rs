@@ -141,3 +141,53 @@ fn llama_gpu_matches_cpu_with_adapters() {
 fn qwen2_gpu_matches_cpu_with_adapters() {
     gpu_matches_cpu_with_adapters(Tiny::Qwen2);
 }
+
+/// What adapters on all seven projections cost a decode step, per layer: four `A` products
+/// (q|k|v stacked, as they read one input, then o, gate|up stacked, down) and seven `B`
+/// products, each adding its update to its projection's output as it stores it (the
+/// bias epilogue reading it: no separate add); the GLU, which the gate|up matvec can no longer store
+/// (gate and up are read by their updates' adds), one dispatch of its own; with Gemma's
+/// post-norms, the o and down updates' adds a residual op each.
+#[test]
+fn lora_decode_dispatches() {
+    if skip() {
+        return;
+    }
+    let gpu = device();
+    for tiny in [Tiny::Gemma3, Tiny::Llama, Tiny::Qwen2] {
+        let file = GgufFile::from_bytes(tiny_model(tiny, 5)).unwrap();
+        let [a1, a2] = adapters(&file, tiny.arch_name());
+        let last = |b: &GpuBackend| b.last_step_kernels();
+        let options = GpuOptions::default();
+        let (_, base) = script(&gpu_model(&gpu, &file, options, &[]), last);
+        let model = gpu_model(&gpu, &file, options, &[(&a1, 0.5), (&a2, 1.5)]);
+        let n_layer = model.config().n_layer;
+        let (_, lora) = script(&model, last);
+        let count = |ks: &[Kernel], f: &dyn Fn(&str) -> bool| {
+            ks.iter().filter(|k| f(&format!("{k:?}"))).count()
+        };
+        // Products that store their value, and those that add it as they store it.
+        let plain = count(&lora, &|k| {
+            k.starts_with("Matvec(Plain(F32, Epilogue { bias: false")
+        });
+        let adding = count(&lora, &|k| {
+            k.starts_with("Matvec(Plain(F32, Epilogue { bias: true")
+        });
+        let adds = |ks: &[Kernel]| count(ks, &|k| k == "Elementwise(Add)");
+        let post_norms = if tiny == Tiny::Gemma3 { 2 } else { 0 };
+        eprintln!(
+            "{tiny:?}: decode {} dispatches, {} with adapters",
+            base.len(),
+            lora.len()
+        );
+        // The `B` products whose adds are residual ops store their value.
+        let want = ((4 + post_norms) * n_layer, (7 - post_norms) * n_layer);
+        assert_eq!((plain, adding), want, "{tiny:?}: {lora:?}");
+        assert_eq!(adds(&lora), adds(&base), "{tiny:?}: {lora:?}");
+        assert_eq!(
+            lora.len(),
+            base.len() + n_layer * (4 + 7 + 1 + post_norms),
+            "{tiny:?}: {lora:?}"
+        );
+    }
+}

@@ -219,6 +219,8 @@ pub(crate) struct Checker<'f, S> {
     mismatch: Option<ModelError>,
     /// The projections noted ([`Load::projection`]): name → `(n_in, n_out)`.
     projections: HashMap<String, (usize, usize)>,
+    /// The matrices of each [`Load::linears`] call (projections of one input), in order.
+    groups: Vec<Vec<String>>,
 }
 
 impl<'f, S: ByteSource> Checker<'f, S> {
@@ -229,6 +231,7 @@ impl<'f, S: ByteSource> Checker<'f, S> {
             n_missing: 0,
             mismatch: None,
             projections: HashMap::new(),
+            groups: Vec::new(),
         }
     }
 
@@ -243,6 +246,7 @@ impl<'f, S: ByteSource> Checker<'f, S> {
         }
         Ok(LoraTargets {
             projections: self.projections,
+            groups: self.groups,
             tensors: self.file.tensors().map(|t| t.name.clone()).collect(),
         })
     }
@@ -280,6 +284,16 @@ impl<S: ByteSource> Load for Checker<'_, S> {
 
     fn projection(&mut self, name: &str, n_in: usize, n_out: usize) {
         self.projections.insert(name.to_string(), (n_in, n_out));
+    }
+
+    /// Notes the group, then checks each linear alone.
+    fn linears(&mut self, specs: &[LinearSpec<'_>]) -> Result<Vec<Linear<()>>> {
+        let names = specs.iter().map(|s| format!("{}.weight", s.prefix));
+        self.groups.push(names.collect());
+        specs
+            .iter()
+            .map(|s| Linear::load(self, s.prefix, s.n_in, s.n_out, s.bias))
+            .collect()
     }
 }
 

@@ -18,7 +18,7 @@ use rullama_gguf::{ByteSource, GgmlType, GgufFile, TensorInfo, TensorView};
 
 use super::{LoraAdapter, LoraError, LoraPair};
 use crate::arch::ArchWeights;
-use crate::backend::Backend;
+use crate::backend::{Backend, LinearView};
 use crate::config::ModelConfig;
 use crate::error::{ModelError, Result};
 use crate::graph::weights::Checker;
@@ -59,11 +59,13 @@ impl<W> LoraWeights<W> {
 }
 
 /// What a model offers LoRA: the projections the graph multiplies through `Graph::linear`
-/// (base tensor name → `(n_in, n_out)`), and the names of all its tensors (to tell a tensor
-/// of another model from one that is not a projection).
+/// (base tensor name → `(n_in, n_out)`), those that read one input (q, k, v; gate, up: the
+/// groups `Load::linears` loads), and the names of all its tensors (to tell a tensor of
+/// another model from one that is not a projection).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct LoraTargets {
     pub projections: HashMap<String, (usize, usize)>,
+    pub groups: Vec<Vec<String>>,
     pub tensors: HashSet<String>,
 }
 
@@ -169,17 +171,51 @@ pub(crate) fn combined(adapters: &[(&LoraAdapter, f32)]) -> Vec<Combined> {
         .collect()
 }
 
-/// Every adapter's pairs combined per projection ([`combined`]) and handed to `backend`.
+/// Every adapter's pairs combined per projection ([`combined`]) and handed to `backend`. The
+/// `A`s of projections that read one input (a group of `groups`) go together through
+/// [`Backend::load_linears`], which may stack them as it stacks q, k and v: one product then
+/// computes every `A·x` of the group (the GPU's stacked product, `gpu/fuse.rs`).
 pub(crate) fn build<B: Backend>(
     backend: &mut B,
     adapters: &[(&LoraAdapter, f32)],
+    groups: &[Vec<String>],
 ) -> Result<LoraWeights<B::Weight>> {
-    let mut by_name = HashMap::new();
-    for c in combined(adapters) {
-        let base = &c.base;
-        let a = upload(backend, &format!("{base}.lora_a"), [c.n_in, c.rank], &c.a)?;
-        let b = upload(backend, &format!("{base}.lora_b"), [c.rank, c.n_out], &c.b)?;
-        by_name.insert(c.base, LoraLinear { a, b });
+    let mut updates: HashMap<String, Combined> = combined(adapters)
+        .into_iter()
+        .map(|c| (c.base.clone(), c))
+        .collect();
+    let mut by_name = HashMap::with_capacity(updates.len());
+    // The groups first (in the graph's order, as the stacked product wants its rows), then
+    // the projections of no group.
+    let mut order: Vec<Vec<Combined>> = groups
+        .iter()
+        .map(|g| g.iter().filter_map(|name| updates.remove(name)).collect())
+        .collect();
+    order.extend(updates.into_values().map(|c| vec![c]));
+    for group in order.into_iter().filter(|g| !g.is_empty()) {
+        let infos = group
+            .iter()
+            .map(|c| f32_info(&format!("{}.lora_a", c.base), [c.n_in, c.rank]))
+            .collect::<Result<Vec<_>>>()?;
+        let bytes: Vec<Vec<u8>> = group.iter().map(|c| f32_bytes(&c.a)).collect();
+        let views: Vec<LinearView<'_>> = infos
+            .iter()
+            .zip(&bytes)
+            .map(|(info, data)| LinearView {
+                weight: TensorView { info, data },
+                bias: None,
+            })
+            .collect();
+        let a_weights = backend.load_linears(&views)?;
+        for (c, (a, _)) in group.iter().zip(a_weights) {
+            let b = upload(
+                backend,
+                &format!("{}.lora_b", c.base),
+                [c.rank, c.n_out],
+                &c.b,
+            )?;
+            by_name.insert(c.base.clone(), LoraLinear { a, b });
+        }
     }
     Ok(LoraWeights { by_name })
 }
@@ -206,6 +242,17 @@ fn combine(pairs: &[(&LoraPair, f32)]) -> (Vec<f32>, Vec<f32>, usize) {
     (a, b, rank)
 }
 
+/// An F32 tensor `name` of GGML dims `dims`.
+fn f32_info(name: &str, dims: [usize; 2]) -> Result<TensorInfo> {
+    let dims = dims.map(|d| d as u64);
+    TensorInfo::new(name, &dims, GgmlType::F32, 0)
+        .map_err(|e| ModelError::Backend(format!("LoRA tensor `{name}`: {e}")))
+}
+
+fn f32_bytes(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
 /// `values` as an F32 tensor `name` of GGML dims `dims`, loaded by `backend`.
 fn upload<B: Backend>(
     backend: &mut B,
@@ -213,10 +260,8 @@ fn upload<B: Backend>(
     dims: [usize; 2],
     values: &[f32],
 ) -> Result<B::Weight> {
-    let dims = dims.map(|d| d as u64);
-    let info = TensorInfo::new(name, &dims, GgmlType::F32, 0)
-        .map_err(|e| ModelError::Backend(format!("LoRA tensor `{name}`: {e}")))?;
-    let data: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let info = f32_info(name, dims)?;
+    let data = f32_bytes(values);
     backend.load_weight(TensorView {
         info: &info,
         data: &data,
