@@ -109,8 +109,17 @@ pub(super) fn read<S: ByteSource>(
             expected,
             found: t.dims.clone(),
         };
-        let [n_in, rank] = dims2(a).ok_or_else(|| shape_err(a, vec![0, 0]))?;
-        let [rank_b, n_out] = dims2(b).ok_or_else(|| shape_err(b, vec![rank, 0]))?;
+        let two_d = |t: &TensorInfo| {
+            dims2(t).ok_or_else(|| LoraError::Invalid {
+                file: file_s(),
+                what: format!(
+                    "tensor `{}` has dims {:?}: a LoRA half is 2-D",
+                    t.name, t.dims
+                ),
+            })
+        };
+        let [n_in, rank] = two_d(a)?;
+        let [rank_b, n_out] = two_d(b)?;
         // llama.cpp's "lora_a tensor is not transposed" check.
         if rank_b != rank {
             return Err(shape_err(b, vec![rank, n_out]));
