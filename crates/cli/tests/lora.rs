@@ -252,3 +252,68 @@ fn merge_writes_a_model_that_runs_as_base_plus_adapter() {
     let (ok, _, stderr) = rullama(&["merge", m, "--lora", l, "--out", m]);
     assert!(!ok && stderr.contains("the model itself"), "{stderr}");
 }
+
+/// `--lora DIR` reads a PEFT directory: the text of the GGUF adapter holding the same pairs
+/// (qwen2: no q/k permutation, so the pairs are the same bytes), at the same alpha.
+#[test]
+fn a_peft_directory_runs_as_its_gguf() {
+    let bytes = tiny_model(Tiny::Qwen2, 7);
+    let file = GgufFile::from_bytes(bytes.clone()).unwrap();
+    let model = tiny_bytes(&bytes);
+    let lora = adapter(&file, "qwen2");
+    let gguf = GgufFile::open(&lora).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut tensors = Vec::new();
+    for t in gguf.tensor_views() {
+        let (base, half) = t.info.name.rsplit_once(".weight.").unwrap();
+        let mut parts = base.split('.');
+        let (_, il, proj) = (parts.next(), parts.next().unwrap(), parts.next().unwrap());
+        let module = match proj {
+            "attn_q" => "self_attn.q_proj",
+            "attn_k" => "self_attn.k_proj",
+            "attn_v" => "self_attn.v_proj",
+            "attn_output" => "self_attn.o_proj",
+            "ffn_gate" => "mlp.gate_proj",
+            "ffn_up" => "mlp.up_proj",
+            _ => "mlp.down_proj",
+        };
+        let half = if half == "lora_a" { "lora_A" } else { "lora_B" };
+        let name = format!("base_model.model.model.layers.{il}.{module}.{half}.weight");
+        // GGML dims [n_in, r] are the row-major [r, n_in] PEFT holds.
+        let shape = vec![t.info.dims[1] as usize, t.info.dims[0] as usize];
+        tensors.push((name, shape, t.data.to_vec()));
+    }
+    let views = tensors.iter().map(|(n, shape, data)| {
+        let view =
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), data);
+        (n.clone(), view.unwrap())
+    });
+    let st = safetensors::serialize(views, None).unwrap();
+    std::fs::write(dir.path().join("adapter_model.safetensors"), st).unwrap();
+    let config = r#"{"peft_type": "LORA", "r": 4, "lora_alpha": 4.0, "bias": "none",
+        "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}"#;
+    std::fs::write(dir.path().join("adapter_config.json"), config).unwrap();
+
+    let greedy = |extra: &str| {
+        let args = [
+            "run",
+            model.to_str().unwrap(),
+            "the quick brown fox",
+            "--backend",
+            "cpu",
+            "--temp",
+            "0",
+            "-n",
+            "8",
+            "--lora",
+            extra,
+        ];
+        let (ok, stdout, stderr) = rullama(&args);
+        assert!(ok, "{stderr}");
+        stdout
+    };
+    assert_eq!(
+        greedy(dir.path().to_str().unwrap()),
+        greedy(lora.to_str().unwrap())
+    );
+}

@@ -76,8 +76,9 @@ pub struct GenerationArgs {
     /// (default 2048; fewer where the GPU's largest buffer binding needs).
     #[arg(long)]
     pub ubatch: Option<NonZeroUsize>,
-    /// A LoRA adapter to apply: a llama.cpp LoRA GGUF or a PEFT directory, at scale 1 or the one after `:`
-    /// (`--lora a.gguf:0.5`, llama.cpp's `--lora-scaled`); repeat for several.
+    /// A LoRA adapter to apply: a llama.cpp LoRA GGUF or a PEFT directory, at scale 1 or
+    /// the one after `:` (`--lora a.gguf:0.5`, llama.cpp's `--lora-scaled`); repeat for
+    /// several.
     #[arg(long = "lora", value_name = "FILE[:SCALE]")]
     pub lora: Vec<LoraArg>,
     #[command(flatten)]

@@ -43,8 +43,9 @@ impl FromStr for LoraArg {
     }
 }
 
-/// Reads every adapter of `loras` and applies them together to `model` (each checked
-/// against it first: an adapter of another model is an error naming the file and tensor).
+/// Reads every adapter of `loras` (a LoRA GGUF, or a PEFT directory read for `model`'s
+/// architecture) and applies them together to `model` (each checked against it first: an
+/// adapter of another model is an error naming the file and tensor).
 pub fn apply<B: Backend>(model: &mut Model<B>, loras: &[LoraArg]) -> Result<(), CliError> {
     if loras.is_empty() {
         return Ok(());
@@ -52,10 +53,9 @@ pub fn apply<B: Backend>(model: &mut Model<B>, loras: &[LoraArg]) -> Result<(), 
     let adapters = loras
         .iter()
         .map(|l| {
-            Ok((
-                LoraAdapter::open(&l.path).map_err(rullama_model::ModelError::from)?,
-                l.scale,
-            ))
+            let adapter = LoraAdapter::open_for(&l.path, model.config())
+                .map_err(rullama_model::ModelError::from)?;
+            Ok((adapter, l.scale))
         })
         .collect::<Result<Vec<_>, CliError>>()?;
     let refs: Vec<(&LoraAdapter, f32)> = adapters.iter().map(|(a, s)| (a, *s)).collect();

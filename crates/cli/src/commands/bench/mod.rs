@@ -86,8 +86,9 @@ pub struct Args {
     /// of this many (default 2048; fewer where the GPU's largest buffer binding needs).
     #[arg(long)]
     ubatch: Option<NonZeroUsize>,
-    /// A LoRA adapter to apply: a llama.cpp LoRA GGUF or a PEFT directory, at scale 1 or the one after `:`;
-    /// repeat for several (llama-bench has none: the figures are the adapted model's).
+    /// A LoRA adapter to apply: a llama.cpp LoRA GGUF or a PEFT directory, at scale 1 or
+    /// the one after `:`; repeat for several (llama-bench has none: the figures are the
+    /// adapted model's).
     #[arg(long = "lora", value_name = "FILE[:SCALE]")]
     lora: Vec<LoraArg>,
     /// Print the results as one JSON object, with one object per test (for scripts).
