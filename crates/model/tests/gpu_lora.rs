@@ -191,3 +191,41 @@ fn lora_decode_dispatches() {
         );
     }
 }
+
+/// The real SmolLM2-135M (Q4_1 projections, Q8_0 embedding; stacked and widened as the
+/// GPU executor uploads them) with a random rank-8 adapter on every projection: the GPU
+/// within the f32 bars of the CPU reference with the same adapter, and the adapter moving
+/// the logits far past them.
+#[test]
+fn smollm2_gpu_matches_cpu_with_an_adapter() {
+    if skip() {
+        return;
+    }
+    let bytes = std::fs::read(common::cached("smollm2-135m")).unwrap();
+    let file = GgufFile::from_bytes(bytes).unwrap();
+    let all = projections(&file, |_| true);
+    let pairs = random_pairs(&file, &all, 8, 2.0, 0.1, 3);
+    let gguf = adapter_gguf("llama", Some(16.0), &pairs, GgmlType::F16, GgmlType::F16);
+    let adapter = LoraAdapter::from_gguf_bytes(gguf, "smollm2-lora.gguf").unwrap();
+    let mut cpu = Model::load(&file, CpuBackend::new()).unwrap();
+    let (base, _) = script(&cpu, |_| Vec::new());
+    cpu.apply_loras(&[(&adapter, 1.0)]).unwrap();
+    let (want, _) = script(&cpu, |_| Vec::new());
+    let options = GpuOptions {
+        kv_dtype: KvDtype::F32,
+        ..GpuOptions::default()
+    };
+    let gpu = gpu_model(&device(), &file, options, &[(&adapter, 1.0)]);
+    let (got, _) = script(&gpu, |_| Vec::new());
+    let (mut dev, mut moved) = (Deviation::default(), Deviation::default());
+    for ((g, w), b) in got.iter().zip(&want).zip(&base) {
+        dev.add(g, w);
+        moved.add(b, w);
+    }
+    eprintln!("smollm2: GPU vs CPU with an adapter {dev:?}; base vs adapter {moved:?}");
+    assert!(
+        dev.logit_rel <= LOGIT_REL && dev.top10_nats <= TOP10_NATS,
+        "{dev:?}"
+    );
+    assert!(moved.top10_nats > 100.0 * TOP10_NATS, "{moved:?}");
+}
