@@ -1,6 +1,8 @@
-//! `--lora FILE[:SCALE]` on run, perplexity and bench, with a tiny synthetic model and a
-//! random adapter written beside it: the adapter changes the greedy text, scale 0 gives the
-//! base's text, and an adapter of another architecture is an error naming its file.
+//! LoRA adapters from the command line, with tiny synthetic models and random adapters
+//! written beside them: `--lora FILE[:SCALE]` on run, perplexity and bench (the adapter
+//! changes the greedy text and the perplexity, scale 0 gives the base's, an adapter of
+//! another architecture is an error naming its file), `--lora DIR` of a PEFT directory, an
+//! Ollama model's adapter layers, and `rullama merge`.
 
 use rullama_gguf::{GgmlType, GgufFile, GgufWriter};
 use rullama_synth::{Tiny, tiny_model};
@@ -116,6 +118,33 @@ fn lora_changes_the_text_and_scale_zero_does_not() {
     ]);
     assert!(ok, "{stderr}");
     assert!(stdout.contains("\"tests\""), "{stdout}");
+
+    // perplexity: the adapter changes the score, scale 0 does not.
+    let text = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/oracle/GPL-3.txt");
+    let ppl = |extra: &[&str]| {
+        let mut args = vec![
+            "perplexity",
+            m,
+            "--file",
+            text,
+            "--ctx",
+            "32",
+            "--chunks",
+            "1",
+            "--backend",
+            "cpu",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let (ok, stdout, stderr) = rullama(&args);
+        assert!(ok, "{stderr}");
+        serde_json::from_str::<serde_json::Value>(&stdout).unwrap()["ppl"]
+            .as_f64()
+            .unwrap()
+    };
+    let plain = ppl(&[]);
+    assert_eq!(ppl(&["--lora", &format!("{l}:0")]), plain);
+    assert_ne!(ppl(&["--lora", l]), plain);
 }
 
 #[test]
