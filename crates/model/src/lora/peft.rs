@@ -276,9 +276,10 @@ fn gguf_name(name: &str) -> Option<(String, String, usize)> {
         return None;
     };
     let il: usize = il.parse().ok()?;
-    let (_, gguf) = MODULES.iter().find(|(m, _)| *m == module)?;
-    let in_attn = module.ends_with("_proj") && ["q", "k", "v", "o"].contains(&&module[..1]);
-    let expected_block = if in_attn { "self_attn" } else { "mlp" };
+    let at = MODULES.iter().position(|(m, _)| *m == module)?;
+    let gguf = MODULES[at].1;
+    // The first four are attention's, the rest the MLP's.
+    let expected_block = if at < 4 { "self_attn" } else { "mlp" };
     if block != expected_block {
         return None;
     }
