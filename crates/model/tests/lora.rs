@@ -321,3 +321,27 @@ fn hostile_adapters_are_typed_errors() {
     assert!(matches!(&e, LoraError::Io { .. }));
     show(&e);
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::test_runner::Config::with_cases(48))]
+
+    /// A valid adapter cut anywhere, or with any byte changed, is read and applied or
+    /// refused with an error: never a panic.
+    #[test]
+    fn damaged_adapters_never_panic(cut in 0.0f64..1.0, at in 0.0f64..1.0, byte: u8) {
+        let file = GgufFile::from_bytes(tiny_model(Tiny::Llama, 5)).unwrap();
+        let targets = projections(&file, |n| n.contains("attn_q") || n.contains("ffn_up"));
+        let pairs = random_pairs(&file, &targets, 2, 1.0, 0.3, 1);
+        let whole = adapter_gguf("llama", Some(2.0), &pairs, GgmlType::F16, GgmlType::F32);
+        let mut flipped = whole.clone();
+        let i = ((at * whole.len() as f64) as usize).min(whole.len() - 1);
+        flipped[i] = byte;
+        let cut = whole[..(cut * whole.len() as f64) as usize].to_vec();
+        let mut model = Model::load(&file, CpuBackend::new()).unwrap();
+        for bytes in [cut, flipped] {
+            if let Ok(adapter) = LoraAdapter::from_gguf_bytes(bytes, "damaged.gguf") {
+                let _ = model.apply_loras(&[(&adapter, 1.0)]);
+            }
+        }
+    }
+}
