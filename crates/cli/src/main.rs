@@ -47,6 +47,9 @@ enum Command {
     Quantize(commands::quantize::Args),
     /// Turn text into token ids exactly as llama.cpp does (ids and pieces; `--json`).
     Tokenize(commands::tokenize::Args),
+    /// Merge LoRA adapters into a model's weights and write a GGUF in the model's formats
+    /// (each updated projection dequantized, updated and quantized back).
+    Merge(commands::merge::Args),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +62,7 @@ fn main() -> ExitCode {
         Command::Inspect(args) => commands::inspect::run(&args),
         Command::Quantize(args) => commands::quantize::run(&args),
         Command::Tokenize(args) => commands::tokenize::run(&args),
+        Command::Merge(args) => commands::merge::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -4,7 +4,9 @@
 //! `manifests/<registry>/<namespace>/<model>/<tag>` (JSON listing layers by media type and
 //! digest) and `blobs/sha256-<hex>`. The layer of media type
 //! `application/vnd.ollama.image.model` is the GGUF file itself, so resolving a name is two
-//! file reads and no copying.
+//! file reads and no copying. Layers of `application/vnd.ollama.image.adapter` (a
+//! Modelfile's `ADAPTER`) are LoRA adapters as llama.cpp LoRA GGUFs, which Ollama applies
+//! with the model at scale 1: [`ResolvedModel::adapters`].
 
 use std::path::{Path, PathBuf};
 
@@ -51,6 +53,7 @@ pub const KNOWN_MODELS: &[KnownModel] = &[
 pub const DEFAULT_MODEL: &str = "gemma3-270m";
 
 const OLLAMA_MODEL_LAYER: &str = "application/vnd.ollama.image.model";
+const OLLAMA_ADAPTER_LAYER: &str = "application/vnd.ollama.image.adapter";
 
 /// Why a model argument names no file; each says what to do about it.
 #[derive(Debug, thiserror::Error)]
@@ -77,8 +80,8 @@ pub enum StoreError {
         /// Where its Ollama manifest would be.
         manifest: PathBuf,
     },
-    /// An Ollama manifest that cannot be read or parsed, has no model layer, or names it by
-    /// a digest that is not `sha256:<64 hex>`.
+    /// An Ollama manifest that cannot be read or parsed, has no model layer, or names a
+    /// model or adapter layer by a digest that is not `sha256:<64 hex>`.
     #[error("Ollama manifest {path}: {reason}")]
     BadManifest {
         /// The manifest.
@@ -86,7 +89,7 @@ pub enum StoreError {
         /// What is wrong with it.
         reason: String,
     },
-    /// An Ollama manifest whose model blob is absent (a pull that did not finish).
+    /// An Ollama manifest whose model or adapter blob is absent (a pull that did not finish).
     #[error(
         "Ollama manifest {manifest} names blob {blob}, which does not exist (is the download complete?)"
     )]
@@ -131,6 +134,9 @@ pub struct ResolvedModel {
     pub path: PathBuf,
     /// How the argument was read.
     pub source: ModelSource,
+    /// LoRA adapters that come with the model (an Ollama model's adapter layers, in the
+    /// manifest's order), to apply at scale 1; empty for a path or a test model.
+    pub adapters: Vec<PathBuf>,
 }
 
 /// `$RULLAMA_MODELS`, else `~/.cache/rullama/models`.
@@ -175,6 +181,7 @@ pub fn resolve(arg: &str) -> Result<ResolvedModel, StoreError> {
         return Ok(ResolvedModel {
             path: as_path.to_path_buf(),
             source: ModelSource::Path,
+            adapters: Vec::new(),
         });
     }
 
@@ -189,6 +196,7 @@ pub fn resolve(arg: &str) -> Result<ResolvedModel, StoreError> {
         return Ok(ResolvedModel {
             path,
             source: ModelSource::Cached { name: model.name },
+            adapters: Vec::new(),
         });
     }
     match resolve_ollama(arg, &ollama_models_dir()?) {
@@ -308,27 +316,50 @@ pub fn resolve_ollama(arg: &str, root: &Path) -> Result<ResolvedModel, StoreErro
         .iter()
         .find(|l| l.media_type == OLLAMA_MODEL_LAYER)
         .ok_or_else(|| bad(format!("no layer of media type {OLLAMA_MODEL_LAYER}")))?;
+    let path = blob_path(root, &manifest, layer, "model")?;
+    let adapters = parsed
+        .layers
+        .iter()
+        .filter(|l| l.media_type == OLLAMA_ADAPTER_LAYER)
+        .map(|l| blob_path(root, &manifest, l, "adapter"))
+        .collect::<Result<_, _>>()?;
+    Ok(ResolvedModel {
+        path,
+        source: ModelSource::Ollama { name },
+        adapters,
+    })
+}
+
+/// The blob of `layer` (a `what` layer of `manifest`): a `sha256:<64 hex>` digest naming a
+/// file under `root/blobs`.
+fn blob_path(
+    root: &Path,
+    manifest: &Path,
+    layer: &Layer,
+    what: &str,
+) -> Result<PathBuf, StoreError> {
     let hex = layer
         .digest
         .strip_prefix("sha256:")
         .filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
-        .ok_or_else(|| {
-            bad(format!(
-                "model layer digest `{}` is not sha256:<64 hex>",
+        .ok_or_else(|| StoreError::BadManifest {
+            path: manifest.to_path_buf(),
+            reason: format!(
+                "{what} layer digest `{}` is not sha256:<64 hex>",
                 layer.digest
-            ))
+            ),
         })?;
     let blob = root.join("blobs").join(format!("sha256-{hex}"));
     if blob.is_dir() {
         return Err(StoreError::Directory { path: blob });
     }
     if !blob.is_file() {
-        return Err(StoreError::MissingBlob { manifest, blob });
+        return Err(StoreError::MissingBlob {
+            manifest: manifest.to_path_buf(),
+            blob,
+        });
     }
-    Ok(ResolvedModel {
-        path: blob,
-        source: ModelSource::Ollama { name },
-    })
+    Ok(blob)
 }
 
 #[cfg(test)]
@@ -381,6 +412,48 @@ mod tests {
         let resolved = resolve_ollama("gemma3:270m", root.path()).unwrap();
         assert_eq!(resolved.path, blob);
         assert!(matches!(resolved.source, ModelSource::Ollama { .. }));
+        assert!(resolved.adapters.is_empty());
+    }
+
+    /// A Modelfile's `ADAPTER` layers come with the model, in the manifest's order; one whose
+    /// blob is missing or whose digest is bad is an error, as the model's would be.
+    #[test]
+    fn adapter_layers_come_with_the_model() {
+        let root = tempfile::tempdir().unwrap();
+        let (model, a1, a2) = ("ab".repeat(32), "01".repeat(32), "02".repeat(32));
+        let layer = |t: &str, hex: &str| {
+            format!(r#"{{"mediaType":"application/vnd.ollama.image.{t}","digest":"sha256:{hex}"}}"#)
+        };
+        let layers = [
+            layer("adapter", &a2),
+            layer("model", &model),
+            layer("adapter", &a1),
+        ];
+        write_store(root.path(), &layers.join(","));
+        for hex in [&model, &a1] {
+            std::fs::write(root.path().join(format!("blobs/sha256-{hex}")), b"GGUF").unwrap();
+        }
+        let err = resolve_ollama("gemma3:270m", root.path()).unwrap_err();
+        assert!(
+            matches!(&err, StoreError::MissingBlob { blob, .. }
+            if blob.ends_with(format!("sha256-{a2}"))),
+            "{err}"
+        );
+        std::fs::write(root.path().join(format!("blobs/sha256-{a2}")), b"GGUF").unwrap();
+        let resolved = resolve_ollama("gemma3:270m", root.path()).unwrap();
+        let blob = |hex: &str| root.path().join(format!("blobs/sha256-{hex}"));
+        assert_eq!(resolved.path, blob(&model));
+        assert_eq!(resolved.adapters, [blob(&a2), blob(&a1)]);
+
+        write_store(
+            root.path(),
+            &[layer("model", &model), layer("adapter", "x")].join(","),
+        );
+        let err = resolve_ollama("gemma3:270m", root.path()).unwrap_err();
+        assert!(
+            err.to_string().contains("adapter layer digest `sha256:x`"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -138,6 +138,10 @@ pub enum ModelError {
     #[error(transparent)]
     Sampler(#[from] crate::sampler::SamplerError),
 
+    /// A LoRA adapter that cannot be read or does not fit the model.
+    #[error(transparent)]
+    Lora(#[from] crate::lora::LoraError),
+
     /// The GPU said no: no adapter, out of memory, a weight type without a kernel, ...
     #[error("GPU, {context}: {source}")]
     Gpu {

@@ -12,8 +12,10 @@ use crate::backend::{Backend, KvCacheSpec, KvLayerSpec, PendingToken, QueueDepth
 use crate::chunk::{self, DEFAULT_UBATCH};
 use crate::config::ModelConfig;
 use crate::error::{ModelError, Result};
-use crate::graph::weights::{BackendLoader, Checker};
+use crate::graph::weights::BackendLoader;
 use crate::graph::{Graph, OutputRows, StepEnd};
+use crate::lora::LoraAdapter;
+use crate::lora::attach::{self, LoraTargets, LoraWeights};
 use crate::sampler::{Sampler, SamplerError};
 use crate::validate;
 
@@ -26,6 +28,12 @@ pub struct Model<B: Backend> {
     weights: ArchWeights<B::Weight>,
     /// Tokens a step takes at most: the sessions made from now on start with it.
     ubatch: NonZeroUsize,
+    /// What LoRA adapters may update, and what they must match.
+    lora_targets: LoraTargets,
+    /// The applied LoRA adapters' updates (empty: none).
+    lora: LoraWeights<B::Weight>,
+    /// The applied LoRA adapters' files and scales.
+    loras: Vec<(String, f32)>,
 }
 
 /// Logits of one or more rows, `n_vocab` each.
@@ -67,9 +75,7 @@ impl<B: Backend> Model<B> {
     /// (reporting all missing ones at once), then hand each to the backend once.
     pub fn load<S: ByteSource>(file: &GgufFile<S>, mut backend: B) -> Result<Model<B>> {
         let config = ModelConfig::from_gguf(file)?;
-        let mut checker = Checker::new(file);
-        ArchWeights::load(&config, &mut checker)?;
-        checker.finish()?;
+        let lora_targets = attach::targets(file, &config)?;
         let mut loader = BackendLoader::new(file, &mut backend);
         let weights = ArchWeights::load(&config, &mut loader)?;
         Ok(Model {
@@ -77,7 +83,47 @@ impl<B: Backend> Model<B> {
             backend,
             weights,
             ubatch: DEFAULT_UBATCH,
+            lora_targets,
+            lora: LoraWeights::default(),
+            loras: Vec::new(),
         })
+    }
+
+    /// Applies LoRA adapters, each at its scale (llama.cpp's `--lora-scaled`: 1 is the
+    /// adapter as trained), in place of any applied before; an empty list removes them.
+    /// Every adapter is checked first (its architecture the model's, each pair for a
+    /// projection of the model and of its shape: [`crate::LoraError`]), so a refused list
+    /// leaves the model as it was. An adapter of scale 0 is checked but left out of the
+    /// graph.
+    pub fn apply_loras(&mut self, adapters: &[(&LoraAdapter, f32)]) -> Result<()> {
+        for (adapter, scale) in adapters {
+            if !scale.is_finite() {
+                return Err(crate::LoraError::Scale {
+                    file: adapter.file().to_string(),
+                    scale: *scale,
+                }
+                .into());
+            }
+            self.lora_targets.check(adapter, self.config.arch.name())?;
+        }
+        self.lora = attach::build(&mut self.backend, adapters, &self.lora_targets.groups)?;
+        self.loras = adapters
+            .iter()
+            .map(|(a, s)| (a.file().to_string(), *s))
+            .collect();
+        Ok(())
+    }
+
+    /// Reads the LoRA GGUF at `path` and applies it alone at `scale`
+    /// ([`Model::apply_loras`] with one adapter; several go through that).
+    pub fn load_lora(&mut self, path: impl AsRef<Path>, scale: f32) -> Result<()> {
+        let adapter = LoraAdapter::open(path)?;
+        self.apply_loras(&[(&adapter, scale)])
+    }
+
+    /// The applied LoRA adapters: each one's file and scale, in the order given.
+    pub fn loras(&self) -> &[(String, f32)] {
+        &self.loras
     }
 
     /// The most tokens one step of its sessions takes ([`Session::set_ubatch`]) for the
@@ -447,6 +493,7 @@ impl<'m, B: Backend> Session<'m, B> {
             positions: &positions,
             n_tokens: n,
             end,
+            lora: &model.lora,
         };
         Ok(arch::forward(&mut graph, &model.weights))
     }

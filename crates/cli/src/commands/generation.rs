@@ -16,6 +16,7 @@ use rullama_model::{
 };
 use rullama_tokenizer::{StreamDecoder, Tokenizer};
 
+use super::lora::{self, LoraArg};
 use super::{CliError, validate};
 
 /// Sampling and context flags, with llama.cpp's defaults.
@@ -75,6 +76,11 @@ pub struct GenerationArgs {
     /// (default 2048; fewer where the GPU's largest buffer binding needs).
     #[arg(long)]
     pub ubatch: Option<NonZeroUsize>,
+    /// A LoRA adapter to apply: a llama.cpp LoRA GGUF or a PEFT directory, at scale 1 or
+    /// the one after `:` (`--lora a.gguf:0.5`, llama.cpp's `--lora-scaled`); repeat for
+    /// several.
+    #[arg(long = "lora", value_name = "FILE[:SCALE]")]
+    pub lora: Vec<LoraArg>,
     #[command(flatten)]
     pub gpu: GpuFlags,
     /// Print load time, prompt and generation speed to stderr, like `ollama run --verbose`.
@@ -310,20 +316,46 @@ impl Loaded {
 /// Checks the flags ([`GenerationArgs::validate`]), then loads `model` as they say.
 pub fn load(model: &str, args: &GenerationArgs) -> Result<Loaded, CliError> {
     args.validate()?;
-    load_on(model, args.backend, args.threads, args.gpu, args.ubatch)
+    let tuning = Tuning {
+        ubatch: args.ubatch,
+        lora: &args.lora,
+    };
+    load_on(model, args.backend, args.threads, args.gpu, tuning)
+}
+
+/// What a command sets on a model once it is loaded, whichever executor holds it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Tuning<'a> {
+    /// The most tokens a step of its sessions feeds.
+    pub ubatch: Option<NonZeroUsize>,
+    /// The LoRA adapters to apply.
+    pub lora: &'a [LoraArg],
 }
 
 /// Loads `model` on the executor `backend` names (`threads`: the CPU executor's; `gpu`: the
-/// GPU executor's arithmetic; `ubatch`: the most tokens a step of its sessions feeds).
+/// GPU executor's arithmetic), then applies `tuning`, with an Ollama model's adapter layers
+/// before the adapters `tuning` names.
 pub fn load_on(
     model: &str,
     backend: BackendChoice,
     threads: Option<usize>,
     gpu_flags: GpuFlags,
-    ubatch: Option<NonZeroUsize>,
+    tuning: Tuning<'_>,
 ) -> Result<Loaded, CliError> {
     let start = Instant::now();
-    let path = store::resolve(model)?.path;
+    let resolved = store::resolve(model)?;
+    let path = resolved.path;
+    // An Ollama model's adapter layers first (Ollama applies them at scale 1), then --lora.
+    let loras: Vec<LoraArg> = resolved
+        .adapters
+        .into_iter()
+        .map(|path| LoraArg { path, scale: 1.0 })
+        .chain(tuning.lora.iter().cloned())
+        .collect();
+    let tuning = Tuning {
+        lora: &loras,
+        ..tuning
+    };
     let tokenizer = Tokenizer::open(&path)?;
     let gpu = match backend {
         BackendChoice::Cpu => None,
@@ -335,13 +367,13 @@ pub fn load_on(
         Some(gpu) => {
             let name = gpu.info.name.clone();
             (
-                Engine::Gpu(Box::new(with_ubatch(
+                Engine::Gpu(Box::new(tuned(
                     Model::open(
                         &path,
                         GpuBackend::new(gpu).with_options(gpu_flags.options()),
                     )?,
-                    ubatch,
-                ))),
+                    tuning,
+                )?)),
                 name,
             )
         }
@@ -354,7 +386,7 @@ pub fn load_on(
             // dequantizing every row on every token.
             let backend = backend.with_storage(WeightStorage::Dense);
             (
-                Engine::Cpu(Box::new(with_ubatch(Model::open(&path, backend)?, ubatch))),
+                Engine::Cpu(Box::new(tuned(Model::open(&path, backend)?, tuning)?)),
                 "cpu (reference executor)".to_string(),
             )
         }
@@ -367,12 +399,14 @@ pub fn load_on(
     })
 }
 
-/// `model` with its sessions' ubatch set where `ubatch` gives one.
-fn with_ubatch<B: Backend>(mut model: Model<B>, ubatch: Option<NonZeroUsize>) -> Model<B> {
-    if let Some(u) = ubatch {
+/// `model` with its sessions' ubatch set where `tuning` gives one, and its LoRA adapters
+/// applied.
+fn tuned<B: Backend>(mut model: Model<B>, tuning: Tuning<'_>) -> Result<Model<B>, CliError> {
+    if let Some(u) = tuning.ubatch {
         model.set_ubatch(u);
     }
-    model
+    lora::apply(&mut model, tuning.lora)?;
+    Ok(model)
 }
 
 /// Timings of one generation, for `--verbose`, and why it stopped.

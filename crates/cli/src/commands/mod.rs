@@ -4,6 +4,8 @@ pub mod bench;
 pub mod chat;
 pub mod generation;
 pub mod inspect;
+pub mod lora;
+pub mod merge;
 pub mod perplexity;
 pub mod quantize;
 pub mod run;

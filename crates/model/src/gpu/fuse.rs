@@ -2,7 +2,7 @@
 //!
 //! A decode step of a small model is a chain of small kernels, each costing its launch and
 //! barrier and its own round trips to memory however little it does (docs/PERF.md, section
-//! 2: the dispatch floor), so the lowering folds eight patterns
+//! 2: the dispatch floor), so the lowering folds these patterns
 //! of the graph's plain ops into one kernel each, without changing what they compute:
 //!
 //! - `embed -> scale` (Gemma's sqrt(d_model)): the gather multiplies as it stores (the
@@ -58,6 +58,12 @@
 //!   normed vector for the later readers ([`ResidualOp`]; `matvec/x_norm.wgsl`), where the
 //!   product is small enough ([`NORM_FUSE_MAX_BYTES`]). Found last, and only when the
 //!   lowering asks for it (`GpuOptions::fold_norm`).
+//!
+//! - a decode add of a product of a product that nothing else reads and a value stored
+//!   before it (a LoRA update, `y + B·(A·x)`; no model's own graph has one): the `B`
+//!   product's matvec adds the value as it stores each row
+//!   (the bias epilogue reading an activation; [`Fuse::Accumulate`]). Found last, over what the
+//!   other patterns left.
 //!
 //! A node folds only when its value has no other reader and the shapes are whole rows, so
 //! every other graph lowers as before. [`Fusion::emit_at`] says where each node's work
@@ -134,6 +140,10 @@ pub(crate) enum Fuse {
     /// The matmul with the `add_bias` node `bias` folded into its output (which is then
     /// `bias`'s value; the product alone is never stored).
     Biased { bias: usize },
+    /// The matmul (one token) whose only reader is the add node `add`, which adds it to
+    /// `other`: the matvec adds `other` as it stores each row (the bias epilogue, reading an
+    /// activation), and its output is `add`'s value.
+    Accumulate { add: usize, other: Src },
     /// One product for the matmuls `parts` (this node first, then later ones reading the
     /// same input, their weights consecutive rows of one stacked upload); each part's value
     /// lands in its own place. The later parts are `Done`.
@@ -281,6 +291,9 @@ impl Fusion {
             for i in 0..n {
                 f.norm_into(key, i, options.q8_inputs, &whole);
             }
+        }
+        for i in 0..n {
+            f.accumulate(key, &uses, i, &whole);
         }
         f
     }
@@ -728,6 +741,42 @@ impl Fusion {
         self.fuse[i] = Fuse::Done;
         for v in [Some(i), pre, Some(o)].into_iter().flatten() {
             self.emit_at[v] = j;
+        }
+    }
+
+    /// An add node `i` left to itself, of one token, one of whose operands is a whole-row
+    /// product of a whole weight, of another product's output, lowered at its own node and
+    /// read by nothing else, the other an operand stored before that product runs: the
+    /// product adds it as it stores its rows ([`Fuse::Accumulate`]), bit for bit the separate
+    /// add. (A LoRA update `y + B·(A·x)`.)
+    fn accumulate(&mut self, key: &Key, uses: &[usize], i: usize, whole: &impl Fn(&Src) -> bool) {
+        let nodes = &key.nodes;
+        let Node::Add { a, b } = &nodes[i] else {
+            return;
+        };
+        if !self.free(i) || a.value == b.value || !whole(a) || !whole(b) || key.shapes[i].0 != 1 {
+            return;
+        }
+        for (m, other) in [(a.value, *b), (b.value, *a)] {
+            let Node::Matmul { w, x } = &nodes[m] else {
+                continue;
+            };
+            // Only a product of another product's output: LoRA's `B·(A·x)`. The models'
+            // own products read norms, GLUs and attention outputs, so their steps lower as
+            // they do without LoRA.
+            let of_product = matches!(nodes[x.value], Node::Matmul { .. });
+            let fits = of_product
+                && self.free(m)
+                && uses[m] == 1
+                && w.is_whole()
+                && self.norm_input[m].is_none()
+                && self.scaled_input[m].is_none()
+                && !self.folded[other.value]
+                && self.emit_at[other.value] < m;
+            if fits {
+                self.producer_stores(m, i, Fuse::Accumulate { add: i, other });
+                return;
+            }
         }
     }
 

@@ -55,6 +55,14 @@ use super::ir::{AttnNode, IdsInput, IdsKey, Key, KvSlot, Node, RopeSpec, Src};
 use super::memory::{Counted, LiveBytes};
 use super::weight::{GpuKvCache, GpuWeightRef, next_id};
 
+/// What a product adds to each row it stores (the kernels' bias epilogue): a weight (a
+/// bias), or, for one token, an activation (`fuse.rs`, [`Fuse::Accumulate`]).
+#[derive(Debug, Clone, Copy)]
+enum Addition<'k> {
+    Bias(&'k GpuWeightRef),
+    Value(Src),
+}
+
 /// RoPE frequency tables, made once per (n_rot, base, scale).
 #[derive(Debug, Default)]
 pub(crate) struct Freqs(HashMap<(usize, u32, u32), GpuTensor>);
@@ -271,6 +279,7 @@ impl Plan {
                 }
                 Fuse::GluDown { glu, q8 } => l.glu_down(&key, i, *glu, *q8)?,
                 Fuse::Biased { bias } => l.biased(&key, i, *bias)?,
+                Fuse::Accumulate { add, other } => l.accumulate(&key, i, *add, *other)?,
                 Fuse::ScaledEmbed { scale } => l.scaled_embed(&key, i, *scale)?,
                 Fuse::Stack { parts } => l.stack(&key, parts)?,
                 Fuse::GluStack { up, glu } => l.glu_stack(&key, i, *up, *glu)?,
@@ -1062,7 +1071,7 @@ impl<'a> Lower<'a> {
         m: usize,
         w: &GpuWeightRef,
         x: Src,
-        bias: Option<&GpuWeightRef>,
+        bias: Option<Addition<'_>>,
         len: usize,
     ) -> Result<Loc, GpuError> {
         let out = self.alloc(len)?;
@@ -1234,11 +1243,15 @@ impl<'a> Lower<'a> {
         rows: WeightRows<'_>,
         x: Src,
         feed: Feed,
-        bias: Option<&GpuWeightRef>,
+        bias: Option<Addition<'_>>,
         outs: &[Out<'_>],
         route: Option<Route>,
     ) -> Result<Vec<Op>, GpuError> {
-        let bias = bias.map(values).transpose()?;
+        let bias = match bias {
+            Some(Addition::Bias(w)) => Some(values(w)?),
+            Some(Addition::Value(v)) => Some(self.src(v)),
+            None => None,
+        };
         let xv = self.src(x);
         let input = self.input(x, feed)?;
         let n = x.rows;
@@ -1274,7 +1287,7 @@ impl<'a> Lower<'a> {
             return Err(mismatch("a stacked product on a node other than a matmul"));
         };
         let bias = match parts[0].bias.map(|b| &nodes[b]) {
-            Some(Node::AddBias { bias, .. }) => Some(bias),
+            Some(Node::AddBias { bias, .. }) => Some(Addition::Bias(bias)),
             _ => None,
         };
         let n_rows: Vec<usize> = parts.iter().map(|p| key.shapes[p.matmul].1).collect();
@@ -1376,8 +1389,23 @@ impl<'a> Lower<'a> {
             return Err(mismatch("a bias fusion on other nodes"));
         };
         let (rows, cols) = key.shapes[m];
-        let out = self.linear(m, w, *x, Some(bias), rows * cols)?;
+        let out = self.linear(m, w, *x, Some(Addition::Bias(bias)), rows * cols)?;
         self.locs[b] = Some(out);
+        Ok(())
+    }
+
+    /// Matmul node `m` (one token) whose value add node `add` adds to `other`: the matvec
+    /// adds `other` as it stores each row (`fuse.rs`, [`Fuse::Accumulate`]); its output is the
+    /// add's value.
+    fn accumulate(&mut self, key: &Key, m: usize, add: usize, other: Src) -> Result<(), GpuError> {
+        let Node::Matmul { w, x } = &key.nodes[m] else {
+            return Err(mismatch(
+                "an accumulating product on a node other than a matmul",
+            ));
+        };
+        let (rows, cols) = key.shapes[m];
+        let out = self.linear(m, w, *x, Some(Addition::Value(other)), rows * cols)?;
+        self.locs[add] = Some(out);
         Ok(())
     }
 

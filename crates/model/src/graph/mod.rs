@@ -9,6 +9,7 @@ pub(crate) mod weights;
 
 use crate::backend::{AttentionInputs, AttentionParams, RmsNormParams, RopeParams, Sequence};
 use crate::config::ModelConfig;
+use crate::lora::attach::LoraWeights;
 use weights::{FfnWeights, Linear};
 
 /// Which rows the LM head runs on.
@@ -41,6 +42,8 @@ pub(crate) struct Graph<'a, S: Sequence> {
     pub positions: &'a S::Ids,
     pub n_tokens: usize,
     pub end: StepEnd,
+    /// The LoRA adapters' updates, by projection (empty without adapters).
+    pub lora: &'a LoraWeights<W<S>>,
 }
 
 type T<S> = <S as Sequence>::Tensor;
@@ -72,11 +75,22 @@ impl<S: Sequence> Graph<'_, S> {
         self.ops.rms_norm(x, &p)
     }
 
-    /// `x · Wᵀ (+ bias)`: every projection goes through here (LoRA's hook).
+    /// `x · Wᵀ (+ bias)`: every projection goes through here. With LoRA adapters that
+    /// update `W`, `+ (x · Aᵀ) · Bᵀ` as well (llama.cpp's `build_lora_mm`: two thin
+    /// products and an add; the adapters' factors are folded into `B`, `lora/attach.rs`).
+    /// Without one the graph is the plain product's.
     pub fn linear(&mut self, l: &Linear<W<S>>, x: &T<S>) -> T<S> {
         let y = self.ops.matmul(&l.weight, x);
-        match &l.bias {
+        let y = match &l.bias {
             Some(bias) => self.ops.add_bias(&y, bias),
+            None => y,
+        };
+        match l.name.as_deref().and_then(|n| self.lora.get(n)) {
+            Some(lora) => {
+                let ax = self.ops.matmul(&lora.a, x);
+                let bax = self.ops.matmul(&lora.b, &ax);
+                self.ops.add(&y, &bax)
+            }
             None => y,
         }
     }

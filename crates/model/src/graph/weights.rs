@@ -6,10 +6,13 @@
 //! tensor (borrowed from a file in memory, else read into a reused buffer) and hands it to
 //! the backend.
 
+use std::collections::HashMap;
+
 use rullama_gguf::{ByteSource, GgufFile, TensorView};
 
 use crate::backend::{Backend, LinearView};
 use crate::error::{MISSING_LISTED, ModelError, Result};
+use crate::lora::attach::LoraTargets;
 
 /// A source of weights by name, with the shape each must have (GGML order).
 pub(crate) trait Load {
@@ -18,6 +21,12 @@ pub(crate) trait Load {
     fn required(&mut self, name: &str, dims: &[usize]) -> Result<Self::W>;
     /// A tensor that may be absent (a bias, an untied output).
     fn optional(&mut self, name: &str, dims: &[usize]) -> Result<Option<Self::W>>;
+    /// Notes that matrix `name` (`[n_in, n_out]`) is a projection the graph multiplies
+    /// through `Graph::linear`, where a LoRA adapter may update it. The default notes
+    /// nothing; the [`Checker`] keeps the list.
+    fn projection(&mut self, name: &str, n_in: usize, n_out: usize) {
+        let _ = (name, n_in, n_out);
+    }
     /// Linears that the graph multiplies with one input (q, k, v; gate, up), in its order:
     /// the backend may stack them ([`Backend::load_linears`]). The default loads each alone.
     fn linears(&mut self, specs: &[LinearSpec<'_>]) -> Result<Vec<Linear<Self::W>>>
@@ -53,12 +62,16 @@ pub(crate) enum Bias {
     Required,
 }
 
-/// A matrix with GGML dims `[n_in, n_out]` and an optional bias of `n_out` values. This is
-/// where LoRA will attach: models only ever call `Graph::linear`.
+/// A matrix with GGML dims `[n_in, n_out]` and an optional bias of `n_out` values, and the
+/// name of its matrix, by which `Graph::linear` finds a LoRA adapter's update of it (models
+/// only ever call `Graph::linear`).
 #[derive(Debug, Clone)]
 pub(crate) struct Linear<W> {
     pub weight: W,
     pub bias: Option<W>,
+    /// `{prefix}.weight`; `None` for a matrix loaded as another tensor (a tied LM head),
+    /// which no LoRA updates.
+    pub name: Option<String>,
 }
 
 impl<W: Clone> Linear<W> {
@@ -70,19 +83,29 @@ impl<W: Clone> Linear<W> {
         n_out: usize,
         bias: Bias,
     ) -> Result<Self> {
-        let weight = l.required(&format!("{prefix}.weight"), &[n_in, n_out])?;
-        let name = format!("{prefix}.bias");
+        let name = format!("{prefix}.weight");
+        let weight = l.required(&name, &[n_in, n_out])?;
+        l.projection(&name, n_in, n_out);
+        let bias_name = format!("{prefix}.bias");
         let bias = match bias {
             Bias::None => None,
-            Bias::Optional => l.optional(&name, &[n_out])?,
-            Bias::Required => Some(l.required(&name, &[n_out])?),
+            Bias::Optional => l.optional(&bias_name, &[n_out])?,
+            Bias::Required => Some(l.required(&bias_name, &[n_out])?),
         };
-        Ok(Linear { weight, bias })
+        Ok(Linear {
+            weight,
+            bias,
+            name: Some(name),
+        })
     }
 
     /// A linear without bias around an already loaded matrix (tied embeddings).
     pub fn from_weight(weight: W) -> Self {
-        Linear { weight, bias: None }
+        Linear {
+            weight,
+            bias: None,
+            name: None,
+        }
     }
 }
 
@@ -194,6 +217,10 @@ pub(crate) struct Checker<'f, S> {
     missing: Vec<String>,
     n_missing: usize,
     mismatch: Option<ModelError>,
+    /// The projections noted ([`Load::projection`]): name → `(n_in, n_out)`.
+    projections: HashMap<String, (usize, usize)>,
+    /// The matrices of each [`Load::linears`] call (projections of one input), in order.
+    groups: Vec<Vec<String>>,
 }
 
 impl<'f, S: ByteSource> Checker<'f, S> {
@@ -203,15 +230,25 @@ impl<'f, S: ByteSource> Checker<'f, S> {
             missing: Vec::new(),
             n_missing: 0,
             mismatch: None,
+            projections: HashMap::new(),
+            groups: Vec::new(),
         }
     }
 
-    /// Missing tensors first (the first few and the count), then the first shape mismatch.
-    pub fn finish(self) -> Result<()> {
+    /// Missing tensors first (the first few and the count), then the first shape mismatch;
+    /// else what LoRA adapters may update: the projections, and every tensor's name.
+    pub fn finish(self) -> Result<LoraTargets> {
         if self.n_missing > 0 {
             return Err(ModelError::missing(self.missing, self.n_missing));
         }
-        self.mismatch.map_or(Ok(()), Err)
+        if let Some(e) = self.mismatch {
+            return Err(e);
+        }
+        Ok(LoraTargets {
+            projections: self.projections,
+            groups: self.groups,
+            tensors: self.file.tensors().map(|t| t.name.clone()).collect(),
+        })
     }
 
     fn check(&mut self, name: &str, dims: &[usize], found: &[u64]) {
@@ -243,6 +280,20 @@ impl<S: ByteSource> Load for Checker<'_, S> {
 
     fn optional(&mut self, name: &str, dims: &[usize]) -> Result<Option<()>> {
         Ok(file_dims(self.file, name).map(|found| self.check(name, dims, &found)))
+    }
+
+    fn projection(&mut self, name: &str, n_in: usize, n_out: usize) {
+        self.projections.insert(name.to_string(), (n_in, n_out));
+    }
+
+    /// Notes the group, then checks each linear alone.
+    fn linears(&mut self, specs: &[LinearSpec<'_>]) -> Result<Vec<Linear<()>>> {
+        let names = specs.iter().map(|s| format!("{}.weight", s.prefix));
+        self.groups.push(names.collect());
+        specs
+            .iter()
+            .map(|s| Linear::load(self, s.prefix, s.n_in, s.n_out, s.bias))
+            .collect()
     }
 }
 
@@ -336,7 +387,12 @@ impl<S: ByteSource, B: Backend> Load for BackendLoader<'_, S, B> {
         let loaded = self.backend.load_linears(&views)?;
         Ok(loaded
             .into_iter()
-            .map(|(weight, bias)| Linear { weight, bias })
+            .zip(specs)
+            .map(|((weight, bias), s)| Linear {
+                weight,
+                bias,
+                name: Some(format!("{}.weight", s.prefix)),
+            })
             .collect())
     }
 }

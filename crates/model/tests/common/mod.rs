@@ -11,6 +11,7 @@ use rullama_model::cpu::WeightStorage;
 use rullama_model::{CpuBackend, Model};
 
 pub mod gpu;
+pub mod lora;
 
 pub const MODELS: [&str; 3] = ["gemma3-270m", "smollm2-135m", "qwen2.5-0.5b"];
 

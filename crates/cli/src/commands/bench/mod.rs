@@ -19,6 +19,7 @@ use rullama_model::sampler::SamplerParams;
 use rullama_model::validate::check_context;
 
 use super::generation::{self, BackendChoice, GpuFlags};
+use super::lora::LoraArg;
 use super::{CliError, validate};
 use measure::Tests;
 use report::{ModelInfo, Report, TestResult};
@@ -85,6 +86,11 @@ pub struct Args {
     /// of this many (default 2048; fewer where the GPU's largest buffer binding needs).
     #[arg(long)]
     ubatch: Option<NonZeroUsize>,
+    /// A LoRA adapter to apply: a llama.cpp LoRA GGUF or a PEFT directory, at scale 1 or
+    /// the one after `:`; repeat for several (llama-bench has none: the figures are the
+    /// adapted model's).
+    #[arg(long = "lora", value_name = "FILE[:SCALE]")]
+    lora: Vec<LoraArg>,
     /// Print the results as one JSON object, with one object per test (for scripts).
     #[arg(long)]
     json: bool,
@@ -106,7 +112,10 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         args.backend,
         args.threads,
         args.gpu,
-        args.ubatch,
+        generation::Tuning {
+            ubatch: args.ubatch,
+            lora: &args.lora,
+        },
     )?;
     let measured = loaded.run(&tests)?;
     let results = measured
