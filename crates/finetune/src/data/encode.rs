@@ -25,6 +25,9 @@
 //!   token (`<end_of_turn>`, `<|im_end|>`): that token is learnt, as it is how the model stops,
 //!   and what the template writes after it (a newline) is not, as generation never reaches it.
 //!
+//! A conversation that opens with the assistant (which some templates cannot render as an
+//! empty prefix) learns its first turn from after BOS and the generation prompt.
+//!
 //! Text in examples never becomes control tokens; only the template's markers do.
 
 use rullama_tokenizer::{ChatMessage, ChatTemplate, EncodeOptions, Tokenizer};
@@ -115,7 +118,21 @@ impl<'t> Encoder<'t> {
             if message.role != "assistant" {
                 continue;
             }
-            let start = common_prefix(&ids(&messages[..i], true)?, &tokens);
+            let before = match ids(&messages[..i], true) {
+                Ok(before) => before,
+                // Many templates cannot render an empty conversation (Gemma's reads
+                // `messages[0]`): what precedes a first turn is BOS and the generation
+                // prompt, which a one-message conversation shows.
+                Err(_) if i == 0 => {
+                    let probe = [ChatMessage::new("user", "x")];
+                    let (without, with) = (ids(&probe, false)?, ids(&probe, true)?);
+                    let mut before = self.bos();
+                    before.extend(with.get(without.len()..).unwrap_or_default());
+                    before
+                }
+                Err(e) => return Err(e),
+            };
+            let start = common_prefix(&before, &tokens);
             let mut end = common_prefix(&ids(&messages[..=i], false)?, &tokens).max(start);
             if let Some(last) = tokens[start..end]
                 .iter()
