@@ -36,6 +36,8 @@ fn each_shape_reads() {
         "{\"prompt\": \"2+2=\", \"completion\": \"4\"}\r\n",
         "{\"messages\": [{\"role\": \"system\", \"content\": \"s\"}, ",
         "{\"role\": \"user\", \"content\": \"u\"}, {\"role\": \"assistant\", \"content\": \"a\"}]}\n",
+        "{\"prompt\": [{\"role\": \"user\", \"content\": \"u\"}], ",
+        "\"completion\": [{\"role\": \"assistant\", \"content\": \"a\"}]}\n",
     );
     let records = read(text).unwrap();
     let examples: Vec<(usize, &Example)> = records.iter().map(|r| (r.line, &r.example)).collect();
@@ -57,6 +59,13 @@ fn each_shape_reads() {
                     ChatMessage::new("user", "u"),
                     ChatMessage::new("assistant", "a"),
                 ])
+            ),
+            (
+                4,
+                &Example::ChatCompletion {
+                    prompt: vec![ChatMessage::new("user", "u")],
+                    completion: vec![ChatMessage::new("assistant", "a")],
+                }
             ),
         ]
     );
@@ -102,9 +111,15 @@ fn wrong_types_name_the_field() {
         ("{\"text\": 5}", "text", "a number"),
         ("{\"text\": null}", "text", "null"),
         (
-            "{\"prompt\": \"p\", \"completion\": [\"c\"]}",
+            "{\"prompt\": \"p\", \"completion\": 3}",
             "completion",
-            "a list",
+            "a number",
+        ),
+        // A string beside a list of messages: the string is the odd one out.
+        (
+            "{\"prompt\": \"p\", \"completion\": [\"c\"]}",
+            "prompt",
+            "a string",
         ),
         ("{\"messages\": \"hi\"}", "messages", "a string"),
         ("{\"messages\": [\"hi\"]}", "messages[0]", "a string"),
@@ -167,7 +182,42 @@ fn shapes_that_are_missing_unknown_or_mixed_are_errors() {
     let (_, p) = problem("{\"messages\": [], \"text\": \"t\"}");
     assert!(matches!(p, LineProblem::Ambiguous("messages", "text")));
     let (_, p) = problem("{\"messages\": []}");
-    assert!(matches!(p, LineProblem::EmptyConversation));
+    assert!(
+        matches!(&p, LineProblem::EmptyConversation(f) if f == "messages"),
+        "{p:?}"
+    );
+    // Conversational prompt/completion: both lists, each non-empty.
+    let (_, p) =
+        problem("{\"prompt\": [{\"role\": \"user\", \"content\": \"a\"}], \"completion\": \"b\"}");
+    assert!(
+        matches!(&p, LineProblem::Type { field, found: "a string", .. } if field == "completion"),
+        "{p:?}"
+    );
+    let (_, p) = problem("{\"completion\": [{\"role\": \"assistant\", \"content\": \"b\"}]}");
+    assert!(
+        matches!(
+            p,
+            LineProblem::Missing {
+                field: "prompt",
+                ..
+            }
+        ),
+        "{p:?}"
+    );
+    let (_, p) = problem(
+        "{\"prompt\": [], \"completion\": [{\"role\": \"assistant\", \"content\": \"b\"}]}",
+    );
+    assert!(
+        matches!(&p, LineProblem::EmptyConversation(f) if f == "prompt"),
+        "{p:?}"
+    );
+    let (_, p) = problem(
+        "{\"prompt\": [{\"role\": \"user\", \"content\": \"a\"}], \"completion\": [{\"role\": \"robot\", \"content\": \"b\"}]}",
+    );
+    assert!(
+        matches!(&p, LineProblem::UnknownRole { field, .. } if field == "completion[0].role"),
+        "{p:?}"
+    );
 }
 
 #[test]

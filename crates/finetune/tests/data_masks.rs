@@ -154,6 +154,25 @@ fn a_chat_learns_the_assistant_turns_and_their_end_markers() {
     }
 }
 
+/// A conversational prompt/completion learns the completion's assistant turns only, not an
+/// assistant turn inside the prompt.
+#[test]
+fn a_chat_completion_learns_only_the_completion() {
+    for tiny in FAMILIES {
+        let tok = tokenizer(tiny);
+        let messages = two_turns("And 3+3?");
+        let example = Example::ChatCompletion {
+            prompt: messages[..4].to_vec(),
+            completion: messages[4..].to_vec(),
+        };
+        let seq = encode(tok, &example);
+        let end = end_of_turn(tiny);
+        assert_eq!(learnt(tok, &seq), format!("6, I think.{end}"), "{tiny:?}");
+        // The same tokens as the whole conversation.
+        assert_eq!(seq.tokens(), encode(tok, &Example::Chat(messages)).tokens());
+    }
+}
+
 #[test]
 fn typed_markers_in_a_chat_stay_text() {
     for tiny in FAMILIES {
@@ -234,4 +253,53 @@ fn a_model_without_a_template_refuses_chats_but_trains_on_text() {
     let jsonl = "{\"text\": \"a\"}\n{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}\n";
     let e = Dataset::read(jsonl.as_bytes(), Path::new("chat.jsonl"), &encoder, 64).unwrap_err();
     assert!(e.to_string().starts_with("chat.jsonl:2: "), "{e}");
+}
+
+/// A file read, tokenized and cut: a completion longer than the context keeps its start, a
+/// prompt that fills the context leaves nothing to learn and is dropped, and the summary says
+/// so.
+#[test]
+fn a_file_is_tokenized_cut_and_summarised() {
+    let tok = tokenizer(Tiny::Qwen2);
+    let encoder = Encoder::new(tok);
+    let long = "one two three four five six seven eight nine ten ".repeat(4);
+    let jsonl = format!(
+        "{{\"prompt\": \"Q: \", \"completion\": \"{long}\"}}\n\
+         {{\"prompt\": \"{long}\", \"completion\": \"end\"}}\n\
+         \n\
+         {{\"text\": \"short\"}}\n"
+    );
+    let ctx = 16;
+    let data = Dataset::read(jsonl.as_bytes(), Path::new("mix.jsonl"), &encoder, ctx).unwrap();
+    let s = *data.summary();
+    assert_eq!(
+        (s.examples, s.sequences, s.dropped, s.cut),
+        (3, 2, 1, 1),
+        "{s}"
+    );
+    let full = encoder
+        .encode(&Example::Completion {
+            prompt: "Q: ".into(),
+            completion: long.clone(),
+        })
+        .unwrap();
+    assert_eq!(data.sequences()[0].tokens(), &full.tokens()[..ctx]);
+    assert_eq!(data.sequences()[0].cut(), full.len() - ctx);
+    assert!(
+        s.tokens_cut > full.len() - ctx,
+        "the dropped example's cut counts too"
+    );
+    assert_eq!(
+        s.trainable,
+        data.sequences()
+            .iter()
+            .map(Sequence::trainable)
+            .sum::<usize>()
+    );
+    // Nothing at all to learn is an error, not an empty run.
+    let jsonl = format!("{{\"prompt\": \"{long}\", \"completion\": \"x\"}}\n");
+    let e = Dataset::read(jsonl.as_bytes(), Path::new("p.jsonl"), &encoder, ctx).unwrap_err();
+    assert!(matches!(e, DataError::NoTrainable { .. }), "{e}");
+    let e = Dataset::read("\n\n".as_bytes(), Path::new("e.jsonl"), &encoder, ctx).unwrap_err();
+    assert!(matches!(e, DataError::Empty { .. }), "{e}");
 }

@@ -25,6 +25,10 @@
 //!   token (`<end_of_turn>`, `<|im_end|>`): that token is learnt, as it is how the model stops,
 //!   and what the template writes after it (a newline) is not, as generation never reaches it.
 //!
+//! * conversational `prompt`/`completion` (lists of messages): the conversation `prompt +
+//!   completion`, the assistant turns of the completion learnt (TRL masks the prompt's
+//!   rendering with the generation prompt, the same boundary).
+//!
 //! A conversation that opens with the assistant (which some templates cannot render as an
 //! empty prefix) learns its first turn from after BOS and the generation prompt.
 //!
@@ -90,7 +94,11 @@ impl<'t> Encoder<'t> {
                 let mask = (0..tokens.len()).map(|j| j >= start).collect();
                 (tokens, mask)
             }
-            Example::Chat(messages) => self.chat(messages)?,
+            Example::Chat(messages) => self.chat(messages, 0)?,
+            Example::ChatCompletion { prompt, completion } => {
+                let messages: Vec<ChatMessage> = prompt.iter().chain(completion).cloned().collect();
+                self.chat(&messages, prompt.len())?
+            }
         };
         Ok(Sequence::new(tokens, mask).expect("one mask flag per token"))
     }
@@ -103,7 +111,12 @@ impl<'t> Encoder<'t> {
         }
     }
 
-    fn chat(&self, messages: &[ChatMessage]) -> Result<(Vec<u32>, Vec<bool>), LineProblem> {
+    /// A conversation's tokens, the assistant turns from message `first` on learnt.
+    fn chat(
+        &self,
+        messages: &[ChatMessage],
+        first: usize,
+    ) -> Result<(Vec<u32>, Vec<bool>), LineProblem> {
         let template = self
             .template
             .as_ref()
@@ -114,7 +127,7 @@ impl<'t> Encoder<'t> {
         };
         let tokens = ids(messages, false)?;
         let mut mask = vec![false; tokens.len()];
-        for (i, message) in messages.iter().enumerate() {
+        for (i, message) in messages.iter().enumerate().skip(first) {
             if message.role != "assistant" {
                 continue;
             }

@@ -120,14 +120,15 @@ pub enum LineProblem {
     #[error("`{0}` and `{1}` cannot be in the same example: choose one shape")]
     Ambiguous(&'static str, &'static str),
 
-    /// `messages` is an empty list.
-    #[error("`messages` is empty")]
-    EmptyConversation,
+    /// A list of messages (`messages`, or a conversational `prompt`/`completion`) is empty.
+    #[error("`{0}` is an empty list of messages")]
+    EmptyConversation(String),
 
-    /// A message's role is not one this module knows.
+    /// A message's role is not one this module knows (`field` is `messages[i].role` or
+    /// `prompt[i].role`, …).
     #[error("`{field}`: unknown role `{role}` (expected `system`, `user` or `assistant`)")]
     UnknownRole {
-        /// Where the role is (`messages[i].role`).
+        /// Where the role is.
         field: String,
         /// The role given.
         role: String,

@@ -2,7 +2,8 @@
 //!
 //! The shapes are those of Hugging Face TRL's SFT datasets ("language modeling",
 //! "prompt-completion" and "conversational"): `{"text": …}`, `{"prompt": …, "completion": …}`
-//! and `{"messages": [{"role": …, "content": …}, …]}`. Other keys (an `id`, a `source`) are
+//! and `{"messages": [{"role": …, "content": …}, …]}`, and TRL's conversational
+//! prompt-completion, where `prompt` and `completion` are both lists of messages. Other keys (an `id`, a `source`) are
 //! ignored, as a column the trainer does not use; keys of two shapes in one line are an error
 //! rather than a guess.
 
@@ -31,6 +32,14 @@ pub enum Example {
     /// A conversation rendered by the model's chat template: the loss covers the assistant
     /// turns only.
     Chat(Vec<ChatMessage>),
+    /// A conversation and its continuation (`prompt` and `completion` as lists of messages):
+    /// the loss covers the assistant turns of the completion only.
+    ChatCompletion {
+        /// The conversation so far.
+        prompt: Vec<ChatMessage>,
+        /// What follows it, learnt.
+        completion: Vec<ChatMessage>,
+    },
 }
 
 impl Example {
@@ -48,7 +57,7 @@ impl Example {
                     return Err(LineProblem::Ambiguous("messages", other));
                 }
             }
-            return chat(object);
+            return Ok(Example::Chat(messages(object, "messages")?));
         }
         if has("text") {
             for other in ["prompt", "completion"] {
@@ -59,6 +68,32 @@ impl Example {
             return Ok(Example::Text(string(object, "text", "text")?));
         }
         if has("prompt") || has("completion") {
+            let lists =
+                ["prompt", "completion"].map(|k| matches!(object.get(k), Some(Value::Array(_))));
+            if lists[0] || lists[1] {
+                let (prompt, completion) = if lists[0] && lists[1] {
+                    (messages(object, "prompt")?, messages(object, "completion")?)
+                } else {
+                    // One list and one string (or nothing): a list was meant for both.
+                    let other = ["prompt", "completion"][usize::from(lists[0])];
+                    return Err(match object.get(other) {
+                        None => LineProblem::Missing {
+                            field: if lists[0] { "completion" } else { "prompt" },
+                            shape: "conversational prompt/completion",
+                        },
+                        Some(v) => LineProblem::Type {
+                            field: other.into(),
+                            expected: if lists[0] {
+                                "a list of messages, as `prompt` is"
+                            } else {
+                                "a list of messages, as `completion` is"
+                            },
+                            found: kind(v),
+                        },
+                    });
+                };
+                return Ok(Example::ChatCompletion { prompt, completion });
+            }
             let shape = "prompt/completion";
             return Ok(Example::Completion {
                 prompt: string(object, "prompt", shape)?,
@@ -93,25 +128,26 @@ fn string(
     }
 }
 
-fn chat(object: &Map<String, Value>) -> Result<Example, LineProblem> {
-    let list = match &object["messages"] {
+/// The messages listed at `key`.
+fn messages(object: &Map<String, Value>, key: &str) -> Result<Vec<ChatMessage>, LineProblem> {
+    let list = match &object[key] {
         Value::Array(list) => list,
         other => {
             return Err(LineProblem::Type {
-                field: "messages".into(),
+                field: key.into(),
                 expected: "a list of {\"role\", \"content\"} objects",
                 found: kind(other),
             });
         }
     };
     if list.is_empty() {
-        return Err(LineProblem::EmptyConversation);
+        return Err(LineProblem::EmptyConversation(key.to_string()));
     }
     let mut messages = Vec::with_capacity(list.len());
     for (i, item) in list.iter().enumerate() {
-        let field = |name: &str| format!("messages[{i}].{name}");
+        let field = |name: &str| format!("{key}[{i}].{name}");
         let message = item.as_object().ok_or_else(|| LineProblem::Type {
-            field: format!("messages[{i}]"),
+            field: format!("{key}[{i}]"),
             expected: "an object with `role` and `content`",
             found: kind(item),
         })?;
@@ -133,7 +169,7 @@ fn chat(object: &Map<String, Value>) -> Result<Example, LineProblem> {
         }
         messages.push(ChatMessage::new(role, content));
     }
-    Ok(Example::Chat(messages))
+    Ok(messages)
 }
 
 /// The JSON type of `value`, for messages.

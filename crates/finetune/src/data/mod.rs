@@ -1,8 +1,8 @@
 //! The data side of fine-tuning: from a JSONL file to batches of tokens with a loss mask.
 //!
 //! 1. [`jsonl`] reads the file, one [`Example`] a line (`{"text"}`, `{"prompt",
-//!    "completion"}`, `{"messages": […]}`); a bad line is a [`DataError::Line`] naming the
-//!    file, the line and the field.
+//!    "completion"}` as strings or as lists of messages, `{"messages": […]}`); a bad line is a
+//!    [`DataError::Line`] naming the file, the line and the field.
 //! 2. [`Encoder`] tokenizes an example with the model's tokenizer and chat template into a
 //!    [`Sequence`]: tokens and a loss mask over what the model should learn (all of a text,
 //!    a completion, the assistant's turns), following TRL's SFT conventions.
