@@ -68,8 +68,9 @@ pub struct Position {
     pub fingerprint: u64,
 }
 
-/// An endless iterator of batches over a dataset (the caller stops after its steps or
-/// epochs; [`Batches::position`] says which epoch a batch came from).
+/// An endless iterator of batches over a dataset: the caller stops after its steps or epochs
+/// ([`Batches::position`] says how many epochs are complete). One pass over eval data is the
+/// batches until `position().epoch` reaches 1, with `shuffle` off.
 #[derive(Debug, Clone)]
 pub struct Batches<'d> {
     data: &'d Dataset,
@@ -83,6 +84,11 @@ pub struct Batches<'d> {
 impl<'d> Batches<'d> {
     /// Batches from the start of epoch 0.
     pub fn new(data: &'d Dataset, config: BatchConfig) -> Result<Batches<'d>> {
+        if data.is_empty() {
+            return Err(DataError::Empty {
+                path: data.path().to_path_buf(),
+            });
+        }
         if config.batch == 0 {
             return Err(DataError::Setting(
                 "the batch must hold at least one row".into(),
@@ -129,9 +135,11 @@ impl<'d> Batches<'d> {
                 current: batches.fingerprint,
             });
         }
-        batches.epoch = position.epoch;
-        batches.index = position.index;
-        batches.order = batches.order_of(position.epoch);
+        // An index at the end of an epoch is the start of the next.
+        let at_end = position.index == data.len();
+        batches.epoch = position.epoch + u64::from(at_end);
+        batches.index = if at_end { 0 } else { position.index };
+        batches.order = batches.order_of(batches.epoch);
         Ok(batches)
     }
 

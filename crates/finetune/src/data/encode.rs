@@ -10,7 +10,7 @@
 //!   tokenizes it), EOS; the targets are the completion's tokens and the EOS (TRL's
 //!   `completion_only_loss`, on by default for such data). The prompt's tokens are the longest
 //!   common prefix of the tokens of `prompt` alone and of `prompt + completion`, so a word that
-//!   runs across the boundary (`"Answer:"` + `"4"`) counts with the completion instead of
+//!   runs across the boundary (`"fo"` + `"ur"` tokenized as `four`) counts with the completion instead of
 //!   shifting the mask (TRL instead warns of the mismatch and keeps the prompt's count).
 //! * `messages`: the conversation rendered by the model's chat template and tokenized with
 //!   control tokens only in the template's own text (`ChatTemplate::render_segments`,
@@ -24,7 +24,6 @@
 //!   once later ones exist still gets a mask). A turn's span ends at its last end-of-generation
 //!   token (`<end_of_turn>`, `<|im_end|>`): that token is learnt, as it is how the model stops,
 //!   and what the template writes after it (a newline) is not, as generation never reaches it.
-//!
 //! * conversational `prompt`/`completion` (lists of messages): the conversation `prompt +
 //!   completion`, the assistant turns of the completion learnt (TRL masks the prompt's
 //!   rendering with the generation prompt, the same boundary).

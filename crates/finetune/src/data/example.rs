@@ -3,9 +3,9 @@
 //! The shapes are those of Hugging Face TRL's SFT datasets ("language modeling",
 //! "prompt-completion" and "conversational"): `{"text": …}`, `{"prompt": …, "completion": …}`
 //! and `{"messages": [{"role": …, "content": …}, …]}`, and TRL's conversational
-//! prompt-completion, where `prompt` and `completion` are both lists of messages. Other keys (an `id`, a `source`) are
-//! ignored, as a column the trainer does not use; keys of two shapes in one line are an error
-//! rather than a guess.
+//! prompt-completion, where `prompt` and `completion` are both lists of messages. Other keys
+//! (an `id`, a `source`) are ignored, as a column the trainer does not use; keys of two shapes
+//! in one line are an error rather than a guess.
 
 use rullama_tokenizer::ChatMessage;
 use serde_json::{Map, Value};
@@ -78,7 +78,7 @@ impl Example {
                     let other = ["prompt", "completion"][usize::from(lists[0])];
                     return Err(match object.get(other) {
                         None => LineProblem::Missing {
-                            field: if lists[0] { "completion" } else { "prompt" },
+                            field: other,
                             shape: "conversational prompt/completion",
                         },
                         Some(v) => LineProblem::Type {
@@ -130,13 +130,13 @@ fn string(
 
 /// The messages listed at `key`.
 fn messages(object: &Map<String, Value>, key: &str) -> Result<Vec<ChatMessage>, LineProblem> {
-    let list = match &object[key] {
-        Value::Array(list) => list,
+    let list = match object.get(key) {
+        Some(Value::Array(list)) => list,
         other => {
             return Err(LineProblem::Type {
                 field: key.into(),
                 expected: "a list of {\"role\", \"content\"} objects",
-                found: kind(other),
+                found: other.map_or("nothing", kind),
             });
         }
     };
