@@ -8,7 +8,9 @@
 //! * packed: rows of `ctx` tokens, each filled with the next sequences while the next one
 //!   fits (never split: an example cut in two would lose its start), the rest padding;
 //!   `batch` such rows. Every span records where its example lies, so attention and positions
-//!   can restart per example ([`Span`]).
+//!   can restart per example ([`Span`]). Rows are filled in the epoch's order (next fit), not
+//!   by best fit over the whole epoch as TRL's `bfd` packing does: a batch then depends only
+//!   on where it starts, which is what resuming needs, at the cost of some padding.
 //!
 //! A batch never crosses an epoch's end: the last one of an epoch may have fewer rows. What a
 //! batch holds depends only on where it starts, so the [`Position`] (epoch, index into the
