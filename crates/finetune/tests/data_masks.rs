@@ -303,3 +303,36 @@ fn a_file_is_tokenized_cut_and_summarised() {
     let e = Dataset::read("\n\n".as_bytes(), Path::new("e.jsonl"), &encoder, ctx).unwrap_err();
     assert!(matches!(e, DataError::Empty { .. }), "{e}");
 }
+
+/// A template that refuses a conversation (as Gemma 3's own does when roles do not
+/// alternate) is an error naming the line and carrying the template's message.
+#[test]
+fn a_template_that_refuses_a_conversation_names_the_line() {
+    let file = GgufFile::from_bytes(tiny_model(Tiny::Qwen2, 3)).unwrap();
+    let mut meta = file.metadata().clone();
+    let strict = "{% for m in messages %}{% if (m.role == 'user') != (loop.index0 % 2 == 0) %}\
+                  {{ raise_exception('roles must alternate user/assistant') }}{% endif %}\
+                  <|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}\
+                  {% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+    meta.insert("tokenizer.chat_template", strict);
+    let tok = Tokenizer::from_gguf(&meta).unwrap();
+    let encoder = Encoder::new(&tok);
+    let good = "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"assistant\", \"content\": \"b\"}]}";
+    let bad = "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"user\", \"content\": \"b\"}]}";
+    let data = Dataset::read(good.as_bytes(), Path::new("t.jsonl"), &encoder, 64).unwrap();
+    assert_eq!(learnt(&tok, &data.sequences()[0]), "b<|im_end|>");
+    let jsonl = format!("{good}\n{bad}\n");
+    let e = Dataset::read(jsonl.as_bytes(), Path::new("t.jsonl"), &encoder, 64).unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            DataError::Line {
+                line: 2,
+                problem: LineProblem::Template(_),
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("roles must alternate"), "{e}");
+}

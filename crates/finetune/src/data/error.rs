@@ -138,7 +138,8 @@ pub enum LineProblem {
     #[error("a `messages` example needs the model's chat template: {0}")]
     NoTemplate(String),
 
-    /// The chat template refused the conversation (`raise_exception`, a render error).
-    #[error("chat template: {0}")]
+    /// The chat template refused the conversation (`raise_exception`, a render error); the
+    /// tokenizer's message names the template.
+    #[error("{0}")]
     Template(#[from] TokenizerError),
 }
