@@ -19,14 +19,15 @@ use crate::graph::OutputRows;
 /// Tokens a step of a long prompt takes at most, unless a model or session sets another
 /// ([`crate::Model::set_ubatch`], [`crate::Session::set_ubatch`]; a front end's `--ubatch`).
 ///
-/// Why 2048: long enough that a chunk's products fill the GPU's tensor cores (a prompt
-/// block's matmul tiles are 64 to 128 tokens tall, and the 922-token prefills of
-/// docs/PERF.md run whole), short enough that a 32k prompt of a 4B–8B model keeps its
-/// widest activation (gemma3-4b's gate|up: 20,480 f32s a token, 168 MB a chunk) to a few
-/// hundred MB and inside a 4 GiB binding. A first value, to be tuned by measurement on the
-/// GPU (prefill t/s at 8k and 32k tokens for several chunk sizes); llama.cpp's default is
-/// 512.
-pub const DEFAULT_UBATCH: NonZeroUsize = NonZeroUsize::new(2048).expect("non-zero");
+/// Why 4096: a chunk's products then fill the GPU's tensor cores and take the dense route
+/// (`rullama_kernels::ops::matmul_dense`), and the attention of later chunks rereads fewer
+/// cached keys. gemma3-4b's 8,192-token prefill on an H200 (docs/PERF.md, D-ubatch) ran at
+/// 9,070 / 10,574 / 11,837 / 12,618 t/s with chunks of 1024 / 2048 / 4096 / 8192 tokens,
+/// and its 32,768-token one at 7,852 / 8,649 / 9,159 with 2048 / 4096 / 8192. 4096 keeps
+/// within 6% of 8192 at half its activations: the widest, a 4B–8B model's gate|up (20,480
+/// to 37,888 f32s a token), stays at 335–620 MB a chunk, inside a 4 GiB binding.
+/// llama.cpp's default is 512.
+pub const DEFAULT_UBATCH: NonZeroUsize = NonZeroUsize::new(4096).expect("non-zero");
 
 /// The f32s per token of a step's widest activation: the residual stream (with room for a
 /// norm's output beside it), the stacked q|k|v and gate|up products (each one buffer on the

@@ -132,7 +132,7 @@ impl<B: Backend> Model<B> {
         self.ubatch = ubatch;
     }
 
-    /// What [`Model::set_ubatch`] set ([`crate::DEFAULT_UBATCH`], 2048, unless changed).
+    /// What [`Model::set_ubatch`] set ([`crate::DEFAULT_UBATCH`], 4096, unless changed).
     pub fn ubatch(&self) -> NonZeroUsize {
         self.ubatch
     }

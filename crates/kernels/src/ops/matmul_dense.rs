@@ -223,10 +223,9 @@ impl Matmul {
         let s = w.w.shape;
         let fits = (widened_len(w) as u64) * 4 <= max_binding_bytes;
         let big = w.n * s.n_in >= DENSE_MIN_WEIGHTS;
-        if !(self.coop(caps) && self.n_tokens >= DENSE_MIN_TOKENS && s.n_in.is_multiple_of(32))
-            || !big
-            || !fits
-        {
+        let whole_units = s.n_in.is_multiple_of(32);
+        let long = self.n_tokens >= DENSE_MIN_TOKENS;
+        if !(self.coop(caps) && long && whole_units && big && fits) {
             return None;
         }
         DenseTile::for_shape(w.n, self.n_tokens)
