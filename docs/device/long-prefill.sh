@@ -23,10 +23,13 @@ llama() { # MODEL CTX TOKENS...: llama.cpp's prefill t/s at prompts of about eac
   local sp=$!; shift 2
   for _ in $(seq 1 240); do curl -s 127.0.0.1:18090/health | grep -q ok && break; sleep 0.5; done
   python3 - "$@" <<'PY' 2>&1 | tail -4
-import json, sys, urllib.request, statistics
+import json, sys, urllib.request, urllib.error, statistics
 def post(path, body):
     r = urllib.request.Request("http://127.0.0.1:18090" + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
-    return json.load(urllib.request.urlopen(r, timeout=600))
+    try:
+        return json.load(urllib.request.urlopen(r, timeout=600))
+    except urllib.error.HTTPError as e:
+        sys.exit("llama-server %s: %s %s" % (path, e.code, e.read()[:300]))
 base = "the quick brown fox jumps over the lazy dog while a curious cat watches from the old wooden fence near the river bank "
 # Repeats of `base` for each length, from how many tokens 20 of them make in this vocabulary.
 per = len(post("/tokenize", dict(content=base * 20))["tokens"]) / 20
