@@ -9,9 +9,9 @@
 
 use crate::device::Caps;
 use crate::ops::{
-    argmax, attention, attention_coop, attention_rope, elementwise, embed, glu, head_norm_rope, kv,
-    matmul, matmul_coop, matmul_dense, matvec, norm, quantize, residual_norm, rope, sample,
-    split_k, unary, widen,
+    argmax, attention, attention_coop, attention_rope, elementwise, embed, f16_copy, glu,
+    head_norm_rope, kv, matmul, matmul_coop, matmul_dense, matvec, norm, quantize, residual_norm,
+    rope, sample, split_k, unary,
 };
 #[cfg(any(test, feature = "parity"))]
 use crate::parity::Check;
@@ -145,7 +145,7 @@ families! {
     /// The tensor-core product over F16 weights copied as stored, in larger tiles.
     MatmulDense(matmul_dense::MatmulDenseKernel),
     /// A weight's rows decoded and rounded to f16, for the dense kernel.
-    Widen(widen::WidenKernel),
+    F16Copy(f16_copy::F16CopyKernel),
     /// Split K's second dispatch: the partial products added up and stored through the
     /// product's epilogue.
     MatmulReduceK(split_k::ReduceKKernel),

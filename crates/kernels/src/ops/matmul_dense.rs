@@ -6,8 +6,8 @@
 //! `matmul_coop` (f16 values, f32 sums), so its bound and checks are that kernel's.
 //!
 //! A model's prompt block reaches it through the dense route ([`Matmul::dense_route`]): a
-//! block of at least [`DENSE_MIN_TOKENS`] tokens on the tensor cores widens each weight to f16
-//! into a scratch ([`crate::ops::widen`]) and multiplies that here. Elsewhere it is picked by
+//! block of at least [`DENSE_MIN_TOKENS`] tokens on the tensor cores copies each weight to f16
+//! into a scratch ([`crate::ops::f16_copy`]) and multiplies that here. Elsewhere it is picked by
 //! naming its tile ([`super::matmul::Tile::Dense`]), as the kernels bench does.
 
 use crate::device::Caps;
@@ -16,9 +16,9 @@ use crate::format::GpuFormat;
 use crate::kernel::KernelFamily;
 use crate::op::Op;
 use crate::ops::epilogue::Epilogue;
+use crate::ops::f16_copy::{f16_copy, f16_copy_len};
 use crate::ops::matmul::{Matmul, Path, Tile, program_with};
 use crate::ops::split::Out;
-use crate::ops::widen::{widen_f16, widened_len};
 use crate::shader::{COOP_EMUL, COOP_OPS, Program, ShaderFile, shader_file};
 use crate::tensor::{GpuWeight, View, WeightChunk, WeightRows, WeightShape};
 
@@ -178,11 +178,11 @@ impl KernelFamily for MatmulDenseKernel {
 }
 
 /// The fewest tokens of a prompt block that take the dense route ([`Matmul::dense_route`]):
-/// widening a weight costs about one pass over its f16 bytes, which the larger tiles repay
+/// the f16 copy of a weight costs about one pass over its f16 bytes, which the larger tiles repay
 /// once a block has a few token tiles (docs/PERF.md, D-dense-route).
 pub const DENSE_MIN_TOKENS: usize = 512;
 
-/// The fewest weights (rows x inputs) of a product on the dense route: widening costs a pass
+/// The fewest weights (rows x inputs) of a product on the dense route: its f16 copy costs a pass
 /// over the weight and a dispatch, which the small models' products do not repay
 /// (gemma-3-270m's gate|up, 2.6 M weights, and SmolLM2's ran 5-6% slower at 922 tokens;
 /// qwen2.5-0.5b's, 8.7 M, 7% faster: D-dense-route).
@@ -208,8 +208,8 @@ impl DenseTile {
 }
 
 impl Matmul {
-    /// Whether rows `w` of a prompt block take the dense route, and its tile: widened to f16
-    /// into a scratch of [`widened_len`] words ([`crate::ops::widen`]), then multiplied on the
+    /// Whether rows `w` of a prompt block take the dense route, and its tile: copied to f16
+    /// into a scratch of [`f16_copy_len`] words ([`crate::ops::f16_copy`]), then multiplied on the
     /// dense kernel. For a block on the tensor cores of at least [`DENSE_MIN_TOKENS`] tokens,
     /// rows of whole 32-input units, at least [`DENSE_MIN_WEIGHTS`] weights, rows enough to
     /// fill the GPU ([`DenseTile::for_shape`]), and a scratch that fits one binding of
@@ -221,7 +221,7 @@ impl Matmul {
         max_binding_bytes: u64,
     ) -> Option<DenseTile> {
         let s = w.w.shape;
-        let fits = (widened_len(w) as u64) * 4 <= max_binding_bytes;
+        let fits = (f16_copy_len(w) as u64) * 4 <= max_binding_bytes;
         let big = w.n * s.n_in >= DENSE_MIN_WEIGHTS;
         let whole_units = s.n_in.is_multiple_of(32);
         let long = self.n_tokens >= DENSE_MIN_TOKENS;
@@ -232,8 +232,8 @@ impl Matmul {
     }
 
     /// The product [`Matmul::split_ops`] computes (one output of a whole weight as
-    /// [`Matmul::ops`] stores it), on the dense route with tile `tile`: rows `w` widened into
-    /// `scratch` ([`widened_len`] words from its offset 0, another buffer than x and y), then
+    /// [`Matmul::ops`] stores it), on the dense route with tile `tile`: rows `w` copied to f16 into
+    /// `scratch` ([`f16_copy_len`] words from its offset 0, another buffer than x and y), then
     /// the dense kernel over it. One op per weight chunk the rows touch, then the product.
     pub fn dense_route_ops(
         self,
@@ -253,8 +253,8 @@ impl Matmul {
                 ),
             });
         }
-        let mut ops = widen_f16(w, scratch)?;
-        let widened = GpuWeight {
+        let mut ops = f16_copy(w, scratch)?;
+        let copy = GpuWeight {
             shape: WeightShape {
                 format: GpuFormat::F16,
                 n_in: w.w.shape.n_in,
@@ -268,8 +268,8 @@ impl Matmul {
         };
         let path = Path::Coop(Some(Tile::Dense(tile)));
         ops.extend(match outs {
-            [one] if w.is_whole() => self.ops_with(path, &widened, x, bias, one.y)?,
-            _ => self.split_ops_with(path, widened.all_rows(), x, bias, outs)?,
+            [one] if w.is_whole() => self.ops_with(path, &copy, x, bias, one.y)?,
+            _ => self.split_ops_with(path, copy.all_rows(), x, bias, outs)?,
         });
         Ok(ops)
     }

@@ -25,6 +25,7 @@ use rullama_kernels::ops::attention::{Attention, decode_split_len};
 use rullama_kernels::ops::attention_rope::{AttentionRope, Rotate};
 use rullama_kernels::ops::elementwise::{add_inplace, add_rows, copy};
 use rullama_kernels::ops::embed::embed_rows;
+use rullama_kernels::ops::f16_copy::f16_copy_len;
 use rullama_kernels::ops::glu::glu;
 use rullama_kernels::ops::head_norm_rope::{HeadNormRope, Heads};
 use rullama_kernels::ops::head_norm_rope_kv::KvStore;
@@ -43,7 +44,6 @@ use rullama_kernels::ops::sample::{Sample, Sampling, TopKDrawParams};
 use rullama_kernels::ops::split::Out;
 use rullama_kernels::ops::split_k::SplitK;
 use rullama_kernels::ops::unary::unary;
-use rullama_kernels::ops::widen::widened_len;
 use rullama_kernels::{
     BufferId, Dtype, Gpu, GpuBuffer, GpuError, GpuTensor, GpuWeight, Kernel, Op, OpId, Readback,
     Step, StepBuilder, StepProfile, View, WeightRows,
@@ -494,7 +494,7 @@ impl Binding {
 enum Route {
     /// Its inputs split `SplitK` ways, the partial sums in the scratch.
     SplitK(SplitK, Loc),
-    /// Widened to f16 into the scratch, then the dense kernel with this tile.
+    /// Copied to f16 into the scratch, then the dense kernel with this tile.
     Dense(DenseTile, Loc),
 }
 
@@ -1086,7 +1086,7 @@ impl<'a> Lower<'a> {
 
     /// How a prompt block's product over `rows` runs beyond its one kernel, with a scratch
     /// from the pool: on the dense route (`ops::matmul_dense`: long blocks, the weight
-    /// widened to f16 once) or with its inputs split (`ops::split_k`: products of few output
+    /// copied to f16 once) or with its inputs split (`ops::split_k`: products of few output
     /// tiles). A product reading a fused input (decode only) takes neither.
     fn route(
         &mut self,
@@ -1100,7 +1100,7 @@ impl<'a> Lower<'a> {
         let block = self.block(x.rows);
         let caps = &self.gpu.caps;
         if let Some(tile) = block.dense_route(caps, rows, self.gpu.max_binding_bytes()) {
-            let scratch = self.alloc(widened_len(rows))?;
+            let scratch = self.alloc(f16_copy_len(rows))?;
             return Ok(Some(Route::Dense(tile, scratch)));
         }
         match block.split_k(caps, rows) {

@@ -4,9 +4,9 @@
 use super::*;
 use crate::device::Gpu;
 use crate::ops::epilogue::bias_bound;
+use crate::ops::f16_copy::f16_copy_len;
 use crate::ops::matvec::matvec_bias_ref;
 use crate::ops::split_k::SplitK;
-use crate::ops::widen::widened_len;
 use crate::parity::data::{Rng, n_in_block, random_f32, random_weight};
 use crate::parity::{Check, Compare, U, run_read};
 use crate::tensor::{Dtype, GpuTensor};
@@ -190,14 +190,14 @@ impl Case {
             stride: ys,
         };
         let sv = View::at(&scratch, 0);
-        // A dense tile over a weight that is not F16 is the dense route: widened, then dense.
-        let widened = match self.tile {
-            Some(Tile::Dense(_)) if format != GpuFormat::F16 => widened_len(wt.all_rows()),
+        // A dense tile over a weight that is not F16 is the dense route: its f16 copy, then dense.
+        let copied = match self.tile {
+            Some(Tile::Dense(_)) if format != GpuFormat::F16 => f16_copy_len(wt.all_rows()),
             _ => 0,
         };
-        let wide = GpuTensor::zeros(gpu, &[widened.max(1)], Dtype::F32);
+        let wide = GpuTensor::zeros(gpu, &[copied.max(1)], Dtype::F32);
         let ops = match (self.k_splits, self.tile) {
-            (1, Some(Tile::Dense(t))) if widened > 0 => {
+            (1, Some(Tile::Dense(t))) if copied > 0 => {
                 m.dense_route_ops(t, wt.all_rows(), xv, bv, &[out], View::at(&wide, 0))?
             }
             (1, _) => m.ops_with(path, &wt, xv, bv, yv)?,

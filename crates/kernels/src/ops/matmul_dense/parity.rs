@@ -70,7 +70,7 @@ mod tests {
     /// The kernel's body over emulated coop ops (lavapipe): every tile, once over whole
     /// tiles (the direct store, two units so both stages turn), once over partial ones with a
     /// bias (the scratch store) and once on the dense route (a quantized weight in chunks,
-    /// widened first), on shapes small enough for the emulation.
+    /// copied to f16 first), on shapes small enough for the emulation.
     #[test]
     fn body_matches_reference() {
         let Some(gpu) =
@@ -106,7 +106,7 @@ mod tests {
                 seed: rng.next_u64(),
                 ..whole
             };
-            // The dense route: a quantized weight in chunks, widened to f16 first.
+            // The dense route: a quantized weight in chunks, copied to f16 first.
             let route = Case {
                 format: rng.pick(&[GpuFormat::Q4K, GpuFormat::Q6K, GpuFormat::Q8_0]),
                 n_in: 256,

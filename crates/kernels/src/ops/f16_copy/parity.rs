@@ -1,4 +1,4 @@
-//! The f16 widening's CPU reference and parity check.
+//! The f16 copy's CPU reference and parity check.
 
 use half::f16;
 
@@ -13,14 +13,14 @@ use crate::tensor::{Dtype, GpuTensor, GpuWeight, WeightShape};
 /// `4u |w|`, doubled), then rounds to f16 in a direction WGSL leaves to the device, flushing
 /// subnormals where Vulkan allows: `f16_err(|w|) + 8u |w|` (matmul_coop's bound on a weight).
 pub const CHECK: Check = Check {
-    name: "widen_f16",
+    name: "f16_copy",
     tolerance: "f16 rounding (1 ulp; subnormals may flush)+8*2^-24*|w|",
     case: parity_case,
 };
 
 /// The dequantized rows `first..first + n` of a weight (`values`, row-major, `n_in` a row),
 /// each rounded to the nearest f16.
-pub fn widen_ref(values: &[f32], n_in: usize, first: usize, n: usize) -> Vec<f32> {
+pub fn f16_copy_ref(values: &[f32], n_in: usize, first: usize, n: usize) -> Vec<f32> {
     values[first * n_in..(first + n) * n_in]
         .iter()
         .map(|&v| f16::from_f32(v).to_f32())
@@ -45,8 +45,8 @@ fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
     )
 }
 
-/// Widens rows `range` of a random `n_out x n_in` weight in `f` (uploaded in chunks of
-/// `chunk_rows`) into a scratch at word `pad` (a multiple of 4), against [`widen_ref`].
+/// Copies rows `range` of a random `n_out x n_in` weight in `f` (uploaded in chunks of
+/// `chunk_rows`) into a scratch at word `pad` (a multiple of 4), against [`f16_copy_ref`].
 fn compare(
     gpu: &Gpu,
     f: GpuFormat,
@@ -63,11 +63,11 @@ fn compare(
     };
     let w = GpuWeight::upload_chunked(gpu, shape, &bytes, chunk_rows)?;
     let rows = w.rows(range.clone());
-    let len = widened_len(rows);
+    let len = f16_copy_len(rows);
     let out = GpuTensor::zeros(gpu, &[pad + len], Dtype::F32);
-    let ops = widen_f16(rows, View::at(&out, pad))?;
+    let ops = f16_copy(rows, View::at(&out, pad))?;
     let words: Vec<u32> = run_read(gpu, ops, &out, pad, len)?;
-    let want = widen_ref(&values, n_in, range.start, range.len());
+    let want = f16_copy_ref(&values, n_in, range.start, range.len());
     let mut c = Compare::default();
     let got = words
         .iter()
@@ -88,7 +88,7 @@ mod tests {
     use crate::testutil;
 
     #[test]
-    fn widen_matches_reference() {
-        testutil::parity("widen_f16", 8, 71);
+    fn f16_copy_matches_reference() {
+        testutil::parity("f16_copy", 8, 71);
     }
 }

@@ -1,6 +1,6 @@
-//! Weights widened to f16: rows of a weight in any format decoded (the format file's
+//! The f16 copy of a weight: its rows in any format decoded (the format file's
 //! `decode_half`, as the tensor-core matmul stages them) and rounded to f16 into a scratch in
-//! the layout of an F16 weight (`matmul/widen_f16.wgsl`). A long prompt block multiplies the
+//! the layout of an F16 weight (`matmul/f16_copy.wgsl`). A long prompt block multiplies the
 //! scratch on the dense tensor-core kernel ([`super::matmul_dense`]) with its larger tiles,
 //! decoding each weight once per block rather than once per token tile.
 
@@ -14,11 +14,11 @@ use crate::tensor::{View, WeightRows};
 #[cfg(any(test, feature = "parity"))]
 mod parity;
 #[cfg(any(test, feature = "parity"))]
-pub use parity::{CHECK, widen_ref};
+pub use parity::{CHECK, f16_copy_ref};
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-struct WidenParams {
+struct F16CopyParams {
     n_in: u32,
     row_bytes: u32,
     first_row: u32,
@@ -27,7 +27,7 @@ struct WidenParams {
     _pad: [u32; 3],
 }
 
-static SHADER: ShaderFile = shader_file!("matmul/widen_f16.wgsl");
+static SHADER: ShaderFile = shader_file!("matmul/f16_copy.wgsl");
 
 const WORKGROUP: u32 = 256;
 
@@ -39,29 +39,29 @@ const BINDINGS: &[BindingKind] = &[
     BindingKind::StorageRead,
 ];
 
-/// The widening of a weight of one format to f16.
+/// The f16 copy of a weight of one format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct WidenKernel(pub GpuFormat);
+pub struct F16CopyKernel(pub GpuFormat);
 
-impl KernelFamily for WidenKernel {
-    fn variants() -> Vec<WidenKernel> {
+impl KernelFamily for F16CopyKernel {
+    fn variants() -> Vec<F16CopyKernel> {
         crate::shader::weight_formats()
             .iter()
-            .map(|&f| WidenKernel(f))
+            .map(|&f| F16CopyKernel(f))
             .collect()
     }
 
     fn program(self) -> Program {
         let f = self.0;
         Program {
-            name: format!("widen_f16_{}", f.name()),
+            name: format!("f16_copy_{}", f.name()),
             files: [&SHADER, &BLOCKS]
                 .into_iter()
                 .chain(f.decoder().iter().copied())
                 .collect(),
             entry: "main",
             bindings: BINDINGS,
-            params_size: size_of::<WidenParams>(),
+            params_size: size_of::<F16CopyParams>(),
         }
     }
 
@@ -71,8 +71,8 @@ impl KernelFamily for WidenKernel {
     }
 }
 
-/// Words (f32 elements) of the scratch that rows `rows` widen into: two f16 a word.
-pub fn widened_len(rows: WeightRows<'_>) -> usize {
+/// Words (f32 elements) of the scratch the f16 copy of rows `rows` takes: two f16 a word.
+pub fn f16_copy_len(rows: WeightRows<'_>) -> usize {
     rows.n * rows.w.shape.n_in / 2
 }
 
@@ -80,8 +80,8 @@ pub fn widened_len(rows: WeightRows<'_>) -> usize {
 /// `rows.first + r` at word `r * n_in / 2`, the bytes of an F16 weight of `rows.n` rows. One
 /// op per weight chunk the rows touch. `n_in` must be a multiple of 32 and `out.offset` of 4
 /// (the kernel stores 16 bytes at a time).
-pub fn widen_f16(rows: WeightRows<'_>, out: View<'_>) -> Result<Vec<Op>, GpuError> {
-    const OP: &str = "widen_f16";
+pub fn f16_copy(rows: WeightRows<'_>, out: View<'_>) -> Result<Vec<Op>, GpuError> {
+    const OP: &str = "f16_copy";
     rows.check(OP)?;
     let s = rows.w.shape;
     if !s.n_in.is_multiple_of(32) {
@@ -90,7 +90,7 @@ pub fn widen_f16(rows: WeightRows<'_>, out: View<'_>) -> Result<Vec<Op>, GpuErro
             detail: format!("{} inputs a row, not whole units of 32", s.n_in),
         });
     }
-    out.check("widen_f16 out", widened_len(rows))?;
+    out.check("f16_copy out", f16_copy_len(rows))?;
     if !out.offset.is_multiple_of(4) {
         return Err(GpuError::InvalidParams {
             op: OP,
@@ -107,7 +107,7 @@ pub fn widen_f16(rows: WeightRows<'_>, out: View<'_>) -> Result<Vec<Op>, GpuErro
         .map(|c| {
             let first = rows.first.max(c.first_row);
             let n_rows = end.min(c.first_row + c.n_rows) - first;
-            let params = WidenParams {
+            let params = F16CopyParams {
                 n_in: s.n_in as u32,
                 row_bytes: s.format.row_bytes(s.n_in) as u32,
                 first_row: (first - c.first_row) as u32,
@@ -118,7 +118,7 @@ pub fn widen_f16(rows: WeightRows<'_>, out: View<'_>) -> Result<Vec<Op>, GpuErro
             let halves = n_rows * (s.n_in / 16);
             let grid = grid_1d(halves.div_ceil(WORKGROUP as usize));
             Op::new(
-                WidenKernel(s.format),
+                F16CopyKernel(s.format),
                 WORKGROUP,
                 &params,
                 &[&c.buf, &out.t.buf, &c.buf],
