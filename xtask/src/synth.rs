@@ -13,14 +13,15 @@ use rullama_synth::{Mix, Preset, Synth, Vocab};
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
 The tiny-* presets are for tests: a few MB, they run on the CPU reference in milliseconds. \
-Without --tokenizer a model takes its family's synthetic tokenizer (512 tokens: SPM with \
+Without --tokenizer a model takes its family's synthetic tokenizer (512 tokens, padded with \
+unused ones to the real vocabulary's size for the full-size presets: SPM with \
 byte fallback for gemma3 and Llama 2 style llama, byte-level BPE for qwen2 and SmolLM2 \
 style llama), with Gemma's or ChatML's chat template where the family has one:
 
   cargo xtask synth --arch tiny-qwen2 --quant q8_0 --out tiny-qwen2.gguf")]
 pub struct Args {
     /// The model whose shapes to take: a real one, or a tiny one for tests.
-    #[arg(long, value_parser = preset_parser(), required_unless_present = "vocab_only")]
+    #[arg(long, value_parser = preset_parser(), required_unless_present_any = ["vocab_only", "lora_for"])]
     pub arch: Option<Preset>,
     /// The quant mix, as llama-quantize makes it.
     #[arg(long, value_parser = mix_parser(), default_value = "q4_k_m")]
@@ -41,6 +42,14 @@ pub struct Args {
     /// Threads that generate weights (default: every core).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Write a random LoRA adapter (llama.cpp's GGUF) for this model instead of a model: a
+    /// pair of rank `--lora-rank` on every projection of every layer, alpha = rank, A and B in
+    /// F32, B scaled so each update's root mean square is 5% of its matrix's.
+    #[arg(long, conflicts_with_all = ["arch", "vocab_only"])]
+    pub lora_for: Option<PathBuf>,
+    /// The rank of `--lora-for`'s pairs.
+    #[arg(long, default_value_t = 8, requires = "lora_for")]
+    pub lora_rank: usize,
 }
 
 fn preset_parser() -> impl TypedValueParser<Value = Preset> {
@@ -66,7 +75,12 @@ pub fn run(args: &Args) -> Result<(), String> {
         eprintln!("wrote {} ({mb:.2} MB, tokenizer only)", args.out.display());
         return Ok(());
     }
-    let preset = args.arch.ok_or("--arch is required without --vocab-only")?;
+    if let Some(model) = &args.lora_for {
+        return write_lora(model, args);
+    }
+    let preset = args
+        .arch
+        .ok_or("--arch is required without --vocab-only or --lora-for")?;
     let family = preset.shape().family.arch_name();
     let vocab = match &args.tokenizer {
         Some(path) => Vocab::open(path).map_err(|e| e.to_string())?,
@@ -157,4 +171,35 @@ mod tests {
             "the library's tiny model, seed 0"
         );
     }
+}
+
+/// `--lora-for`: a random adapter for the model at `model`, written to `args.out`.
+fn write_lora(model: &std::path::Path, args: &Args) -> Result<(), String> {
+    use rullama_gguf::{GgmlType, GgufFile};
+    use rullama_synth::lora;
+    let bytes = std::fs::read(model).map_err(|e| format!("{}: {e}", model.display()))?;
+    let file = GgufFile::from_bytes(bytes).map_err(|e| format!("{}: {e}", model.display()))?;
+    let arch = file
+        .metadata()
+        .architecture()
+        .map_err(|e| format!("{}: {e}", model.display()))?
+        .to_string();
+    let targets = lora::projections(&file, |_| true);
+    if targets.is_empty() {
+        return Err(format!("{}: no projection to adapt", model.display()));
+    }
+    let rank = args.lora_rank.max(1);
+    let pairs = lora::random_pairs(&file, &targets, rank, 1.0, 0.05, args.seed)
+        .map_err(|e| e.to_string())?;
+    let gguf = lora::adapter_gguf(&arch, Some(rank as f32), &pairs, GgmlType::F32, GgmlType::F32)
+        .map_err(|e| e.to_string())?;
+    std::fs::write(&args.out, &gguf).map_err(|e| format!("{}: {e}", args.out.display()))?;
+    eprintln!(
+        "wrote {}: a rank-{rank} LoRA adapter for {} ({} pairs, {:.1} MB)",
+        args.out.display(),
+        model.display(),
+        pairs.len(),
+        gguf.len() as f64 / 1e6
+    );
+    Ok(())
 }

@@ -44,4 +44,12 @@ pub enum SynthError {
     /// A preset whose rows the mix cannot type (a preset table error).
     #[error(transparent)]
     Mix(#[from] rullama_quant::mix::MixError),
+
+    /// A tensor an adapter was asked for is not in the model.
+    #[error("no tensor `{0}` in the model")]
+    NoTensor(String),
+
+    /// Decoding a base matrix or encoding an adapter's.
+    #[error(transparent)]
+    Quant(#[from] rullama_quant::QuantError),
 }

@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 mod error;
+pub mod lora;
 mod mix;
 mod plan;
 mod shapes;

@@ -6,16 +6,8 @@ use rullama_gguf::{GgmlType, GgufFile, GgufWriter};
 use rullama_quant::Format;
 
 /// One pair, as `rullama_model::lora::LoraPair` lays it out: `a` is `rank` rows of `n_in`,
-/// `b` `n_out` rows of `rank`.
-#[derive(Debug, Clone)]
-pub struct Pair {
-    pub base: String,
-    pub n_in: usize,
-    pub n_out: usize,
-    pub rank: usize,
-    pub a: Vec<f32>,
-    pub b: Vec<f32>,
-}
+/// `b` `n_out` rows of `rank` (synth's generator makes them).
+pub use rullama_synth::lora::LoraPair as Pair;
 
 /// The projections of every layer (q, k, v, o, gate, up, down) of `file` for which `keep`
 /// holds, with their `(n_in, n_out)`.
@@ -23,26 +15,7 @@ pub fn projections(
     file: &GgufFile<Vec<u8>>,
     keep: impl Fn(&str) -> bool,
 ) -> Vec<(String, usize, usize)> {
-    const SUFFIXES: [&str; 7] = [
-        "attn_q.weight",
-        "attn_k.weight",
-        "attn_v.weight",
-        "attn_output.weight",
-        "ffn_gate.weight",
-        "ffn_up.weight",
-        "ffn_down.weight",
-    ];
-    file.tensors()
-        .filter(|t| t.name.starts_with("blk.") && SUFFIXES.iter().any(|s| t.name.ends_with(s)))
-        .filter(|t| keep(&t.name))
-        .map(|t| (t.name.clone(), t.dims[0] as usize, t.dims[1] as usize))
-        .collect()
-}
-
-/// The root mean square of a tensor's values.
-fn rms(file: &GgufFile<Vec<u8>>, name: &str) -> f64 {
-    let w = dequantized(file, name);
-    (w.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>() / w.len() as f64).sqrt()
+    rullama_synth::lora::projections(file, keep)
 }
 
 fn dequantized(file: &GgufFile<Vec<u8>>, name: &str) -> Vec<f32> {
@@ -51,8 +24,7 @@ fn dequantized(file: &GgufFile<Vec<u8>>, name: &str) -> Vec<f32> {
 }
 
 /// Random pairs of rank `rank` for `targets`, scaled so that `factor · B·A` has a root mean
-/// square of `strength` times its base matrix's: an update that moves the logits well past
-/// rounding, without swamping the model.
+/// square of `strength` times its base matrix's (`rullama_synth::lora::random_pairs`).
 pub fn random_pairs(
     file: &GgufFile<Vec<u8>>,
     targets: &[(String, usize, usize)],
@@ -61,48 +33,7 @@ pub fn random_pairs(
     strength: f64,
     seed: u64,
 ) -> Vec<Pair> {
-    targets
-        .iter()
-        .enumerate()
-        .map(|(i, (base, n_in, n_out))| {
-            let (n_in, n_out) = (*n_in, *n_out);
-            let s = seed.wrapping_mul(1000).wrapping_add(2 * i as u64);
-            let a = floats(super::random_f32_bytes(rank * n_in, 1.0, s));
-            let b = floats(super::random_f32_bytes(n_out * rank, 1.0, s + 1));
-            let ba = product(&a, &b, rank, n_in, n_out);
-            let ba_rms = (ba.iter().map(|v| v * v).sum::<f64>() / ba.len() as f64).sqrt();
-            let k = (strength * rms(file, base) / (ba_rms * f64::from(factor).abs())) as f32;
-            Pair {
-                base: base.clone(),
-                n_in,
-                n_out,
-                rank,
-                a,
-                b: b.iter().map(|v| v * k).collect(),
-            }
-        })
-        .collect()
-}
-
-fn floats(bytes: Vec<u8>) -> Vec<f32> {
-    bytes
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
-}
-
-/// `B·A` (`n_out` rows of `n_in`) in f64.
-fn product(a: &[f32], b: &[f32], rank: usize, n_in: usize, n_out: usize) -> Vec<f64> {
-    let mut out = vec![0f64; n_out * n_in];
-    for o in 0..n_out {
-        for k in 0..rank {
-            let bk = f64::from(b[o * rank + k]);
-            for i in 0..n_in {
-                out[o * n_in + i] += bk * f64::from(a[k * n_in + i]);
-            }
-        }
-    }
-    out
+    rullama_synth::lora::random_pairs(file, targets, rank, factor, strength, seed).unwrap()
 }
 
 /// The pairs with their values rounded through `ty_a` / `ty_b` (what a file of those types
@@ -130,25 +61,7 @@ pub fn adapter_gguf(
     ty_a: GgmlType,
     ty_b: GgmlType,
 ) -> Vec<u8> {
-    let mut w = GgufWriter::new();
-    w.set("general.architecture", arch);
-    w.set("general.type", "adapter");
-    w.set("adapter.type", "lora");
-    if let Some(alpha) = alpha {
-        w.set("adapter.lora.alpha", alpha);
-    }
-    for p in pairs {
-        let a = rullama_quant::quantize(Format::Ggml(ty_a), &p.a).unwrap();
-        let b = rullama_quant::quantize(Format::Ggml(ty_b), &p.b).unwrap();
-        let (n_in, n_out, r) = (p.n_in as u64, p.n_out as u64, p.rank as u64);
-        w.add_tensor(format!("{}.lora_a", p.base), &[n_in, r], ty_a, a)
-            .unwrap();
-        w.add_tensor(format!("{}.lora_b", p.base), &[r, n_out], ty_b, b)
-            .unwrap();
-    }
-    let mut bytes = Vec::new();
-    w.write_to(&mut bytes).unwrap();
-    bytes
+    rullama_synth::lora::adapter_gguf(arch, alpha, pairs, ty_a, ty_b).unwrap()
 }
 
 /// `file` with every pair's `factor · B·A` added to its base matrix, which becomes F32
@@ -181,7 +94,7 @@ pub fn merged(file: &GgufFile<Vec<u8>>, adapters: &[(&[Pair], f32)]) -> GgufFile
             .map(|&v| f64::from(v))
             .collect();
         for (p, f) in updates {
-            let ba = product(&p.a, &p.b, p.rank, p.n_in, p.n_out);
+            let ba = rullama_synth::lora::product(p);
             for (s, d) in sum.iter_mut().zip(ba) {
                 *s += f64::from(f) * d;
             }
