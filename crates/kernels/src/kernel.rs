@@ -10,8 +10,8 @@
 use crate::device::Caps;
 use crate::ops::{
     argmax, attention, attention_coop, attention_rope, elementwise, embed, f16_copy, glu,
-    head_norm_rope, kv, matmul, matmul_coop, matmul_dense, matvec, norm, quantize, residual_norm,
-    rope, sample, split_k, unary,
+    glu_backward, head_norm_rope, kv, matmul, matmul_coop, matmul_dense, matvec, norm, quantize,
+    residual_norm, rope, sample, split_k, unary,
 };
 #[cfg(any(test, feature = "parity"))]
 use crate::parity::Check;
@@ -166,6 +166,8 @@ families! {
     AttentionCoop(attention_coop::AttentionCoopKernel),
     /// `out = act(gate) * up`.
     Glu(glu::GluKernel),
+    /// `dgate = dy * up * act'(gate)`, `dup = dy * act(gate)`: the GLU's backward.
+    GluBackward(glu_backward::GluBackwardKernel),
     /// Index of the largest element.
     Argmax(argmax::ArgmaxKernel),
     /// Sampling: the selection levels, the last of which draws.

@@ -14,6 +14,7 @@ pub mod embed;
 pub mod epilogue;
 pub mod f16_copy;
 pub mod glu;
+pub mod glu_backward;
 pub mod head_norm_rope;
 pub mod head_norm_rope_kv;
 pub mod kv;
