@@ -11,7 +11,7 @@ use crate::device::Caps;
 use crate::ops::{
     argmax, attention, attention_coop, attention_rope, elementwise, embed, f16_copy, glu,
     glu_backward, head_norm_rope, kv, matmul, matmul_coop, matmul_dense, matvec, norm, quantize,
-    residual_norm, rope, sample, split_k, unary,
+    residual_norm, rms_norm_backward, rope, sample, split_k, unary,
 };
 #[cfg(any(test, feature = "parity"))]
 use crate::parity::Check;
@@ -151,6 +151,8 @@ families! {
     MatmulReduceK(split_k::ReduceKKernel),
     /// RMS norm over rows, with or without a gain vector, out of place or in place.
     RmsNorm(norm::RmsNormKernel),
+    /// The RMS norm's backward: dx from x, the gain and dy, per row.
+    RmsNormBackward(rms_norm_backward::RmsNormBackwardKernel),
     /// `dst += src` (src repeating with a period: bias rows), and `dst = src`.
     Elementwise(elementwise::ElementwiseKernel),
     /// In-place scale or soft-cap.

@@ -26,6 +26,7 @@ pub mod norm;
 pub mod quantize;
 pub mod residual_norm;
 pub mod residual_norm_q8;
+pub mod rms_norm_backward;
 pub mod rope;
 pub mod sample;
 mod sample_ref;
