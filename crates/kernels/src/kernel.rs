@@ -11,7 +11,7 @@ use crate::device::Caps;
 use crate::ops::{
     argmax, attention, attention_coop, attention_rope, elementwise, embed, f16_copy, glu,
     glu_backward, head_norm_rope, kv, matmul, matmul_coop, matmul_dense, matvec, norm, quantize,
-    residual_norm, rms_norm_backward, rope, sample, split_k, unary,
+    residual_norm, rms_norm_backward, rope, rope_backward, sample, split_k, unary,
 };
 #[cfg(any(test, feature = "parity"))]
 use crate::parity::Check;
@@ -176,6 +176,8 @@ families! {
     Sample(sample::SampleKernel),
     /// Rotary position embedding, in place.
     Rope(rope::RopeKernel),
+    /// RoPE's backward: the gradient turned by the transposed rotation, in place.
+    RopeBackward(rope_backward::RopeBackwardKernel),
     /// `h += [rms_norm(a) * w_in]`, then optionally `y = rms_norm(h) * w_out` (and y's q8
     /// copy), per row.
     ResidualNorm(residual_norm::ResidualNormKernel),

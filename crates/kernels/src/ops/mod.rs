@@ -28,6 +28,7 @@ pub mod residual_norm;
 pub mod residual_norm_q8;
 pub mod rms_norm_backward;
 pub mod rope;
+pub mod rope_backward;
 pub mod sample;
 mod sample_ref;
 pub mod split;
