@@ -1,8 +1,8 @@
 //! Backward of the gated linear unit [`crate::ops::glu`]: given `dy = dL/d(act(gate) * up)`,
 //! `dgate = dy * up * act'(gate)` and `dup = dy * act(gate)`.
 //!
-//! WGSL: `elementwise/glu_backward.wgsl` + `elementwise/act.wgsl` (the forward's activations)
-//! + `elementwise/act_grad.wgsl` (their analytic derivatives), `ACT` override as the forward.
+//! WGSL: `elementwise/glu_backward.wgsl`, `elementwise/act.wgsl` (the forward's activations)
+//! and `elementwise/act_grad.wgsl` (their analytic derivatives), `ACT` override as the forward.
 //! 256 invocations per workgroup, one element each.
 
 use crate::error::GpuError;
