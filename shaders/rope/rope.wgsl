@@ -3,7 +3,8 @@
 // needs no new parameters). The first n_rot dims rotate in n_rot/2 pairs; pair i turns by
 // pos * freqs[i] (frequencies computed once on the CPU, including base, scaling and any
 // per-dimension factors). NEOX = 1 pairs (i, i + n_rot/2), NEOX = 0 pairs (2i, 2i + 1).
-// One invocation per pair.
+// One invocation per pair. BACKWARD = 1 turns each pair by -angle instead: the rotation's
+// transpose, which maps dL/dy to dL/dx (rope_backward), with the same sin and cos.
 
 struct Params {
     head_dim: u32,
@@ -23,6 +24,7 @@ struct Params {
 
 override WG: u32 = 64u;
 override NEOX: u32 = 1u;
+override BACKWARD: u32 = 0u;
 
 @compute @workgroup_size(WG)
 fn main(
@@ -40,7 +42,7 @@ fn main(
     let t = row / p.n_heads;
     let a = f32(pos[p.pos_offset + t]) * freqs[i];
     let c = cos(a);
-    let s = sin(a);
+    let s = select(sin(a), -sin(a), BACKWARD == 1u);
     let base = p.x_offset + row * p.head_dim;
     var j0 = base + 2u * i;
     var j1 = j0 + 1u;

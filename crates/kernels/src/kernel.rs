@@ -10,8 +10,8 @@
 use crate::device::Caps;
 use crate::ops::{
     argmax, attention, attention_coop, attention_rope, elementwise, embed, f16_copy, glu,
-    head_norm_rope, kv, matmul, matmul_coop, matmul_dense, matvec, norm, quantize, residual_norm,
-    rope, sample, split_k, unary,
+    glu_backward, head_norm_rope, kv, matmul, matmul_coop, matmul_dense, matvec, norm, quantize,
+    residual_norm, rms_norm_backward, rope, rope_backward, sample, split_k, unary,
 };
 #[cfg(any(test, feature = "parity"))]
 use crate::parity::Check;
@@ -151,6 +151,8 @@ families! {
     MatmulReduceK(split_k::ReduceKKernel),
     /// RMS norm over rows, with or without a gain vector, out of place or in place.
     RmsNorm(norm::RmsNormKernel),
+    /// The RMS norm's backward: dx from x, the gain and dy, per row.
+    RmsNormBackward(rms_norm_backward::RmsNormBackwardKernel),
     /// `dst += src` (src repeating with a period: bias rows), and `dst = src`.
     Elementwise(elementwise::ElementwiseKernel),
     /// In-place scale or soft-cap.
@@ -166,12 +168,16 @@ families! {
     AttentionCoop(attention_coop::AttentionCoopKernel),
     /// `out = act(gate) * up`.
     Glu(glu::GluKernel),
+    /// `dgate = dy * up * act'(gate)`, `dup = dy * act(gate)`: the GLU's backward.
+    GluBackward(glu_backward::GluBackwardKernel),
     /// Index of the largest element.
     Argmax(argmax::ArgmaxKernel),
     /// Sampling: the selection levels, the last of which draws.
     Sample(sample::SampleKernel),
     /// Rotary position embedding, in place.
     Rope(rope::RopeKernel),
+    /// RoPE's backward: the gradient turned by the transposed rotation, in place.
+    RopeBackward(rope_backward::RopeBackwardKernel),
     /// `h += [rms_norm(a) * w_in]`, then optionally `y = rms_norm(h) * w_out` (and y's q8
     /// copy), per row.
     ResidualNorm(residual_norm::ResidualNormKernel),

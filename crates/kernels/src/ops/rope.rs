@@ -54,9 +54,10 @@ pub(crate) struct RopeParams {
     pub _pad: [u32; 2],
 }
 
-static SHADER: ShaderFile = shader_file!("rope/rope.wgsl");
+/// The rotation, forward and backward (`BACKWARD` override).
+pub(crate) static SHADER: ShaderFile = shader_file!("rope/rope.wgsl");
 
-const BINDINGS: &[BindingKind] = &[
+pub(crate) const BINDINGS: &[BindingKind] = &[
     BindingKind::Uniform,
     BindingKind::StorageReadWrite,
     BindingKind::StorageRead,
@@ -123,15 +124,44 @@ pub struct Rope {
 impl Rope {
     /// Rotates `x` in place; token t is at position `pos[pos.offset + t]`.
     pub fn op(self, x: View<'_>, pos: View<'_>, freqs: &GpuTensor) -> Result<Op, GpuError> {
+        let (params, grid) = self.params(false, x, pos, freqs)?;
+        let buffers = [&x.t.buf, &pos.t.buf, &freqs.buf];
+        Ok(Op::new(
+            RopeKernel(self.style),
+            WORKGROUP,
+            &params,
+            &buffers,
+            grid,
+        ))
+    }
+
+    /// The parameters and grid of a rotation of `x` (forward or `backward`), its shapes checked.
+    pub(crate) fn params(
+        self,
+        backward: bool,
+        x: View<'_>,
+        pos: View<'_>,
+        freqs: &GpuTensor,
+    ) -> Result<(RopeParams, [u32; 3]), GpuError> {
+        let [op, x_name, pos_name, freqs_name] = if backward {
+            [
+                "rope_backward",
+                "rope_backward dy",
+                "rope_backward pos",
+                "rope_backward freqs",
+            ]
+        } else {
+            ["rope", "rope x", "rope pos", "rope freqs"]
+        };
         if !self.n_rot.is_multiple_of(2) || self.n_rot > self.head_dim {
             return Err(GpuError::Shape {
-                op: "rope",
+                op,
                 detail: format!("n_rot {} with head_dim {}", self.n_rot, self.head_dim),
             });
         }
-        x.check("rope x", self.n_tokens * self.n_heads * self.head_dim)?;
-        pos.check("rope pos", self.n_tokens)?;
-        View::from(freqs).check("rope freqs", self.n_rot / 2)?;
+        x.check(x_name, self.n_tokens * self.n_heads * self.head_dim)?;
+        pos.check(pos_name, self.n_tokens)?;
+        View::from(freqs).check(freqs_name, self.n_rot / 2)?;
         let params = RopeParams {
             head_dim: self.head_dim as u32,
             n_rot: self.n_rot as u32,
@@ -142,14 +172,6 @@ impl Rope {
             _pad: [0; 2],
         };
         let pairs = self.n_tokens * self.n_heads * self.n_rot / 2;
-        let grid = grid_1d(pairs.div_ceil(WORKGROUP as usize));
-        let buffers = [&x.t.buf, &pos.t.buf, &freqs.buf];
-        Ok(Op::new(
-            RopeKernel(self.style),
-            WORKGROUP,
-            &params,
-            &buffers,
-            grid,
-        ))
+        Ok((params, grid_1d(pairs.div_ceil(WORKGROUP as usize))))
     }
 }

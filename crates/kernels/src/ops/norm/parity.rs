@@ -9,13 +9,22 @@ use crate::tensor::Dtype;
 impl RmsNorm {
     /// CPU reference, in f64.
     pub fn reference(self, x: &[f32], weight: Option<&[f32]>) -> Vec<f32> {
+        let wide = |v: &[f32]| v.iter().map(|&a| f64::from(a)).collect::<Vec<f64>>();
+        let w = weight.map(wide);
+        self.reference_f64(&wide(x), w.as_deref())
+            .into_iter()
+            .map(|v| v as f32)
+            .collect()
+    }
+
+    /// The same over f64 inputs, unrounded: what the backward's finite differences perturb.
+    pub fn reference_f64(self, x: &[f64], weight: Option<&[f64]>) -> Vec<f64> {
         let mut y = Vec::with_capacity(x.len());
         for row in x.chunks_exact(self.n).take(self.n_rows) {
-            let ss: f64 = row.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
+            let ss: f64 = row.iter().map(|&v| v * v).sum();
             let r = 1.0 / (ss / self.n as f64 + f64::from(self.eps)).sqrt();
             for (i, &v) in row.iter().enumerate() {
-                let g = weight.map_or(1.0, |w| f64::from(w[i]));
-                y.push((f64::from(v) * r * g) as f32);
+                y.push(v * r * weight.map_or(1.0, |w| w[i]));
             }
         }
         y

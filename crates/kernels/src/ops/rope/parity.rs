@@ -18,15 +18,28 @@ impl RopeStyle {
 impl Rope {
     /// CPU reference (angles and rotation in f64 from the same f32 frequencies).
     pub fn reference(self, x: &mut [f32], pos: &[u32], freqs: &[f32]) {
+        let mut wide: Vec<f64> = x.iter().map(|&v| f64::from(v)).collect();
+        self.reference_f64(&mut wide, pos, freqs);
+        x.iter_mut().zip(wide).for_each(|(v, w)| *v = w as f32);
+    }
+
+    /// The same over f64 values, unrounded: what the backward's finite differences perturb.
+    pub fn reference_f64(self, x: &mut [f64], pos: &[u32], freqs: &[f32]) {
+        self.rotate_f64(x, pos, freqs, 1.0);
+    }
+
+    /// Turns every pair by `sign * pos * freq` (sign -1: the backward, the transpose).
+    pub(crate) fn rotate_f64(self, x: &mut [f64], pos: &[u32], freqs: &[f32], sign: f64) {
         let half = self.n_rot / 2;
         for (r, row) in x.chunks_exact_mut(self.head_dim).enumerate() {
             let p = f64::from(pos[r / self.n_heads]);
             for (i, &f) in freqs.iter().enumerate().take(half) {
                 let (s, c) = (p * f64::from(f)).sin_cos();
+                let s = sign * s;
                 let (j0, j1) = self.style.pair(i, half);
-                let (x0, x1) = (f64::from(row[j0]), f64::from(row[j1]));
-                row[j0] = (x0 * c - x1 * s) as f32;
-                row[j1] = (x0 * s + x1 * c) as f32;
+                let (x0, x1) = (row[j0], row[j1]);
+                row[j0] = x0 * c - x1 * s;
+                row[j1] = x0 * s + x1 * c;
             }
         }
     }
