@@ -120,6 +120,43 @@ pub fn run(args: &Args) -> Result<(), String> {
     Ok(())
 }
 
+/// `--lora-for`: a random adapter for the model at `model`, written to `args.out`.
+fn write_lora(model: &std::path::Path, args: &Args) -> Result<(), String> {
+    use rullama_gguf::{GgmlType, GgufFile};
+    use rullama_synth::lora;
+    let bytes = std::fs::read(model).map_err(|e| format!("{}: {e}", model.display()))?;
+    let file = GgufFile::from_bytes(bytes).map_err(|e| format!("{}: {e}", model.display()))?;
+    let arch = file
+        .metadata()
+        .architecture()
+        .map_err(|e| format!("{}: {e}", model.display()))?
+        .to_string();
+    let targets = lora::projections(&file, |_| true);
+    if targets.is_empty() {
+        return Err(format!("{}: no projection to adapt", model.display()));
+    }
+    let rank = args.lora_rank.max(1);
+    let pairs = lora::random_pairs(&file, &targets, rank, 1.0, 0.05, args.seed)
+        .map_err(|e| e.to_string())?;
+    let gguf = lora::adapter_gguf(
+        &arch,
+        Some(rank as f32),
+        &pairs,
+        GgmlType::F32,
+        GgmlType::F32,
+    )
+    .map_err(|e| e.to_string())?;
+    std::fs::write(&args.out, &gguf).map_err(|e| format!("{}: {e}", args.out.display()))?;
+    eprintln!(
+        "wrote {}: a rank-{rank} LoRA adapter for {} ({} pairs, {:.1} MB)",
+        args.out.display(),
+        model.display(),
+        pairs.len(),
+        gguf.len() as f64 / 1e6
+    );
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use clap::Parser;
@@ -171,35 +208,4 @@ mod tests {
             "the library's tiny model, seed 0"
         );
     }
-}
-
-/// `--lora-for`: a random adapter for the model at `model`, written to `args.out`.
-fn write_lora(model: &std::path::Path, args: &Args) -> Result<(), String> {
-    use rullama_gguf::{GgmlType, GgufFile};
-    use rullama_synth::lora;
-    let bytes = std::fs::read(model).map_err(|e| format!("{}: {e}", model.display()))?;
-    let file = GgufFile::from_bytes(bytes).map_err(|e| format!("{}: {e}", model.display()))?;
-    let arch = file
-        .metadata()
-        .architecture()
-        .map_err(|e| format!("{}: {e}", model.display()))?
-        .to_string();
-    let targets = lora::projections(&file, |_| true);
-    if targets.is_empty() {
-        return Err(format!("{}: no projection to adapt", model.display()));
-    }
-    let rank = args.lora_rank.max(1);
-    let pairs = lora::random_pairs(&file, &targets, rank, 1.0, 0.05, args.seed)
-        .map_err(|e| e.to_string())?;
-    let gguf = lora::adapter_gguf(&arch, Some(rank as f32), &pairs, GgmlType::F32, GgmlType::F32)
-        .map_err(|e| e.to_string())?;
-    std::fs::write(&args.out, &gguf).map_err(|e| format!("{}: {e}", args.out.display()))?;
-    eprintln!(
-        "wrote {}: a rank-{rank} LoRA adapter for {} ({} pairs, {:.1} MB)",
-        args.out.display(),
-        model.display(),
-        pairs.len(),
-        gguf.len() as f64 / 1e6
-    );
-    Ok(())
 }
