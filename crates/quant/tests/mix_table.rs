@@ -274,7 +274,7 @@ fn untied_kept_types_and_refusals() {
 /// The cached real files that llama-quantize wrote (`cargo xtask models`): the types the mix
 /// gives their shapes are the types they hold. (The cached qwen2.5-coder Q4_K_M is left out:
 /// the llama.cpp that made it counted layers in file order, `blk.10` before `blk.2`, so its
-/// `use_more_bits` layers differ from today's, which counts by layer number.)
+/// `use_more_bits` layers differ from the current llama.cpp's, which counts by layer number.)
 #[test]
 fn real_files_hold_the_types_of_their_mix() {
     let dir = rullama_gguf::store::models_cache_dir().unwrap();
