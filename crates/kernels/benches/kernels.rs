@@ -4,9 +4,11 @@
 //! beside the glu + matvec it replaces, the gate|up matvec with the GLU epilogue beside the
 //! matvec + glu it replaces, stacked projections (q|k|v, gate|up: one matvec or
 //! split matmul beside the separate products), the prompt matmul (`matmul/...`: f32; beside
-//! it `matmul_coop/...`, the tensor-core kernel, where the device has cooperative matrices),
-//! products of 8-64 token rows beside one (`small_m/...`), decode and prompt attention, the floor of one dependent dispatch (`dispatch/...`), and the
-//! tensor cores' own pace through wgpu's cooperative matrices (`coop_peak/...`).
+//! it `matmul_coop/...`, the tensor-core kernel, where the device has cooperative matrices,
+//! and `matmul_dense_<tile>/...` on F16 weights), products of 8-64 token rows beside one
+//! (`small_m/...`), decode and prompt attention, the floor of one dependent dispatch
+//! (`dispatch/...`), and the tensor cores' own pace through wgpu's cooperative matrices
+//! (`coop_peak/...`).
 //! Each measurement is one compute pass of `reps` identical dispatches,
 //! timed by GPU timestamps at the pass's start and end when the adapter has TIMESTAMP_QUERY
 //! (wall time of submit-to-idle otherwise), divided by `reps`. Criterion reports time and
@@ -987,10 +989,11 @@ fn bench_sample(ctx: &Ctx, c: &mut Criterion) {
     }
 }
 
-/// The tensor cores' own pace through wgpu's cooperative matrices (`shaders/bench/coop_peak.wgsl`):
-/// operands loaded once (`coop_peak/regs`), reloaded from workgroup memory every pass
-/// (`coop_peak/shared`), and so with a barrier every two passes (`coop_peak/barrier`). The
-/// ceiling the matmuls are measured against; wall time of one dispatch, median of 7.
+/// The tensor cores' own pace through wgpu's cooperative matrices
+/// (`shaders/bench/coop_peak.wgsl`): operands loaded once (`coop_peak/regs`), reloaded from
+/// workgroup memory every pass (`coop_peak/shared`), and so with a barrier every two passes
+/// (`coop_peak/barrier`). The ceiling the matmuls are measured against; wall time of one
+/// dispatch, median of 7.
 fn bench_coop_peak(ctx: &Ctx) {
     let gpu = &ctx.gpu;
     if !gpu.caps.coop_f16 {

@@ -73,7 +73,7 @@ pub struct GenerationArgs {
     pub threads: Option<usize>,
     /// The most tokens one step feeds (llama.cpp's physical batch, `-ub`): a longer prompt
     /// runs as steps of this many over the same cache, which bounds its activations' memory
-    /// (default 2048; fewer where the GPU's largest buffer binding needs).
+    /// (default 4096; fewer where the GPU's largest buffer binding needs).
     #[arg(long)]
     pub ubatch: Option<NonZeroUsize>,
     /// A LoRA adapter to apply: a llama.cpp LoRA GGUF or a PEFT directory, at scale 1 or

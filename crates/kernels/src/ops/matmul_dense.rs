@@ -178,12 +178,12 @@ impl KernelFamily for MatmulDenseKernel {
 }
 
 /// The fewest tokens of a prompt block that take the dense route ([`Matmul::dense_route`]):
-/// the f16 copy of a weight costs about one pass over its f16 bytes, which the larger tiles repay
-/// once a block has a few token tiles (docs/PERF.md, D-dense-route).
+/// the f16 copy of a weight costs about one pass over its f16 bytes, which the larger tiles
+/// repay once a block has a few token tiles (docs/PERF.md, D-dense-route).
 pub const DENSE_MIN_TOKENS: usize = 512;
 
-/// The fewest weights (rows x inputs) of a product on the dense route: its f16 copy costs a pass
-/// over the weight and a dispatch, which the small models' products do not repay
+/// The fewest weights (rows x inputs) of a product on the dense route: its f16 copy costs a
+/// pass over the weight and a dispatch, which the small models' products do not repay
 /// (gemma-3-270m's gate|up, 2.6 M weights, and SmolLM2's ran 5-6% slower at 922 tokens;
 /// qwen2.5-0.5b's, 8.7 M, 7% faster: D-dense-route).
 const DENSE_MIN_WEIGHTS: usize = 1 << 22;
@@ -209,11 +209,11 @@ impl DenseTile {
 
 impl Matmul {
     /// Whether rows `w` of a prompt block take the dense route, and its tile: copied to f16
-    /// into a scratch of [`f16_copy_len`] words ([`crate::ops::f16_copy`]), then multiplied on the
-    /// dense kernel. For a block on the tensor cores of at least [`DENSE_MIN_TOKENS`] tokens,
-    /// rows of whole 32-input units, at least [`DENSE_MIN_WEIGHTS`] weights, rows enough to
-    /// fill the GPU ([`DenseTile::for_shape`]), and a scratch that fits one binding of
-    /// `max_binding_bytes`.
+    /// into a scratch of [`f16_copy_len`] words ([`crate::ops::f16_copy`]), then multiplied
+    /// on the dense kernel. For a block on the tensor cores of at least [`DENSE_MIN_TOKENS`]
+    /// tokens, rows of whole 32-input units, at least [`DENSE_MIN_WEIGHTS`] weights, rows
+    /// enough to fill the GPU ([`DenseTile::for_shape`]), and a scratch that fits one binding
+    /// of `max_binding_bytes`.
     pub fn dense_route(
         &self,
         caps: &Caps,
@@ -223,18 +223,20 @@ impl Matmul {
         let s = w.w.shape;
         let fits = (f16_copy_len(w) as u64) * 4 <= max_binding_bytes;
         let big = w.n * s.n_in >= DENSE_MIN_WEIGHTS;
-        let whole_units = s.n_in.is_multiple_of(32);
+        // What the dense kernel takes of the copy: F16 rows of whole 32-input units.
+        let takes_copy = supports(GpuFormat::F16, s.n_in);
         let long = self.n_tokens >= DENSE_MIN_TOKENS;
-        if !(self.coop(caps) && long && whole_units && big && fits) {
+        if !(self.coop(caps) && long && takes_copy && big && fits) {
             return None;
         }
         DenseTile::for_shape(w.n, self.n_tokens)
     }
 
     /// The product [`Matmul::split_ops`] computes (one output of a whole weight as
-    /// [`Matmul::ops`] stores it), on the dense route with tile `tile`: rows `w` copied to f16 into
-    /// `scratch` ([`f16_copy_len`] words from its offset 0, another buffer than x and y), then
-    /// the dense kernel over it. One op per weight chunk the rows touch, then the product.
+    /// [`Matmul::ops`] stores it), on the dense route with tile `tile`: rows `w` copied to
+    /// f16 into `scratch` ([`f16_copy_len`] words from its offset 0, another buffer than x
+    /// and y), then the dense kernel over it. One op per weight chunk the rows touch, then the
+    /// product.
     pub fn dense_route_ops(
         self,
         tile: DenseTile,

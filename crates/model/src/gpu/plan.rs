@@ -1236,8 +1236,8 @@ impl<'a> Lower<'a> {
     /// when `x` is one token): a weight taken whole into one output runs the one-output
     /// kernel, anything else its split outputs; a block of tokens on the tensor cores where
     /// the device has them and the backend allows.
-    /// A decode product reads its input as `feed` says; a prompt block's splits its inputs
-    /// takes the route [`Lower::route`] chose.
+    /// A decode product reads its input as `feed` says; a prompt block's product takes the
+    /// route [`Lower::route`] chose.
     fn product(
         &self,
         rows: WeightRows<'_>,

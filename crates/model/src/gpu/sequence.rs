@@ -100,7 +100,6 @@ impl GpuSequence {
         Ok(ids)
     }
 
-    /// The binding `finish` left most recent.
     /// Finishes the step that ends at `x` without a draw (its binding then last) and submits
     /// what is queued before it: the step's ids and the copy of it to run (`read`, `run`).
     fn finish_unsampled(&mut self, x: &GpuAct) -> Result<(Vec<IdsInput>, usize)> {
@@ -109,6 +108,7 @@ impl GpuSequence {
         Ok((ids, self.queue.next_copy()))
     }
 
+    /// The binding `finish` left most recent.
     fn current(&mut self) -> &mut Binding {
         self.bindings
             .last_mut()

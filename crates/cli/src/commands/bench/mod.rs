@@ -83,7 +83,7 @@ pub struct Args {
     #[command(flatten)]
     gpu: GpuFlags,
     /// The most tokens one step feeds (llama-bench's `-ub`): a longer prompt runs as steps
-    /// of this many (default 2048; fewer where the GPU's largest buffer binding needs).
+    /// of this many (default 4096; fewer where the GPU's largest buffer binding needs).
     #[arg(long)]
     ubatch: Option<NonZeroUsize>,
     /// A LoRA adapter to apply: a llama.cpp LoRA GGUF or a PEFT directory, at scale 1 or
