@@ -96,16 +96,8 @@ impl<B: Backend> Model<B> {
     /// leaves the model as it was. An adapter of scale 0 is checked but left out of the
     /// graph.
     pub fn apply_loras(&mut self, adapters: &[(&LoraAdapter, f32)]) -> Result<()> {
-        for (adapter, scale) in adapters {
-            if !scale.is_finite() {
-                return Err(crate::LoraError::Scale {
-                    file: adapter.file().to_string(),
-                    scale: *scale,
-                }
-                .into());
-            }
-            self.lora_targets.check(adapter, self.config.arch.name())?;
-        }
+        self.lora_targets
+            .check_all(adapters, self.config.arch.name())?;
         self.lora = attach::build(&mut self.backend, adapters, &self.lora_targets.groups)?;
         self.loras = adapters
             .iter()

@@ -346,12 +346,7 @@ pub fn load_on(
     let resolved = store::resolve(model)?;
     let path = resolved.path;
     // An Ollama model's adapter layers first (Ollama applies them at scale 1), then --lora.
-    let loras: Vec<LoraArg> = resolved
-        .adapters
-        .into_iter()
-        .map(|path| LoraArg { path, scale: 1.0 })
-        .chain(tuning.lora.iter().cloned())
-        .collect();
+    let loras = lora::with_layers(resolved.adapters, tuning.lora);
     let tuning = Tuning {
         lora: &loras,
         ..tuning

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use rullama_model::{Backend, LoraAdapter, Model};
+use rullama_model::{Backend, LoraAdapter, Model, ModelConfig, ModelError};
 
 use super::CliError;
 
@@ -43,21 +43,35 @@ impl FromStr for LoraArg {
     }
 }
 
-/// Reads every adapter of `loras` (a LoRA GGUF, or a PEFT directory read for `model`'s
-/// architecture) and applies them together to `model` (each checked against it first: an
-/// adapter of another model is an error naming the file and tensor).
+/// An Ollama model's adapter layers (at scale 1, as Ollama applies them), then `given`.
+pub fn with_layers(layers: Vec<PathBuf>, given: &[LoraArg]) -> Vec<LoraArg> {
+    layers
+        .into_iter()
+        .map(|path| LoraArg { path, scale: 1.0 })
+        .chain(given.iter().cloned())
+        .collect()
+}
+
+/// Reads every adapter of `loras` (a LoRA GGUF, or a PEFT directory read for a model of
+/// `cfg`), each with its scale.
+pub fn open_all(loras: &[LoraArg], cfg: &ModelConfig) -> Result<Vec<(LoraAdapter, f32)>, CliError> {
+    loras
+        .iter()
+        .map(|l| {
+            let adapter = LoraAdapter::open_for(&l.path, cfg).map_err(ModelError::from)?;
+            Ok((adapter, l.scale))
+        })
+        .collect()
+}
+
+/// Reads every adapter of `loras` ([`open_all`]) and applies them together to `model` (each
+/// checked against it first: an adapter of another model is an error naming the file and
+/// tensor).
 pub fn apply<B: Backend>(model: &mut Model<B>, loras: &[LoraArg]) -> Result<(), CliError> {
     if loras.is_empty() {
         return Ok(());
     }
-    let adapters = loras
-        .iter()
-        .map(|l| {
-            let adapter = LoraAdapter::open_for(&l.path, model.config())
-                .map_err(rullama_model::ModelError::from)?;
-            Ok((adapter, l.scale))
-        })
-        .collect::<Result<Vec<_>, CliError>>()?;
+    let adapters = open_all(loras, model.config())?;
     let refs: Vec<(&LoraAdapter, f32)> = adapters.iter().map(|(a, s)| (a, *s)).collect();
     model.apply_loras(&refs)?;
     Ok(())

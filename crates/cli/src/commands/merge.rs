@@ -6,10 +6,10 @@ use std::path::PathBuf;
 
 use rullama_gguf::{GgufFile, store};
 use rullama_model::lora::merge::merge;
-use rullama_model::{LoraAdapter, ModelConfig, ModelError};
+use rullama_model::{LoraAdapter, ModelConfig};
 
 use super::CliError;
-use super::lora::LoraArg;
+use super::lora::{self, LoraArg};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -27,15 +27,7 @@ pub struct Args {
 
 pub fn run(args: &Args) -> Result<(), CliError> {
     let resolved = store::resolve(&args.model)?;
-    let loras: Vec<LoraArg> = resolved
-        .adapters
-        .iter()
-        .map(|path| LoraArg {
-            path: path.clone(),
-            scale: 1.0,
-        })
-        .chain(args.lora.iter().cloned())
-        .collect();
+    let loras = lora::with_layers(resolved.adapters, &args.lora);
     if loras.is_empty() {
         return Err(CliError::Usage(
             "nothing to merge: give at least one --lora FILE[:SCALE]".into(),
@@ -49,13 +41,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     }
     let file = GgufFile::open_ranged(&resolved.path)?;
     let cfg = ModelConfig::from_gguf(&file)?;
-    let adapters = loras
-        .iter()
-        .map(|l| {
-            let a = LoraAdapter::open_for(&l.path, &cfg).map_err(ModelError::from)?;
-            Ok((a, l.scale))
-        })
-        .collect::<Result<Vec<_>, CliError>>()?;
+    let adapters = lora::open_all(&loras, &cfg)?;
     let refs: Vec<(&LoraAdapter, f32)> = adapters.iter().map(|(a, s)| (a, *s)).collect();
     let summary = merge(&file, &refs, &args.out)?;
     eprintln!(

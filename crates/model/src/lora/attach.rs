@@ -78,6 +78,22 @@ pub(crate) fn targets<S: ByteSource>(file: &GgufFile<S>, cfg: &ModelConfig) -> R
 }
 
 impl LoraTargets {
+    /// Checks every adapter of `adapters` ([`LoraTargets::check`]) and its scale (a finite
+    /// number), before any is applied or merged.
+    pub fn check_all(&self, adapters: &[(&LoraAdapter, f32)], arch: &str) -> Result<()> {
+        for (adapter, scale) in adapters {
+            if !scale.is_finite() {
+                return Err(LoraError::Scale {
+                    file: adapter.file().to_string(),
+                    scale: *scale,
+                }
+                .into());
+            }
+            self.check(adapter, arch)?;
+        }
+        Ok(())
+    }
+
     /// Checks `adapter` against the model: its architecture `arch`, every pair's base a
     /// projection, every shape the projection's.
     pub fn check(&self, adapter: &LoraAdapter, arch: &str) -> Result<(), LoraError> {

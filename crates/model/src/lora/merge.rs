@@ -38,17 +38,7 @@ pub fn merge<S: ByteSource>(
     out: &Path,
 ) -> Result<MergeSummary> {
     let cfg = ModelConfig::from_gguf(file)?;
-    let targets = attach::targets(file, &cfg)?;
-    for (adapter, scale) in adapters {
-        if !scale.is_finite() {
-            return Err(LoraError::Scale {
-                file: adapter.file().to_string(),
-                scale: *scale,
-            }
-            .into());
-        }
-        targets.check(adapter, cfg.arch.name())?;
-    }
+    attach::targets(file, &cfg)?.check_all(adapters, cfg.arch.name())?;
     let updates: HashMap<String, Combined> = attach::combined(adapters)
         .into_iter()
         .map(|c| (c.base.clone(), c))
