@@ -4,68 +4,44 @@
 //! another architecture is an error naming its file), `--lora DIR` of a PEFT directory, an
 //! Ollama model's adapter layers, and `rullama merge`.
 
-use rullama_gguf::{GgmlType, GgufFile, GgufWriter};
-use rullama_synth::{Tiny, tiny_model};
+use rullama_gguf::{GgmlType, GgufFile};
+use rullama_synth::{Mix, Tiny, lora, tiny_model, tiny_model_with};
 
 mod common;
 use common::{rullama, tiny_bytes};
 
-/// A LoRA GGUF for architecture `arch` updating every projection of `model` at rank 4,
-/// its values uniform in [-0.5, 0.5) (an update as large as the weights).
+/// A LoRA GGUF for architecture `arch` updating every projection of `model` at rank 4
+/// (alpha 4: a factor of 1), each update as large as its matrix in RMS
+/// (`rullama_synth::lora`).
 fn adapter(model: &GgufFile<Vec<u8>>, arch: &str) -> tempfile::TempPath {
-    let mut w = GgufWriter::new();
-    w.set("general.architecture", arch);
-    w.set("general.type", "adapter");
-    w.set("adapter.type", "lora");
-    w.set("adapter.lora.alpha", 4.0f32);
-    let mut state = 12345u64;
-    let mut values = |n: usize| -> Vec<u8> {
-        (0..n)
-            .flat_map(|_| {
-                state = state
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                ((state >> 40) as f32 / (1u64 << 24) as f32 - 0.5).to_le_bytes()
-            })
-            .collect()
-    };
-    let rank = 4u64;
-    for t in model.tensors() {
-        let projection = [
-            "attn_q",
-            "attn_k",
-            "attn_v",
-            "attn_output",
-            "ffn_gate",
-            "ffn_up",
-            "ffn_down",
-        ]
-        .iter()
-        .any(|p| t.name.ends_with(&format!("{p}.weight")));
-        if !projection {
-            continue;
-        }
-        let (n_in, n_out) = (t.dims[0], t.dims[1]);
-        let a = values((rank * n_in) as usize);
-        let b = values((rank * n_out) as usize);
-        w.add_tensor(
-            format!("{}.lora_a", t.name),
-            &[n_in, rank],
-            GgmlType::F32,
-            a,
-        )
-        .unwrap();
-        w.add_tensor(
-            format!("{}.lora_b", t.name),
-            &[rank, n_out],
-            GgmlType::F32,
-            b,
-        )
-        .unwrap();
-    }
-    let mut bytes = Vec::new();
-    w.write_to(&mut bytes).unwrap();
+    let targets = lora::projections(model, |_| true);
+    let pairs = lora::random_pairs(model, &targets, 4, 1.0, 1.0, 12345).unwrap();
+    let bytes = lora::adapter_gguf(arch, Some(4.0), &pairs, GgmlType::F32, GgmlType::F32).unwrap();
     tiny_bytes(&bytes)
+}
+
+/// `rullama run MODEL "the quick brown fox"`, 8 greedy tokens on the CPU, then `extra`.
+fn greedy_args<'a>(model: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "run",
+        model,
+        "the quick brown fox",
+        "--backend",
+        "cpu",
+        "--temp",
+        "0",
+        "-n",
+        "8",
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
+/// The text of [`greedy_args`]' run, which must succeed.
+fn greedy(model: &str, extra: &[&str]) -> String {
+    let (ok, stdout, stderr) = rullama(&greedy_args(model, extra));
+    assert!(ok, "{stderr}");
+    stdout
 }
 
 #[test]
@@ -76,23 +52,7 @@ fn lora_changes_the_text_and_scale_zero_does_not() {
     let m = model.to_str().unwrap();
     let lora = adapter(&file, "llama");
     let l = lora.to_str().unwrap();
-    let greedy = |extra: &[&str]| {
-        let mut args = vec![
-            "run",
-            m,
-            "the quick brown fox",
-            "--backend",
-            "cpu",
-            "--temp",
-            "0",
-            "-n",
-            "8",
-        ];
-        args.extend_from_slice(extra);
-        let (ok, stdout, stderr) = rullama(&args);
-        assert!(ok, "{stderr}");
-        stdout
-    };
+    let greedy = |extra: &[&str]| greedy(m, extra);
     let base = greedy(&[]);
     assert_eq!(greedy(&["--lora", &format!("{l}:0")]), base);
     let adapted = greedy(&["--lora", l]);
@@ -193,19 +153,7 @@ fn ollama_adapter_layers_come_with_the_model() {
     .unwrap();
 
     let greedy = |model: &str, extra: &[&str]| {
-        let mut args = vec![
-            "run",
-            model,
-            "the quick brown fox",
-            "--backend",
-            "cpu",
-            "--temp",
-            "0",
-            "-n",
-            "8",
-        ];
-        args.extend_from_slice(extra);
-        let mut cmd = common::command(&args);
+        let mut cmd = common::command(&greedy_args(model, extra));
         cmd.env("OLLAMA_MODELS", root.path());
         let (ok, stdout, stderr) = common::output(cmd);
         assert!(ok, "{stderr}");
@@ -228,19 +176,8 @@ fn ollama_adapter_layers_come_with_the_model() {
 /// model itself, is refused.
 #[test]
 fn merge_writes_a_model_that_runs_as_base_plus_adapter() {
-    let q8 = GgufFile::from_bytes(tiny_model(Tiny::Smollm2, 7)).unwrap();
-    // An F32 copy of the base: its merge is exact to rounding (a Q8_0 merge requantizes).
-    let mut w = GgufWriter::new();
-    *w.metadata_mut() = q8.metadata().clone();
-    for t in q8.tensor_views() {
-        let format = rullama_quant::Format::Ggml(t.info.ggml_type);
-        let values = rullama_quant::dequantize_to_vec(format, t.data).unwrap();
-        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        w.add_tensor(t.info.name.clone(), &t.info.dims, GgmlType::F32, bytes)
-            .unwrap();
-    }
-    let mut bytes = Vec::new();
-    w.write_to(&mut bytes).unwrap();
+    // An F32 base: its merge is exact to rounding (a Q8_0 merge requantizes).
+    let bytes = tiny_model_with(Tiny::Smollm2, Mix::F32, 7);
     let base = GgufFile::from_bytes(bytes.clone()).unwrap();
     let model = tiny_bytes(&bytes);
     let lora = adapter(&base, "llama");
@@ -257,23 +194,6 @@ fn merge_writes_a_model_that_runs_as_base_plus_adapter() {
         "a .partial is left"
     );
 
-    let greedy = |model: &str, extra: &[&str]| {
-        let mut args = vec![
-            "run",
-            model,
-            "the quick brown fox",
-            "--backend",
-            "cpu",
-            "--temp",
-            "0",
-            "-n",
-            "8",
-        ];
-        args.extend_from_slice(extra);
-        let (ok, stdout, stderr) = rullama(&args);
-        assert!(ok, "{stderr}");
-        stdout
-    };
     assert_eq!(greedy(o, &[]), greedy(m, &["--lora", &format!("{l}:0.5")]));
 
     let (ok, _, stderr) = rullama(&["merge", m, "--out", o]);
@@ -323,26 +243,9 @@ fn a_peft_directory_runs_as_its_gguf() {
         "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}"#;
     std::fs::write(dir.path().join("adapter_config.json"), config).unwrap();
 
-    let greedy = |extra: &str| {
-        let args = [
-            "run",
-            model.to_str().unwrap(),
-            "the quick brown fox",
-            "--backend",
-            "cpu",
-            "--temp",
-            "0",
-            "-n",
-            "8",
-            "--lora",
-            extra,
-        ];
-        let (ok, stdout, stderr) = rullama(&args);
-        assert!(ok, "{stderr}");
-        stdout
-    };
+    let m = model.to_str().unwrap();
     assert_eq!(
-        greedy(dir.path().to_str().unwrap()),
-        greedy(lora.to_str().unwrap())
+        greedy(m, &["--lora", dir.path().to_str().unwrap()]),
+        greedy(m, &["--lora", lora.to_str().unwrap()])
     );
 }
