@@ -265,8 +265,8 @@ impl<'m, B: Backend> Session<'m, B> {
         self.ubatch
     }
 
-    /// Tokens a step of this session takes at most when it returns `output`'s logits: the
-    /// ubatch, or fewer where the executor bounds an activation
+    /// The most tokens one step of this [`Session`] takes when it returns `output`'s
+    /// logits: the ubatch, or fewer where the executor bounds an activation
     /// ([`Backend::max_activation_bytes`]; every row's logits are the widest activation of a
     /// large vocabulary).
     pub fn chunk_len(&self, output: OutputRows) -> usize {
