@@ -199,7 +199,7 @@ impl DenseTile {
     }
 
     /// The tile of the dense route for `n_rows` x `n_tokens`: 256 rows where that still makes
-    /// [`DENSE_MIN_WORKGROUPS`], else 128 x 128 where that does, else none.
+    /// `DENSE_MIN_WORKGROUPS` (128), else 128 x 128 where that does, else none.
     pub fn for_shape(n_rows: usize, n_tokens: usize) -> Option<DenseTile> {
         [DenseTile::Rows, DenseTile::Square]
             .into_iter()
@@ -211,7 +211,7 @@ impl Matmul {
     /// Whether rows `w` of a prompt block take the dense route, and its tile: copied to f16
     /// into a scratch of [`f16_copy_len`] words ([`crate::ops::f16_copy`]), then multiplied
     /// on the dense kernel. For a block on the tensor cores of at least [`DENSE_MIN_TOKENS`]
-    /// tokens, rows of whole 32-input units, at least [`DENSE_MIN_WEIGHTS`] weights, rows
+    /// tokens, rows of whole 32-input units, at least `DENSE_MIN_WEIGHTS` (4 M) weights, rows
     /// enough to fill the GPU ([`DenseTile::for_shape`]), and a scratch that fits one binding
     /// of `max_binding_bytes`.
     pub fn dense_route(
