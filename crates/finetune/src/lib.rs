@@ -12,3 +12,10 @@
 #![warn(missing_docs)]
 
 pub mod data;
+mod error;
+pub mod lora;
+pub mod loss;
+pub mod step;
+pub mod tape;
+
+pub use error::{FinetuneError, Result};

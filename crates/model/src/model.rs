@@ -113,6 +113,46 @@ impl<B: Backend> Model<B> {
         self.apply_loras(&[(&adapter, scale)])
     }
 
+    /// The projections a LoRA adapter may update, sorted by base tensor name: each one's
+    /// name (`blk.0.attn_q.weight`), `n_in` and `n_out` (GGML dims `[n_in, n_out]`).
+    pub fn lora_projections(&self) -> Vec<(String, usize, usize)> {
+        let mut list: Vec<_> = self
+            .lora_targets
+            .projections
+            .iter()
+            .map(|(name, &(n_in, n_out))| (name.clone(), n_in, n_out))
+            .collect();
+        list.sort();
+        list
+    }
+
+    /// Puts LoRA matrices that the caller made on this model's executor in place of any
+    /// adapter applied: a trainer's parameters, which its executor knows as such. Each entry
+    /// is a base tensor name of [`Model::lora_projections`] with `A` (GGML dims
+    /// `[n_in, rank]`) and `B` (`[rank, n_out]`); the graph adds `B·(A·x)` to the
+    /// projection's output, so any factor belongs in `B` or in the executor's product. A name
+    /// that is not a projection is refused ([`crate::LoraError::UnknownTensor`]) and the
+    /// model left as it was.
+    pub fn set_lora_weights(
+        &mut self,
+        label: &str,
+        pairs: Vec<(String, B::Weight, B::Weight)>,
+    ) -> Result<()> {
+        if let Some((name, ..)) = pairs
+            .iter()
+            .find(|(name, ..)| !self.lora_targets.projections.contains_key(name))
+        {
+            return Err(crate::LoraError::UnknownTensor {
+                file: label.to_string(),
+                base: name.clone(),
+            }
+            .into());
+        }
+        self.lora = LoraWeights::from_pairs(pairs);
+        self.loras = vec![(label.to_string(), 1.0)];
+        Ok(())
+    }
+
     /// The applied LoRA adapters: each one's file and scale, in the order given.
     pub fn loras(&self) -> &[(String, f32)] {
         &self.loras
@@ -233,6 +273,28 @@ impl<'m, B: Backend> Session<'m, B> {
     /// The executor's state of this sequence (its KV cache, its queued draws).
     pub fn sequence(&self) -> &B::Sequence {
         &self.seq
+    }
+
+    /// The executor's state of this sequence, to work on: a trainer's executor reads its
+    /// recorded step through it ([`Session::record_logits`]).
+    pub fn sequence_mut(&mut self) -> &mut B::Sequence {
+        &mut self.seq
+    }
+
+    /// Records `tokens` at positions `start_pos..` as one step (no chunks) with the logits
+    /// of every row, and returns that logits handle unread: for an executor whose caller
+    /// goes on from the handle (a trainer takes the loss from it and walks the step
+    /// backward), where [`Session::forward`] would read the logits back. The same checks as
+    /// `forward`: token ids, positions within the context.
+    pub fn record_logits(
+        &mut self,
+        tokens: &[u32],
+        start_pos: usize,
+    ) -> Result<<B::Sequence as Sequence>::Tensor> {
+        let end = StepEnd::Logits(OutputRows::All);
+        let logits = self.record(StepInput::Tokens(tokens), start_pos, end)?;
+        self.len = start_pos + tokens.len();
+        Ok(logits)
     }
 
     /// Positions held in the cache.

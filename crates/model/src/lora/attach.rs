@@ -49,6 +49,17 @@ impl<W> Default for LoraWeights<W> {
 }
 
 impl<W> LoraWeights<W> {
+    /// Pairs the caller made on the executor (`Model::set_lora_weights`), by base tensor
+    /// name.
+    pub fn from_pairs(pairs: Vec<(String, W, W)>) -> LoraWeights<W> {
+        LoraWeights {
+            by_name: pairs
+                .into_iter()
+                .map(|(name, a, b)| (name, LoraLinear { a, b }))
+                .collect(),
+        }
+    }
+
     /// The update of projection `name`, if an adapter has one.
     pub fn get(&self, name: &str) -> Option<&LoraLinear<W>> {
         if self.by_name.is_empty() {

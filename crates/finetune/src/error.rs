@@ -1,0 +1,35 @@
+//! What can go wrong when training, beyond the data's own errors ([`crate::data::DataError`]).
+
+/// A training run that cannot start or go on.
+#[derive(Debug, thiserror::Error)]
+pub enum FinetuneError {
+    /// A LoRA rank of 0.
+    #[error("LoRA rank must be at least 1, got {0}")]
+    Rank(usize),
+    /// An alpha that is not a positive number.
+    #[error("LoRA alpha must be a positive number, got {0}")]
+    Alpha(f32),
+    /// No target projection.
+    #[error("no LoRA target: name at least one of q, k, v, o, gate, up, down")]
+    NoTargets,
+    /// A target name that is none of the seven projections.
+    #[error(
+        "unknown LoRA target `{0}`: expected q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj or down_proj (or attn_q … ffn_down)"
+    )]
+    UnknownTarget(String),
+    /// A target the model has no projection of.
+    #[error("the model has no `{0}` projection to adapt")]
+    TargetNotInModel(String),
+    /// A batch with no token to learn.
+    #[error("the batch has no trainable token: nothing to learn from")]
+    NothingToLearn,
+    /// The model or its executor failed.
+    #[error(transparent)]
+    Model(#[from] rullama_model::ModelError),
+    /// The data failed.
+    #[error(transparent)]
+    Data(#[from] crate::data::DataError),
+}
+
+/// A result of this crate.
+pub type Result<T, E = FinetuneError> = std::result::Result<T, E>;
