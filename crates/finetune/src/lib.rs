@@ -15,7 +15,9 @@ pub mod data;
 mod error;
 pub mod lora;
 pub mod loss;
+pub mod optim;
 pub mod step;
 pub mod tape;
+pub mod train;
 
 pub use error::{FinetuneError, Result};

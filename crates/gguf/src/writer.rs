@@ -9,7 +9,6 @@
 
 use std::borrow::Cow;
 use std::collections::HashSet;
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
@@ -155,13 +154,22 @@ impl<'a> GgufWriter<'a> {
         stream.finish()
     }
 
-    /// Write the file to `path` (created or truncated). Errors carry the path.
+    /// Write the file to `path`, whole or not at all: into a temporary file beside it,
+    /// synced, then renamed over `path`, so a failed or interrupted write never leaves a
+    /// half-written file under that name (a killed process may leave the temporary one,
+    /// `.tmp*` in the same folder). Errors carry the path.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn write_to_path(&self, path: impl AsRef<Path>) -> Result<u64> {
         let path = path.as_ref();
         let write = || -> Result<u64> {
-            let file = File::create(path)?;
-            let n = self.write_to(BufWriter::with_capacity(1 << 20, &file))?;
-            file.sync_all()?;
+            let dir = match path.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => Path::new("."),
+            };
+            let tmp = tempfile::NamedTempFile::new_in(dir)?;
+            let n = self.write_to(BufWriter::with_capacity(1 << 20, tmp.as_file()))?;
+            tmp.as_file().sync_all()?;
+            tmp.persist(path).map_err(|e| e.error)?;
             Ok(n)
         };
         write().map_err(|e| e.in_file(path))

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use rullama_gguf::{ByteSource, GgufFile, TensorInfo, Value};
+use rullama_gguf::{ByteSource, GgmlType, GgufFile, GgufWriter, TensorInfo, Value};
 use rullama_quant::Format;
 
 use super::{LoraAdapter, LoraError, LoraPair};
@@ -155,4 +155,39 @@ fn values<S: ByteSource>(
         },
     )?;
     Ok(out)
+}
+
+impl LoraAdapter {
+    /// The adapter as llama.cpp's LoRA GGUF (what [`LoraAdapter::open`] and llama.cpp's
+    /// `--lora` read): the keys above, `adapter.lora.alpha` when it has one, each pair's
+    /// `A` and `B` in F32 (exact). The caller may add keys before writing it.
+    pub fn to_gguf(&self) -> Result<GgufWriter<'static>, LoraError> {
+        let err = |source| LoraError::Gguf {
+            file: self.file.clone(),
+            source,
+        };
+        let mut w = GgufWriter::new();
+        w.set("general.architecture", self.arch.as_str());
+        w.set("general.type", "adapter");
+        w.set("adapter.type", "lora");
+        if self.alpha != 0.0 {
+            w.set("adapter.lora.alpha", self.alpha);
+        }
+        for p in &self.pairs {
+            let (n_in, n_out, r) = (p.n_in as u64, p.n_out as u64, p.rank as u64);
+            let a =
+                p.a.iter()
+                    .flat_map(|v| v.to_le_bytes())
+                    .collect::<Vec<u8>>();
+            let b =
+                p.b.iter()
+                    .flat_map(|v| v.to_le_bytes())
+                    .collect::<Vec<u8>>();
+            w.add_tensor(format!("{}.lora_a", p.base), &[n_in, r], GgmlType::F32, a)
+                .map_err(err)?;
+            w.add_tensor(format!("{}.lora_b", p.base), &[r, n_out], GgmlType::F32, b)
+                .map_err(err)?;
+        }
+        Ok(w)
+    }
 }
