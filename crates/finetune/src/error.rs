@@ -23,6 +23,22 @@ pub enum FinetuneError {
     /// A batch with no token to learn.
     #[error("the batch has no trainable token: nothing to learn from")]
     NothingToLearn,
+    /// A checkpoint that cannot be read or does not belong to this run.
+    #[error("checkpoint {}: {what}", path.display())]
+    Checkpoint {
+        /// The checkpoint's file.
+        path: std::path::PathBuf,
+        /// What is wrong.
+        what: String,
+    },
+    /// A file that could not be written.
+    #[error("writing {}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
     /// The model or its executor failed.
     #[error(transparent)]
     Model(#[from] rullama_model::ModelError),

@@ -11,6 +11,7 @@
 
 #![warn(missing_docs)]
 
+pub mod checkpoint;
 pub mod data;
 mod error;
 pub mod lora;

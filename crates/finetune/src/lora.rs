@@ -7,13 +7,14 @@
 //! parameters are PEFT's own and an optimizer step moves them as PEFT's would.
 
 use rullama_model::lora::LoraPair;
+use serde::{Deserialize, Serialize};
 
 use crate::data::SplitMix64;
 use crate::error::{FinetuneError, Result};
 use crate::tape::{Matrix, TapeWeight};
 
 /// A projection LoRA can update, by PEFT's `target_modules` name and llama.cpp's tensor name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Target {
     /// `q_proj` / `attn_q`.
     Q,
@@ -91,7 +92,7 @@ impl Target {
 }
 
 /// The adapter's hyper-parameters (PEFT's `LoraConfig`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoraSpec {
     /// `r`.
     pub rank: usize,
