@@ -5,6 +5,7 @@
 //!
 //! [`Op`]: crate::Op
 
+pub mod adamw;
 pub mod argmax;
 pub mod attention;
 pub mod attention_coop;
