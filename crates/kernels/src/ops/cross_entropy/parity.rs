@@ -304,6 +304,24 @@ mod tests {
         }
     }
 
+    /// Gemma's vocabulary, 262,144 logits a row (1,024 an invocation), capped and not.
+    #[test]
+    fn gemma_vocabulary() {
+        let Some(gpu) = crate::testutil::gpu() else {
+            return;
+        };
+        for softcap in [0.0, 30.0] {
+            let p = CrossEntropy {
+                n: 2,
+                vocab: 262_144,
+                softcap,
+                weight: 0.5,
+            };
+            let c = compare(gpu, p, 20.0, &[262_143, 17], 8).unwrap();
+            assert!(c.max_ratio <= 1.0, "{}", c.worst);
+        }
+    }
+
     /// Parameters and views the kernel cannot take are errors, not dispatches.
     #[test]
     fn bad_input_is_an_error() {
