@@ -9,9 +9,9 @@
 
 use crate::device::Caps;
 use crate::ops::{
-    argmax, attention, attention_coop, attention_rope, elementwise, embed, f16_copy, glu,
-    glu_backward, head_norm_rope, kv, matmul, matmul_coop, matmul_dense, matvec, norm, quantize,
-    residual_norm, rms_norm_backward, rope, rope_backward, sample, split_k, unary,
+    adamw, argmax, attention, attention_coop, attention_rope, cross_entropy, elementwise, embed,
+    f16_copy, glu, glu_backward, head_norm_rope, kv, matmul, matmul_coop, matmul_dense, matvec,
+    norm, quantize, residual_norm, rms_norm_backward, rope, rope_backward, sample, split_k, unary,
 };
 #[cfg(any(test, feature = "parity"))]
 use crate::parity::Check;
@@ -178,6 +178,11 @@ families! {
     Rope(rope::RopeKernel),
     /// RoPE's backward: the gradient turned by the transposed rotation, in place.
     RopeBackward(rope_backward::RopeBackwardKernel),
+    /// The loss head: cross-entropy per row and its gradient over the logits, in place.
+    CrossEntropy(cross_entropy::CrossEntropyKernel),
+    /// AdamW over a flat parameter buffer: the gradient's squared norm (two reduction
+    /// stages) and the clipped update.
+    AdamW(adamw::AdamWKernel),
     /// `h += [rms_norm(a) * w_in]`, then optionally `y = rms_norm(h) * w_out` (and y's q8
     /// copy), per row.
     ResidualNorm(residual_norm::ResidualNormKernel),

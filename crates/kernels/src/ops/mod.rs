@@ -5,10 +5,12 @@
 //!
 //! [`Op`]: crate::Op
 
+pub mod adamw;
 pub mod argmax;
 pub mod attention;
 pub mod attention_coop;
 pub mod attention_rope;
+pub mod cross_entropy;
 pub mod elementwise;
 pub mod embed;
 pub mod epilogue;
