@@ -1,5 +1,7 @@
 //! The training loss: cross-entropy of the next token, over the positions the mask keeps.
 
+use rullama_kernels::ops::cross_entropy::{CrossEntropy, MASKED, cross_entropy_ref};
+
 use crate::tape::Matrix;
 
 /// The next-token targets of a sequence: row `r`'s target is `tokens[r + 1]` where
@@ -11,23 +13,19 @@ pub fn targets(tokens: &[u32], mask: &[bool]) -> Vec<Option<u32>> {
 }
 
 /// `weight · Σ_r (lse(z_r) - z_r[t_r])` over the rows with a target, and its gradient
-/// `weight (softmax(z_r) - onehot(t_r))` (zero rows where there is no target), in f64.
-pub fn cross_entropy(logits: &Matrix, targets: &[Option<u32>], weight: f64) -> (f64, Matrix) {
+/// `weight (softmax(z_r) - onehot(t_r))` (zero rows where there is no target), in f64: the
+/// GPU loss head's reference (`rullama_kernels::ops::cross_entropy`), whose weight is an
+/// f32 as the kernel's.
+pub fn cross_entropy(logits: &Matrix, targets: &[Option<u32>], weight: f32) -> (f64, Matrix) {
     assert_eq!(targets.len(), logits.rows, "one target per row");
-    let mut grad = Matrix::zeros(logits.rows, logits.cols);
-    let mut loss = 0.0;
-    for (r, t) in targets.iter().enumerate() {
-        let Some(t) = t else { continue };
-        let z = logits.row(r);
-        let max = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let sum: f64 = z.iter().map(|v| (v - max).exp()).sum();
-        let lse = max + sum.ln();
-        loss += weight * (lse - z[*t as usize]);
-        let g = grad.row_mut(r);
-        for (g, v) in g.iter_mut().zip(z) {
-            *g = weight * (v - lse).exp();
-        }
-        g[*t as usize] -= weight;
-    }
-    (loss, grad)
+    let p = CrossEntropy {
+        n: logits.rows,
+        vocab: logits.cols,
+        softcap: 0.0,
+        weight,
+    };
+    let ids: Vec<u32> = targets.iter().map(|t| t.unwrap_or(MASKED)).collect();
+    let (loss, grad) = cross_entropy_ref(&p, &logits.data, &ids);
+    let total = f64::from(weight) * loss.iter().sum::<f64>();
+    (total, Matrix::new(logits.rows, logits.cols, grad))
 }

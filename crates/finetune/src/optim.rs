@@ -1,7 +1,10 @@
 //! AdamW with global-norm clipping, and the learning-rate schedules: the maths of
 //! `torch.optim.AdamW`, `torch.nn.utils.clip_grad_norm_` and transformers'
-//! `get_{constant,linear,cosine}_schedule_with_warmup`, over the tape's f64 parameters.
+//! `get_{constant,linear,cosine}_schedule_with_warmup`, over the tape's f64 parameters. The
+//! update is the GPU optimizer's reference (`rullama_kernels::ops::adamw`), one call per
+//! matrix with the norm of all of them.
 
+use rullama_kernels::ops::adamw::{self as kernel, adamw_ref, grad_norm_sq_ref};
 use serde::{Deserialize, Serialize};
 
 use crate::tape::Matrix;
@@ -108,42 +111,33 @@ impl AdamW {
     /// `w -= lr wd w`, the moments, and `w -= lr / (1 - b1^t) · m / (sqrt(v) / sqrt(1 - b2^t) + eps)`.
     pub fn step(&mut self, params: &mut [Matrix], grads: &[Matrix], lr: f64) -> f64 {
         let c = self.config;
-        let norm = grads
-            .iter()
-            .flat_map(|g| &g.data)
-            .map(|g| g * g)
-            .sum::<f64>()
-            .sqrt();
-        // clip_grad_norm_: `max_norm / (norm + 1e-6)`, applied only when below 1.
-        let clip = if c.max_grad_norm > 0.0 {
-            (c.max_grad_norm / (norm + 1e-6)).min(1.0)
-        } else {
-            1.0
-        };
+        let norm_sq: f64 = grads.iter().map(|g| grad_norm_sq_ref(&g.data)).sum();
         self.steps += 1;
-        let t = self.steps as i32;
-        let (bc1, bc2) = (1.0 - c.beta1.powi(t), 1.0 - c.beta2.powi(t));
+        let step = kernel::AdamW {
+            lr,
+            beta1: c.beta1,
+            beta2: c.beta2,
+            eps: c.eps,
+            weight_decay: c.weight_decay,
+            max_norm: c.max_grad_norm,
+            step: u32::try_from(self.steps).unwrap_or(u32::MAX),
+        };
         for (((p, g), m), v) in params
             .iter_mut()
             .zip(grads)
             .zip(&mut self.m)
             .zip(&mut self.v)
         {
-            for (((w, &g), m), v) in p
-                .data
-                .iter_mut()
-                .zip(&g.data)
-                .zip(&mut m.data)
-                .zip(&mut v.data)
-            {
-                let g = g * clip;
-                *w *= 1.0 - lr * c.weight_decay;
-                *m = c.beta1 * *m + (1.0 - c.beta1) * g;
-                *v = c.beta2 * *v + (1.0 - c.beta2) * g * g;
-                *w -= lr / bc1 * *m / (v.sqrt() / bc2.sqrt() + c.eps);
-            }
+            adamw_ref(
+                &step,
+                &mut p.data,
+                &g.data,
+                &mut m.data,
+                &mut v.data,
+                norm_sq,
+            );
         }
-        norm
+        norm_sq.sqrt()
     }
 }
 

@@ -13,7 +13,7 @@ pub fn accumulate(
     session: &mut Session<'_, TapeBackend>,
     tokens: &[u32],
     mask: &[bool],
-    weight: f64,
+    weight: f32,
     grads: &mut [Matrix],
 ) -> Result<f64> {
     session.sequence_mut().clear();
@@ -29,7 +29,7 @@ pub fn loss(
     session: &mut Session<'_, TapeBackend>,
     tokens: &[u32],
     mask: &[bool],
-    weight: f64,
+    weight: f32,
 ) -> Result<f64> {
     session.sequence_mut().clear();
     let logits = session.record_logits(tokens, 0)?;

@@ -116,7 +116,7 @@ impl<'m> Trainer<'m> {
         if trainable == 0 {
             return Err(FinetuneError::NothingToLearn);
         }
-        let weight = 1.0 / trainable as f64;
+        let weight = 1.0 / trainable as f32;
         let mut grads: Vec<Matrix> = self
             .params()
             .iter()
@@ -148,7 +148,7 @@ impl<'m> Trainer<'m> {
         if trainable == 0 {
             return Ok(None);
         }
-        let weight = 1.0 / trainable as f64;
+        let weight = 1.0 / trainable as f32;
         let mut loss = 0.0;
         for_each_sequence(batches, |tokens, mask| {
             loss += step::loss(&mut self.session, tokens, mask, weight)?;

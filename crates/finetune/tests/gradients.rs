@@ -43,7 +43,7 @@ fn check(tiny: Tiny) {
     *session.sequence_mut().params_mut() = params.clone();
     let tokens = [2u32, 40, 41, 7, 42, 9, 43, 5];
     let mask = [false, true, true, false, true, true, true, true];
-    let weight = 1.0 / 6.0;
+    let weight = 1.0f32 / 6.0;
     let mut grads: Vec<Matrix> = params
         .iter()
         .map(|p| Matrix::zeros(p.rows, p.cols))
