@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::device::Gpu;
+use crate::ops::matmul_coop::{coop_device, f16_err};
 use crate::parity::data::{Rng, n_in_block, random_f32, random_weight};
 use crate::parity::{Check, Compare, U, run_read};
 use crate::tensor::{GpuTensor, GpuWeight, WeightShape};
@@ -56,6 +57,27 @@ fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
     Case::random(format, rng).run(gpu)
 }
 
+/// Tolerance of the tensor-core kernel, per element (module doc): the f16 roundings of each
+/// weight and dy value (`e(v)`: one f16 ulp, or `|v| + 2^-24` below twice the smallest
+/// normal; a weight's f32 decode adds 8u |w|), `4n u` of the tensor cores' sum of the
+/// rounded products and one f32 addition onto dX a dispatch (k of them). Needs cooperative
+/// matrices (skips elsewhere; `coop_body_every_format` runs the kernel's body on any device).
+pub const COOP_CHECK: Check = Check {
+    name: "matmul_input_grad_coop",
+    tolerance: "f16 inputs (1 ulp each)+(4n+k)*2^-24*(sum|w'dy'|+|d0|)",
+    case: coop_parity_case,
+};
+
+fn coop_parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    coop_device(gpu)?;
+    let format = rng.pick(&GpuFormat::ALL);
+    let case = Case {
+        tensor_cores: true,
+        ..Case::random(format, rng)
+    };
+    case.run(gpu)
+}
+
 /// One case: the weight (format, shape, chunking, seed), the rows taken, the layouts of dy
 /// and dx (padding after each token's row, dx's first element) and whether dx accumulates.
 #[derive(Debug, Clone, Copy)]
@@ -72,6 +94,8 @@ struct Case {
     dx_offset: usize,
     accumulate: bool,
     seed: u64,
+    /// The tensor-core kernel (emulated on a device without cooperative matrices).
+    tensor_cores: bool,
 }
 
 impl Case {
@@ -98,6 +122,7 @@ impl Case {
             dx_offset: rng.range(0, 3),
             accumulate: rng.bool(),
             seed: rng.next_u64(),
+            tensor_cores: false,
         }
     }
 
@@ -134,8 +159,10 @@ impl Case {
                 y: Some(dys),
             },
             accumulate: self.accumulate,
+            tensor_cores: self.tensor_cores,
         };
-        let ops = op.ops(
+        let ops = op.ops_with(
+            self.tensor_cores,
             wt.rows(first..first + rows),
             View::at(&dyt, 1),
             View::at(&dxt, self.dx_offset),
@@ -150,6 +177,8 @@ impl Case {
             .flat_map(|t| dy[1 + t * dys..][..rows].iter().map(|&v| f64::from(v)))
             .collect();
         let want = matmul_input_grad_ref(&w64, n_in, rows, &dy64);
+        // Dispatches: the chunks the rows touch.
+        let k = (first + rows).div_ceil(self.chunk_rows) - first / self.chunk_rows;
         let mut c = Compare::default();
         let mut written = vec![false; len];
         for t in 0..n_tokens {
@@ -161,10 +190,14 @@ impl Case {
                 } else {
                     0.0
                 };
-                let abs: f64 = (0..rows)
-                    .map(|r| (dy64[t * rows + r] * w64[r * n_in + i]).abs())
-                    .sum();
-                let bound = (rows + 4) as f64 * U * (abs + old.abs());
+                let pairs = (0..rows).map(|r| (w64[r * n_in + i].abs(), dy64[t * rows + r].abs()));
+                let bound = match self.tensor_cores {
+                    false => {
+                        let abs: f64 = pairs.map(|(w, g)| w * g).sum();
+                        (rows + 4) as f64 * U * (abs + old.abs())
+                    }
+                    true => coop_bound(pairs, rows, k, old.abs()),
+                };
                 c.add(f64::from(got[at]), old + want[t * n_in + i], bound, || {
                     format!("{self:?}: token {t} input {i}")
                 });
@@ -179,6 +212,20 @@ impl Case {
     }
 }
 
+/// The tensor-core kernel's bound of one element from its (|w|, |dy|) pairs, n rows, k
+/// dispatches and |d0| (module doc).
+fn coop_bound(pairs: impl Iterator<Item = (f64, f64)>, n: usize, k: usize, d0: f64) -> f64 {
+    let (mut terms, mut mags) = (0.0, 0.0);
+    for (w, g) in pairs {
+        // 2^-21 = 8u: the f32 decode's own 4u, carried through the f16 rounding.
+        let e_w = f16_err(w) + 8.0 * U * w;
+        let e_g = f16_err(g);
+        terms += w * e_g + g * e_w + e_w * e_g;
+        mags += (w + e_w) * (g + e_g);
+    }
+    terms + (4 * n + k) as f64 * U * (mags + d0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,6 +235,12 @@ mod tests {
     #[test]
     fn matmul_input_grad_matches_reference() {
         testutil::parity("matmul_input_grad", 8, 301);
+    }
+
+    /// On the tensor cores (skips, saying so, on a device without them).
+    #[test]
+    fn matmul_input_grad_coop_matches_reference() {
+        testutil::parity("matmul_input_grad_coop", 8, 331);
     }
 
     /// Every format on a random shape whose rows span several chunks (of 17 rows), once
@@ -201,6 +254,29 @@ mod tests {
                 let case = Case {
                     chunk_rows: 17,
                     accumulate,
+                    ..Case::random(f, &mut rng)
+                };
+                let c = case.run(gpu).unwrap();
+                assert!(c.max_ratio <= 1.0, "{case:?}: {}", c.worst);
+            }
+        }
+    }
+
+    /// The tensor-core kernel's body on every format (over emulated coop ops where the
+    /// device has no cooperative matrices), rows over several chunks, both store modes.
+    #[test]
+    fn coop_body_every_format() {
+        let test = "matmul_input_grad coop_body_every_format";
+        let Some(gpu) = testutil::coop_body_device(test, "matmul/coop_io_emul.wgsl") else {
+            return;
+        };
+        let mut rng = Rng::new(321);
+        for f in GpuFormat::ALL {
+            for accumulate in [false, true] {
+                let case = Case {
+                    chunk_rows: 37,
+                    accumulate,
+                    tensor_cores: true,
                     ..Case::random(f, &mut rng)
                 };
                 let c = case.run(gpu).unwrap();
@@ -258,16 +334,23 @@ mod tests {
             n_tokens: 2,
             strides: Strides::default(),
             accumulate: false,
+            tensor_cores: false,
         };
         assert!(
-            op.ops(w.all_rows(), View::at(&t, 0), View::at(&t, 100))
+            op.ops(&gpu.caps, w.all_rows(), View::at(&t, 0), View::at(&t, 100))
                 .is_err()
         );
         assert!(
-            op.ops(w.all_rows(), View::at(&t, 250), (&dx).into())
+            op.ops(&gpu.caps, w.all_rows(), View::at(&t, 250), (&dx).into())
                 .is_err()
         );
-        assert!(op.ops(w.rows(2..5), (&t).into(), (&dx).into()).is_err());
-        assert!(op.ops(w.all_rows(), (&t).into(), (&dx).into()).is_ok());
+        assert!(
+            op.ops(&gpu.caps, w.rows(2..5), (&t).into(), (&dx).into())
+                .is_err()
+        );
+        assert!(
+            op.ops(&gpu.caps, w.all_rows(), (&t).into(), (&dx).into())
+                .is_ok()
+        );
     }
 }
