@@ -10,8 +10,9 @@
 use crate::device::Caps;
 use crate::ops::{
     adamw, argmax, attention, attention_coop, attention_rope, cross_entropy, elementwise, embed,
-    f16_copy, glu, glu_backward, head_norm_rope, kv, matmul, matmul_coop, matmul_dense, matvec,
-    norm, quantize, residual_norm, rms_norm_backward, rope, rope_backward, sample, split_k, unary,
+    f16_copy, glu, glu_backward, head_norm_rope, kv, matmul, matmul_coop, matmul_dense,
+    matmul_input_grad, matmul_weight_grad, matvec, norm, quantize, residual_norm,
+    rms_norm_backward, rope, rope_backward, sample, split_k, unary,
 };
 #[cfg(any(test, feature = "parity"))]
 use crate::parity::Check;
@@ -139,6 +140,11 @@ families! {
     /// `Y = X W^T [+ bias]` for a block of tokens (f32 FMAs), into one output or split over
     /// several.
     Matmul(matmul::MatmulKernel),
+    /// The matmul's backward through its weight: `dX = dY W`, the weight read in its block
+    /// format (f32 FMAs).
+    MatmulInputGrad(matmul_input_grad::MatmulInputGradKernel),
+    /// The gradient of a trainable f32 weight: `dW (+)= dY^T X` over a sequence.
+    MatmulWeightGrad(matmul_weight_grad::MatmulWeightGradKernel),
     /// The same on the tensor cores (cooperative matrices: f16 tiles, f32 accumulation);
     /// only on a device with `Caps::coop_f16` (`Matmul::kernel` picks it).
     MatmulCoop(matmul_coop::MatmulCoopKernel),

@@ -1,0 +1,257 @@
+//! The matmul's backward through its frozen weight: for `y = x W^T` ([`crate::ops::matmul`],
+//! `W` stored as GGUF's `n_out` rows of `n_in`), `dx = dy W`, i.e. `dx[t, i] = sum_r dy[t, r]
+//! W[r, i]`. The weight is read in its block format (any [`GpuFormat`]) and decoded in the
+//! tile loader as the forward decodes it, so training never holds a dequantized copy.
+//!
+//! Two kernels with one contract (`matmul/input_grad_params.wgsl`), picked by
+//! [`MatmulInputGrad::tensor_cores`] and the device:
+//! - `matmul/input_grad.wgsl` + `matmul/grad_tile.wgsl` (the f32 tile product it shares with
+//!   the weight gradient), every device: a workgroup of 128 computes 64 inputs x 64 tokens in
+//!   f32, summing the weight's rows 32 at a time from workgroup memory.
+//! - `matmul/input_grad_coop.wgsl` (devices with [`Caps::coop_f16`]): the same tile, the
+//!   weight's rows 64 at a time, staged as f16 and multiplied on the tensor cores with f32
+//!   accumulation. f16 holds dY only within about 6e-5 .. 65504 at full precision: a caller
+//!   whose gradients are smaller scales its loss (as mixed-precision training does), or keeps
+//!   the f32 kernel.
+//!
+//! Both read the weight through the format's decoder, as the forward does. One dispatch per
+//! weight chunk the rows touch: the sum runs over rows, so every chunk after the first adds
+//! to what the one before stored.
+//!
+//! The tensor-core kernel's bound, per element (n rows summed, k dispatches, d0 what dX held
+//! when accumulating, else 0): matmul_coop's (its module doc) for the products and their sum,
+//! `sum_r (|w| e_dy + |dy| e_w + e_w e_dy) + 4 n u S'` with `S' = sum_r (|w| + e_w)(|dy| +
+//! e_dy)`, plus one f32 addition onto dX a dispatch, `k u (S' + |d0|)`: in all
+//! `sum_r (|w| e_dy + |dy| e_w + e_w e_dy) + (4n + k) u (S' + |d0|)`.
+
+use crate::device::Caps;
+use crate::error::GpuError;
+use crate::format::GpuFormat;
+use crate::kernel::KernelFamily;
+use crate::op::Op;
+use crate::ops::matmul::Strides;
+use crate::shader::{
+    BLOCKS, COOP_EMUL, COOP_OPS, Program, ShaderFile, WEIGHT_KERNEL_BINDINGS, shader_file,
+};
+use crate::tensor::{View, WeightRows};
+
+#[cfg(any(test, feature = "parity"))]
+mod parity;
+#[cfg(test)]
+pub(crate) use parity::matmul_forward_f64;
+#[cfg(any(test, feature = "parity"))]
+pub use parity::{CHECK, COOP_CHECK, matmul_input_grad_ref};
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+struct InputGradParams {
+    n_in: u32,
+    n_rows: u32,
+    row_bytes: u32,
+    n_tokens: u32,
+    row0: u32,
+    dy_offset: u32,
+    dy_stride: u32,
+    dx_offset: u32,
+    dx_stride: u32,
+    accumulate: u32,
+    _pad: [u32; 2],
+}
+
+static SHADER: ShaderFile = shader_file!("matmul/input_grad.wgsl");
+/// `Params`, the bindings and the weight's staging, shared by both kernels.
+static PARAMS: ShaderFile = shader_file!("matmul/input_grad_params.wgsl");
+static COOP_BODY: ShaderFile = shader_file!("matmul/input_grad_coop.wgsl");
+/// The forward's coop loads and stores (the tiles and bindings carry the same names).
+static COOP_IO: ShaderFile = shader_file!("matmul/coop_io.wgsl");
+static COOP_IO_EMULATED: ShaderFile = shader_file!("matmul/coop_io_emul.wgsl");
+/// The 64 x 64 f32 tile product both backward products share.
+pub(crate) static GRAD_TILE: ShaderFile = shader_file!("matmul/grad_tile.wgsl");
+
+/// Invocations per workgroup (8 x 16 over a 64 x 64 tile, `matmul/grad_tile.wgsl`).
+pub(crate) const WORKGROUP: u32 = 128;
+/// The side of a workgroup's output tile.
+pub(crate) const TILE: usize = 64;
+
+/// The input-gradient kernel over a weight of one format: the f32 one, or the tensor-core one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MatmulInputGradKernel {
+    /// The weight's format.
+    pub format: GpuFormat,
+    /// The tensor-core kernel (`matmul/input_grad_coop.wgsl`).
+    pub tensor_cores: bool,
+}
+
+impl MatmulInputGradKernel {
+    /// The kernel's program; for the tensor-core kernel with `emulated`, its body over
+    /// emulated coop ops (needs only SHADER_F16; what a device without cooperative matrices
+    /// builds, for tests).
+    fn program_with(self, emulated: bool) -> Program {
+        let (name, own): (&str, &[&'static ShaderFile]) = match (self.tensor_cores, emulated) {
+            (false, _) => ("matmul_input_grad", &[&SHADER, &GRAD_TILE]),
+            (true, false) => ("matmul_input_grad_coop", &[&COOP_OPS, &COOP_IO, &COOP_BODY]),
+            (true, true) => (
+                "matmul_input_grad_coop_emulated",
+                &[&COOP_EMUL, &COOP_IO_EMULATED, &COOP_BODY],
+            ),
+        };
+        Program {
+            name: format!("{name}_{}", self.format.name()),
+            files: own
+                .iter()
+                .copied()
+                .chain([&PARAMS, &BLOCKS])
+                .chain(self.format.decoder().iter().copied())
+                .collect(),
+            entry: "main",
+            bindings: WEIGHT_KERNEL_BINDINGS,
+            params_size: size_of::<InputGradParams>(),
+        }
+    }
+}
+
+impl KernelFamily for MatmulInputGradKernel {
+    fn variants() -> Vec<MatmulInputGradKernel> {
+        let formats = crate::shader::weight_formats().iter();
+        formats
+            .flat_map(|&format| {
+                [false, true].map(|tensor_cores| MatmulInputGradKernel {
+                    format,
+                    tensor_cores,
+                })
+            })
+            .collect()
+    }
+
+    fn program(self) -> Program {
+        self.program_with(false)
+    }
+
+    fn programs(self) -> Vec<Program> {
+        match self.tensor_cores {
+            true => vec![self.program_with(false), self.program_with(true)],
+            false => vec![self.program_with(false)],
+        }
+    }
+
+    // The tensor-core kernel is picked only with coop_f16; tests build it elsewhere to run
+    // its body over emulated coop ops.
+    fn program_for(self, caps: &Caps) -> Program {
+        self.program_with(self.tensor_cores && !caps.coop_f16)
+    }
+
+    #[cfg(any(test, feature = "parity"))]
+    fn checks() -> Vec<crate::parity::Check> {
+        vec![CHECK, COOP_CHECK]
+    }
+}
+
+/// `dx[dx.offset + t * x_stride + i] (+)= sum_r dy[dy.offset + t * y_stride + r] W[first + r,
+/// i]` for `n_tokens` tokens, over rows `first..first + n` of a weight (all of them, or one
+/// projection's range of a stacked q|k|v).
+#[derive(Debug, Clone, Copy)]
+pub struct MatmulInputGrad {
+    /// Tokens (rows of dy and dx).
+    pub n_tokens: usize,
+    /// Their row strides: `x` for dx (the forward's input), `y` for dy (its output); `None`:
+    /// packed (`n_in`, the rows taken).
+    pub strides: Strides,
+    /// Add to what dx holds (another product's gradient of the same input: q, k and v read
+    /// one x) instead of overwriting it.
+    pub accumulate: bool,
+    /// Run on the tensor cores where the device has them ([`Caps::coop_f16`]): the weight and
+    /// dy rounded to f16, f32 accumulation (see the module doc for dy's range). `false`
+    /// keeps the f32 kernel everywhere.
+    pub tensor_cores: bool,
+}
+
+impl MatmulInputGrad {
+    /// One op per weight chunk the rows touch (none for zero tokens), on a device with
+    /// `caps`. `dx` must be another tensor than `dy` (wgpu forbids one buffer read and
+    /// written in a dispatch).
+    pub fn ops(
+        self,
+        caps: &Caps,
+        w: WeightRows<'_>,
+        dy: View<'_>,
+        dx: View<'_>,
+    ) -> Result<Vec<Op>, GpuError> {
+        self.ops_with(self.tensor_cores && caps.coop_f16, w, dy, dx)
+    }
+
+    /// As [`MatmulInputGrad::ops`] with the kernel named: `tensor_cores` runs the tensor-core
+    /// kernel on any device (on one without cooperative matrices, its emulated program: tests
+    /// only).
+    pub(crate) fn ops_with(
+        self,
+        tensor_cores: bool,
+        w: WeightRows<'_>,
+        dy: View<'_>,
+        dx: View<'_>,
+    ) -> Result<Vec<Op>, GpuError> {
+        const OP: &str = "matmul_input_grad";
+        w.check(OP)?;
+        let s = w.w.shape;
+        let (dys, dxs) = (
+            self.strides.y.unwrap_or(w.n),
+            self.strides.x.unwrap_or(s.n_in),
+        );
+        if self.n_tokens > 1 && (dys < w.n || dxs < s.n_in) {
+            return Err(GpuError::InvalidParams {
+                op: OP,
+                detail: format!(
+                    "token strides dy {dys} / dx {dxs} shorter than rows of {} / {}",
+                    w.n, s.n_in
+                ),
+            });
+        }
+        if dx.t.buf.id() == dy.t.buf.id() {
+            return Err(GpuError::InvalidParams {
+                op: OP,
+                detail: "dx and dy in one tensor (read and written by one dispatch)".into(),
+            });
+        }
+        if self.n_tokens == 0 {
+            return Ok(Vec::new());
+        }
+        let last = self.n_tokens - 1;
+        dy.check("matmul_input_grad dy", last * dys + w.n)?;
+        dx.check("matmul_input_grad dx", last * dxs + s.n_in)?;
+        let end = w.first + w.n;
+        let grid = [
+            s.n_in.div_ceil(TILE) as u32,
+            self.n_tokens.div_ceil(TILE) as u32,
+            1,
+        ];
+        let mut first_dispatch = true;
+        let mut ops = Vec::new();
+        for c in &w.w.chunks {
+            let lo = w.first.max(c.first_row);
+            let hi = end.min(c.first_row + c.n_rows);
+            if lo >= hi {
+                continue;
+            }
+            let params = InputGradParams {
+                n_in: s.n_in as u32,
+                n_rows: (hi - lo) as u32,
+                row_bytes: s.format.row_bytes(s.n_in) as u32,
+                n_tokens: self.n_tokens as u32,
+                row0: (lo - c.first_row) as u32,
+                dy_offset: (dy.offset + lo - w.first) as u32,
+                dy_stride: dys as u32,
+                dx_offset: dx.offset as u32,
+                dx_stride: dxs as u32,
+                accumulate: u32::from(self.accumulate || !first_dispatch),
+                _pad: [0; 2],
+            };
+            first_dispatch = false;
+            let kernel = MatmulInputGradKernel {
+                format: s.format,
+                tensor_cores,
+            };
+            let buffers = [&c.buf, &dy.t.buf, &dx.t.buf, &c.buf];
+            ops.push(Op::new(kernel, WORKGROUP, &params, &buffers, grid));
+        }
+        Ok(ops)
+    }
+}

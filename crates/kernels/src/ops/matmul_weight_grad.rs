@@ -1,0 +1,156 @@
+//! The weight gradient of a trainable f32 matrix (LoRA's A and B): for `y = x W^T` with `W`
+//! `n_out` rows of `n_in`, `dW += dy^T x`, i.e. `dW[o, i] += sum_t dy[t, o] x[t, i]`, one
+//! product over a whole sequence of tokens (not a rank-1 update a token), added to what dW
+//! holds so micro-batches accumulate.
+//!
+//! WGSL: `matmul/weight_grad.wgsl` + `matmul/grad_tile.wgsl` (the f32 tile product it
+//! shares with the input gradient). A workgroup of 128 computes 64 rows x 64 inputs of dW,
+//! summing the tokens 32 at a time from workgroup memory; one dispatch.
+
+use crate::error::GpuError;
+use crate::kernel::KernelFamily;
+use crate::op::Op;
+use crate::ops::matmul::Strides;
+use crate::ops::matmul_input_grad::{GRAD_TILE, TILE, WORKGROUP};
+use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
+use crate::tensor::View;
+
+#[cfg(any(test, feature = "parity"))]
+mod parity;
+#[cfg(any(test, feature = "parity"))]
+pub use parity::{CHECK, weight_grad_ref};
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+struct WeightGradParams {
+    n_tokens: u32,
+    n_in: u32,
+    n_out: u32,
+    dy_offset: u32,
+    dy_stride: u32,
+    x_offset: u32,
+    x_stride: u32,
+    dw_offset: u32,
+    accumulate: u32,
+    _pad: [u32; 3],
+}
+
+static SHADER: ShaderFile = shader_file!("matmul/weight_grad.wgsl");
+
+const BINDINGS: &[BindingKind] = &[
+    BindingKind::Uniform,
+    BindingKind::StorageRead,
+    BindingKind::StorageRead,
+    BindingKind::StorageReadWrite,
+];
+
+/// The weight-gradient kernel (f32 only: the trainable matrices are f32 master weights).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MatmulWeightGradKernel;
+
+impl KernelFamily for MatmulWeightGradKernel {
+    fn variants() -> Vec<MatmulWeightGradKernel> {
+        vec![MatmulWeightGradKernel]
+    }
+
+    fn program(self) -> Program {
+        Program {
+            name: "matmul_weight_grad".into(),
+            files: vec![&SHADER, &GRAD_TILE],
+            entry: "main",
+            bindings: BINDINGS,
+            params_size: size_of::<WeightGradParams>(),
+        }
+    }
+
+    #[cfg(any(test, feature = "parity"))]
+    fn checks() -> Vec<crate::parity::Check> {
+        vec![CHECK]
+    }
+}
+
+/// `dw[dw.offset + o * n_in + i] (+)= sum_t dy[dy.offset + t * y_stride + o] x[x.offset + t *
+/// x_stride + i]` over `n_tokens` tokens: the gradient of an f32 weight of `n_out` rows of
+/// `n_in` (GGUF's layout) from its product's input x and output gradient dy.
+#[derive(Debug, Clone, Copy)]
+pub struct MatmulWeightGrad {
+    /// Tokens summed over (rows of dy and x).
+    pub n_tokens: usize,
+    /// The weight's inputs (columns of dW).
+    pub n_in: usize,
+    /// The weight's rows (rows of dW).
+    pub n_out: usize,
+    /// Token strides: `x` for x, `y` for dy; `None`: packed (`n_in`, `n_out`).
+    pub strides: Strides,
+    /// Add to what dW holds (gradient accumulation) instead of overwriting it.
+    pub accumulate: bool,
+}
+
+impl MatmulWeightGrad {
+    /// The op. `dw` must be another tensor than `dy` and `x` (wgpu forbids one buffer read
+    /// and written in a dispatch). Zero tokens with `accumulate` leave dW as it is (no op);
+    /// without it, dW is zeroed.
+    pub fn ops(self, dy: View<'_>, x: View<'_>, dw: View<'_>) -> Result<Vec<Op>, GpuError> {
+        const OP: &str = "matmul_weight_grad";
+        let (dys, xs) = (
+            self.strides.y.unwrap_or(self.n_out),
+            self.strides.x.unwrap_or(self.n_in),
+        );
+        if self.n_in == 0 || self.n_out == 0 {
+            return Err(GpuError::InvalidParams {
+                op: OP,
+                detail: format!("a weight of {} x {}", self.n_out, self.n_in),
+            });
+        }
+        if self.n_tokens > 1 && (dys < self.n_out || xs < self.n_in) {
+            return Err(GpuError::InvalidParams {
+                op: OP,
+                detail: format!(
+                    "token strides dy {dys} / x {xs} shorter than rows of {} / {}",
+                    self.n_out, self.n_in
+                ),
+            });
+        }
+        let out = dw.t.buf.id();
+        if out == dy.t.buf.id() || out == x.t.buf.id() {
+            return Err(GpuError::InvalidParams {
+                op: OP,
+                detail: "dw in the tensor of dy or x (read and written by one dispatch)".into(),
+            });
+        }
+        dw.check("matmul_weight_grad dw", self.n_out * self.n_in)?;
+        if self.n_tokens == 0 && self.accumulate {
+            return Ok(Vec::new());
+        }
+        if self.n_tokens > 0 {
+            let last = self.n_tokens - 1;
+            dy.check("matmul_weight_grad dy", last * dys + self.n_out)?;
+            x.check("matmul_weight_grad x", last * xs + self.n_in)?;
+        }
+        let params = WeightGradParams {
+            n_tokens: self.n_tokens as u32,
+            n_in: self.n_in as u32,
+            n_out: self.n_out as u32,
+            dy_offset: dy.offset as u32,
+            dy_stride: dys as u32,
+            x_offset: x.offset as u32,
+            x_stride: xs as u32,
+            dw_offset: dw.offset as u32,
+            accumulate: u32::from(self.accumulate),
+            _pad: [0; 3],
+        };
+        let grid = [
+            self.n_out.div_ceil(TILE) as u32,
+            self.n_in.div_ceil(TILE) as u32,
+            1,
+        ];
+        let buffers = [&dy.t.buf, &x.t.buf, &dw.t.buf];
+        Ok(vec![Op::new(
+            MatmulWeightGradKernel,
+            WORKGROUP,
+            &params,
+            &buffers,
+            grid,
+        )])
+    }
+}

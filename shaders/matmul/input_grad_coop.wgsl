@@ -1,0 +1,137 @@
+// The input gradient on the tensor cores: dX[t, i] (+)= sum_r dY[t, r] W[row0 + r, i], the
+// contract of input_grad.wgsl (matmul/input_grad_params.wgsl: Params, bindings, the weight's
+// staging). The cooperative-matrix types and ops (MatA, MatB, MatC, coop_lane, mma; load_a,
+// load_b, store_scratch) come from common/coop_ops.wgsl and matmul/coop_io.wgsl, or in the
+// tests' emulation from common/coop_emul.wgsl and matmul/coop_io_emul.wgsl: A is the weight
+// tile `ws` (inputs x rows, row-major), B the dY tile `xs` (rows x tokens: a token's rows are
+// consecutive, so column-major), C inputs x tokens.
+//
+// Workgroup (input tile, token tile) of 128 (4 subgroups of 32) computes 64 inputs x 64
+// tokens, walking the weight's rows 64 at a time (4 products of 16 per barrier):
+// - `ws`: invocation i decodes unit 2 wid.x + i % 2 (both halves, `decode_half` in f32, the
+//   quant crate's arithmetic) of step row i / 2 and stores the 32 weights transposed, rounded
+//   to f16.
+// - `xs`: invocation i reads row i % 64 of dY for tokens i / 64 + 2m (m < 32): each subgroup
+//   load is 32 consecutive floats of one dY row; rounded to f16.
+// - Both tiles are [64][64] f16 in vec4s with a row stride of RS = 18 vec4s (144 bytes), as
+//   the forward's: every row and every 16-value quarter starts 16-byte aligned, as Vulkan
+//   requires of a cooperative-matrix load.
+// - Subgroup s owns inputs 32 (s % 2) .. + 31 and tokens 32 (s / 2) .. + 31 as 2 x 2
+//   accumulators of 16 x 16 in f32.
+// - Output: every accumulator through a 16 x 16 f32 scratch of its subgroup, then each
+//   element inside dX stored (or added, `accumulate`) one by one.
+// - Every invocation reaches every coop op in uniform control flow: loop bounds are uniform
+//   and no branch encloses a coop op.
+// Precision: weights and dY rounded to f16 (one f16 ulp each), products exact in f32 and
+// summed in f32 by the tensor cores (the bound: ops/matmul_input_grad.rs).
+
+override WG: u32 = 128u;
+const TM: u32 = 64u;
+const TN: u32 = 64u;
+// Weight rows per barrier.
+const BR: u32 = 64u;
+const RS: u32 = 18u;
+
+var<workgroup> ws: array<vec4<f16>, 1152>; // TM * RS
+var<workgroup> xs: array<vec4<f16>, 1152>; // TN * RS
+// One 16 x 16 accumulator per subgroup, column-major.
+var<workgroup> cs: array<f32, 1024>; // 4 subgroups * 256
+
+// Adds or stores accumulator `c` (inputs i0.., tokens t0..) into dX through the subgroup's
+// scratch at cs[scratch..], keeping only elements inside dX. Called by every invocation in
+// uniform control flow (it holds barriers).
+fn store_partial(c: MatC, scratch: u32, lane: u32, i0: u32, t0: u32) {
+    store_scratch(c, scratch);
+    workgroupBarrier();
+    for (var e = 0u; e < 8u; e++) {
+        let k = lane + 32u * e;
+        let i = i0 + k % 16u;
+        let t = t0 + k / 16u;
+        if i < p.n_in && t < p.n_tokens {
+            let at = p.dx_offset + t * p.dx_stride + i;
+            var v = cs[scratch + k];
+            if p.accumulate != 0u {
+                v = y[at] + v;
+            }
+            y[at] = v;
+        }
+    }
+    workgroupBarrier();
+}
+
+// Stores 16 decoded weights (inputs 16 q .. of the tile) of step row `sr` transposed.
+fn put_w(q: array<vec4<f32>, 4>, qi: u32, sr: u32) {
+    for (var c = 0u; c < 4u; c++) {
+        for (var j = 0u; j < 4u; j++) {
+            ws[(16u * qi + 4u * c + j) * RS + sr / 4u][sr % 4u] = f16(q[c][j]);
+        }
+    }
+}
+
+@compute @workgroup_size(WG)
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    let in0 = wid.x * TM;
+    let tok0 = wid.y * TN;
+    let units = (p.n_in + 31u) / 32u;
+
+    // Weight staging role: step row `sr`, unit `su` of the tile's two.
+    let sr = tid / 2u;
+    let su = tid % 2u;
+    let u = 2u * wid.x + su;
+    let u_ok = u < units;
+    let uc = min(u, units - 1u);
+    // dY staging role.
+    let yc = tid % BR;
+    let yt = tid / BR;
+
+    let sg = tid / 32u;
+    let lane = tid % 32u;
+    coop_lane(lane);
+    let a_base = 32u * (sg % 2u) * RS;
+    let b_base = 32u * (sg / 2u) * RS;
+    var c00 = MatC();
+    var c01 = MatC();
+    var c10 = MatC();
+    var c11 = MatC();
+
+    let steps = (p.n_rows + BR - 1u) / BR;
+    for (var s = 0u; s < steps; s++) {
+        let r0 = BR * s;
+        let row_ok = r0 + sr < p.n_rows && u_ok;
+        let wrow = (p.row0 + min(r0 + sr, p.n_rows - 1u)) * p.row_bytes;
+        put_w(stage_w_quarter(wrow, uc, 0u, row_ok), 2u * su, sr);
+        put_w(stage_w_quarter(wrow, uc, 1u, row_ok), 2u * su + 1u, sr);
+        let in_r = r0 + yc < p.n_rows;
+        for (var m = 0u; m < TN / 2u; m++) {
+            let t = yt + 2u * m;
+            var v = 0.0;
+            if in_r && tok0 + t < p.n_tokens {
+                v = x[p.dy_offset + (tok0 + t) * p.dy_stride + r0 + yc];
+            }
+            xs[t * RS + yc / 4u][yc % 4u] = f16(v);
+        }
+        workgroupBarrier();
+        for (var h = 0u; h < BR / 16u; h++) {
+            let a0 = load_a(a_base + 4u * h);
+            let a1 = load_a(a_base + 16u * RS + 4u * h);
+            let b0 = load_b(b_base + 4u * h);
+            let b1 = load_b(b_base + 16u * RS + 4u * h);
+            c00 = mma(a0, b0, c00);
+            c01 = mma(a0, b1, c01);
+            c10 = mma(a1, b0, c10);
+            c11 = mma(a1, b1, c11);
+        }
+        workgroupBarrier();
+    }
+
+    let i0 = in0 + 32u * (sg % 2u);
+    let t0 = tok0 + 32u * (sg / 2u);
+    let scratch = 256u * sg;
+    store_partial(c00, scratch, lane, i0, t0);
+    store_partial(c01, scratch, lane, i0, t0 + 16u);
+    store_partial(c10, scratch, lane, i0 + 16u, t0);
+    store_partial(c11, scratch, lane, i0 + 16u, t0 + 16u);
+}
