@@ -9,6 +9,7 @@ pub mod argmax;
 pub mod attention;
 pub mod attention_coop;
 pub mod attention_rope;
+pub mod attention_train;
 pub mod elementwise;
 pub mod embed;
 pub mod epilogue;
