@@ -9,9 +9,10 @@
 
 use crate::device::Caps;
 use crate::ops::{
-    argmax, attention, attention_coop, attention_rope, attention_train, elementwise, embed,
-    f16_copy, glu, glu_backward, head_norm_rope, kv, matmul, matmul_coop, matmul_dense, matvec,
-    norm, quantize, residual_norm, rms_norm_backward, rope, rope_backward, sample, split_k, unary,
+    argmax, attention, attention_backward, attention_coop, attention_rope, attention_train,
+    elementwise, embed, f16_copy, glu, glu_backward, head_norm_rope, kv, matmul, matmul_coop,
+    matmul_dense, matvec, norm, quantize, residual_norm, rms_norm_backward, rope, rope_backward,
+    sample, split_k, unary,
 };
 #[cfg(any(test, feature = "parity"))]
 use crate::parity::Check;
@@ -169,6 +170,8 @@ families! {
     /// Causal attention over a block without a cache, for training: o and each row's
     /// log-sum-exp.
     AttentionTrain(attention_train::AttentionTrainKernel),
+    /// The training attention's backward: dq, then dk and dv, weights recomputed from lse.
+    AttentionBackward(attention_backward::AttentionBackwardKernel),
     /// `out = act(gate) * up`.
     Glu(glu::GluKernel),
     /// `dgate = dy * up * act'(gate)`, `dup = dy * act(gate)`: the GLU's backward.

@@ -31,6 +31,8 @@ use crate::tensor::View;
 mod parity;
 #[cfg(any(test, feature = "parity"))]
 pub use parity::{CHECK, attention_train_ref};
+#[cfg(any(test, feature = "parity"))]
+pub(crate) use parity::{Inputs, dot, padded, score_bound};
 
 /// The largest head dimension (dk or dv) the kernels take (`MAXD` in
 /// attention/train_params.wgsl).

@@ -7,6 +7,7 @@
 
 pub mod argmax;
 pub mod attention;
+pub mod attention_backward;
 pub mod attention_coop;
 pub mod attention_rope;
 pub mod attention_train;
