@@ -56,7 +56,7 @@ pub fn attention_backward_ref(
 }
 
 /// Tolerance, per element, from bounds on each pair (i, j)'s weight and ds. The score errs by
-/// D (the forward's [`score_bound`]); lse is given in f32 (u |lse|) and `x = s - lse` rounds
+/// D (the forward's `score_bound`); lse is given in f32 (u |lse|) and `x = s - lse` rounds
 /// (u |x|), so `p = exp(x)` errs by `p (e^(D + u|lse| + u|x|) - 1 + (6 + 4|x|) u)` (exp's (3 +
 /// 2|x|) ulp). `dp = do . v` errs by `(dv + 2) u sum |do v|`, `D_i = do . o` by `(dv + 3) u sum
 /// |do o|` (o given in f32, one more u), their difference y adds u; the cap's derivative `1 -

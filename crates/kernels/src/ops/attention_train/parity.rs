@@ -126,7 +126,7 @@ pub(crate) fn score_bound(
 /// Tolerance, per (row, head): o `max|v| (e^2D - 1 + u (12 + 10E) + (2n + 2T + 8) u)` and lse
 /// `D + u (12 + 10E) + (2n + 2T + 8) u + 2^-21 + 6u |log l| + u |lse|`, n the keys the row
 /// sees, `T = n/64 + 2` the tiles (plus slack). D bounds each score's error
-/// ([`score_bound`]'s dot product and soft-cap); shifting scores by at most D moves each
+/// (`score_bound`'s dot product and soft-cap); shifting scores by at most D moves each
 /// softmax weight by a factor within `e^(+-2D)` and the log-sum-exp by D. exp errs by (3 +
 /// 2|x|) ulp (Vulkan) at x = s - max, x's own rounding adds u|x|: weighted by the softmax,
 /// `u (12 + 10E)` with `E = sum w_j |s_j - m|`. The sums of n terms into o and l err by n u
