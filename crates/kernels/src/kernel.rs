@@ -9,10 +9,10 @@
 
 use crate::device::Caps;
 use crate::ops::{
-    adamw, argmax, attention, attention_coop, attention_rope, cross_entropy, elementwise, embed,
-    f16_copy, glu, glu_backward, head_norm_rope, kv, matmul, matmul_coop, matmul_dense,
-    matmul_input_grad, matmul_weight_grad, matvec, norm, quantize, residual_norm,
-    rms_norm_backward, rope, rope_backward, sample, split_k, unary,
+    adamw, argmax, attention, attention_backward, attention_coop, attention_rope, attention_train,
+    cross_entropy, elementwise, embed, f16_copy, glu, glu_backward, head_norm_rope, kv, matmul,
+    matmul_coop, matmul_dense, matmul_input_grad, matmul_weight_grad, matvec, norm, quantize,
+    residual_norm, rms_norm_backward, rope, rope_backward, sample, split_k, unary,
 };
 #[cfg(any(test, feature = "parity"))]
 use crate::parity::Check;
@@ -172,6 +172,11 @@ families! {
     /// Attention of a prompt block over an f16 cache on the tensor cores (one split); its
     /// emulated program on a device without cooperative matrices (tests).
     AttentionCoop(attention_coop::AttentionCoopKernel),
+    /// Causal attention over a block without a cache, for training: o and each row's
+    /// log-sum-exp.
+    AttentionTrain(attention_train::AttentionTrainKernel),
+    /// The training attention's backward: dq, then dk and dv, weights recomputed from lse.
+    AttentionBackward(attention_backward::AttentionBackwardKernel),
     /// `out = act(gate) * up`.
     Glu(glu::GluKernel),
     /// `dgate = dy * up * act'(gate)`, `dup = dy * act(gate)`: the GLU's backward.

@@ -8,8 +8,10 @@
 pub mod adamw;
 pub mod argmax;
 pub mod attention;
+pub mod attention_backward;
 pub mod attention_coop;
 pub mod attention_rope;
+pub mod attention_train;
 pub mod cross_entropy;
 pub mod elementwise;
 pub mod embed;

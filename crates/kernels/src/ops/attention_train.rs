@@ -1,0 +1,243 @@
+//! Causal attention without a KV cache, for training: the forward, which also keeps each
+//! (row, head)'s log-sum-exp for the backward ([`crate::ops::attention_backward`]).
+//!
+//! The block holds `n` rows, one or more sequences laid end to end: `start[i]` is the first
+//! row of row i's sequence, so packed and padded batches both work. Row i sees key rows j
+//! with `start[i] <= j <= i` and, with a sliding window w, `i - j < w`. Query head h reads kv
+//! head `h / (n_head / n_kv)` (GQA). With `s_ij = cap(scale q_i . k_j)`, `cap(x) = c tanh(x /
+//! c)` (or x without a soft-cap),
+//!
+//! ```text
+//! lse_i = log sum_j exp(s_ij)        o_i = sum_j exp(s_ij - lse_i) v_j
+//! ```
+//!
+//! over the keys row i sees, per query head. Layouts, row-major f32: q `[n, n_head * dk]`,
+//! k `[n, n_kv * dk]`, v `[n, n_kv * dv]`, o `[n, n_head * dv]`, lse `[n, n_head]`, start
+//! `[n]` u32; a row's heads are consecutive column groups.
+//!
+//! Memory: besides the inputs and o, only lse, `n * n_head` floats; nothing of size n^2.
+//! WGSL: `attention/train_forward.wgsl` + `attention/train_params.wgsl`. One workgroup of 64
+//! per (row, head) keeps its q row in workgroup memory and walks its keys in tiles of 64 (one
+//! score per invocation) with an online softmax (the running max and sum, the accumulators
+//! rescaled when the max grows), as flash attention does. Head dims up to [`MAX_HEAD_DIM`].
+
+use crate::error::GpuError;
+use crate::kernel::KernelFamily;
+use crate::op::{Op, grid_1d};
+use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
+use crate::tensor::View;
+
+#[cfg(any(test, feature = "parity"))]
+mod parity;
+#[cfg(any(test, feature = "parity"))]
+pub use parity::{CHECK, attention_train_ref};
+#[cfg(any(test, feature = "parity"))]
+pub(crate) use parity::{Inputs, dot, padded, score_bound};
+
+/// The largest head dimension (dk or dv) the kernels take (`MAXD` in
+/// attention/train_params.wgsl).
+pub const MAX_HEAD_DIM: usize = 512;
+
+/// Invocations of every training attention workgroup (`WG` in attention/train_params.wgsl).
+pub(crate) const WORKGROUP: u32 = 64;
+
+/// One training attention call over a block of rows (see the module docs for the maths).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TrainAttention {
+    /// Rows of the block (tokens, all sequences together).
+    pub n: usize,
+    /// Query heads.
+    pub n_head: usize,
+    /// Key/value heads (dividing `n_head`: GQA groups of `n_head / n_kv`).
+    pub n_kv: usize,
+    /// Query and key head dimension.
+    pub dk: usize,
+    /// Value (and output) head dimension.
+    pub dv: usize,
+    /// Multiplies q . k before the soft-cap.
+    pub scale: f32,
+    /// Sliding window: row i sees keys j with `i - j < window`; 0 for none.
+    pub window: usize,
+    /// Soft-cap c of the scores, `c tanh(s / c)`; 0 for none.
+    pub softcap: f32,
+}
+
+/// The WGSL `Params` of attention/train_params.wgsl, shared by the forward and both
+/// backward programs (each reads the offsets it binds).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct TrainAttentionParams {
+    pub n: u32,
+    pub n_head: u32,
+    pub n_kv: u32,
+    pub dk: u32,
+    pub dv: u32,
+    pub window: u32,
+    pub scale: f32,
+    pub softcap: f32,
+    pub q_offset: u32,
+    pub k_offset: u32,
+    pub v_offset: u32,
+    pub o_offset: u32,
+    pub lse_offset: u32,
+    pub do_offset: u32,
+    pub start_offset: u32,
+    pub dq_offset: u32,
+    pub dk_offset: u32,
+    pub dv_offset: u32,
+    pub _pad: [u32; 2],
+}
+
+pub(crate) static PARAMS: ShaderFile = shader_file!("attention/train_params.wgsl");
+static FORWARD: ShaderFile = shader_file!("attention/train_forward.wgsl");
+
+/// q, k, v, start read; o, lse written.
+const BINDINGS: &[BindingKind] = &[
+    BindingKind::Uniform,
+    BindingKind::StorageRead,
+    BindingKind::StorageRead,
+    BindingKind::StorageRead,
+    BindingKind::StorageRead,
+    BindingKind::StorageReadWrite,
+    BindingKind::StorageReadWrite,
+];
+
+/// The training attention's forward kernel (one program: every shape is a parameter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AttentionTrainKernel;
+
+impl KernelFamily for AttentionTrainKernel {
+    fn variants() -> Vec<AttentionTrainKernel> {
+        vec![AttentionTrainKernel]
+    }
+
+    fn program(self) -> Program {
+        Program {
+            name: "attention_train".to_string(),
+            files: vec![&FORWARD, &PARAMS],
+            entry: "main",
+            bindings: BINDINGS,
+            params_size: size_of::<TrainAttentionParams>(),
+        }
+    }
+
+    #[cfg(any(test, feature = "parity"))]
+    fn checks() -> Vec<crate::parity::Check> {
+        vec![CHECK]
+    }
+}
+
+/// The forward's views: its inputs and where its outputs go.
+#[derive(Debug, Clone, Copy)]
+pub struct TrainAttentionForward<'a> {
+    /// `[n, n_head * dk]`.
+    pub q: View<'a>,
+    /// `[n, n_kv * dk]`.
+    pub k: View<'a>,
+    /// `[n, n_kv * dv]`.
+    pub v: View<'a>,
+    /// `[n]` u32: the first row of each row's sequence (`start[i] <= i`: a row sees at least
+    /// itself; the kernels cannot check data on the GPU).
+    pub start: View<'a>,
+    /// Receives o, `[n, n_head * dv]`.
+    pub o: View<'a>,
+    /// Receives the log-sum-exp of each (row, head)'s scores, `[n, n_head]`.
+    pub lse: View<'a>,
+}
+
+impl TrainAttention {
+    /// Checks the shape against what the kernels implement: at least one row and head, kv
+    /// heads dividing the query heads, head dims in `1..=MAX_HEAD_DIM`, finite scale and
+    /// non-negative soft-cap, and every element index below 2^32.
+    pub(crate) fn validate(&self, op: &'static str) -> Result<(), GpuError> {
+        let bad = |detail: String| Err(GpuError::InvalidParams { op, detail });
+        if self.n == 0 || self.n_head == 0 || self.n_kv == 0 {
+            return bad(format!(
+                "n {}, n_head {}, n_kv {}: each must be at least 1",
+                self.n, self.n_head, self.n_kv
+            ));
+        }
+        if !self.n_head.is_multiple_of(self.n_kv) {
+            return bad(format!(
+                "n_kv {} does not divide n_head {}",
+                self.n_kv, self.n_head
+            ));
+        }
+        for (name, d) in [("dk", self.dk), ("dv", self.dv)] {
+            if d == 0 || d > MAX_HEAD_DIM {
+                return bad(format!("{name} {d} outside 1..={MAX_HEAD_DIM}"));
+            }
+        }
+        if !(self.scale.is_finite() && self.softcap >= 0.0 && self.softcap.is_finite()) {
+            return bad(format!(
+                "scale {} must be finite and softcap {} finite and >= 0",
+                self.scale, self.softcap
+            ));
+        }
+        let widest = self.n * self.n_head * self.dk.max(self.dv);
+        if widest > u32::MAX as usize {
+            return bad(format!("{widest} elements past u32 indices"));
+        }
+        Ok(())
+    }
+
+    /// The parameter block with the sizes set and every offset 0. A window of n rows or more
+    /// hides nothing and goes as 0, so the kernels' `j + window` stays below 2^32.
+    pub(crate) fn params(&self) -> TrainAttentionParams {
+        let window = if self.window >= self.n {
+            0
+        } else {
+            self.window
+        };
+        TrainAttentionParams {
+            n: self.n as u32,
+            n_head: self.n_head as u32,
+            n_kv: self.n_kv as u32,
+            dk: self.dk as u32,
+            dv: self.dv as u32,
+            window: window as u32,
+            scale: self.scale,
+            softcap: self.softcap,
+            ..TrainAttentionParams::default()
+        }
+    }
+
+    /// The forward: o and lse from q, k, v and start (layouts in the module docs). The
+    /// outputs must be other tensors than the inputs (wgpu forbids one buffer read and
+    /// written in a dispatch); o and lse may be views of one tensor, not overlapping.
+    pub fn forward_op(&self, b: TrainAttentionForward<'_>) -> Result<Op, GpuError> {
+        const OP: &str = "attention_train";
+        self.validate(OP)?;
+        let n = self.n;
+        b.q.check("attention_train q", n * self.n_head * self.dk)?;
+        b.k.check("attention_train k", n * self.n_kv * self.dk)?;
+        b.v.check("attention_train v", n * self.n_kv * self.dv)?;
+        b.start.check("attention_train start", n)?;
+        b.o.check("attention_train o", n * self.n_head * self.dv)?;
+        b.lse.check("attention_train lse", n * self.n_head)?;
+        let params = TrainAttentionParams {
+            q_offset: b.q.offset as u32,
+            k_offset: b.k.offset as u32,
+            v_offset: b.v.offset as u32,
+            start_offset: b.start.offset as u32,
+            o_offset: b.o.offset as u32,
+            lse_offset: b.lse.offset as u32,
+            ..self.params()
+        };
+        let buffers = [
+            &b.q.t.buf,
+            &b.k.t.buf,
+            &b.v.t.buf,
+            &b.start.t.buf,
+            &b.o.t.buf,
+            &b.lse.t.buf,
+        ];
+        Ok(Op::new(
+            AttentionTrainKernel,
+            WORKGROUP,
+            &params,
+            &buffers,
+            grid_1d(n * self.n_head),
+        ))
+    }
+}

@@ -1,0 +1,69 @@
+// What the training attention's three programs share (attention/train_forward.wgsl,
+// attention/train_backward_dq.wgsl, attention/train_backward_dkdv.wgsl): the parameters (the
+// WGSL twin of TrainAttentionParams), the sizes of a workgroup's tiles and the visibility and
+// score rules. Row i of the block sees key rows j with start[i] <= j <= i and, with a window
+// w > 0, i - j < w.
+
+struct Params {
+    n: u32,
+    n_head: u32,
+    n_kv: u32,
+    dk: u32,
+    dv: u32,
+    window: u32,
+    scale: f32,
+    softcap: f32,
+    q_offset: u32,
+    k_offset: u32,
+    v_offset: u32,
+    o_offset: u32,
+    lse_offset: u32,
+    do_offset: u32,
+    start_offset: u32,
+    dq_offset: u32,
+    dk_offset: u32,
+    dv_offset: u32,
+    _pad0: u32,
+    _pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+
+// Invocations of a workgroup (set by the pipeline key; the ops set 64, TILE); a tile holds
+// one key (or one query pair) per invocation, so the tile's scores cost one dot product each
+// and no reduction across invocations. The code strides by TILE.
+override WG: u32 = 64u;
+const TILE: u32 = 64u;
+// The largest head dimension: a row of q, k, v or do sits in workgroup memory, and each
+// invocation accumulates the output dims tid, tid + TILE, .. (MAXD / TILE of them).
+const MAXD: u32 = 512u;
+const PER: u32 = 8u;
+// Stands for minus infinity (WGSL has no infinite literal): exp of it minus any score is 0.
+const LOW: f32 = -3.0e38;
+
+// The first key row that row i sees, `s` being start[i].
+fn first_key(i: u32, s: u32) -> u32 {
+    if p.window == 0u || i < p.window {
+        return s;
+    }
+    return max(s, i + 1u - p.window);
+}
+
+// A score after the optional soft-cap, and the cap's derivative (1 without a cap).
+struct Score {
+    s: f32,
+    grad: f32,
+}
+
+fn score(raw: f32) -> Score {
+    if p.softcap > 0.0 {
+        let t = tanh(raw / p.softcap);
+        return Score(p.softcap * t, 1.0 - t * t);
+    }
+    return Score(raw, 1.0);
+}
+
+// The linear workgroup index of a grid laid out by grid_1d.
+fn group_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    return wid.y * nwg.x + wid.x;
+}
