@@ -1,6 +1,7 @@
 //! The backward walk: the tape in reverse, one gradient rule per op, from the loss's
 //! gradient to the trainable matrices'.
 
+use rullama_kernels::ops::attention_backward::attention_backward_ref;
 use rullama_kernels::ops::glu_backward::glu_backward_ref;
 use rullama_kernels::ops::rms_norm_backward::rms_norm_backward_ref;
 
@@ -97,10 +98,18 @@ impl Tape {
                 k,
                 v: vv,
                 attn,
-                positions,
+                start,
             } => {
-                let (dq, dk, dv) = attn.backward(v(*q), v(*k), v(*vv), positions, dy);
-                vec![(*q, dq), (*k, dk), (*vv, dv)]
+                let (q, k, vv) = (*q, *k, *vv);
+                let (dq, dk, dv) = attention_backward_ref(
+                    attn,
+                    &v(q).data,
+                    &v(k).data,
+                    &v(vv).data,
+                    start,
+                    &dy.data,
+                );
+                vec![(q, like(q, dq)), (k, like(k, dk)), (vv, like(vv, dv))]
             }
             Node::Glu { gate, up, act } => {
                 let (dg, du) = glu_backward_ref(*act, &v(*gate).data, &v(*up).data, &dy.data);

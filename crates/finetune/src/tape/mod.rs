@@ -2,20 +2,23 @@
 //!
 //! [`TapeBackend`] is an executor for [`rullama_model::Model`] like the CPU and GPU ones: the
 //! architecture files run unchanged over its [`Tape`], which computes every op at once in
-//! f64 and records it (a [`node::Node`]) with its output. The outputs are the capture
+//! f64 and records it (a node of the tape) with its output. The outputs are the capture
 //! buffers: this reference keeps all of them, so the backward walk ([`Tape::backward`]) reads
 //! whatever an op's gradient needs. Each op's forward and backward maths are the f64 CPU
 //! references that sit beside the GPU kernels in `rullama-kernels` (`RmsNorm::reference_f64`
 //! and `rms_norm_backward_ref`, `Rope::reference_f64` and `backward_reference`,
-//! `glu_backward_ref`), so the tape is the oracle the GPU's training kernels are checked
-//! against, and the finite-difference checks of `tests/gradients.rs` check it in turn.
+//! `glu_backward_ref`, `attention_train_ref` and `attention_backward_ref`, `cross_entropy_ref`,
+//! `adamw_ref`), so the tape is the oracle the GPU's training kernels are checked
+//! against, and the finite-difference checks of `tests/gradients.rs` check it in turn. The
+//! products are the tape's own loops (f64 sums over the f32-dequantized weights, split over
+//! threads): `matmul_input_grad_ref` and `weight_grad_ref` take a whole f64 matrix, which
+//! for a 262,144-word embedding would be 1.3 GB a call.
 //!
-//! Attention on the tape attends within the step: training feeds whole sequences, with no
-//! KV cache. Trainable matrices are [`TapeWeight::Param`]s: their values live in the tape
+//! Attention on the tape attends within the step (`attention_train_ref`): training feeds
+//! whole sequences from position 0, with no KV cache. Trainable matrices are [`TapeWeight::Param`]s: their values live in the tape
 //! ([`Tape::params_mut`]), so an optimizer updates them between steps while the model's
 //! graph keeps the same handles.
 
-mod attention;
 mod backward;
 mod matrix;
 mod node;
@@ -24,6 +27,7 @@ mod weight;
 use std::ops::Range;
 
 use rullama_gguf::TensorView;
+use rullama_kernels::ops::attention_train::{TrainAttention, attention_train_ref};
 use rullama_kernels::ops::norm::RmsNorm;
 use rullama_kernels::ops::rope::{Rope, rope_freqs};
 use rullama_model::backend::{
@@ -31,7 +35,6 @@ use rullama_model::backend::{
 };
 use rullama_model::{Activation, Backend, Result, Sequence};
 
-use attention::CausalAttention;
 pub use matrix::Matrix;
 use matrix::par_rows;
 use node::{Node, ValueId};
@@ -272,30 +275,42 @@ impl Sequence for Tape {
         x: AttentionInputs<'_, TapeValue, Vec<u32>>,
         p: &AttentionParams,
     ) -> TapeValue {
-        let attn = CausalAttention {
+        let n = x.positions.len();
+        let attn = TrainAttention {
+            n,
             n_head: p.n_head,
             n_kv: p.n_head_kv,
             dk: p.head_dim_k,
             dv: p.head_dim_v,
-            scale: f64::from(p.scale),
-            window: p.window,
-            softcap: p.softcap.map(f64::from),
+            scale: p.scale,
+            window: p.window.unwrap_or(0),
+            softcap: p.softcap.unwrap_or(0.0),
         };
+        // Each row's sequence starts `position` rows before it: a tape step holds whole
+        // sequences from position 0 (it has no cache to hold an earlier part).
+        let start: Vec<u32> = x
+            .positions
+            .iter()
+            .enumerate()
+            .map(|(i, &pos)| {
+                let first = (i as u32).checked_sub(pos);
+                first.expect("a tape step starts its sequence at position 0")
+            })
+            .collect();
         let (q, k, v) = (x.q.0, x.k.0, x.v.0);
-        let o = attn.forward(
-            &self.values[q],
-            &self.values[k],
-            &self.values[v],
-            x.positions,
-        );
-        let node = Node::Attention {
-            q,
-            k,
-            v,
-            attn,
-            positions: x.positions.clone(),
-        };
-        self.push(node, o)
+        let values = |id: usize| &self.values[id].data;
+        let (o, _) = attention_train_ref(&attn, values(q), values(k), values(v), &start);
+        let o = Matrix::new(n, p.n_head * p.head_dim_v, o);
+        self.push(
+            Node::Attention {
+                q,
+                k,
+                v,
+                attn,
+                start,
+            },
+            o,
+        )
     }
 
     fn glu(&mut self, gate: &TapeValue, up: &TapeValue, act: Activation) -> TapeValue {

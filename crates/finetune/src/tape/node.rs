@@ -2,10 +2,10 @@
 //! its inputs' values (which the tape keeps: every value is a capture buffer).
 
 use rullama_kernels::Activation;
+use rullama_kernels::ops::attention_train::TrainAttention;
 use rullama_kernels::ops::norm::RmsNorm;
 use rullama_kernels::ops::rope::Rope;
 
-use super::attention::CausalAttention;
 use super::weight::TapeWeight;
 
 /// A value on the tape: node `i`'s output.
@@ -33,13 +33,14 @@ pub(crate) enum Node {
         positions: Vec<u32>,
         freqs: Vec<f32>,
     },
-    /// Causal attention within the step (no KV cache).
+    /// Causal attention within the step (no KV cache); `start[i]`: the first row of row
+    /// `i`'s sequence.
     Attention {
         q: ValueId,
         k: ValueId,
         v: ValueId,
-        attn: CausalAttention,
-        positions: Vec<u32>,
+        attn: TrainAttention,
+        start: Vec<u32>,
     },
     /// `act(gate) * up`.
     Glu {
