@@ -47,6 +47,10 @@ enum Command {
     Quantize(commands::quantize::Args),
     /// Turn text into token ids exactly as llama.cpp does (ids and pieces; `--json`).
     Tokenize(commands::tokenize::Args),
+    /// Train a LoRA adapter on JSONL data and write it as llama.cpp's LoRA GGUF (progress
+    /// bar, a JSON line a step in OUT.log.jsonl, checkpoints that --resume continues).
+    /// Training runs on the CPU, in f64.
+    Finetune(commands::finetune::Args),
     /// Merge LoRA adapters into a model's weights and write a GGUF in the model's formats
     /// (each updated projection dequantized, updated and quantized back).
     Merge(commands::merge::Args),
@@ -63,6 +67,7 @@ fn main() -> ExitCode {
         Command::Quantize(args) => commands::quantize::run(&args),
         Command::Tokenize(args) => commands::tokenize::run(&args),
         Command::Merge(args) => commands::merge::run(&args),
+        Command::Finetune(args) => commands::finetune::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -39,12 +39,25 @@ pub enum FinetuneError {
         /// What the system said.
         source: std::io::Error,
     },
-    /// The model or its executor failed.
+    /// The model or its executor failed (boxed, as the next: every result of the crate
+    /// would otherwise be as large as the largest error).
     #[error(transparent)]
-    Model(#[from] rullama_model::ModelError),
+    Model(Box<rullama_model::ModelError>),
     /// The data failed.
     #[error(transparent)]
-    Data(#[from] crate::data::DataError),
+    Data(Box<crate::data::DataError>),
+}
+
+impl From<rullama_model::ModelError> for FinetuneError {
+    fn from(e: rullama_model::ModelError) -> Self {
+        FinetuneError::Model(Box::new(e))
+    }
+}
+
+impl From<crate::data::DataError> for FinetuneError {
+    fn from(e: crate::data::DataError) -> Self {
+        FinetuneError::Data(Box::new(e))
+    }
 }
 
 /// A result of this crate.

@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod chat;
+pub mod finetune;
 pub mod generation;
 pub mod inspect;
 pub mod lora;
@@ -36,11 +37,23 @@ pub enum CliError {
     Output(#[from] std::io::Error),
     #[error(transparent)]
     Quantize(#[from] quantize::QuantizeError),
+    /// Boxed: the data's errors carry a line's text, and every command's result would
+    /// otherwise be that large.
+    #[error(transparent)]
+    Finetune(Box<rullama_finetune::FinetuneError>),
+    #[error(transparent)]
+    Lora(#[from] rullama_model::LoraError),
     #[error("encoding JSON: {0}")]
     Json(#[from] serde_json::Error),
     /// Ctrl-C ended the command: exit status 130, as a shell reports SIGINT, and no message.
     #[error("interrupted")]
     Interrupted,
+}
+
+impl From<rullama_finetune::FinetuneError> for CliError {
+    fn from(e: rullama_finetune::FinetuneError) -> Self {
+        CliError::Finetune(Box::new(e))
+    }
 }
 
 impl From<rullama_model::ModelError> for CliError {

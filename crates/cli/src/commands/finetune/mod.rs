@@ -1,0 +1,372 @@
+//! `rullama finetune MODEL --data F.jsonl --out ADAPTER.gguf`: trains a LoRA adapter
+//! (`rullama_finetune`) and writes it as llama.cpp's LoRA GGUF, which `rullama run --lora`
+//! and llama.cpp's `--lora` load.
+//!
+//! The loop: batches from the data (`--batch` rows, `--grad-accum` of them a step), one
+//! AdamW step each, a line of `OUT.log.jsonl` per step, an eval pass every `--eval-every`
+//! steps, a checkpoint (`OUT.ckpt.safetensors`) and the adapter every `--save-every` steps,
+//! at the end, and on Ctrl-C. `--resume` continues from the checkpoint bit for bit.
+
+mod progress;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use rullama_finetune::checkpoint;
+use rullama_finetune::data::{Batch, BatchConfig, Batches, Dataset, Encoder, Layout, pad_id};
+use rullama_finetune::lora::{LoraSpec, Target};
+use rullama_finetune::optim::{AdamWConfig, Schedule};
+use rullama_finetune::tape::TapeBackend;
+use rullama_finetune::train::{TrainConfig, Trainer, attach};
+use rullama_gguf::{GgufFile, store};
+use rullama_model::{LoraAdapter, Model, ModelConfig};
+use rullama_tokenizer::Tokenizer;
+
+use super::CliError;
+use progress::{Progress, StepLine};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// A GGUF path, an Ollama name or a cached test model: the frozen base.
+    model: String,
+    /// Training data: JSONL, one `{"text"}`, `{"prompt","completion"}` or `{"messages"}`
+    /// object a line (docs/FINETUNE.md).
+    #[arg(long)]
+    data: PathBuf,
+    /// The adapter to write (llama.cpp's LoRA GGUF); its checkpoint and log go beside it.
+    #[arg(long)]
+    out: PathBuf,
+    /// LoRA rank.
+    #[arg(long, default_value_t = 16)]
+    rank: usize,
+    /// LoRA alpha: the update is scaled by alpha / rank.
+    #[arg(long, default_value_t = 32.0)]
+    alpha: f32,
+    /// Scale by alpha / sqrt(rank) instead (rsLoRA).
+    #[arg(long)]
+    rslora: bool,
+    /// Projections to adapt, comma-separated: q,k,v,o,gate,up,down (PEFT's q_proj … and
+    /// llama.cpp's attn_q … names work too).
+    #[arg(long, default_value = "q,k,v,o,gate,up,down", value_delimiter = ',')]
+    targets: Vec<String>,
+    /// Peak learning rate.
+    #[arg(long, default_value_t = 2e-4)]
+    lr: f64,
+    /// Learning-rate schedule after the warm-up: constant, linear or cosine.
+    #[arg(long, default_value = "linear")]
+    schedule: String,
+    /// Steps of linear warm-up from 0.
+    #[arg(long, default_value_t = 0)]
+    warmup: u64,
+    /// Passes over the data (ignored with --steps).
+    #[arg(long, default_value_t = 1)]
+    epochs: u64,
+    /// Optimizer steps in all (instead of --epochs).
+    #[arg(long)]
+    steps: Option<u64>,
+    /// Sequences a batch (rows; packed rows with --pack).
+    #[arg(long, default_value_t = 1)]
+    batch: usize,
+    /// Batches accumulated into one optimizer step.
+    #[arg(long, default_value_t = 1)]
+    grad_accum: usize,
+    /// Longest sequence, in tokens: longer examples are cut (and reported).
+    #[arg(long, default_value_t = 512)]
+    ctx: usize,
+    /// Pack several examples into rows of --ctx tokens instead of one a row.
+    #[arg(long)]
+    pack: bool,
+    /// Decoupled weight decay.
+    #[arg(long, default_value_t = 0.0)]
+    weight_decay: f64,
+    /// Clip the gradients' global norm to this (0: no clipping).
+    #[arg(long, default_value_t = 1.0)]
+    max_grad_norm: f64,
+    /// Seed of the adapter's initial values and the data's order.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Evaluation data (JSONL, same formats).
+    #[arg(long, conflicts_with = "eval_split")]
+    eval: Option<PathBuf>,
+    /// Hold out this fraction of --data for evaluation (chosen by --seed).
+    #[arg(long)]
+    eval_split: Option<f64>,
+    /// Evaluate every N steps (and at the end) when there is eval data.
+    #[arg(long, default_value_t = 50)]
+    eval_every: u64,
+    /// Save a checkpoint and the adapter every N steps (0: only at the end and on Ctrl-C).
+    #[arg(long, default_value_t = 0)]
+    save_every: u64,
+    /// Stop after N steps of this invocation, saving as at the end; --resume goes on (the
+    /// schedule still spans all the steps).
+    #[arg(long)]
+    stop_after: Option<u64>,
+    /// Continue from OUT.ckpt.safetensors, as if the run had never stopped.
+    #[arg(long)]
+    resume: bool,
+    /// Print one JSON object at the end (steps, losses, tokens/s, files) instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Set by the Ctrl-C handler; checked between steps, so the run saves and stops after the
+/// step in flight.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+fn usage(msg: impl Into<String>) -> CliError {
+    CliError::Usage(msg.into())
+}
+
+/// The adapter's shape from the flags.
+fn spec(args: &Args) -> Result<LoraSpec, CliError> {
+    let targets = args
+        .targets
+        .iter()
+        .filter(|t| !t.trim().is_empty())
+        .map(|t| Target::from_name(t))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(LoraSpec {
+        rank: args.rank,
+        alpha: args.alpha,
+        targets,
+        rslora: args.rslora,
+    })
+}
+
+/// Checks the flags that need no file.
+fn check_flags(args: &Args) -> Result<Schedule, CliError> {
+    if args.batch == 0 || args.grad_accum == 0 {
+        return Err(usage("--batch and --grad-accum take at least 1"));
+    }
+    if args.steps == Some(0) || (args.steps.is_none() && args.epochs == 0) {
+        return Err(usage("nothing to do: --steps and --epochs take at least 1"));
+    }
+    if !(args.lr.is_finite() && args.lr > 0.0) {
+        return Err(usage(format!("--lr {} is not a positive number", args.lr)));
+    }
+    let non_negative = |v: f64| v.is_finite() && v >= 0.0;
+    if !(non_negative(args.weight_decay) && non_negative(args.max_grad_norm)) {
+        return Err(usage(
+            "--weight-decay and --max-grad-norm take a number of at least 0",
+        ));
+    }
+    if let Some(f) = args.eval_split
+        && !(f > 0.0 && f < 1.0)
+    {
+        return Err(usage(format!("--eval-split {f} must lie between 0 and 1")));
+    }
+    Schedule::from_name(&args.schedule).ok_or_else(|| {
+        usage(format!(
+            "--schedule {}: expected constant, linear or cosine",
+            args.schedule
+        ))
+    })
+}
+
+pub fn run(args: &Args) -> Result<(), CliError> {
+    let schedule = check_flags(args)?;
+    let spec = spec(args)?;
+    let resolved = store::resolve(&args.model)?;
+    let file = GgufFile::open_ranged(&resolved.path)?;
+    let cfg = ModelConfig::from_gguf(&file)?;
+    if args.ctx < 2 || args.ctx > cfg.n_ctx_train {
+        return Err(usage(format!(
+            "--ctx {} is outside 2..={}, the model's trained context",
+            args.ctx, cfg.n_ctx_train
+        )));
+    }
+    let tokenizer = Tokenizer::open(&resolved.path)?;
+    let encoder = Encoder::new(&tokenizer);
+    let train = Dataset::load(&args.data, &encoder, args.ctx)
+        .map_err(rullama_finetune::FinetuneError::from)?;
+    let (train, eval) = match (&args.eval, args.eval_split) {
+        (Some(path), _) => {
+            let eval = Dataset::load(path, &encoder, args.ctx)
+                .map_err(rullama_finetune::FinetuneError::from)?;
+            (train, Some(eval))
+        }
+        (None, Some(f)) => {
+            let (t, e) = train
+                .split_eval(f, args.seed)
+                .map_err(rullama_finetune::FinetuneError::from)?;
+            (t, Some(e))
+        }
+        (None, None) => (train, None),
+    };
+    eprintln!("train: {}", train.summary());
+    if let Some(e) = &eval {
+        eprintln!("eval:  {}", e.summary());
+    }
+
+    let batch_config = BatchConfig {
+        batch: args.batch,
+        ctx: args.ctx,
+        layout: if args.pack {
+            Layout::Packed
+        } else {
+            Layout::Padded
+        },
+        pad: pad_id(&tokenizer),
+        shuffle: true,
+        seed: args.seed,
+    };
+    let fresh =
+        Batches::new(&train, batch_config).map_err(rullama_finetune::FinetuneError::from)?;
+    let total = match args.steps {
+        Some(s) => s,
+        None => {
+            let batches: u64 = (0..args.epochs)
+                .map(|e| fresh.batches_in_epoch(e) as u64)
+                .sum();
+            batches.div_ceil(args.grad_accum as u64)
+        }
+    };
+    let eval_batches: Vec<Batch> = match &eval {
+        Some(e) => one_pass(
+            e,
+            BatchConfig {
+                shuffle: false,
+                ..batch_config
+            },
+        )?,
+        None => Vec::new(),
+    };
+
+    let mut model = Model::open(&resolved.path, TapeBackend::new())?;
+    let lora = attach(&mut model, spec.clone())?;
+    let config = TrainConfig {
+        optim: AdamWConfig {
+            lr: args.lr,
+            weight_decay: args.weight_decay,
+            max_grad_norm: args.max_grad_norm,
+            ..AdamWConfig::default()
+        },
+        schedule,
+        warmup: args.warmup,
+        steps: total,
+        seed: args.seed,
+    };
+    let mut trainer = Trainer::new(&model, lora, config, args.ctx)?;
+    let ckpt = checkpoint::path_for(&args.out);
+    let mut batches = if args.resume {
+        let saved = checkpoint::load(&ckpt)?;
+        let position = saved.restore_into(&ckpt, &mut trainer)?;
+        eprintln!(
+            "resumed from {} at step {}",
+            ckpt.display(),
+            trainer.optimizer().steps
+        );
+        Batches::resume(&train, batch_config, position)
+            .map_err(rullama_finetune::FinetuneError::from)?
+    } else {
+        fresh
+    };
+
+    ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::SeqCst))
+        .map_err(|e| usage(format!("installing the Ctrl-C handler: {e}")))?;
+    let outputs = Outputs::new(&args.out, cfg.arch.name(), &spec);
+    let mut progress = Progress::new(
+        &args.out,
+        total,
+        trainer.optimizer().steps,
+        args.json,
+        args.resume,
+    )?;
+    let started = Instant::now();
+    let mut last_eval = None;
+    let end = match args.stop_after {
+        Some(n) => total.min(trainer.optimizer().steps.saturating_add(n)),
+        None => total,
+    };
+    while trainer.optimizer().steps < end {
+        let step_start = Instant::now();
+        let group: Vec<Batch> = (0..args.grad_accum).map(|_| batches.next_batch()).collect();
+        let report = match trainer.step(&group) {
+            // A step whose batches hold nothing to learn (all cut away) is skipped, not an
+            // error: the data as a whole was checked to hold trainable tokens.
+            Err(rullama_finetune::FinetuneError::NothingToLearn) => continue,
+            other => other?,
+        };
+        let step = report.step;
+        let eval_now =
+            !eval_batches.is_empty() && (step % args.eval_every.max(1) == 0 || step == total);
+        if eval_now {
+            last_eval = trainer.eval(&eval_batches)?;
+        }
+        let line = StepLine {
+            step,
+            epoch: batches.position().epoch,
+            loss: report.loss,
+            eval_loss: if eval_now { last_eval } else { None },
+            grad_norm: report.grad_norm,
+            lr: report.lr,
+            tokens: report.tokens,
+            seconds: step_start.elapsed().as_secs_f64(),
+        };
+        progress.step(&line)?;
+        let interrupted = INTERRUPTED.load(Ordering::SeqCst);
+        if interrupted || (args.save_every > 0 && step % args.save_every == 0) {
+            outputs.save(&trainer, batches.position())?;
+        }
+        if interrupted {
+            progress.finish();
+            eprintln!(
+                "interrupted at step {step}: saved {} and {}; --resume continues",
+                args.out.display(),
+                ckpt.display()
+            );
+            return Err(CliError::Interrupted);
+        }
+    }
+    outputs.save(&trainer, batches.position())?;
+    progress.finish();
+    progress.summary(&args.out, &ckpt, last_eval, started.elapsed().as_secs_f64())
+}
+
+/// The batches of one pass over `data` in its order (evaluation).
+fn one_pass(data: &Dataset, config: BatchConfig) -> Result<Vec<Batch>, CliError> {
+    let mut batches = Batches::new(data, config).map_err(rullama_finetune::FinetuneError::from)?;
+    let mut out = Vec::new();
+    while batches.position().epoch == 0 {
+        out.push(batches.next_batch());
+    }
+    Ok(out)
+}
+
+/// Where the run writes: the adapter and its checkpoint.
+struct Outputs<'a> {
+    out: &'a Path,
+    arch: &'a str,
+    spec: &'a LoraSpec,
+}
+
+impl<'a> Outputs<'a> {
+    fn new(out: &'a Path, arch: &'a str, spec: &'a LoraSpec) -> Outputs<'a> {
+        Outputs { out, arch, spec }
+    }
+
+    /// The adapter (llama.cpp's GGUF) and the checkpoint, each whole or not at all.
+    fn save(
+        &self,
+        trainer: &Trainer<'_>,
+        position: rullama_finetune::data::Position,
+    ) -> Result<(), CliError> {
+        let pairs = trainer.lora().to_pairs(trainer.params());
+        // llama.cpp scales by alpha / rank and has no rsLoRA flag: an rsLoRA adapter
+        // carries the alpha that gives its factor alpha / sqrt(rank).
+        let r = self.spec.rank as f32;
+        let alpha = if self.spec.rslora {
+            self.spec.alpha * r.sqrt()
+        } else {
+            self.spec.alpha
+        };
+        let label = self.out.display().to_string();
+        let adapter = LoraAdapter::from_pairs(&label, self.arch, alpha, pairs)?;
+        let mut w = adapter.to_gguf()?;
+        w.set("general.name", "rullama finetune");
+        w.write_to_path(self.out)?;
+        checkpoint::save(&checkpoint::path_for(self.out), trainer, position)?;
+        Ok(())
+    }
+}

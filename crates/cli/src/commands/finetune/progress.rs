@@ -1,0 +1,170 @@
+//! What a run shows and records: a progress bar on a terminal (step, loss, eval loss,
+//! tokens/s, ETA), a JSON line a step in `OUT.log.jsonl`, and the closing summary.
+
+use std::fs::{File, OpenOptions};
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::Serialize;
+
+use super::super::CliError;
+
+/// One step's record (a line of the log).
+#[derive(Debug, Clone, Serialize)]
+pub struct StepLine {
+    pub step: u64,
+    pub epoch: u64,
+    pub loss: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eval_loss: Option<f64>,
+    pub grad_norm: f64,
+    pub lr: f64,
+    pub tokens: usize,
+    pub seconds: f64,
+}
+
+pub struct Progress {
+    bar: ProgressBar,
+    log: File,
+    log_path: PathBuf,
+    json: bool,
+    tokens: usize,
+    seconds: f64,
+    steps_run: u64,
+    first_loss: Option<f64>,
+    last_loss: f64,
+    last_eval: Option<f64>,
+}
+
+/// `OUT.log.jsonl`.
+pub fn log_path(out: &Path) -> PathBuf {
+    let mut name = out.as_os_str().to_owned();
+    name.push(".log.jsonl");
+    PathBuf::from(name)
+}
+
+impl Progress {
+    /// A bar for `total` steps from `done`; the log appended to when resuming, else started.
+    pub fn new(
+        out: &Path,
+        total: u64,
+        done: u64,
+        json: bool,
+        resume: bool,
+    ) -> Result<Progress, CliError> {
+        let target = if json || !std::io::stderr().is_terminal() {
+            ProgressDrawTarget::hidden()
+        } else {
+            ProgressDrawTarget::stderr()
+        };
+        let bar = ProgressBar::with_draw_target(Some(total), target);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{bar:30} {pos}/{len} steps {elapsed_precise} (ETA {eta}) {msg}",
+            )
+            .expect("a valid template"),
+        );
+        bar.set_position(done);
+        let log_path = log_path(out);
+        let log = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(resume)
+            .truncate(!resume)
+            .open(&log_path)?;
+        Ok(Progress {
+            bar,
+            log,
+            log_path,
+            json,
+            tokens: 0,
+            seconds: 0.0,
+            steps_run: 0,
+            first_loss: None,
+            last_loss: f64::NAN,
+            last_eval: None,
+        })
+    }
+
+    /// Records a step: the log line, the bar, and a plain line every 10% off a terminal.
+    pub fn step(&mut self, line: &StepLine) -> Result<(), CliError> {
+        writeln!(self.log, "{}", serde_json::to_string(line)?)?;
+        self.tokens += line.tokens;
+        self.steps_run += 1;
+        self.seconds += line.seconds;
+        self.first_loss.get_or_insert(line.loss);
+        self.last_loss = line.loss;
+        if line.eval_loss.is_some() {
+            self.last_eval = line.eval_loss;
+        }
+        let rate = line.tokens as f64 / line.seconds.max(1e-9);
+        let eval = self
+            .last_eval
+            .map(|e| format!(" eval {e:.4}"))
+            .unwrap_or_default();
+        let msg = format!("loss {:.4}{eval} {rate:.0} tok/s", line.loss);
+        self.bar.set_position(line.step);
+        self.bar.set_message(msg.clone());
+        let total = self.bar.length().unwrap_or(1);
+        if self.bar.is_hidden()
+            && !self.json
+            && (line.step * 10 / total.max(1) != (line.step - 1) * 10 / total.max(1)
+                || line.step == total)
+        {
+            eprintln!("step {}/{total}: {msg}", line.step);
+        }
+        Ok(())
+    }
+
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+
+    /// The closing lines (or `--json`'s object) on stdout.
+    pub fn summary(
+        &self,
+        out: &Path,
+        ckpt: &Path,
+        eval: Option<f64>,
+        seconds: f64,
+    ) -> Result<(), CliError> {
+        let steps = self.bar.position();
+        let rate = self.tokens as f64 / self.seconds.max(1e-9);
+        if self.json {
+            let v = serde_json::json!({
+                "steps": steps,
+                "steps_run": self.steps_run,
+                "first_loss": self.first_loss,
+                "loss": self.last_loss,
+                "eval_loss": eval,
+                "tokens_per_second": rate,
+                "seconds": seconds,
+                "adapter": out,
+                "checkpoint": ckpt,
+                "log": self.log_path,
+            });
+            println!("{v}");
+        } else {
+            let eval = eval
+                .map(|e| format!(", eval loss {e:.4}"))
+                .unwrap_or_default();
+            println!(
+                "trained {} steps (to step {steps}) in {seconds:.1} s ({rate:.0} tokens/s): loss {:.4} -> {:.4}{eval}",
+                self.steps_run,
+                self.first_loss.unwrap_or(f64::NAN),
+                self.last_loss
+            );
+            println!(
+                "adapter: {} (rullama run --lora, llama.cpp --lora)",
+                out.display()
+            );
+            println!(
+                "checkpoint: {}; log: {}",
+                ckpt.display(),
+                self.log_path.display()
+            );
+        }
+        Ok(())
+    }
+}
