@@ -29,6 +29,7 @@ use rullama_quant::Format;
 use safetensors::{Dtype, SafeTensors};
 use serde::Deserialize;
 
+pub use super::peft_write::{PeftOptions, write};
 use super::{LoraAdapter, LoraError, LoraPair};
 use crate::arch::Arch;
 use crate::config::ModelConfig;
@@ -59,8 +60,9 @@ struct PeftConfig {
     alpha_pattern: Option<HashMap<String, f32>>,
 }
 
-/// PEFT module names and the GGUF tensor each updates (`blk.N.<name>.weight`).
-const MODULES: [(&str, &str); 7] = [
+/// PEFT module names and the GGUF tensor each updates (`blk.N.<name>.weight`); the first
+/// four are attention's (`self_attn`), the rest the MLP's (`mlp`).
+pub(super) const MODULES: [(&str, &str); 7] = [
     ("q_proj", "attn_q"),
     ("k_proj", "attn_k"),
     ("v_proj", "attn_v"),
@@ -350,6 +352,24 @@ pub(crate) fn permute_rows(b: &[f32], n_head: usize, head_dim: usize, cols: usiz
     out
 }
 
+/// The inverse of [`permute_rows`]: each head's interleaved pairs back to rotate-half
+/// halves, so row `t * head_dim / 2 + j` of a head is row `2j + t` before: a `lora_B` in
+/// llama.cpp's row order put back in the Hugging Face model's, for the PEFT writer.
+pub(crate) fn unpermute_rows(b: &[f32], n_head: usize, head_dim: usize, cols: usize) -> Vec<f32> {
+    let half = head_dim / 2;
+    let mut out = vec![0f32; b.len()];
+    for h in 0..n_head {
+        for j in 0..half {
+            for t in 0..2 {
+                let hf = h * head_dim + t * half + j;
+                let gguf = h * head_dim + 2 * j + t;
+                out[hf * cols..(hf + 1) * cols].copy_from_slice(&b[gguf * cols..(gguf + 1) * cols]);
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -388,6 +408,7 @@ mod tests {
             permute_rows(&b, 2, 4, 1),
             [0.0, 2.0, 1.0, 3.0, 4.0, 6.0, 5.0, 7.0]
         );
+        assert_eq!(unpermute_rows(&permute_rows(&b, 2, 4, 1), 2, 4, 1), b);
     }
 
     #[test]
