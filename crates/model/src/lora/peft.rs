@@ -20,6 +20,8 @@
 //! `lora_alpha / rank` has the ratio multiplied into its `B`, so the graph applies PEFT's
 //! factor exactly (`convert_lora_to_gguf.py` writes `lora_alpha` alone and so ignores rsLoRA
 //! and the patterns).
+//!
+//! [`write()`] (`peft_write.rs`) is the inverse: a [`LoraAdapter`] written as such a directory.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -239,8 +241,11 @@ fn check_config(c: &PeftConfig, file: &str) -> Result<(), LoraError> {
     }
     if let Some(serde_json::Value::Array(targets)) = &c.target_modules {
         for t in targets {
+            // A module's name, or its path (`layers.0.self_attn.q_proj`, which PEFT matches
+            // against the end of the model's module names): its last part names the kind.
             let name = t.as_str().unwrap_or_default();
-            if !MODULES.iter().any(|(m, _)| *m == name) {
+            let kind = name.rsplit('.').next().unwrap_or_default();
+            if !MODULES.iter().any(|(m, _)| *m == kind) {
                 return refuse(&format!(
                     "target module `{name}` is not one of q_proj, k_proj, v_proj, o_proj, \
                      gate_proj, up_proj, down_proj"

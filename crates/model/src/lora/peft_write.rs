@@ -26,7 +26,7 @@ use super::{LoraAdapter, LoraError, LoraPair};
 use crate::arch::Arch;
 use crate::config::ModelConfig;
 
-/// What [`write`] records beside the adapter itself.
+/// What [`write()`] records beside the adapter itself.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PeftOptions {
     /// `base_model_name_or_path`: the Hugging Face model (a hub id or a path) the adapter
@@ -62,7 +62,7 @@ struct ConfigJson<'a> {
     r: usize,
     rank_pattern: BTreeMap<String, usize>,
     revision: Option<&'a str>,
-    target_modules: Vec<&'static str>,
+    target_modules: Vec<String>,
     task_type: &'static str,
     use_rslora: bool,
 }
@@ -101,7 +101,8 @@ impl Number {
 ///
 /// Errors: an adapter of another architecture than `cfg`'s ([`LoraError::Architecture`]),
 /// a pair of a tensor that is not a layer's q, k, v, o, gate, up or down projection
-/// ([`LoraError::UnsupportedTensor`]), a llama q/k `B` whose rows are not whole heads
+/// ([`LoraError::UnsupportedTensor`]) or of a layer the model does not have
+/// ([`LoraError::UnknownTensor`]), a llama q/k `B` whose rows are not whole heads
 /// ([`LoraError::Shape`]), two pairs for one tensor or a bad option
 /// ([`LoraError::Invalid`]), `dir` existing as something else than a directory
 /// ([`LoraError::NotADirectory`]), and what the file system says ([`LoraError::Write`]).
@@ -152,6 +153,12 @@ pub fn write(
                     .into(),
             });
         };
+        if m.layer >= cfg.n_layer {
+            return Err(LoraError::UnknownTensor {
+                file: adapter.file().to_string(),
+                base: p.base.clone(),
+            });
+        }
         modules.push(m);
     }
 
@@ -188,12 +195,7 @@ pub fn write(
         r,
         rank_pattern,
         revision: options.revision.as_deref(),
-        target_modules: modules
-            .iter()
-            .map(|m| m.name)
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect(),
+        target_modules: target_modules(&modules, cfg.n_layer),
         task_type: "CAUSAL_LM",
         use_rslora: options.use_rslora,
     };
@@ -206,10 +208,33 @@ pub fn write(
     )
 }
 
+/// `target_modules`, sorted: a module's name (`q_proj`) where every layer has a pair for
+/// it, else the paths of those that have one (`layers.0.self_attn.q_proj`), so that PEFT
+/// puts LoRA layers on exactly the modules the file has tensors for (a LoRA layer without
+/// its tensors is a "missing adapter keys" warning).
+fn target_modules(modules: &[Module], n_layer: usize) -> Vec<String> {
+    let mut targets = BTreeSet::new();
+    for &(name, _) in &MODULES {
+        let of: Vec<&Module> = modules.iter().filter(|m| m.name == name).collect();
+        // Every layer is below `n_layer` (checked), so as many layers as the model's are all.
+        let layers: BTreeSet<usize> = of.iter().map(|m| m.layer).collect();
+        if of.is_empty() {
+            continue;
+        } else if layers.len() == n_layer {
+            targets.insert(name.to_string());
+        } else {
+            targets.extend(of.iter().map(|m| m.path.clone()));
+        }
+    }
+    targets.into_iter().collect()
+}
+
 /// A pair's PEFT module.
 struct Module {
     /// `q_proj`, as `target_modules` names it.
     name: &'static str,
+    /// Its layer, `N`.
+    layer: usize,
     /// `layers.N.self_attn.q_proj`: the module's path under the model, as the reader's
     /// patterns match it and as PEFT's pattern keys match the end of its module names.
     path: String,
@@ -239,6 +264,7 @@ fn peft_module(base: &str) -> Option<Module> {
     };
     Some(Module {
         name,
+        layer: il,
         path: format!("layers.{il}.{block}.{name}"),
         heads,
     })
@@ -310,7 +336,7 @@ fn hf_rows(
     Ok(unpermute_rows(&p.b, n_head, p.n_out / n_head, p.rank))
 }
 
-/// Puts `files` in `dir`, each whole or not at all (see [`write`]).
+/// Puts `files` in `dir`, each whole or not at all (see [`write()`]).
 fn commit(dir: &Path, files: &[(&str, &[u8])]) -> Result<(), LoraError> {
     let write_err = |path: &Path| {
         let file = path.display().to_string();
@@ -353,8 +379,8 @@ fn commit(dir: &Path, files: &[(&str, &[u8])]) -> Result<(), LoraError> {
                 .map_err(write_err(dir))?;
             for &(name, bytes) in files {
                 let path = tmp.path().join(name);
-                std::fs::write(&path, bytes).map_err(write_err(&path))?;
-                let file = std::fs::File::open(&path).map_err(write_err(&path))?;
+                let mut file = std::fs::File::create(&path).map_err(write_err(&path))?;
+                file.write_all(bytes).map_err(write_err(&path))?;
                 file.sync_all().map_err(write_err(&path))?;
             }
             std::fs::rename(tmp.path(), dir).map_err(write_err(dir))?;

@@ -198,6 +198,38 @@ fn the_config_holds_peft_keys() {
     assert_eq!(format.as_deref(), Some("pt"));
 }
 
+/// An adapter of some layers' q names those modules by path in `target_modules` (PEFT
+/// would otherwise put a LoRA layer without tensors on every layer's q), a module of every
+/// layer by name; it reads back equal. A layer the model lacks is refused.
+#[test]
+fn a_partial_adapter_targets_its_modules_by_path() {
+    let (cfg, adapter) = model_and_adapter(Tiny::Qwen2, 8.0);
+    assert!(cfg.n_layer > 1);
+    let some: Vec<LoraPair> = adapter
+        .pairs()
+        .iter()
+        .filter(|p| p.base == "blk.0.attn_q.weight" || p.base.contains("ffn_down"))
+        .cloned()
+        .collect();
+    let some = LoraAdapter::from_pairs("some", "qwen2", 8.0, some).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    write(tmp.path(), &some, &cfg, &options()).unwrap();
+    let (_, c) = config_of(tmp.path());
+    assert_eq!(
+        c["target_modules"],
+        serde_json::json!(["down_proj", "layers.0.self_attn.q_proj"])
+    );
+    let back = LoraAdapter::open_peft(tmp.path(), &cfg).unwrap();
+    assert_eq!(back.pairs(), some.pairs());
+
+    let mut pairs = some.pairs().to_vec();
+    pairs[0].base = format!("blk.{}.attn_q.weight", cfg.n_layer);
+    let beyond = LoraAdapter::from_pairs("beyond", "qwen2", 8.0, pairs).unwrap();
+    let err = write(&tmp.path().join("b"), &beyond, &cfg, &options()).unwrap_err();
+    assert!(matches!(&err, LoraError::UnknownTensor { .. }), "{err}");
+    assert!(!tmp.path().join("b").exists());
+}
+
 /// With `use_rslora` the config says so with the user's alpha, and the reader applies
 /// PEFT's `alpha / sqrt(r)` through `B` (rank 4: `sqrt(r) = 2`, so exactly twice `B`).
 #[test]
