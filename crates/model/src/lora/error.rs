@@ -25,6 +25,13 @@ pub enum LoraError {
         source: std::io::Error,
     },
 
+    /// A PEFT adapter's destination that exists as something else than a directory.
+    #[error("cannot write a PEFT adapter to {path}: it exists and is not a directory")]
+    NotADirectory {
+        /// The destination.
+        path: String,
+    },
+
     /// The bytes are not a GGUF file this crate can parse (truncated, bad magic, a key of the
     /// wrong type).
     #[error("LoRA adapter {file}: {source}")]

@@ -4,7 +4,8 @@
 //!
 //! - [`LoraAdapter`]: one adapter read into host memory, as f32 pairs keyed by the base
 //!   tensor they update; from a llama.cpp LoRA GGUF ([`LoraAdapter::open`], `gguf.rs`) or a
-//!   PEFT directory ([`LoraAdapter::open_peft`], [`peft`]).
+//!   PEFT directory ([`LoraAdapter::open_peft`], [`peft`]); written back as either
+//!   ([`LoraAdapter::to_gguf`], [`peft::write`]).
 //! - `attach.rs`: checks an adapter against a model (architecture, tensor names, shapes) and
 //!   turns the adapters applied together into one pair of device matrices per projection,
 //!   which `Graph::linear` multiplies.
@@ -19,6 +20,7 @@ mod error;
 mod gguf;
 pub mod merge;
 pub mod peft;
+mod peft_write;
 
 use std::path::Path;
 

@@ -20,6 +20,8 @@
 //! `lora_alpha / rank` has the ratio multiplied into its `B`, so the graph applies PEFT's
 //! factor exactly (`convert_lora_to_gguf.py` writes `lora_alpha` alone and so ignores rsLoRA
 //! and the patterns).
+//!
+//! [`write()`] (`peft_write.rs`) is the inverse: a [`LoraAdapter`] written as such a directory.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -29,6 +31,7 @@ use rullama_quant::Format;
 use safetensors::{Dtype, SafeTensors};
 use serde::Deserialize;
 
+pub use super::peft_write::{PeftOptions, write};
 use super::{LoraAdapter, LoraError, LoraPair};
 use crate::arch::Arch;
 use crate::config::ModelConfig;
@@ -59,8 +62,9 @@ struct PeftConfig {
     alpha_pattern: Option<HashMap<String, f32>>,
 }
 
-/// PEFT module names and the GGUF tensor each updates (`blk.N.<name>.weight`).
-const MODULES: [(&str, &str); 7] = [
+/// PEFT module names and the GGUF tensor each updates (`blk.N.<name>.weight`); the first
+/// four are attention's (`self_attn`), the rest the MLP's (`mlp`).
+pub(super) const MODULES: [(&str, &str); 7] = [
     ("q_proj", "attn_q"),
     ("k_proj", "attn_k"),
     ("v_proj", "attn_v"),
@@ -237,8 +241,11 @@ fn check_config(c: &PeftConfig, file: &str) -> Result<(), LoraError> {
     }
     if let Some(serde_json::Value::Array(targets)) = &c.target_modules {
         for t in targets {
+            // A module's name, or its path (`layers.0.self_attn.q_proj`, which PEFT matches
+            // against the end of the model's module names): its last part names the kind.
             let name = t.as_str().unwrap_or_default();
-            if !MODULES.iter().any(|(m, _)| *m == name) {
+            let kind = name.rsplit('.').next().unwrap_or_default();
+            if !MODULES.iter().any(|(m, _)| *m == kind) {
                 return refuse(&format!(
                     "target module `{name}` is not one of q_proj, k_proj, v_proj, o_proj, \
                      gate_proj, up_proj, down_proj"
@@ -350,6 +357,24 @@ pub(crate) fn permute_rows(b: &[f32], n_head: usize, head_dim: usize, cols: usiz
     out
 }
 
+/// The inverse of [`permute_rows`]: each head's interleaved pairs back to rotate-half
+/// halves, so row `t * head_dim / 2 + j` of a head is row `2j + t` before: a `lora_B` in
+/// llama.cpp's row order put back in the Hugging Face model's, for the PEFT writer.
+pub(crate) fn unpermute_rows(b: &[f32], n_head: usize, head_dim: usize, cols: usize) -> Vec<f32> {
+    let half = head_dim / 2;
+    let mut out = vec![0f32; b.len()];
+    for h in 0..n_head {
+        for j in 0..half {
+            for t in 0..2 {
+                let hf = h * head_dim + t * half + j;
+                let gguf = h * head_dim + 2 * j + t;
+                out[hf * cols..(hf + 1) * cols].copy_from_slice(&b[gguf * cols..(gguf + 1) * cols]);
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -388,6 +413,7 @@ mod tests {
             permute_rows(&b, 2, 4, 1),
             [0.0, 2.0, 1.0, 3.0, 4.0, 6.0, 5.0, 7.0]
         );
+        assert_eq!(unpermute_rows(&permute_rows(&b, 2, 4, 1), 2, 4, 1), b);
     }
 
     #[test]
