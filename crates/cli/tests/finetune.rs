@@ -62,11 +62,13 @@ fn finetune_trains_and_writes_an_adapter_run_loads() {
     write_data(&data, 12);
     let d = data.to_str().unwrap();
     let straight = dir.path().join("straight.gguf");
+    let peft = dir.path().join("peft");
+    let p = peft.to_str().unwrap();
     let (ok, stdout, stderr) = finetune(
         m,
         d,
         straight.to_str().unwrap(),
-        &["--steps", "8", "--json"],
+        &["--steps", "8", "--json", "--peft", p],
     );
     assert!(ok, "{stderr}");
     let summary: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
@@ -99,6 +101,25 @@ fn finetune_trains_and_writes_an_adapter_run_loads() {
         s,
     ]);
     assert!(ok, "{stderr}");
+    // The PEFT directory is the same adapter: the same text.
+    let greedy = |lora: &str| {
+        let (ok, stdout, stderr) = rullama(&[
+            "run",
+            m,
+            "count one two",
+            "--backend",
+            "cpu",
+            "--temp",
+            "0",
+            "-n",
+            "4",
+            "--lora",
+            lora,
+        ]);
+        assert!(ok, "{stderr}");
+        stdout
+    };
+    assert_eq!(greedy(p), greedy(s));
 
     // Checkpoints along the way change nothing.
     let saving = dir.path().join("saving.gguf");

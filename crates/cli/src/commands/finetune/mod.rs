@@ -20,6 +20,7 @@ use rullama_finetune::optim::{AdamWConfig, Schedule};
 use rullama_finetune::tape::TapeBackend;
 use rullama_finetune::train::{TrainConfig, Trainer, attach};
 use rullama_gguf::{GgufFile, store};
+use rullama_model::lora::peft::{self, PeftOptions};
 use rullama_model::{LoraAdapter, Model, ModelConfig};
 use rullama_tokenizer::Tokenizer;
 
@@ -37,6 +38,11 @@ pub struct Args {
     /// The adapter to write (llama.cpp's LoRA GGUF); its checkpoint and log go beside it.
     #[arg(long)]
     out: PathBuf,
+    /// Also write the adapter as a PEFT directory (adapter_model.safetensors +
+    /// adapter_config.json) that `PeftModel.from_pretrained` loads onto the Hugging Face
+    /// model of the same weights.
+    #[arg(long, value_name = "DIR")]
+    peft: Option<PathBuf>,
     /// LoRA rank.
     #[arg(long, default_value_t = 16)]
     rank: usize,
@@ -265,7 +271,12 @@ pub fn run(args: &Args) -> Result<(), CliError> {
 
     ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::SeqCst))
         .map_err(|e| usage(format!("installing the Ctrl-C handler: {e}")))?;
-    let outputs = Outputs::new(&args.out, cfg.arch.name(), &spec);
+    let outputs = Outputs {
+        out: &args.out,
+        peft: args.peft.as_deref(),
+        cfg: &cfg,
+        spec: &spec,
+    };
     let mut progress = Progress::new(
         &args.out,
         total,
@@ -334,25 +345,33 @@ fn one_pass(data: &Dataset, config: BatchConfig) -> Result<Vec<Batch>, CliError>
     Ok(out)
 }
 
-/// Where the run writes: the adapter and its checkpoint.
+/// Where the run writes: the adapter (and its PEFT form) and the checkpoint.
 struct Outputs<'a> {
     out: &'a Path,
-    arch: &'a str,
+    peft: Option<&'a Path>,
+    cfg: &'a ModelConfig,
     spec: &'a LoraSpec,
 }
 
-impl<'a> Outputs<'a> {
-    fn new(out: &'a Path, arch: &'a str, spec: &'a LoraSpec) -> Outputs<'a> {
-        Outputs { out, arch, spec }
-    }
-
-    /// The adapter (llama.cpp's GGUF) and the checkpoint, each whole or not at all.
+impl Outputs<'_> {
+    /// The adapter (llama.cpp's GGUF, and PEFT's directory if asked) and the checkpoint,
+    /// each whole or not at all.
     fn save(
         &self,
         trainer: &Trainer<'_>,
         position: rullama_finetune::data::Position,
     ) -> Result<(), CliError> {
         let pairs = trainer.lora().to_pairs(trainer.params());
+        let arch = self.cfg.arch.name();
+        let label = self.out.display().to_string();
+        if let Some(dir) = self.peft {
+            let adapter = LoraAdapter::from_pairs(&label, arch, self.spec.alpha, pairs.clone())?;
+            let options = PeftOptions {
+                use_rslora: self.spec.rslora,
+                ..PeftOptions::default()
+            };
+            peft::write(dir, &adapter, self.cfg, &options)?;
+        }
         // llama.cpp scales by alpha / rank and has no rsLoRA flag: an rsLoRA adapter
         // carries the alpha that gives its factor alpha / sqrt(rank).
         let r = self.spec.rank as f32;
@@ -361,8 +380,7 @@ impl<'a> Outputs<'a> {
         } else {
             self.spec.alpha
         };
-        let label = self.out.display().to_string();
-        let adapter = LoraAdapter::from_pairs(&label, self.arch, alpha, pairs)?;
+        let adapter = LoraAdapter::from_pairs(&label, arch, alpha, pairs)?;
         let mut w = adapter.to_gguf()?;
         w.set("general.name", "rullama finetune");
         w.write_to_path(self.out)?;
