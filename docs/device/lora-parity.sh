@@ -4,13 +4,21 @@
 # model (a synthetic twin with its real tokenizer): a random rank-8 adapter on every projection
 # (`xtask synth --lora-for`, F32 pairs, each update 5% of its matrix in RMS), then 32 greedy
 # tokens from llama.cpp's llama-server with `--lora` and from `rullama run --lora`, and the
-# same without the adapter (which must differ, or the adapter proved nothing).
+# same without the adapter (which must differ, or the adapter proved nothing). TRAINED=1: the
+# adapter is trained instead, by `rullama finetune` on the twin (rank 8, 30 steps): it learns
+# a sentence after the prompt, so both engines must say what it learnt.
 for f in .gl/*.deb; do dpkg -x "$f" / ; done; ldconfig
 for b in .dev/*.xz; do [ "$b" = .dev/llama-vk.tar.xz ] || [ -f "${b%.xz}" ] || xz -dkf "$b"; done
 chmod +x .dev/rullama .dev/xtask
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 mkdir -p /tmp/rl/m; [ -d /tmp/rl/llama ] || tar xJf .dev/llama-vk.tar.xz -C /tmp/rl
 PROMPT="The capital of France is"
+[ -n "$TRAINED" ] && python3 - <<'PY'
+import json
+line = {"prompt": "The capital of France is",
+        "completion": " Paris, a city of light and art on the river Seine, in the north of France."}
+open("/tmp/rl/paris.jsonl", "w").write((json.dumps(line) + "\n") * 8)
+PY
 llama() { # MODEL [LORA]: llama.cpp's 32 greedy tokens
   LD_LIBRARY_PATH=/tmp/rl/llama /tmp/rl/llama/llama-server -m "$1" ${2:+--lora "$2"} --host 127.0.0.1 --port 18091 -ngl 99 -c 2048 > /tmp/rl/lora-ls.log 2>&1 &
   local sp=$!
@@ -29,7 +37,12 @@ ours() { # MODEL [LORA]: ours, 32 greedy tokens
 for m in gemma3-270m:gemma3 qwen2.5-0.5b:qwen smollm2-135m:smollm2; do
   n=${m%%:*}; M=/tmp/rl/m/$n.gguf; A=/tmp/rl/m/$n-lora.gguf
   [ -f $M ] || .dev/xtask synth --arch $n --tokenizer .dev/${m##*:}-vocab.gguf --out $M > /dev/null 2>&1
-  .dev/xtask synth --lora-for $M --out $A 2>&1 | tail -1
+  if [ -n "$TRAINED" ]; then
+    .dev/rullama finetune $M --data /tmp/rl/paris.jsonl --out $A --steps 30 --batch 1 \
+      --ctx 64 --lr 3e-3 --rank 8 --alpha 16 2>&1 | grep trained
+  else
+    .dev/xtask synth --lora-for $M --out $A 2>&1 | tail -1
+  fi
   echo "=== $n"
   L=$(llama $M $A); O=$(ours $M $A); LB=$(llama $M); OB=$(ours $M)
   echo "  llama.cpp --lora: $L"; echo "  rullama   --lora: $O"

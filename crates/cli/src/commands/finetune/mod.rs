@@ -285,6 +285,11 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         args.resume,
     )?;
     let started = Instant::now();
+    if !eval_batches.is_empty() && trainer.optimizer().steps == 0 {
+        // The starting point every later eval loss is read against.
+        let before = trainer.eval(&eval_batches)?;
+        progress.eval_before(before)?;
+    }
     let mut last_eval = None;
     let end = match args.stop_after {
         Some(n) => total.min(trainer.optimizer().steps.saturating_add(n)),

@@ -35,6 +35,7 @@ pub struct Progress {
     first_loss: Option<f64>,
     last_loss: f64,
     last_eval: Option<f64>,
+    eval_before: Option<f64>,
 }
 
 /// `OUT.log.jsonl`.
@@ -84,7 +85,25 @@ impl Progress {
             first_loss: None,
             last_loss: f64::NAN,
             last_eval: None,
+            eval_before: None,
         })
+    }
+
+    /// Records the eval loss before the first step (a log line of step 0).
+    pub fn eval_before(&mut self, loss: Option<f64>) -> Result<(), CliError> {
+        writeln!(
+            self.log,
+            "{}",
+            serde_json::json!({"step": 0, "eval_loss": loss})
+        )?;
+        self.eval_before = loss;
+        if let Some(l) = loss
+            && !self.json
+        {
+            self.bar
+                .suspend(|| eprintln!("eval loss before training: {l:.4}"));
+        }
+        Ok(())
     }
 
     /// Records a step: the log line, the bar, and a plain line every 10% off a terminal.
@@ -138,6 +157,7 @@ impl Progress {
                 "first_loss": self.first_loss,
                 "loss": self.last_loss,
                 "eval_loss": eval,
+                "eval_loss_before": self.eval_before,
                 "tokens_per_second": rate,
                 "seconds": seconds,
                 "adapter": out,
@@ -146,9 +166,11 @@ impl Progress {
             });
             println!("{v}");
         } else {
-            let eval = eval
-                .map(|e| format!(", eval loss {e:.4}"))
-                .unwrap_or_default();
+            let eval = match (self.eval_before, eval) {
+                (Some(b), Some(e)) => format!(", eval loss {b:.4} -> {e:.4}"),
+                (None, Some(e)) => format!(", eval loss {e:.4}"),
+                _ => String::new(),
+            };
             println!(
                 "trained {} steps (to step {steps}) in {seconds:.1} s ({rate:.0} tokens/s): loss {:.4} -> {:.4}{eval}",
                 self.steps_run,
