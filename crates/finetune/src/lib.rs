@@ -1,13 +1,18 @@
-//! Fine-tuning a GGUF model with LoRA adapters, on the same graphs and kernels that generate
-//! text.
+//! Fine-tuning a GGUF model with LoRA adapters, on the same graphs that generate text.
 //!
-//! The crate will hold LoRA training as a whole: the training tape (the model's forward graph
-//! recorded with capture buffers), a backward kernel for every op, AdamW on the GPU, and
-//! adapters written for llama.cpp and PEFT. What it holds now is the data side, [`data`]:
-//! JSONL datasets read and checked line by line, examples tokenized with the model's own
-//! tokenizer and chat template into tokens and a loss mask, sequences cut to the context,
-//! shuffled with a seed, split for evaluation, and served as padded or packed batches from a
-//! position that a checkpoint can save and restore. `docs/FINETUNE.md` describes it.
+//! - [`data`]: JSONL datasets read and checked line by line, examples tokenized with the
+//!   model's own tokenizer and chat template into tokens and a loss mask, cut to the context,
+//!   shuffled with a seed, split for evaluation, served as padded or packed batches from a
+//!   position that a checkpoint saves.
+//! - [`tape`]: the training tape, an executor of `rullama-model` that records the model's own
+//!   graph in f64 with every op's output and walks it backward; [`lora`]: the adapter being
+//!   trained (PEFT's parameters and initialisation); [`loss`]: the masked next-token
+//!   cross-entropy; [`step`]: one sequence forward and back.
+//! - [`optim`]: AdamW with global-norm clipping and transformers' schedules; [`train`]: the
+//!   [`train::Trainer`] that takes optimizer steps over batches; [`checkpoint`]: the state a
+//!   run resumes from, bit for bit.
+//!
+//! `docs/FINETUNE.md` describes it, with a tutorial; `rullama finetune` drives it.
 
 #![warn(missing_docs)]
 
