@@ -172,7 +172,7 @@ fn ollama_adapter_layers_come_with_the_model() {
 }
 
 /// `rullama merge`: the merged file of an F32 base runs without `--lora` to the text the
-/// base gives with it; no `.partial` is left; a merge with nothing to merge, or onto the
+/// base gives with it; no temporary file is left; a merge with nothing to merge, or onto the
 /// model itself, is refused.
 #[test]
 fn merge_writes_a_model_that_runs_as_base_plus_adapter() {
@@ -191,7 +191,7 @@ fn merge_writes_a_model_that_runs_as_base_plus_adapter() {
     assert_eq!(
         std::fs::read_dir(dir.path()).unwrap().count(),
         1,
-        "a .partial is left"
+        "a temporary file is left"
     );
 
     assert_eq!(greedy(o, &[]), greedy(m, &["--lora", &format!("{l}:0.5")]));

@@ -44,7 +44,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let vocab = cfg.n_vocab.min(1000) as u64;
     let mut state = SEED;
     let mut draw = || {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         3 + ((state >> 33) % (vocab - 3)) as u32
     };
     let lens = [24usize, 17];
@@ -62,7 +64,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         width,
         tokens: tokens.clone(),
         mask: mask.clone(),
-        spans: lens.iter().map(|&len| vec![Span { start: 0, len }]).collect(),
+        spans: lens
+            .iter()
+            .map(|&len| vec![Span { start: 0, len }])
+            .collect(),
         examples: vec![0, 1],
     };
 
@@ -125,7 +130,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "loss1": loss1,
         "losses": losses,
     });
-    std::fs::write(out.join("expect.json"), serde_json::to_string_pretty(&expect)?)?;
-    println!("{arch}: step-1 loss {loss1:.6}, after {STEPS} steps {:.6}", losses.last().unwrap());
+    std::fs::write(
+        out.join("expect.json"),
+        serde_json::to_string_pretty(&expect)?,
+    )?;
+    println!(
+        "{arch}: step-1 loss {loss1:.6}, after {STEPS} steps {:.6}",
+        losses.last().unwrap()
+    );
     Ok(())
 }

@@ -96,25 +96,10 @@ pub fn save(path: &Path, trainer: &Trainer<'_>, position: Position) -> Result<()
         })
         .collect::<Result<Vec<_>>>()?;
     let out = safetensors::serialize(views, Some(meta)).map_err(|e| bad(path, e.to_string()))?;
-    write_whole(path, &out).map_err(|e| FinetuneError::Write {
+    rullama_gguf::write_whole(path, |w| w.write_all(&out)).map_err(|e| FinetuneError::Write {
         path: path.to_path_buf(),
         source: e,
     })
-}
-
-/// Writes `bytes` to `path` through a temporary file in the same folder, renamed once
-/// complete and synced.
-pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
 }
 
 /// Reads the checkpoint at `path`.

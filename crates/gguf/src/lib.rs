@@ -54,6 +54,8 @@ pub mod store;
 mod stream;
 mod tensor;
 mod value;
+#[cfg(not(target_arch = "wasm32"))]
+mod whole;
 mod writer;
 
 pub use decode::MAX_ARRAY_DEPTH;
@@ -68,4 +70,6 @@ pub use source::ByteSource;
 pub use stream::TensorStream;
 pub use tensor::{MAX_DIMS, TensorData, TensorInfo, TensorView};
 pub use value::{Array, Value, ValueType};
+#[cfg(not(target_arch = "wasm32"))]
+pub use whole::write_whole;
 pub use writer::GgufWriter;

@@ -9,7 +9,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashSet;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::Path;
 
 use crate::GgmlType;
@@ -154,24 +154,25 @@ impl<'a> GgufWriter<'a> {
         stream.finish()
     }
 
-    /// Write the file to `path`, whole or not at all: into a temporary file beside it,
-    /// synced, then renamed over `path`, so a failed or interrupted write never leaves a
-    /// half-written file under that name (a killed process may leave the temporary one,
-    /// `.tmp*` in the same folder). Errors carry the path.
+    /// Write the file to `path`, whole or not at all ([`crate::write_whole`]). Errors carry
+    /// the path.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn write_to_path(&self, path: impl AsRef<Path>) -> Result<u64> {
         let path = path.as_ref();
-        let write = || -> Result<u64> {
-            let dir = match path.parent() {
-                Some(d) if !d.as_os_str().is_empty() => d,
-                _ => Path::new("."),
-            };
-            let tmp = tempfile::NamedTempFile::new_in(dir)?;
-            let n = self.write_to(BufWriter::with_capacity(1 << 20, tmp.as_file()))?;
-            tmp.as_file().sync_all()?;
-            tmp.persist(path).map_err(|e| e.error)?;
-            Ok(n)
-        };
-        write().map_err(|e| e.in_file(path))
+        let mut result = Ok(0);
+        let written = crate::write_whole(path, |w| {
+            result = self.write_to(w);
+            // A GGUF error stops the write as an I/O error; the GGUF error is what is
+            // returned.
+            result
+                .as_ref()
+                .map(|&n| n)
+                .map_err(|e| std::io::Error::other(e.to_string()))
+        });
+        match (result, written) {
+            (Err(e), _) => Err(e.in_file(path)),
+            (Ok(_), Err(e)) => Err(GgufError::from(e).in_file(path)),
+            (Ok(n), Ok(_)) => Ok(n),
+        }
     }
 }

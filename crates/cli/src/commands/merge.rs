@@ -20,7 +20,8 @@ pub struct Args {
     /// the one after `:`; repeat for several.
     #[arg(long = "lora", value_name = "FILE[:SCALE]")]
     lora: Vec<LoraArg>,
-    /// The GGUF to write (written to OUT.partial first, renamed once complete).
+    /// The GGUF to write (whole or not at all: a temporary file beside it, renamed once
+    /// complete).
     #[arg(long)]
     out: PathBuf,
 }

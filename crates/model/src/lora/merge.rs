@@ -2,13 +2,12 @@
 //! updated projection dequantized, given `Σ sᵢ·Bᵢ·Aᵢ` (summed in f64 and rounded once) and
 //! quantized back into its own type by `rullama-quant` (llama.cpp's reference quantizers);
 //! every other tensor and the metadata copied as they are. The file is written tensor by
-//! tensor (a model larger than memory never is held whole) to `OUT.partial` beside `OUT`,
-//! and renamed to `OUT` once complete: an error leaves no `OUT` half written.
+//! tensor (a model larger than memory never is held whole), whole or not at all
+//! (`rullama_gguf::write_whole`: a temporary file beside `OUT`, renamed once complete).
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::BufWriter;
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::Path;
 
 use rullama_gguf::{ByteSource, GgufFile, TensorStream};
 use rullama_quant::Format;
@@ -43,23 +42,24 @@ pub fn merge<S: ByteSource>(
         .into_iter()
         .map(|c| (c.base.clone(), c))
         .collect();
-    let partial = partial_path(out);
-    let result = write(file, &updates, &partial).and_then(|summary| {
-        std::fs::rename(&partial, out).map_err(|source| write_err(out, source))?;
-        Ok(summary)
+    // The merge's own error, kept while `write_whole` sees it as an I/O error that stops
+    // the write.
+    let mut outcome = None;
+    let written = rullama_gguf::write_whole(out, |w| {
+        let result = write(file, &updates, w);
+        let stop = match &result {
+            Ok(_) => Ok(()),
+            Err(e) => Err(std::io::Error::other(e.to_string())),
+        };
+        outcome = Some(result);
+        stop
     });
-    if result.is_err() {
-        // Nothing half written is left behind; the error says what went wrong.
-        let _ = std::fs::remove_file(&partial);
+    match (outcome, written) {
+        (Some(Err(e)), _) => Err(e),
+        (_, Err(e)) => Err(write_err(out, e)),
+        (Some(Ok(summary)), Ok(())) => Ok(summary),
+        (None, Ok(())) => unreachable!("write_whole ran the write"),
     }
-    result
-}
-
-/// `OUT.partial`, beside `OUT`.
-fn partial_path(out: &Path) -> PathBuf {
-    let mut name = out.file_name().unwrap_or_default().to_os_string();
-    name.push(".partial");
-    out.with_file_name(name)
 }
 
 fn write_err(path: &Path, source: std::io::Error) -> ModelError {
@@ -73,12 +73,11 @@ fn write_err(path: &Path, source: std::io::Error) -> ModelError {
 fn write<S: ByteSource>(
     file: &GgufFile<S>,
     updates: &HashMap<String, Combined>,
-    path: &Path,
+    out: &mut dyn Write,
 ) -> Result<MergeSummary> {
-    let out = File::create(path).map_err(|e| write_err(path, e))?;
     let infos: Vec<_> = file.tensors().cloned().collect();
     let n = infos.len();
-    let mut stream = TensorStream::new(BufWriter::new(out), file.metadata(), infos.clone())?;
+    let mut stream = TensorStream::new(out, file.metadata(), infos.clone())?;
     let mut merged = 0;
     for info in &infos {
         let data = file.read_tensor(info)?;
