@@ -28,6 +28,34 @@ fn write_data(path: &Path, n: usize) {
     std::fs::write(path, lines.join("\n") + "\n").unwrap();
 }
 
+/// A tiny model and 12 examples in a temporary folder.
+struct Run {
+    model: tempfile::TempPath,
+    data: std::path::PathBuf,
+    dir: tempfile::TempDir,
+}
+
+impl Run {
+    fn new() -> Run {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("train.jsonl");
+        write_data(&data, 12);
+        Run {
+            model: tiny(Tiny::Smollm2),
+            data,
+            dir,
+        }
+    }
+
+    fn model(&self) -> &str {
+        self.model.to_str().unwrap()
+    }
+
+    fn data(&self) -> &str {
+        self.data.to_str().unwrap()
+    }
+}
+
 /// `rullama finetune` with small settings; a flag in `extra` replaces the default one.
 fn finetune<'a>(
     model: &'a str,
@@ -55,12 +83,8 @@ fn finetune<'a>(
 
 #[test]
 fn finetune_trains_and_writes_an_adapter_run_loads() {
-    let model = tiny(Tiny::Smollm2);
-    let m = model.to_str().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("train.jsonl");
-    write_data(&data, 12);
-    let d = data.to_str().unwrap();
+    let run = Run::new();
+    let (m, d, dir) = (run.model(), run.data(), &run.dir);
     let straight = dir.path().join("straight.gguf");
     let peft = dir.path().join("peft");
     let p = peft.to_str().unwrap();
@@ -139,12 +163,8 @@ fn finetune_trains_and_writes_an_adapter_run_loads() {
 
 #[test]
 fn finetune_resume_continues_the_run() {
-    let model = tiny(Tiny::Smollm2);
-    let m = model.to_str().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("train.jsonl");
-    write_data(&data, 12);
-    let d = data.to_str().unwrap();
+    let run = Run::new();
+    let (m, d, dir) = (run.model(), run.data(), &run.dir);
     let straight = dir.path().join("straight.gguf");
     let (ok, _, stderr) = finetune(m, d, straight.to_str().unwrap(), &["--steps", "6"]);
     assert!(ok, "{stderr}");
