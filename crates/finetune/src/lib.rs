@@ -20,6 +20,7 @@ pub mod checkpoint;
 pub mod data;
 mod error;
 pub mod lora;
+pub mod memory;
 pub mod loss;
 pub mod optim;
 pub mod step;

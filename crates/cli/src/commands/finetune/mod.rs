@@ -16,6 +16,7 @@ use std::time::Instant;
 use rullama_finetune::checkpoint;
 use rullama_finetune::data::{Batch, BatchConfig, Batches, Dataset, Encoder, Layout, pad_id};
 use rullama_finetune::lora::{LoraSpec, Target};
+use rullama_finetune::memory::{self, TapeMemory};
 use rullama_finetune::optim::{AdamWConfig, Schedule};
 use rullama_finetune::tape::TapeBackend;
 use rullama_finetune::train::{TrainConfig, Trainer, attach};
@@ -239,6 +240,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         None => Vec::new(),
     };
 
+    check_memory(&file, &cfg, args.rank, &train, eval.as_ref())?;
     let mut model = Model::open(&resolved.path, TapeBackend::new())?;
     let lora = attach(&mut model, spec.clone())?;
     let config = TrainConfig {
@@ -338,6 +340,43 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     outputs.save(&trainer, batches.position())?;
     progress.finish();
     progress.summary(&args.out, &ckpt, last_eval, started.elapsed().as_secs_f64())
+}
+
+/// Refuses a run whose longest sequence would not fit the memory the system has now (the
+/// tape's estimate, `rullama_finetune::memory`), saying what would fit.
+fn check_memory(
+    file: &GgufFile<rullama_gguf::RangedFile>,
+    cfg: &ModelConfig,
+    rank: usize,
+    train: &Dataset,
+    eval: Option<&Dataset>,
+) -> Result<(), CliError> {
+    let Some(available) = memory::available() else {
+        return Ok(());
+    };
+    let n_weights: u64 = file.tensors().map(|t| t.n_elements).sum();
+    let need = TapeMemory::of(cfg, n_weights, rank);
+    let longest = train
+        .sequences()
+        .iter()
+        .chain(eval.map_or(&[][..], |e| e.sequences()))
+        .map(|s| s.len())
+        .max()
+        .unwrap_or(0);
+    if need.total(longest) <= available {
+        return Ok(());
+    }
+    let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+    Err(usage(format!(
+        "training needs about {:.1} GiB: the weights dequantized ({:.1} GiB) and {:.1} MiB a \
+         token for the longest sequence ({longest} tokens); {:.1} GiB are available, enough \
+         for sequences of {} tokens: lower --ctx, or train a smaller model",
+        gib(need.total(longest)),
+        gib(need.weights),
+        need.per_token as f64 / f64::from(1u32 << 20),
+        gib(available),
+        need.max_tokens(available)
+    )))
 }
 
 /// The batches of one pass over `data` in its order (evaluation).
