@@ -36,7 +36,8 @@ impl TapeMemory {
 
     /// Bytes for a sequence of `tokens`.
     pub fn total(&self, tokens: usize) -> u64 {
-        self.weights.saturating_add(self.per_token.saturating_mul(tokens as u64))
+        self.weights
+            .saturating_add(self.per_token.saturating_mul(tokens as u64))
     }
 
     /// The longest sequence that fits in `available` bytes (0: not even the weights).

@@ -13,6 +13,7 @@ use rullama_gguf::{ByteSource, GgufFile, TensorView};
 use crate::backend::{Backend, LinearView};
 use crate::error::{MISSING_LISTED, ModelError, Result};
 use crate::lora::attach::LoraTargets;
+use crate::lora::base::fingerprint;
 
 /// A source of weights by name, with the shape each must have (GGML order).
 pub(crate) trait Load {
@@ -237,7 +238,7 @@ impl<'f, S: ByteSource> Checker<'f, S> {
 
     /// Missing tensors first (the first few and the count), then the first shape mismatch;
     /// else what LoRA adapters may update: the projections, and every tensor's name.
-    pub fn finish(self) -> Result<LoraTargets> {
+    pub fn finish(self, arch: &str) -> Result<LoraTargets> {
         if self.n_missing > 0 {
             return Err(ModelError::missing(self.missing, self.n_missing));
         }
@@ -248,6 +249,7 @@ impl<'f, S: ByteSource> Checker<'f, S> {
             projections: self.projections,
             groups: self.groups,
             tensors: self.file.tensors().map(|t| t.name.clone()).collect(),
+            fingerprint: fingerprint(self.file.metadata(), arch),
         })
     }
 

@@ -78,6 +78,9 @@ pub(crate) struct LoraTargets {
     pub projections: HashMap<String, (usize, usize)>,
     pub groups: Vec<Vec<String>>,
     pub tensors: HashSet<String>,
+    /// The model's [`super::base::fingerprint`], which an adapter recording its base must
+    /// match.
+    pub fingerprint: u64,
 }
 
 /// What LoRA adapters may update in the model `file` of config `cfg` (the weights' checking
@@ -85,7 +88,7 @@ pub(crate) struct LoraTargets {
 pub(crate) fn targets<S: ByteSource>(file: &GgufFile<S>, cfg: &ModelConfig) -> Result<LoraTargets> {
     let mut checker = Checker::new(file);
     ArchWeights::load(cfg, &mut checker)?;
-    checker.finish()
+    checker.finish(cfg.arch.name())
 }
 
 impl LoraTargets {
@@ -114,6 +117,15 @@ impl LoraTargets {
                 file: file(),
                 adapter: adapter.arch().to_string(),
                 model: arch.to_string(),
+            });
+        }
+        if let Some(base) = adapter.base()
+            && base != self.fingerprint
+        {
+            return Err(LoraError::OtherBase {
+                file: file(),
+                adapter: base,
+                model: self.fingerprint,
             });
         }
         for p in adapter.pairs() {

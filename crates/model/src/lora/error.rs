@@ -71,6 +71,20 @@ pub enum LoraError {
         model: String,
     },
 
+    /// The adapter records the base it was trained on, and the model is another one (of the
+    /// same architecture and shapes, or it would have failed those checks first).
+    #[error(
+        "LoRA adapter {file} was trained on another model: its base's fingerprint is {adapter:016x}, this model's {model:016x} (hyper-parameters or tokenizer differ)"
+    )]
+    OtherBase {
+        /// The adapter's file.
+        file: String,
+        /// The fingerprint it records.
+        adapter: u64,
+        /// The model's.
+        model: u64,
+    },
+
     /// A value of the adapter's own metadata that makes no sense (a NaN alpha, a rank of 0).
     #[error("LoRA adapter {file}: {what}")]
     Invalid {

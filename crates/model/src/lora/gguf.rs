@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use rullama_gguf::{ByteSource, GgmlType, GgufFile, GgufWriter, TensorInfo, Value};
 use rullama_quant::Format;
 
+use super::base::FINGERPRINT_KEY;
 use super::{LoraAdapter, LoraError, LoraPair};
 
 /// The value of string key `key` for an error: quoted, or `absent`.
@@ -133,7 +134,13 @@ pub(super) fn read<S: ByteSource>(
             b: values(gguf, b, file)?,
         });
     }
-    LoraAdapter::from_pairs(file, &arch, alpha, pairs)
+    let adapter = LoraAdapter::from_pairs(file, &arch, alpha, pairs)?;
+    Ok(
+        match meta.get_opt::<u64>(FINGERPRINT_KEY).map_err(gguf_err)? {
+            Some(fp) => adapter.with_base(fp),
+            None => adapter,
+        },
+    )
 }
 
 /// A tensor's values in f32.
@@ -172,6 +179,9 @@ impl LoraAdapter {
         w.set("adapter.type", "lora");
         if self.alpha != 0.0 {
             w.set("adapter.lora.alpha", self.alpha);
+        }
+        if let Some(fp) = self.base {
+            w.set(FINGERPRINT_KEY, fp);
         }
         for p in &self.pairs {
             let (n_in, n_out, r) = (p.n_in as u64, p.n_out as u64, p.rank as u64);

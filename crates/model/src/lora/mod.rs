@@ -16,6 +16,7 @@
 //! physical device).
 
 pub(crate) mod attach;
+pub mod base;
 mod error;
 mod gguf;
 pub mod merge;
@@ -54,6 +55,9 @@ pub struct LoraAdapter {
     arch: String,
     alpha: f32,
     pairs: Vec<LoraPair>,
+    /// The fingerprint of the base it was trained on, where the file records one
+    /// ([`base::fingerprint`]).
+    base: Option<u64>,
 }
 
 impl LoraAdapter {
@@ -135,7 +139,21 @@ impl LoraAdapter {
             arch: arch.to_string(),
             alpha,
             pairs,
+            base: None,
         })
+    }
+
+    /// The adapter recording `fingerprint` as the base it was trained on
+    /// ([`base::fingerprint`]): applying or merging it onto a model of another fingerprint is
+    /// refused.
+    pub fn with_base(mut self, fingerprint: u64) -> LoraAdapter {
+        self.base = Some(fingerprint);
+        self
+    }
+
+    /// The fingerprint of the base it was trained on, if it records one.
+    pub fn base(&self) -> Option<u64> {
+        self.base
     }
 
     /// The file it was read from (or the label it was given).

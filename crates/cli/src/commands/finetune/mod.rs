@@ -21,6 +21,7 @@ use rullama_finetune::optim::{AdamWConfig, Schedule};
 use rullama_finetune::tape::TapeBackend;
 use rullama_finetune::train::{TrainConfig, Trainer, attach};
 use rullama_gguf::{GgufFile, store};
+use rullama_model::lora::base::fingerprint;
 use rullama_model::lora::peft::{self, PeftOptions};
 use rullama_model::{LoraAdapter, Model, ModelConfig};
 use rullama_tokenizer::Tokenizer;
@@ -274,6 +275,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::SeqCst))
         .map_err(|e| usage(format!("installing the Ctrl-C handler: {e}")))?;
     let outputs = Outputs {
+        base: fingerprint(file.metadata(), cfg.arch.name()),
         out: &args.out,
         peft: args.peft.as_deref(),
         cfg: &cfg,
@@ -391,6 +393,8 @@ fn one_pass(data: &Dataset, config: BatchConfig) -> Result<Vec<Batch>, CliError>
 
 /// Where the run writes: the adapter (and its PEFT form) and the checkpoint.
 struct Outputs<'a> {
+    /// The base's fingerprint, recorded in the GGUF adapter.
+    base: u64,
     out: &'a Path,
     peft: Option<&'a Path>,
     cfg: &'a ModelConfig,
@@ -424,7 +428,7 @@ impl Outputs<'_> {
         } else {
             self.spec.alpha
         };
-        let adapter = LoraAdapter::from_pairs(&label, arch, alpha, pairs)?;
+        let adapter = LoraAdapter::from_pairs(&label, arch, alpha, pairs)?.with_base(self.base);
         let mut w = adapter.to_gguf()?;
         w.set("general.name", "rullama finetune");
         w.write_to_path(self.out)?;
