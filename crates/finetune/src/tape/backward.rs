@@ -147,15 +147,51 @@ impl Tape {
         row: impl Fn(usize) -> RowRef<'a> + Sync,
     ) -> Matrix {
         let mut dx = Matrix::zeros(dy.rows, n_in);
-        par_rows(&mut dx.data, n_in, self.threads, |t0, out| {
-            for (dt, xrow) in out.chunks_mut(n_in).enumerate() {
-                for (o, &d) in dy.row(t0 + dt).iter().enumerate() {
-                    if d != 0.0 {
-                        row(o).axpy(scale * d, xrow);
+        if dy.rows >= self.threads {
+            par_rows(&mut dx.data, n_in, self.threads, |t0, out| {
+                for (dt, xrow) in out.chunks_mut(n_in).enumerate() {
+                    for (o, &d) in dy.row(t0 + dt).iter().enumerate() {
+                        if d != 0.0 {
+                            row(o).axpy(scale * d, xrow, 0);
+                        }
                     }
                 }
-            }
+            });
+            return dx;
+        }
+        // Fewer tokens than threads: split the columns of dx instead, each thread summing its
+        // columns over the weight's rows in the same order (the same bits as one thread).
+        let per = n_in.div_ceil(self.threads);
+        let parts: Vec<(usize, Vec<f64>)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..n_in)
+                .step_by(per.max(1))
+                .map(|i0| {
+                    let row = &row;
+                    s.spawn(move || {
+                        let width = per.min(n_in - i0);
+                        let mut part = vec![0.0; dy.rows * width];
+                        for (t, out) in part.chunks_mut(width).enumerate() {
+                            for (o, &d) in dy.row(t).iter().enumerate() {
+                                if d != 0.0 {
+                                    row(o).axpy(scale * d, out, i0);
+                                }
+                            }
+                        }
+                        (i0, part)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("a product thread panicked"))
+                .collect()
         });
+        for (i0, part) in parts {
+            let width = part.len() / dy.rows.max(1);
+            for (t, src) in part.chunks(width.max(1)).enumerate() {
+                dx.row_mut(t)[i0..i0 + width].copy_from_slice(src);
+            }
+        }
         dx
     }
 }

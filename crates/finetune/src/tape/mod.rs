@@ -63,6 +63,13 @@ impl TapeBackend {
             threads: threads.max(1),
         }
     }
+
+    /// `threads` workers (at least one) for the products. The results do not depend on it.
+    pub fn with_threads(threads: usize) -> TapeBackend {
+        TapeBackend {
+            threads: threads.max(1),
+        }
+    }
 }
 
 impl Backend for TapeBackend {
@@ -133,14 +140,33 @@ impl Tape {
         row: impl Fn(usize) -> RowRef<'a> + Sync,
     ) -> Matrix {
         let mut y = Matrix::zeros(x.rows, n_out);
-        par_rows(&mut y.data, n_out, self.threads, |t0, out| {
-            for (dt, yrow) in out.chunks_mut(n_out).enumerate() {
-                let xr = x.row(t0 + dt);
-                for (o, yo) in yrow.iter_mut().enumerate() {
-                    *yo = scale * row(o).dot(xr);
+        if x.rows >= self.threads {
+            par_rows(&mut y.data, n_out, self.threads, |t0, out| {
+                for (dt, yrow) in out.chunks_mut(n_out).enumerate() {
+                    let xr = x.row(t0 + dt);
+                    for (o, yo) in yrow.iter_mut().enumerate() {
+                        *yo = scale * row(o).dot(xr);
+                    }
+                }
+            });
+            return y;
+        }
+        // Fewer tokens than threads: split the weight's rows instead (each output is the same
+        // dot product either way, so the bits do not depend on the split).
+        let mut yt = vec![0.0; n_out * x.rows];
+        par_rows(&mut yt, x.rows, self.threads, |o0, out| {
+            for (d, col) in out.chunks_mut(x.rows).enumerate() {
+                let w = row(o0 + d);
+                for (t, v) in col.iter_mut().enumerate() {
+                    *v = scale * w.dot(x.row(t));
                 }
             }
         });
+        for (o, col) in yt.chunks(x.rows).enumerate() {
+            for (t, &v) in col.iter().enumerate() {
+                y.data[t * n_out + o] = v;
+            }
+        }
         y
     }
 }
@@ -160,14 +186,18 @@ impl RowRef<'_> {
         }
     }
 
-    /// `out += a * row`.
-    fn axpy(self, a: f64, out: &mut [f64]) {
+    /// `out += a * row[from..from + out.len()]`.
+    fn axpy(self, a: f64, out: &mut [f64], from: usize) {
+        let n = out.len();
         match self {
             RowRef::F32(w) => out
                 .iter_mut()
-                .zip(w)
+                .zip(&w[from..from + n])
                 .for_each(|(o, &w)| *o += a * f64::from(w)),
-            RowRef::F64(w) => out.iter_mut().zip(w).for_each(|(o, w)| *o += a * w),
+            RowRef::F64(w) => out
+                .iter_mut()
+                .zip(&w[from..from + n])
+                .for_each(|(o, w)| *o += a * w),
         }
     }
 }
