@@ -1,7 +1,7 @@
 //! `rullama finetune` on a tiny synthetic model: it trains (the loss falls), writes an
-//! adapter that `rullama run --lora` loads, a log line a step and a checkpoint that
-//! `--resume` continues to the same adapter bytes; bad input is an error that names what is
-//! wrong and writes nothing.
+//! adapter that `rullama run --lora` loads, a log line a step, a loss curve and a checkpoint
+//! that `--resume` continues to the same adapter bytes; bad input is an error that names
+//! what is wrong and writes nothing.
 
 use std::path::Path;
 
@@ -84,6 +84,7 @@ fn finetune_trains_and_writes_an_adapter_run_loads() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         assert!(v["loss"].as_f64().unwrap().is_finite() && v["tokens"].as_u64().unwrap() > 0);
     }
+    assert!(dir.path().join("straight.gguf.loss.png").is_file());
 
     // The adapter loads where adapters load.
     let s = straight.to_str().unwrap();
