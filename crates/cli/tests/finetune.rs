@@ -206,3 +206,28 @@ fn finetune_refuses_bad_input_and_writes_nothing() {
         assert!(!out.exists(), "{data} {extra:?} wrote {o}");
     }
 }
+
+/// A loss curve that cannot be written (here a directory stands where the PNG goes) is a
+/// warning: the run still succeeds and writes its adapter.
+#[test]
+fn finetune_warns_when_the_loss_curve_cannot_be_written() {
+    let model = tiny(Tiny::Smollm2);
+    let m = model.to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("train.jsonl");
+    write_data(&data, 4);
+    let out = dir.path().join("out.gguf");
+    std::fs::create_dir(dir.path().join("out.gguf.loss.png")).unwrap();
+    let (ok, _, stderr) = finetune(
+        m,
+        data.to_str().unwrap(),
+        out.to_str().unwrap(),
+        &["--steps", "1"],
+    );
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains("warning: the loss curve was not written"),
+        "{stderr}"
+    );
+    assert!(out.is_file());
+}
