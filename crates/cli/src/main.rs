@@ -48,7 +48,8 @@ enum Command {
     /// Turn text into token ids exactly as llama.cpp does (ids and pieces; `--json`).
     Tokenize(commands::tokenize::Args),
     /// Train a LoRA adapter on JSONL data and write it as llama.cpp's LoRA GGUF (progress
-    /// bar, a JSON line a step in OUT.log.jsonl, checkpoints that --resume continues).
+    /// bar, a JSON line a step in OUT.log.jsonl, the loss curve as OUT.loss.png,
+    /// checkpoints that --resume continues).
     /// Training runs on the CPU, in f64.
     Finetune(commands::finetune::Args),
     /// Merge LoRA adapters into a model's weights and write a GGUF in the model's formats

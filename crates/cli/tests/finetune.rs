@@ -1,7 +1,7 @@
 //! `rullama finetune` on a tiny synthetic model: it trains (the loss falls), writes an
-//! adapter that `rullama run --lora` loads, a log line a step and a checkpoint that
-//! `--resume` continues to the same adapter bytes; bad input is an error that names what is
-//! wrong and writes nothing.
+//! adapter that `rullama run --lora` loads, a log line a step, a loss curve and a checkpoint
+//! that `--resume` continues to the same adapter bytes; bad input is an error that names
+//! what is wrong and writes nothing.
 
 use std::path::Path;
 
@@ -108,6 +108,7 @@ fn finetune_trains_and_writes_an_adapter_run_loads() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         assert!(v["loss"].as_f64().unwrap().is_finite() && v["tokens"].as_u64().unwrap() > 0);
     }
+    assert!(dir.path().join("straight.gguf.loss.png").is_file());
 
     // The adapter loads where adapters load.
     let s = straight.to_str().unwrap();
@@ -224,4 +225,29 @@ fn finetune_refuses_bad_input_and_writes_nothing() {
         );
         assert!(!out.exists(), "{data} {extra:?} wrote {o}");
     }
+}
+
+/// A loss curve that cannot be written (here a directory stands where the PNG goes) is a
+/// warning: the run still succeeds and writes its adapter.
+#[test]
+fn finetune_warns_when_the_loss_curve_cannot_be_written() {
+    let model = tiny(Tiny::Smollm2);
+    let m = model.to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("train.jsonl");
+    write_data(&data, 4);
+    let out = dir.path().join("out.gguf");
+    std::fs::create_dir(dir.path().join("out.gguf.loss.png")).unwrap();
+    let (ok, _, stderr) = finetune(
+        m,
+        data.to_str().unwrap(),
+        out.to_str().unwrap(),
+        &["--steps", "1"],
+    );
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains("warning: the loss curve was not written"),
+        "{stderr}"
+    );
+    assert!(out.is_file());
 }

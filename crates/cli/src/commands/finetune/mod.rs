@@ -4,9 +4,11 @@
 //!
 //! The loop: batches from the data (`--batch` rows, `--grad-accum` of them a step), one
 //! AdamW step each, a line of `OUT.log.jsonl` per step, an eval pass every `--eval-every`
-//! steps, a checkpoint (`OUT.ckpt.safetensors`) and the adapter every `--save-every` steps,
-//! at the end, and on Ctrl-C. `--resume` continues from the checkpoint bit for bit.
+//! steps, a checkpoint (`OUT.ckpt.safetensors`), the adapter and the loss curve
+//! (`OUT.loss.png`) every `--save-every` steps, at the end, and on Ctrl-C. `--resume`
+//! continues from the checkpoint bit for bit.
 
+mod plot;
 mod progress;
 
 use std::path::{Path, PathBuf};
@@ -37,7 +39,8 @@ pub struct Args {
     /// object a line (docs/FINETUNE.md).
     #[arg(long)]
     data: PathBuf,
-    /// The adapter to write (llama.cpp's LoRA GGUF); its checkpoint and log go beside it.
+    /// The adapter to write (llama.cpp's LoRA GGUF); its checkpoint (OUT.ckpt.safetensors),
+    /// log (OUT.log.jsonl) and loss curve (OUT.loss.png) go beside it.
     #[arg(long)]
     out: PathBuf,
     /// Also write the adapter as a PEFT directory (adapter_model.safetensors +
@@ -327,7 +330,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         progress.step(&line)?;
         let interrupted = INTERRUPTED.load(Ordering::SeqCst);
         if interrupted || (args.save_every > 0 && step % args.save_every == 0) {
-            outputs.save(&trainer, batches.position())?;
+            outputs.save(&trainer, batches.position(), &progress)?;
         }
         if interrupted {
             progress.finish();
@@ -339,7 +342,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
             return Err(CliError::Interrupted);
         }
     }
-    outputs.save(&trainer, batches.position())?;
+    outputs.save(&trainer, batches.position(), &progress)?;
     progress.finish();
     progress.summary(&args.out, &ckpt, last_eval, started.elapsed().as_secs_f64())
 }
@@ -391,7 +394,7 @@ fn one_pass(data: &Dataset, config: BatchConfig) -> Result<Vec<Batch>, CliError>
     Ok(out)
 }
 
-/// Where the run writes: the adapter (and its PEFT form) and the checkpoint.
+/// Where the run writes: the adapter (and its PEFT form), the checkpoint and the loss curve.
 struct Outputs<'a> {
     /// The base's fingerprint, recorded in the GGUF adapter.
     base: u64,
@@ -402,12 +405,14 @@ struct Outputs<'a> {
 }
 
 impl Outputs<'_> {
-    /// The adapter (llama.cpp's GGUF, and PEFT's directory if asked) and the checkpoint,
-    /// each whole or not at all.
+    /// The adapter (llama.cpp's GGUF, and PEFT's directory if asked), the checkpoint and the
+    /// loss curve of the steps logged so far, each whole or not at all. A curve that cannot
+    /// be drawn is a warning: the adapter is what the run is for.
     fn save(
         &self,
         trainer: &Trainer<'_>,
         position: rullama_finetune::data::Position,
+        progress: &Progress,
     ) -> Result<(), CliError> {
         let pairs = trainer.lora().to_pairs(trainer.params());
         let arch = self.cfg.arch.name();
@@ -433,6 +438,9 @@ impl Outputs<'_> {
         w.set("general.name", "rullama finetune");
         w.write_to_path(self.out)?;
         checkpoint::save(&checkpoint::path_for(self.out), trainer, position)?;
+        if let Err(e) = plot::write_for(self.out, progress.log_path()) {
+            progress.warn(&format!("warning: the loss curve was not written: {e}"));
+        }
         Ok(())
     }
 }

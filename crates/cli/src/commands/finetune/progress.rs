@@ -136,6 +136,16 @@ impl Progress {
         Ok(())
     }
 
+    /// `OUT.log.jsonl`, as written so far.
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+
+    /// A line on stderr that does not tear the bar.
+    pub fn warn(&self, msg: &str) {
+        self.bar.suspend(|| eprintln!("{msg}"));
+    }
+
     pub fn finish(&self) {
         self.bar.finish_and_clear();
     }
