@@ -167,34 +167,27 @@ fn render(curve: &Curve) -> Result<Vec<u8>, PlotError> {
     Ok(pixels)
 }
 
-/// Writes the curve as a PNG at `path`, whole or not at all: into a temporary file beside
-/// it, renamed over it once complete, so a viewer never reads half an image.
+/// Writes the curve as a PNG at `path`, whole or not at all (`rullama_gguf::write_whole`: a
+/// temporary file beside it, renamed once complete), so a viewer never reads half an image.
 pub fn write(curve: &Curve, path: &Path) -> Result<(), PlotError> {
     let pixels = render(curve)?;
-    let io = |source| PlotError::Io {
-        path: path.to_owned(),
-        source,
-    };
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
+    let mut encoded = Vec::new();
     {
         let encode = |source| PlotError::Encode {
             path: path.to_owned(),
             source,
         };
-        // Unbuffered: the encoder writes whole chunks (the image data in one), a few writes.
-        let mut encoder = png::Encoder::new(tmp.as_file_mut(), WIDTH, HEIGHT);
+        let mut encoder = png::Encoder::new(&mut encoded, WIDTH, HEIGHT);
         encoder.set_color(png::ColorType::Rgb);
         encoder.set_depth(png::BitDepth::Eight);
         let mut writer = encoder.write_header().map_err(encode)?;
         writer.write_image_data(&pixels).map_err(encode)?;
         writer.finish().map_err(encode)?;
     }
-    tmp.persist(path).map_err(|e| io(e.error))?;
-    Ok(())
+    rullama_gguf::write_whole(path, |w| w.write_all(&encoded)).map_err(|source| PlotError::Io {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 /// The curve of the log beside `out`, written as `OUT.loss.png`.
