@@ -8,171 +8,37 @@
 //! (`OUT.loss.png`) every `--save-every` steps, at the end, and on Ctrl-C. `--resume`
 //! continues from the checkpoint bit for bit.
 
+mod args;
+mod outputs;
 mod plot;
 mod progress;
 
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use rullama_finetune::checkpoint;
 use rullama_finetune::data::{Batch, BatchConfig, Batches, Dataset, Encoder, Layout, pad_id};
-use rullama_finetune::lora::{LoraSpec, Target};
 use rullama_finetune::memory::{self, TapeMemory};
-use rullama_finetune::optim::{AdamWConfig, Schedule};
+use rullama_finetune::optim::AdamWConfig;
 use rullama_finetune::tape::TapeBackend;
 use rullama_finetune::train::{TrainConfig, Trainer, attach};
 use rullama_gguf::{GgufFile, store};
 use rullama_model::lora::base::fingerprint;
-use rullama_model::lora::peft::{self, PeftOptions};
-use rullama_model::{LoraAdapter, Model, ModelConfig};
+use rullama_model::{Model, ModelConfig};
 use rullama_tokenizer::Tokenizer;
 
 use super::CliError;
+pub use args::Args;
+use args::{check_flags, spec};
+use outputs::Outputs;
 use progress::{Progress, StepLine};
-
-#[derive(clap::Args, Debug)]
-pub struct Args {
-    /// A GGUF path, an Ollama name or a cached test model: the frozen base.
-    model: String,
-    /// Training data: JSONL, one `{"text"}`, `{"prompt","completion"}` or `{"messages"}`
-    /// object a line (docs/FINETUNE.md).
-    #[arg(long)]
-    data: PathBuf,
-    /// The adapter to write (llama.cpp's LoRA GGUF); its checkpoint (OUT.ckpt.safetensors),
-    /// log (OUT.log.jsonl) and loss curve (OUT.loss.png) go beside it.
-    #[arg(long)]
-    out: PathBuf,
-    /// Also write the adapter as a PEFT directory (adapter_model.safetensors +
-    /// adapter_config.json) that `PeftModel.from_pretrained` loads onto the Hugging Face
-    /// model of the same weights.
-    #[arg(long, value_name = "DIR")]
-    peft: Option<PathBuf>,
-    /// LoRA rank.
-    #[arg(long, default_value_t = 16)]
-    rank: usize,
-    /// LoRA alpha: the update is scaled by alpha / rank.
-    #[arg(long, default_value_t = 32.0)]
-    alpha: f32,
-    /// Scale by alpha / sqrt(rank) instead (rsLoRA).
-    #[arg(long)]
-    rslora: bool,
-    /// Projections to adapt, comma-separated: q,k,v,o,gate,up,down (PEFT's q_proj … and
-    /// llama.cpp's attn_q … names work too).
-    #[arg(long, default_value = "q,k,v,o,gate,up,down", value_delimiter = ',')]
-    targets: Vec<String>,
-    /// Peak learning rate.
-    #[arg(long, default_value_t = 2e-4)]
-    lr: f64,
-    /// Learning-rate schedule after the warm-up: constant, linear or cosine.
-    #[arg(long, default_value = "linear")]
-    schedule: String,
-    /// Steps of linear warm-up from 0.
-    #[arg(long, default_value_t = 0)]
-    warmup: u64,
-    /// Passes over the data (ignored with --steps).
-    #[arg(long, default_value_t = 1)]
-    epochs: u64,
-    /// Optimizer steps in all (instead of --epochs).
-    #[arg(long)]
-    steps: Option<u64>,
-    /// Sequences a batch (rows; packed rows with --pack).
-    #[arg(long, default_value_t = 1)]
-    batch: usize,
-    /// Batches accumulated into one optimizer step.
-    #[arg(long, default_value_t = 1)]
-    grad_accum: usize,
-    /// Longest sequence, in tokens: longer examples are cut (and reported).
-    #[arg(long, default_value_t = 512)]
-    ctx: usize,
-    /// Pack several examples into rows of --ctx tokens instead of one a row.
-    #[arg(long)]
-    pack: bool,
-    /// Decoupled weight decay.
-    #[arg(long, default_value_t = 0.0)]
-    weight_decay: f64,
-    /// Clip the gradients' global norm to this (0: no clipping).
-    #[arg(long, default_value_t = 1.0)]
-    max_grad_norm: f64,
-    /// Seed of the adapter's initial values and the data's order.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// Evaluation data (JSONL, same formats).
-    #[arg(long, conflicts_with = "eval_split")]
-    eval: Option<PathBuf>,
-    /// Hold out this fraction of --data for evaluation (chosen by --seed).
-    #[arg(long)]
-    eval_split: Option<f64>,
-    /// Evaluate every N steps (and at the end) when there is eval data.
-    #[arg(long, default_value_t = 50)]
-    eval_every: u64,
-    /// Save a checkpoint and the adapter every N steps (0: only at the end and on Ctrl-C).
-    #[arg(long, default_value_t = 0)]
-    save_every: u64,
-    /// Stop after N steps of this invocation, saving as at the end; --resume goes on (the
-    /// schedule still spans all the steps).
-    #[arg(long)]
-    stop_after: Option<u64>,
-    /// Continue from OUT.ckpt.safetensors, as if the run had never stopped.
-    #[arg(long)]
-    resume: bool,
-    /// Print one JSON object at the end (steps, losses, tokens/s, files) instead of text.
-    #[arg(long)]
-    json: bool,
-}
 
 /// Set by the Ctrl-C handler; checked between steps, so the run saves and stops after the
 /// step in flight.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
-fn usage(msg: impl Into<String>) -> CliError {
+pub(super) fn usage(msg: impl Into<String>) -> CliError {
     CliError::Usage(msg.into())
-}
-
-/// The adapter's shape from the flags.
-fn spec(args: &Args) -> Result<LoraSpec, CliError> {
-    let targets = args
-        .targets
-        .iter()
-        .filter(|t| !t.trim().is_empty())
-        .map(|t| Target::from_name(t))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(LoraSpec {
-        rank: args.rank,
-        alpha: args.alpha,
-        targets,
-        rslora: args.rslora,
-    })
-}
-
-/// Checks the flags that need no file.
-fn check_flags(args: &Args) -> Result<Schedule, CliError> {
-    if args.batch == 0 || args.grad_accum == 0 {
-        return Err(usage("--batch and --grad-accum take at least 1"));
-    }
-    if args.steps == Some(0) || (args.steps.is_none() && args.epochs == 0) {
-        return Err(usage("nothing to do: --steps and --epochs take at least 1"));
-    }
-    if !(args.lr.is_finite() && args.lr > 0.0) {
-        return Err(usage(format!("--lr {} is not a positive number", args.lr)));
-    }
-    let non_negative = |v: f64| v.is_finite() && v >= 0.0;
-    if !(non_negative(args.weight_decay) && non_negative(args.max_grad_norm)) {
-        return Err(usage(
-            "--weight-decay and --max-grad-norm take a number of at least 0",
-        ));
-    }
-    if let Some(f) = args.eval_split
-        && !(f > 0.0 && f < 1.0)
-    {
-        return Err(usage(format!("--eval-split {f} must lie between 0 and 1")));
-    }
-    Schedule::from_name(&args.schedule).ok_or_else(|| {
-        usage(format!(
-            "--schedule {}: expected constant, linear or cosine",
-            args.schedule
-        ))
-    })
 }
 
 pub fn run(args: &Args) -> Result<(), CliError> {
@@ -392,55 +258,4 @@ fn one_pass(data: &Dataset, config: BatchConfig) -> Result<Vec<Batch>, CliError>
         out.push(batches.next_batch());
     }
     Ok(out)
-}
-
-/// Where the run writes: the adapter (and its PEFT form), the checkpoint and the loss curve.
-struct Outputs<'a> {
-    /// The base's fingerprint, recorded in the GGUF adapter.
-    base: u64,
-    out: &'a Path,
-    peft: Option<&'a Path>,
-    cfg: &'a ModelConfig,
-    spec: &'a LoraSpec,
-}
-
-impl Outputs<'_> {
-    /// The adapter (llama.cpp's GGUF, and PEFT's directory if asked), the checkpoint and the
-    /// loss curve of the steps logged so far, each whole or not at all. A curve that cannot
-    /// be drawn is a warning: the adapter is what the run is for.
-    fn save(
-        &self,
-        trainer: &Trainer<'_>,
-        position: rullama_finetune::data::Position,
-        progress: &Progress,
-    ) -> Result<(), CliError> {
-        let pairs = trainer.lora().to_pairs(trainer.params());
-        let arch = self.cfg.arch.name();
-        let label = self.out.display().to_string();
-        if let Some(dir) = self.peft {
-            let adapter = LoraAdapter::from_pairs(&label, arch, self.spec.alpha, pairs.clone())?;
-            let options = PeftOptions {
-                use_rslora: self.spec.rslora,
-                ..PeftOptions::default()
-            };
-            peft::write(dir, &adapter, self.cfg, &options)?;
-        }
-        // llama.cpp scales by alpha / rank and has no rsLoRA flag: an rsLoRA adapter
-        // carries the alpha that gives its factor alpha / sqrt(rank).
-        let r = self.spec.rank as f32;
-        let alpha = if self.spec.rslora {
-            self.spec.alpha * r.sqrt()
-        } else {
-            self.spec.alpha
-        };
-        let adapter = LoraAdapter::from_pairs(&label, arch, alpha, pairs)?.with_base(self.base);
-        let mut w = adapter.to_gguf()?;
-        w.set("general.name", "rullama finetune");
-        w.write_to_path(self.out)?;
-        checkpoint::save(&checkpoint::path_for(self.out), trainer, position)?;
-        if let Err(e) = plot::write_for(self.out, progress.log_path()) {
-            progress.warn(&format!("warning: the loss curve was not written: {e}"));
-        }
-        Ok(())
-    }
 }
