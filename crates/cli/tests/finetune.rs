@@ -167,18 +167,28 @@ fn finetune_resume_continues_the_run() {
     let run = Run::new();
     let (m, d, dir) = (run.model(), run.data(), &run.dir);
     let straight = dir.path().join("straight.gguf");
-    let (ok, _, stderr) = finetune(m, d, straight.to_str().unwrap(), &["--steps", "6"]);
+    let (ok, _, stderr) = finetune(
+        m,
+        d,
+        straight.to_str().unwrap(),
+        &["--steps", "6", "--dropout", "0.1"],
+    );
     assert!(ok, "{stderr}");
     // 3 steps of a 6-step run (the schedule spans 6), then the rest.
     let resumed = dir.path().join("resumed.gguf");
     let r = resumed.to_str().unwrap();
-    let (ok, _, stderr) = finetune(m, d, r, &["--steps", "6", "--stop-after", "3"]);
+    let (ok, _, stderr) = finetune(
+        m,
+        d,
+        r,
+        &["--steps", "6", "--stop-after", "3", "--dropout", "0.1"],
+    );
     assert!(ok, "{stderr}");
     assert_ne!(
         std::fs::read(&resumed).unwrap(),
         std::fs::read(&straight).unwrap()
     );
-    let (ok, stdout, stderr) = finetune(m, d, r, &["--steps", "6", "--resume"]);
+    let (ok, stdout, stderr) = finetune(m, d, r, &["--steps", "6", "--resume", "--dropout", "0.1"]);
     assert!(ok, "{stderr}");
     assert!(
         stderr.contains("resumed from") && stderr.contains("at step 3"),

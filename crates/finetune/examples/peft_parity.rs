@@ -34,6 +34,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         alpha: 8.0,
         targets: Target::ALL.to_vec(),
         rslora: false,
+        dropout: 0.0,
     };
     let lora = attach(&mut model, spec.clone())?;
     let cfg = model.config().clone();

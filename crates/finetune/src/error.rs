@@ -9,6 +9,9 @@ pub enum FinetuneError {
     /// An alpha that is not a positive number.
     #[error("LoRA alpha must be a positive number, got {0}")]
     Alpha(f32),
+    /// A dropout outside `[0, 1)`.
+    #[error("LoRA dropout must lie in [0, 1), got {0}")]
+    Dropout(f32),
     /// No target projection.
     #[error("no LoRA target: name at least one of q, k, v, o, gate, up, down")]
     NoTargets,

@@ -102,6 +102,10 @@ pub struct LoraSpec {
     pub targets: Vec<Target>,
     /// `use_rslora`: the factor is `alpha / sqrt(rank)` instead of `alpha / rank`.
     pub rslora: bool,
+    /// `lora_dropout`: the probability that a training step zeroes an input of `A`'s product
+    /// (the rest scaled by `1 / (1 - p)`), in `[0, 1)`.
+    #[serde(default)]
+    pub dropout: f32,
 }
 
 /// One projection the adapter updates.
@@ -132,6 +136,9 @@ impl TrainableLora {
         }
         if !(spec.alpha.is_finite() && spec.alpha > 0.0) {
             return Err(FinetuneError::Alpha(spec.alpha));
+        }
+        if !(0.0..1.0).contains(&spec.dropout) {
+            return Err(FinetuneError::Dropout(spec.dropout));
         }
         if spec.targets.is_empty() {
             return Err(FinetuneError::NoTargets);
@@ -195,13 +202,16 @@ impl TrainableLora {
             .iter()
             .enumerate()
             .map(|(i, p)| {
+                // PEFT drops out the adapter's input, which is A's.
                 let a = TapeWeight::Param {
                     id: 2 * i,
                     scale: 1.0,
+                    dropout: f64::from(self.spec.dropout),
                 };
                 let b = TapeWeight::Param {
                     id: 2 * i + 1,
                     scale,
+                    dropout: 0.0,
                 };
                 (p.base.clone(), a, b)
             })

@@ -3,7 +3,7 @@
 
 use rullama_model::{Model, Session};
 
-use crate::data::Batch;
+use crate::data::{Batch, SplitMix64};
 use crate::error::{FinetuneError, Result};
 use crate::lora::{LoraSpec, TrainableLora};
 use crate::optim::{AdamW, AdamWConfig, Schedule};
@@ -123,7 +123,12 @@ impl<'m> Trainer<'m> {
             .map(|p| Matrix::zeros(p.rows, p.cols))
             .collect();
         let mut loss = 0.0;
+        let mut example = 0u64;
+        let (seed, steps) = (self.config.seed, self.opt.steps);
         for_each_sequence(batches, |tokens, mask| {
+            let tape = self.session.sequence_mut();
+            tape.set_dropout_seed(Some(dropout_seed(seed, steps, example)));
+            example += 1;
             loss += step::accumulate(&mut self.session, tokens, mask, weight, &mut grads)?;
             Ok(())
         })?;
@@ -150,12 +155,22 @@ impl<'m> Trainer<'m> {
         }
         let weight = 1.0 / trainable as f32;
         let mut loss = 0.0;
+        self.session.sequence_mut().set_dropout_seed(None);
         for_each_sequence(batches, |tokens, mask| {
             loss += step::loss(&mut self.session, tokens, mask, weight)?;
             Ok(())
         })?;
         Ok(Some(loss))
     }
+}
+
+/// The seed of the dropout masks of example `example` of optimizer step `step` (0-based) of a
+/// run seeded `seed`: a function of the three alone, so a resumed run draws the same masks.
+fn dropout_seed(seed: u64, step: u64, example: u64) -> u64 {
+    let mixed = seed
+        ^ step.wrapping_mul(0xA076_1D64_78BD_642F)
+        ^ example.wrapping_mul(0xE703_7ED1_A0B4_28DB);
+    SplitMix64::new(mixed).next_u64()
 }
 
 /// Every example of `batches` with something to learn, as its own sequence from position

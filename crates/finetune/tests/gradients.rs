@@ -19,6 +19,12 @@ const TOL: f64 = 1e-6;
 const FLOOR: f64 = 1e-9;
 
 fn check(tiny: Tiny) {
+    check_with(tiny, 0.0);
+}
+
+/// `dropout`: the masks of one training step (a fixed seed) stay fixed while the finite
+/// differences move a parameter, so the loss is as smooth as without them.
+fn check_with(tiny: Tiny, dropout: f32) {
     let file = GgufFile::from_bytes(tiny_model(tiny, 11)).unwrap();
     let mut model = Model::load(&file, TapeBackend::new()).unwrap();
     let spec = LoraSpec {
@@ -26,6 +32,7 @@ fn check(tiny: Tiny) {
         alpha: 4.0,
         targets: Target::ALL.to_vec(),
         rslora: false,
+        dropout,
     };
     let lora = TrainableLora::new(&model.lora_projections(), spec).unwrap();
     model.set_lora_weights("trained", lora.weights()).unwrap();
@@ -41,6 +48,24 @@ fn check(tiny: Tiny) {
     }
     let mut session = model.session(32).unwrap();
     *session.sequence_mut().params_mut() = params.clone();
+    if dropout > 0.0 {
+        let plain = loss(
+            &mut session,
+            &[2, 40, 41, 7],
+            &[false, true, true, true],
+            1.0,
+        )
+        .unwrap();
+        session.sequence_mut().set_dropout_seed(Some(99));
+        let dropped = loss(
+            &mut session,
+            &[2, 40, 41, 7],
+            &[false, true, true, true],
+            1.0,
+        )
+        .unwrap();
+        assert_ne!(plain, dropped, "the dropout changed nothing");
+    }
     let tokens = [2u32, 40, 41, 7, 42, 9, 43, 5];
     let mask = [false, true, true, false, true, true, true, true];
     let weight = 1.0f32 / 6.0;
@@ -93,4 +118,9 @@ fn llama_lora_gradients_match_finite_differences() {
 #[test]
 fn qwen2_lora_gradients_match_finite_differences() {
     check(Tiny::Qwen2);
+}
+
+#[test]
+fn llama_lora_gradients_with_dropout_match_finite_differences() {
+    check_with(Tiny::Llama, 0.3);
 }

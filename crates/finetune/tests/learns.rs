@@ -38,6 +38,7 @@ fn a_tiny_model_learns_to_count_and_its_adapter_runs() {
         alpha: 8.0,
         targets: Target::ALL.to_vec(),
         rslora: false,
+        dropout: 0.0,
     };
     let lora = attach(&mut model, spec.clone()).unwrap();
     let steps = 40;

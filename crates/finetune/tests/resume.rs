@@ -27,6 +27,7 @@ fn run(
         alpha: 4.0,
         targets: vec![Target::Q, Target::V, Target::Down],
         rslora: true,
+        dropout: 0.0,
     };
     let lora = attach(&mut model, spec).unwrap();
     let config = TrainConfig {

@@ -16,6 +16,7 @@ fn loss_and_grads(file: &GgufFile<Vec<u8>>, threads: usize) -> (f64, Vec<Matrix>
         alpha: 4.0,
         targets: Target::ALL.to_vec(),
         rslora: false,
+        dropout: 0.0,
     };
     let lora = attach(&mut model, spec).unwrap();
     let mut params = lora.init(3);

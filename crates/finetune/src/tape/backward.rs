@@ -7,7 +7,7 @@ use rullama_kernels::ops::rms_norm_backward::rms_norm_backward_ref;
 
 use super::matrix::{Matrix, par_rows};
 use super::node::Node;
-use super::{RowRef, Tape, TapeValue, TapeWeight, vector_f64};
+use super::{RowRef, Tape, TapeValue, TapeWeight, masked, vector_f64};
 
 impl Tape {
     /// Adds to `grads` (one per parameter, shaped as [`Tape::params`]) the gradient of the
@@ -58,7 +58,7 @@ impl Tape {
         let like = |x: usize, data: Vec<f64>| Matrix::new(v(x).rows, v(x).cols, data);
         match &self.nodes[i] {
             Node::Embed => vec![],
-            Node::Matmul { w, x } => {
+            Node::Matmul { w, x, mask } => {
                 let x = *x;
                 match w {
                     TapeWeight::Frozen(f) => {
@@ -67,13 +67,21 @@ impl Tape {
                             self.input_grad(dy, f.n_in, 1.0, |o| RowRef::F32(f.row(o))),
                         )]
                     }
-                    TapeWeight::Param { id, scale } => {
-                        weight_grad(dy, v(x), *scale, &mut grads[*id]);
+                    TapeWeight::Param { id, scale, .. } => {
                         let p = &self.params[*id];
-                        vec![(
-                            x,
-                            self.input_grad(dy, p.cols, *scale, |o| RowRef::F64(p.row(o))),
-                        )]
+                        let dx = self.input_grad(dy, p.cols, *scale, |o| RowRef::F64(p.row(o)));
+                        match mask {
+                            // The product read x ⊙ mask: its gradients are the masked
+                            // input's, and dx is masked in turn.
+                            Some(m) => {
+                                weight_grad(dy, &masked(v(x), m), *scale, &mut grads[*id]);
+                                vec![(x, masked(&dx, m))]
+                            }
+                            None => {
+                                weight_grad(dy, v(x), *scale, &mut grads[*id]);
+                                vec![(x, dx)]
+                            }
+                        }
                     }
                 }
             }

@@ -35,6 +35,8 @@ use rullama_model::backend::{
 };
 use rullama_model::{Activation, Backend, Result, Sequence};
 
+use crate::data::SplitMix64;
+
 pub use matrix::Matrix;
 use matrix::par_rows;
 use node::{Node, ValueId};
@@ -101,6 +103,9 @@ pub struct Tape {
     params: Vec<Matrix>,
     nodes: Vec<Node>,
     values: Vec<Matrix>,
+    /// Set: a training step, whose LoRA dropout masks are drawn from this seed; `None`
+    /// (evaluation): no dropout.
+    dropout_seed: Option<u64>,
 }
 
 impl Tape {
@@ -108,6 +113,13 @@ impl Tape {
     pub fn clear(&mut self) {
         self.nodes.clear();
         self.values.clear();
+    }
+
+    /// Makes the next steps training steps whose LoRA dropout masks are drawn from `seed`
+    /// (each input's mask a function of the seed, the op's place on the tape and the
+    /// input's index: the same seed gives the same masks), or evaluation steps (`None`).
+    pub fn set_dropout_seed(&mut self, seed: Option<u64>) {
+        self.dropout_seed = seed;
     }
 
     /// The trainable matrices, by id ([`TapeWeight::Param`]).
@@ -202,6 +214,26 @@ impl RowRef<'_> {
     }
 }
 
+/// Dropout's factor of each of `len` inputs of op `node`: 0 with probability `p`, else
+/// `1 / (1 - p)`, each drawn from SplitMix64 seeded by (seed, node, index).
+fn dropout_mask(seed: u64, node: usize, len: usize, p: f64) -> Vec<f64> {
+    let keep = 1.0 / (1.0 - p);
+    let base = seed ^ (node as u64).wrapping_mul(0xD1B5_4A32_D192_ED03);
+    (0..len)
+        .map(|i| {
+            let mut rng = SplitMix64::new(base ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+            if u < p { 0.0 } else { keep }
+        })
+        .collect()
+}
+
+/// `x ⊙ mask`.
+fn masked(x: &Matrix, mask: &[f64]) -> Matrix {
+    let data = x.data.iter().zip(mask).map(|(x, m)| x * m).collect();
+    Matrix::new(x.rows, x.cols, data)
+}
+
 fn vector_f64(w: &TapeWeight) -> Vec<f64> {
     w.frozen().data.iter().map(|&v| f64::from(v)).collect()
 }
@@ -230,24 +262,33 @@ impl Sequence for Tape {
 
     fn matmul(&mut self, w: &TapeWeight, x: &TapeValue) -> TapeValue {
         let xv = &self.values[x.0];
+        let mut mask = None;
         let y = match w {
             TapeWeight::Frozen(f) => {
                 assert_eq!(xv.cols, f.n_in, "matmul: input width vs weight rows");
                 self.product(xv, f.n_out, 1.0, |o| RowRef::F32(f.row(o)))
             }
-            TapeWeight::Param { id, scale } => {
+            TapeWeight::Param { id, scale, dropout } => {
                 let p = &self.params[*id];
                 assert_eq!(xv.cols, p.cols, "matmul: input width vs parameter {id}");
-                self.product(xv, p.rows, *scale, |o| RowRef::F64(p.row(o)))
+                match self.dropout_seed.filter(|_| *dropout > 0.0) {
+                    Some(seed) => {
+                        let m = dropout_mask(seed, self.nodes.len(), xv.data.len(), *dropout);
+                        let dropped = masked(xv, &m);
+                        let y = self.product(&dropped, p.rows, *scale, |o| RowRef::F64(p.row(o)));
+                        mask = Some(m);
+                        y
+                    }
+                    None => self.product(xv, p.rows, *scale, |o| RowRef::F64(p.row(o))),
+                }
             }
         };
-        self.push(
-            Node::Matmul {
-                w: w.clone(),
-                x: x.0,
-            },
-            y,
-        )
+        let node = Node::Matmul {
+            w: w.clone(),
+            x: x.0,
+            mask,
+        };
+        self.push(node, y)
     }
 
     fn add_bias(&mut self, x: &TapeValue, bias: &TapeWeight) -> TapeValue {

@@ -17,7 +17,12 @@ pub(crate) enum Node {
     /// Rows of the (frozen) embedding table: no gradient flows past it.
     Embed,
     /// `x · Wᵀ`, `W` frozen or a parameter.
-    Matmul { w: TapeWeight, x: ValueId },
+    /// `mask`: the dropout's factor of each input (0 or `1 / (1 - p)`), when it applied.
+    Matmul {
+        w: TapeWeight,
+        x: ValueId,
+        mask: Option<Vec<f64>>,
+    },
     /// `x + bias` (a frozen bias).
     AddBias { x: ValueId },
     /// RMS norm of every `norm.n` values, with an optional frozen gain.

@@ -19,6 +19,10 @@ pub enum TapeWeight {
         id: usize,
         /// The factor the graph's product applies.
         scale: f64,
+        /// PEFT's `lora_dropout`: in a training step (a dropout seed set on the tape) each
+        /// input of the product is zeroed with this probability and the rest scaled by
+        /// `1 / (1 - dropout)`; 0 for none.
+        dropout: f64,
     },
 }
 

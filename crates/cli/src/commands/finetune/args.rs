@@ -34,6 +34,10 @@ pub struct Args {
     /// Scale by alpha / sqrt(rank) instead (rsLoRA).
     #[arg(long)]
     pub rslora: bool,
+    /// LoRA dropout: each input of the adapter zeroed with this probability in a training
+    /// step (PEFT's lora_dropout), in [0, 1).
+    #[arg(long, default_value_t = 0.0)]
+    pub dropout: f32,
     /// Projections to adapt, comma-separated: q,k,v,o,gate,up,down (PEFT's q_proj … and
     /// llama.cpp's attn_q … names work too).
     #[arg(long, default_value = "q,k,v,o,gate,up,down", value_delimiter = ',')]
@@ -111,6 +115,7 @@ pub fn spec(args: &Args) -> Result<LoraSpec, CliError> {
         alpha: args.alpha,
         targets,
         rslora: args.rslora,
+        dropout: args.dropout,
     })
 }
 

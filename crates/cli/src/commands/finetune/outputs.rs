@@ -45,6 +45,7 @@ impl Outputs<'_> {
             let adapter = LoraAdapter::from_pairs(&label, arch, self.spec.alpha, pairs.clone())?;
             let options = PeftOptions {
                 use_rslora: self.spec.rslora,
+                lora_dropout: self.spec.dropout,
                 ..PeftOptions::default()
             };
             peft::write(dir, &adapter, self.cfg, &options)?;
