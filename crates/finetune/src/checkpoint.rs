@@ -64,12 +64,7 @@ pub fn save(path: &Path, trainer: &Trainer<'_>, position: Position) -> Result<()
         })
         .collect();
     let json = |v: serde_json::Result<String>| v.map_err(|e| bad(path, e.to_string()));
-    let bases: Vec<&str> = trainer
-        .lora()
-        .pairs()
-        .iter()
-        .map(|p| p.base.as_str())
-        .collect();
+    let bases = trainer.lora().bases();
     let meta = HashMap::from([
         ("format".to_string(), FORMAT.to_string()),
         ("steps".to_string(), opt.steps.to_string()),
@@ -185,12 +180,7 @@ impl Checkpoint {
                 ),
             ));
         }
-        let bases: Vec<&str> = trainer
-            .lora()
-            .pairs()
-            .iter()
-            .map(|p| p.base.as_str())
-            .collect();
+        let bases = trainer.lora().bases();
         if self.bases != bases {
             return Err(bad(
                 path,

@@ -170,6 +170,11 @@ impl TrainableLora {
         &self.pairs
     }
 
+    /// The adapted base tensors' names, in parameter order.
+    pub fn bases(&self) -> Vec<&str> {
+        self.pairs.iter().map(|p| p.base.as_str()).collect()
+    }
+
     /// The factor of `B·A`: `alpha / rank`, or `alpha / sqrt(rank)` with rsLoRA.
     pub fn scale(&self) -> f64 {
         let r = self.spec.rank as f64;

@@ -33,6 +33,7 @@ use rullama_kernels::ops::rope::{Rope, rope_freqs};
 use rullama_model::backend::{
     AttentionInputs, AttentionParams, KvCacheSpec, RmsNormParams, RopeParams,
 };
+use rullama_model::cpu::default_threads;
 use rullama_model::{Activation, Backend, Result, Sequence};
 
 use crate::data::SplitMix64;
@@ -57,13 +58,7 @@ impl Default for TapeBackend {
 impl TapeBackend {
     /// One worker per available core for the products (`RULLAMA_THREADS` overrides).
     pub fn new() -> TapeBackend {
-        let threads = std::env::var("RULLAMA_THREADS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-        TapeBackend {
-            threads: threads.max(1),
-        }
+        TapeBackend::with_threads(default_threads())
     }
 
     /// `threads` workers (at least one) for the products. The results do not depend on it.

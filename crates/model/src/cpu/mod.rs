@@ -37,6 +37,15 @@ pub struct CpuBackend {
     storage: WeightStorage,
 }
 
+/// The workers a host executor uses unless told: `RULLAMA_THREADS`, else one per available
+/// core.
+pub fn default_threads() -> usize {
+    std::env::var("RULLAMA_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
 impl Default for CpuBackend {
     fn default() -> Self {
         CpuBackend::new()
@@ -44,13 +53,9 @@ impl Default for CpuBackend {
 }
 
 impl CpuBackend {
-    /// One worker per available core (`RULLAMA_THREADS` overrides).
+    /// One worker per available core (`RULLAMA_THREADS` overrides: [`default_threads`]).
     pub fn new() -> CpuBackend {
-        let threads = std::env::var("RULLAMA_THREADS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-        CpuBackend::with_threads(threads)
+        CpuBackend::with_threads(default_threads())
     }
 
     /// `threads` workers (at least one) for the matrix products.
