@@ -56,6 +56,13 @@ impl From<rullama_finetune::FinetuneError> for CliError {
     }
 }
 
+/// A dataset's error is a fine-tuning run's (`rullama_finetune::FinetuneError::Data`).
+impl From<rullama_finetune::data::DataError> for CliError {
+    fn from(e: rullama_finetune::data::DataError) -> Self {
+        rullama_finetune::FinetuneError::from(e).into()
+    }
+}
+
 impl From<rullama_model::ModelError> for CliError {
     fn from(e: rullama_model::ModelError) -> Self {
         match e {

@@ -55,18 +55,14 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     }
     let tokenizer = Tokenizer::open(&resolved.path)?;
     let encoder = Encoder::new(&tokenizer);
-    let train = Dataset::load(&args.data, &encoder, args.ctx)
-        .map_err(rullama_finetune::FinetuneError::from)?;
+    let train = Dataset::load(&args.data, &encoder, args.ctx)?;
     let (train, eval) = match (&args.eval, args.eval_split) {
         (Some(path), _) => {
-            let eval = Dataset::load(path, &encoder, args.ctx)
-                .map_err(rullama_finetune::FinetuneError::from)?;
+            let eval = Dataset::load(path, &encoder, args.ctx)?;
             (train, Some(eval))
         }
         (None, Some(f)) => {
-            let (t, e) = train
-                .split_eval(f, args.seed)
-                .map_err(rullama_finetune::FinetuneError::from)?;
+            let (t, e) = train.split_eval(f, args.seed)?;
             (t, Some(e))
         }
         (None, None) => (train, None),
@@ -88,8 +84,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         shuffle: true,
         seed: args.seed,
     };
-    let fresh =
-        Batches::new(&train, batch_config).map_err(rullama_finetune::FinetuneError::from)?;
+    let fresh = Batches::new(&train, batch_config)?;
     let total = match args.steps {
         Some(s) => s,
         None => {
@@ -135,8 +130,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
             ckpt.display(),
             trainer.optimizer().steps
         );
-        Batches::resume(&train, batch_config, position)
-            .map_err(rullama_finetune::FinetuneError::from)?
+        Batches::resume(&train, batch_config, position)?
     } else {
         fresh
     };
@@ -252,7 +246,7 @@ fn check_memory(
 
 /// The batches of one pass over `data` in its order (evaluation).
 fn one_pass(data: &Dataset, config: BatchConfig) -> Result<Vec<Batch>, CliError> {
-    let mut batches = Batches::new(data, config).map_err(rullama_finetune::FinetuneError::from)?;
+    let mut batches = Batches::new(data, config)?;
     let mut out = Vec::new();
     while batches.position().epoch == 0 {
         out.push(batches.next_batch());
