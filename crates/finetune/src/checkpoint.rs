@@ -48,9 +48,10 @@ fn bad(path: &Path, what: impl Into<String>) -> FinetuneError {
 /// Writes `trainer`'s state and the data `position` to `path`, whole or not at all (a
 /// temporary file beside it, renamed).
 pub fn save(path: &Path, trainer: &Trainer<'_>, position: Position) -> Result<()> {
-    let opt = trainer.optimizer();
+    let opt = trainer.optimizer()?;
+    let params = trainer.params()?;
     let groups = [
-        ("param", trainer.params()),
+        ("param", &params[..]),
         ("adam_m", &opt.m[..]),
         ("adam_v", &opt.v[..]),
     ];
@@ -193,17 +194,17 @@ impl Checkpoint {
                     .zip(b)
                     .all(|(a, b)| (a.rows, a.cols) == (b.rows, b.cols))
         };
-        let params = trainer.params();
-        if !same(&self.params, params)
-            || !same(&self.optimizer.m, params)
-            || !same(&self.optimizer.v, params)
+        let params = trainer.params()?;
+        if !same(&self.params, &params)
+            || !same(&self.optimizer.m, &params)
+            || !same(&self.optimizer.v, &params)
         {
             return Err(bad(
                 path,
                 "its matrices have other shapes than this model's",
             ));
         }
-        trainer.restore(self.params, self.optimizer);
+        trainer.restore(self.params, self.optimizer)?;
         Ok(self.position)
     }
 }

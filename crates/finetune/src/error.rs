@@ -26,6 +26,11 @@ pub enum FinetuneError {
     /// A batch with no token to learn.
     #[error("the batch has no trainable token: nothing to learn from")]
     NothingToLearn,
+    /// LoRA dropout asked of the GPU engine, which trains without it.
+    #[error(
+        "LoRA dropout {0} on the GPU: the GPU engine trains without dropout (drop --dropout, or train on the CPU tape with --cpu)"
+    )]
+    GpuDropout(f32),
     /// A checkpoint that cannot be read or does not belong to this run.
     #[error("checkpoint {}: {what}", path.display())]
     Checkpoint {

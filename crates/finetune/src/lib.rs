@@ -18,7 +18,9 @@
 
 pub mod checkpoint;
 pub mod data;
+pub mod engine;
 mod error;
+pub mod gpu;
 pub mod lora;
 pub mod loss;
 pub mod memory;

@@ -200,27 +200,26 @@ impl TrainableLora {
     }
 
     /// The handles the graph multiplies, for `Model::set_lora_weights`: by base name, `A`
-    /// (parameter `2i`) and `B` (`2i + 1`, times [`TrainableLora::scale`]).
-    pub fn weights(&self) -> Vec<(String, TapeWeight, TapeWeight)> {
+    /// (parameter `2i`) and `B` (`2i + 1`, times [`TrainableLora::scale`]), each made by
+    /// `param(id, scale, dropout)` (an executor's parameter handle).
+    pub fn weights_with<W>(&self, param: impl Fn(usize, f64, f64) -> W) -> Vec<(String, W, W)> {
         let scale = self.scale();
+        let dropout = f64::from(self.spec.dropout);
         self.pairs
             .iter()
             .enumerate()
             .map(|(i, p)| {
                 // PEFT drops out the adapter's input, which is A's.
-                let a = TapeWeight::Param {
-                    id: 2 * i,
-                    scale: 1.0,
-                    dropout: f64::from(self.spec.dropout),
-                };
-                let b = TapeWeight::Param {
-                    id: 2 * i + 1,
-                    scale,
-                    dropout: 0.0,
-                };
+                let a = param(2 * i, 1.0, dropout);
+                let b = param(2 * i + 1, scale, 0.0);
                 (p.base.clone(), a, b)
             })
             .collect()
+    }
+
+    /// [`TrainableLora::weights_with`] for the CPU tape.
+    pub fn weights(&self) -> Vec<(String, TapeWeight, TapeWeight)> {
+        self.weights_with(|id, scale, dropout| TapeWeight::Param { id, scale, dropout })
     }
 
     /// The trained values as adapter pairs (f32), for the adapter files.

@@ -1,14 +1,14 @@
 //! The training loop's one step: a batch (or several, accumulated) forward and backward on
-//! the tape, then AdamW at the schedule's rate.
+//! an [`Engine`] (the CPU tape or the GPU), then AdamW at the schedule's rate.
 
-use rullama_model::{Model, Session};
+use rullama_model::Model;
 
 use crate::data::{Batch, SplitMix64};
+use crate::engine::{Engine, MaskedTokens, TrainBackend};
 use crate::error::{FinetuneError, Result};
 use crate::lora::{LoraSpec, TrainableLora};
 use crate::optim::{AdamW, AdamWConfig, Schedule};
-use crate::step;
-use crate::tape::{Matrix, TapeBackend};
+use crate::tape::Matrix;
 
 /// How a run trains, besides the adapter's shape.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,39 +44,35 @@ pub struct StepReport {
 
 /// Makes `model` trainable with an adapter of `spec` on every projection it targets: the
 /// adapter's parameters enter the model's graph through `Model::set_lora_weights`.
-pub fn attach(model: &mut Model<TapeBackend>, spec: LoraSpec) -> Result<TrainableLora> {
+pub fn attach<B: TrainBackend>(model: &mut Model<B>, spec: LoraSpec) -> Result<TrainableLora> {
     let lora = TrainableLora::new(&model.lora_projections(), spec)?;
-    model.set_lora_weights("the adapter being trained", lora.weights())?;
+    model.set_lora_weights("the adapter being trained", lora.weights_with(B::param))?;
     Ok(lora)
 }
 
-/// A training run over one model: its session (the tape, which holds the parameters), the
-/// adapter's shape and the optimizer.
+/// A training run over one model: its engine (the CPU tape or the GPU, which holds the
+/// parameters and the optimizer's state), the adapter's shape and the run's settings.
 #[derive(Debug)]
 pub struct Trainer<'m> {
-    session: Session<'m, TapeBackend>,
+    engine: Box<dyn Engine + 'm>,
     lora: TrainableLora,
-    opt: AdamW,
     config: TrainConfig,
 }
 
 impl<'m> Trainer<'m> {
     /// A run of `config` for the adapter `lora` (from [`attach`] on `model`), sequences of at
     /// most `n_ctx` tokens, starting from PEFT's initial values drawn with `config.seed`.
-    pub fn new(
-        model: &'m Model<TapeBackend>,
+    pub fn new<B: TrainBackend>(
+        model: &'m Model<B>,
         lora: TrainableLora,
         config: TrainConfig,
         n_ctx: usize,
     ) -> Result<Trainer<'m>> {
-        let mut session = model.session(n_ctx)?;
         let params = lora.init(config.seed);
-        let opt = AdamW::new(config.optim, &params);
-        *session.sequence_mut().params_mut() = params;
+        let engine = B::engine(model, &lora, params, config.optim, n_ctx)?;
         Ok(Trainer {
-            session,
+            engine,
             lora,
-            opt,
             config,
         })
     }
@@ -87,13 +83,23 @@ impl<'m> Trainer<'m> {
     }
 
     /// The adapter's current values (parameter `2i`: pair `i`'s `A`, `2i + 1` its `B`).
-    pub fn params(&self) -> &[Matrix] {
-        self.session.sequence().params()
+    pub fn params(&self) -> Result<Vec<Matrix>> {
+        self.engine.params()
     }
 
     /// The optimizer's state.
-    pub fn optimizer(&self) -> &AdamW {
-        &self.opt
+    pub fn optimizer(&self) -> Result<AdamW> {
+        self.engine.optimizer()
+    }
+
+    /// Optimizer steps taken.
+    pub fn steps(&self) -> u64 {
+        self.engine.steps()
+    }
+
+    /// Bytes its engine holds on the device; `None` for the CPU tape.
+    pub fn device_bytes(&self) -> Option<u64> {
+        self.engine.device_bytes()
     }
 
     /// The run's settings.
@@ -103,9 +109,8 @@ impl<'m> Trainer<'m> {
 
     /// Puts back a checkpoint's parameters and optimizer state (shapes checked by the
     /// caller against [`Trainer::params`]).
-    pub fn restore(&mut self, params: Vec<Matrix>, opt: AdamW) {
-        *self.session.sequence_mut().params_mut() = params;
-        self.opt = opt;
+    pub fn restore(&mut self, params: Vec<Matrix>, opt: AdamW) -> Result<()> {
+        self.engine.restore(params, opt)
     }
 
     /// One optimizer step over `batches` (one, or several accumulated): the loss is the
@@ -117,27 +122,24 @@ impl<'m> Trainer<'m> {
             return Err(FinetuneError::NothingToLearn);
         }
         let weight = 1.0 / trainable as f32;
-        let mut grads: Vec<Matrix> = self
-            .params()
-            .iter()
-            .map(|p| Matrix::zeros(p.rows, p.cols))
-            .collect();
+        let (seed, steps) = (self.config.seed, self.engine.steps());
         let mut loss = 0.0;
         let mut example = 0u64;
-        let (seed, steps) = (self.config.seed, self.opt.steps);
-        for_each_sequence(batches, |tokens, mask| {
-            let tape = self.session.sequence_mut();
-            tape.set_dropout_seed(Some(dropout_seed(seed, steps, example)));
-            example += 1;
-            loss += step::accumulate(&mut self.session, tokens, mask, weight, &mut grads)?;
-            Ok(())
-        })?;
+        for batch in batches {
+            let examples = examples(batch);
+            let seeds: Vec<u64> = (example..example + examples.len() as u64)
+                .map(|e| dropout_seed(seed, steps, e))
+                .collect();
+            example += examples.len() as u64;
+            if !examples.is_empty() {
+                loss += self.engine.accumulate(&examples, weight, &seeds)?;
+            }
+        }
         let c = &self.config;
-        let lr = c.optim.lr * c.schedule.factor(self.opt.steps, c.warmup, c.steps);
-        let params = self.session.sequence_mut().params_mut();
-        let grad_norm = self.opt.step(params, &grads, lr);
+        let lr = c.optim.lr * c.schedule.factor(steps, c.warmup, c.steps);
+        let grad_norm = self.engine.update(lr)?;
         Ok(StepReport {
-            step: self.opt.steps,
+            step: self.engine.steps(),
             loss,
             grad_norm,
             lr,
@@ -155,11 +157,12 @@ impl<'m> Trainer<'m> {
         }
         let weight = 1.0 / trainable as f32;
         let mut loss = 0.0;
-        self.session.sequence_mut().set_dropout_seed(None);
-        for_each_sequence(batches, |tokens, mask| {
-            loss += step::loss(&mut self.session, tokens, mask, weight)?;
-            Ok(())
-        })?;
+        for batch in batches {
+            let examples = examples(batch);
+            if !examples.is_empty() {
+                loss += self.engine.loss(&examples, weight)?;
+            }
+        }
         Ok(Some(loss))
     }
 }
@@ -173,22 +176,21 @@ fn dropout_seed(seed: u64, step: u64, example: u64) -> u64 {
     SplitMix64::new(mixed).next_u64()
 }
 
-/// Every example of `batches` with something to learn, as its own sequence from position
-/// 0 (a packed row's spans apart: the tape attends within a step).
-fn for_each_sequence(
-    batches: &[Batch],
-    mut f: impl FnMut(&[u32], &[bool]) -> Result<()>,
-) -> Result<()> {
-    for batch in batches {
-        for (r, spans) in batch.spans.iter().enumerate() {
-            let (tokens, mask) = (batch.row(r), batch.row_mask(r));
-            for s in spans {
-                let range = s.start..s.start + s.len;
-                if mask[range.clone()].iter().any(|&m| m) {
-                    f(&tokens[range.clone()], &mask[range])?;
-                }
+/// Every example of `batch` with something to learn, each a sequence from position 0 (a
+/// packed row's spans apart: training attends within a sequence).
+fn examples(batch: &Batch) -> Vec<MaskedTokens<'_>> {
+    let mut out = Vec::new();
+    for (r, spans) in batch.spans.iter().enumerate() {
+        let (tokens, mask) = (batch.row(r), batch.row_mask(r));
+        for s in spans {
+            let range = s.start..s.start + s.len;
+            if mask[range.clone()].iter().any(|&m| m) {
+                out.push(MaskedTokens {
+                    tokens: &tokens[range.clone()],
+                    mask: &mask[range],
+                });
             }
         }
     }
-    Ok(())
+    out
 }

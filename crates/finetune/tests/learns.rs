@@ -91,7 +91,7 @@ fn a_tiny_model_learns_to_count_and_its_adapter_runs() {
     );
 
     // The adapter as llama.cpp's GGUF, read back and run by the inference executor.
-    let pairs = trainer.lora().to_pairs(trainer.params());
+    let pairs = trainer.lora().to_pairs(&trainer.params().unwrap());
     let adapter = LoraAdapter::from_pairs("counting", tiny.arch_name(), spec.alpha, pairs).unwrap();
     let mut bytes = Vec::new();
     adapter.to_gguf().unwrap().write_to(&mut bytes).unwrap();

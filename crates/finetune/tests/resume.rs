@@ -60,9 +60,9 @@ fn run(
         }
         None => Batches::new(data, batch_config).unwrap(),
     };
-    while trainer.optimizer().steps < STEPS {
+    while trainer.steps() < STEPS {
         if let Some((at, path)) = stop_at
-            && trainer.optimizer().steps == at
+            && trainer.steps() == at
         {
             checkpoint::save(path, &trainer, batches.position()).unwrap();
             break;
@@ -71,6 +71,7 @@ fn run(
     }
     trainer
         .params()
+        .unwrap()
         .iter()
         .flat_map(|p| p.data.clone())
         .collect()

@@ -297,6 +297,46 @@ impl<'m, B: Backend> Session<'m, B> {
         Ok(logits)
     }
 
+    /// Records several whole sequences as one step, each from position 0: `tokens` holds
+    /// them in turn, `lens[i]` tokens the i-th, and positions restart at each. For an
+    /// executor that attends within the step and keeps no cache (a trainer's: its attention
+    /// tells the sequences apart by where positions restart), so that a batch of sequences
+    /// is one step's products; an executor with a KV cache would write them over each other.
+    /// The logits of every row come back unread, as [`Session::record_logits`]'s. Each
+    /// sequence must fit the context, and the lengths must add up to the tokens.
+    pub fn record_packed(
+        &mut self,
+        tokens: &[u32],
+        lens: &[usize],
+    ) -> Result<<B::Sequence as Sequence>::Tensor> {
+        let model = self.model;
+        model.check_tokens(tokens)?;
+        if lens.contains(&0) || lens.iter().sum::<usize>() != tokens.len() {
+            return Err(ModelError::Unsupported(format!(
+                "packed lengths {lens:?} for {} tokens (each at least 1, summing to the tokens)",
+                tokens.len()
+            )));
+        }
+        for &n in lens {
+            self.check_positions(n, 0)?;
+        }
+        let positions: Vec<u32> = lens.iter().flat_map(|&n| 0..n as u32).collect();
+        let tokens_len = tokens.len();
+        let seq = &mut self.seq;
+        let tokens = seq.ids(tokens);
+        let positions = seq.ids(&positions);
+        let mut graph = Graph {
+            ops: seq,
+            cfg: &model.config,
+            tokens: &tokens,
+            positions: &positions,
+            n_tokens: tokens_len,
+            end: StepEnd::Logits(OutputRows::All),
+            lora: &model.lora,
+        };
+        Ok(arch::forward(&mut graph, &model.weights))
+    }
+
     /// Positions held in the cache.
     pub fn len(&self) -> usize {
         self.len

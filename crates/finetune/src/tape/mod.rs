@@ -20,6 +20,7 @@
 //! graph keeps the same handles.
 
 mod backward;
+mod engine;
 mod matrix;
 mod node;
 mod weight;

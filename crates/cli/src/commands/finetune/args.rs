@@ -6,6 +6,7 @@ use rullama_finetune::lora::{LoraSpec, Target};
 use rullama_finetune::optim::Schedule;
 
 use super::super::CliError;
+use super::super::generation::BackendChoice;
 use super::usage;
 
 #[derive(clap::Args, Debug)]
@@ -14,12 +15,12 @@ pub struct Args {
     pub model: String,
     /// Training data: JSONL, one `{"text"}`, `{"prompt","completion"}` or `{"messages"}`
     /// object a line (docs/FINETUNE.md).
-    #[arg(long)]
-    pub data: PathBuf,
+    #[arg(long, required_unless_present = "bench")]
+    pub data: Option<PathBuf>,
     /// The adapter to write (llama.cpp's LoRA GGUF); its checkpoint (OUT.ckpt.safetensors),
     /// log (OUT.log.jsonl) and loss curve (OUT.loss.png) go beside it.
-    #[arg(long)]
-    pub out: PathBuf,
+    #[arg(long, required_unless_present = "bench")]
+    pub out: Option<PathBuf>,
     /// Also write the adapter as a PEFT directory (adapter_model.safetensors +
     /// adapter_config.json) that `PeftModel.from_pretrained` loads onto the Hugging Face
     /// model of the same weights.
@@ -100,6 +101,19 @@ pub struct Args {
     /// Print one JSON object at the end (steps, losses, tokens/s, files) instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Where the steps run: auto (the GPU when a hardware adapter exists and no --dropout is
+    /// asked, else the CPU), gpu, or cpu (the f64 training tape: the reference, slow).
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    pub backend: BackendChoice,
+    /// On the GPU, keep the products through the frozen weights in f32 instead of the
+    /// tensor cores (f16 inputs, f32 sums).
+    #[arg(long)]
+    pub no_tensor_cores: bool,
+    /// Measure instead of training: --steps steps (10 unless given) of --batch random
+    /// sequences of --ctx tokens, the first one (which builds the step) untimed; prints
+    /// tokens/s and the device memory, and writes nothing. --data and --out are not needed.
+    #[arg(long)]
+    pub bench: bool,
 }
 
 /// The adapter's shape from the flags.

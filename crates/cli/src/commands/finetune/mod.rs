@@ -9,6 +9,8 @@
 //! continues from the checkpoint bit for bit.
 
 mod args;
+mod bench;
+mod engine;
 mod outputs;
 mod plot;
 mod progress;
@@ -20,11 +22,10 @@ use rullama_finetune::checkpoint;
 use rullama_finetune::data::{Batch, BatchConfig, Batches, Dataset, Encoder, Layout, pad_id};
 use rullama_finetune::memory::{self, TapeMemory};
 use rullama_finetune::optim::AdamWConfig;
-use rullama_finetune::tape::TapeBackend;
-use rullama_finetune::train::{TrainConfig, Trainer, attach};
+use rullama_finetune::train::TrainConfig;
 use rullama_gguf::{GgufFile, store};
+use rullama_model::ModelConfig;
 use rullama_model::lora::base::fingerprint;
-use rullama_model::{Model, ModelConfig};
 use rullama_tokenizer::Tokenizer;
 
 use super::CliError;
@@ -44,18 +45,21 @@ pub(super) fn usage(msg: impl Into<String>) -> CliError {
 pub fn run(args: &Args) -> Result<(), CliError> {
     let schedule = check_flags(args)?;
     let spec = spec(args)?;
+    if args.bench {
+        return bench::run(args, &spec);
+    }
+    let (Some(data), Some(out)) = (&args.data, &args.out) else {
+        return Err(usage(
+            "--data and --out name the training data and the adapter",
+        ));
+    };
     let resolved = store::resolve(&args.model)?;
     let file = GgufFile::open_ranged(&resolved.path)?;
     let cfg = ModelConfig::from_gguf(&file)?;
-    if args.ctx < 2 || args.ctx > cfg.n_ctx_train {
-        return Err(usage(format!(
-            "--ctx {} is outside 2..={}, the model's trained context",
-            args.ctx, cfg.n_ctx_train
-        )));
-    }
+    check_ctx(args, &cfg)?;
     let tokenizer = Tokenizer::open(&resolved.path)?;
     let encoder = Encoder::new(&tokenizer);
-    let train = Dataset::load(&args.data, &encoder, args.ctx)?;
+    let train = Dataset::load(data, &encoder, args.ctx)?;
     let (train, eval) = match (&args.eval, args.eval_split) {
         (Some(path), _) => {
             let eval = Dataset::load(path, &encoder, args.ctx)?;
@@ -105,9 +109,10 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         None => Vec::new(),
     };
 
-    check_memory(&file, &cfg, args.rank, &train, eval.as_ref())?;
-    let mut model = Model::open(&resolved.path, TapeBackend::new())?;
-    let lora = attach(&mut model, spec.clone())?;
+    let gpu = engine::choose(args, &spec)?;
+    if gpu.is_none() {
+        check_memory(&file, &cfg, args.rank, &train, eval.as_ref())?;
+    }
     let config = TrainConfig {
         optim: AdamWConfig {
             lr: args.lr,
@@ -120,15 +125,18 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         steps: total,
         seed: args.seed,
     };
-    let mut trainer = Trainer::new(&model, lora, config, args.ctx)?;
-    let ckpt = checkpoint::path_for(&args.out);
+    let mut models = engine::Models::default();
+    let (mut trainer, executor) =
+        engine::start(&mut models, gpu, &resolved.path, args, &spec, config)?;
+    eprintln!("training on {executor}");
+    let ckpt = checkpoint::path_for(out);
     let mut batches = if args.resume {
         let saved = checkpoint::load(&ckpt)?;
         let position = saved.restore_into(&ckpt, &mut trainer)?;
         eprintln!(
             "resumed from {} at step {}",
             ckpt.display(),
-            trainer.optimizer().steps
+            trainer.steps()
         );
         Batches::resume(&train, batch_config, position)?
     } else {
@@ -139,30 +147,24 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         .map_err(|e| usage(format!("installing the Ctrl-C handler: {e}")))?;
     let outputs = Outputs {
         base: fingerprint(file.metadata(), cfg.arch.name()),
-        out: &args.out,
+        out,
         peft: args.peft.as_deref(),
         cfg: &cfg,
         spec: &spec,
     };
-    let mut progress = Progress::new(
-        &args.out,
-        total,
-        trainer.optimizer().steps,
-        args.json,
-        args.resume,
-    )?;
+    let mut progress = Progress::new(out, total, trainer.steps(), args.json, args.resume)?;
     let started = Instant::now();
-    if !eval_batches.is_empty() && trainer.optimizer().steps == 0 {
+    if !eval_batches.is_empty() && trainer.steps() == 0 {
         // The starting point every later eval loss is read against.
         let before = trainer.eval(&eval_batches)?;
         progress.eval_before(before)?;
     }
     let mut last_eval = None;
     let end = match args.stop_after {
-        Some(n) => total.min(trainer.optimizer().steps.saturating_add(n)),
+        Some(n) => total.min(trainer.steps().saturating_add(n)),
         None => total,
     };
-    while trainer.optimizer().steps < end {
+    while trainer.steps() < end {
         let step_start = Instant::now();
         let group: Vec<Batch> = (0..args.grad_accum).map(|_| batches.next_batch()).collect();
         let report = match trainer.step(&group) {
@@ -196,7 +198,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
             progress.finish();
             eprintln!(
                 "interrupted at step {step}: saved {} and {}; --resume continues",
-                args.out.display(),
+                out.display(),
                 ckpt.display()
             );
             return Err(CliError::Interrupted);
@@ -204,7 +206,18 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     }
     outputs.save(&trainer, batches.position(), &progress)?;
     progress.finish();
-    progress.summary(&args.out, &ckpt, last_eval, started.elapsed().as_secs_f64())
+    progress.summary(out, &ckpt, last_eval, started.elapsed().as_secs_f64())
+}
+
+/// Refuses a context the model was not trained for (or too short to predict anything).
+fn check_ctx(args: &Args, cfg: &ModelConfig) -> Result<(), CliError> {
+    if args.ctx < 2 || args.ctx > cfg.n_ctx_train {
+        return Err(usage(format!(
+            "--ctx {} is outside 2..={}, the model's trained context",
+            args.ctx, cfg.n_ctx_train
+        )));
+    }
+    Ok(())
 }
 
 /// Refuses a run whose longest sequence would not fit the memory the system has now (the

@@ -38,7 +38,7 @@ impl Outputs<'_> {
         position: Position,
         progress: &Progress,
     ) -> Result<(), CliError> {
-        let pairs = trainer.lora().to_pairs(trainer.params());
+        let pairs = trainer.lora().to_pairs(&trainer.params()?);
         let arch = self.cfg.arch.name();
         let label = self.out.display().to_string();
         if let Some(dir) = self.peft {
