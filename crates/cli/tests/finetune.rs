@@ -261,3 +261,71 @@ fn finetune_warns_when_the_loss_curve_cannot_be_written() {
     );
     assert!(out.is_file());
 }
+
+#[test]
+fn finetune_on_the_gpu_learns_and_resumes_bit_for_bit() {
+    if std::env::var_os("RULLAMA_NO_GPU_TESTS").is_some() {
+        eprintln!("RULLAMA_NO_GPU_TESTS is set: the GPU finetune test skipped");
+        return;
+    }
+    let run = Run::new();
+    let (m, d, dir) = (run.model(), run.data(), &run.dir);
+    let straight = dir.path().join("gpu.gguf");
+    let gpu = ["--backend", "gpu", "--steps", "6"];
+    let (ok, stdout, stderr) = finetune(
+        m,
+        d,
+        straight.to_str().unwrap(),
+        &[&gpu[..], &["--json"]].concat(),
+    );
+    assert!(ok, "{stderr}");
+    assert!(stderr.contains("training on"), "{stderr}");
+    let summary: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let (first, last) = (
+        summary["first_loss"].as_f64().unwrap(),
+        summary["loss"].as_f64().unwrap(),
+    );
+    assert!(
+        last < first,
+        "the loss did not fall on the GPU: {first} -> {last}"
+    );
+    // Three steps, stop, resume: the same adapter bytes.
+    let resumed = dir.path().join("resumed.gguf");
+    let r = resumed.to_str().unwrap();
+    let (ok, _, stderr) = finetune(m, d, r, &[&gpu[..], &["--stop-after", "3"]].concat());
+    assert!(ok, "{stderr}");
+    let (ok, _, stderr) = finetune(m, d, r, &[&gpu[..], &["--resume"]].concat());
+    assert!(ok, "{stderr}");
+    assert_eq!(
+        std::fs::read(&resumed).unwrap(),
+        std::fs::read(&straight).unwrap(),
+        "a resumed GPU run differs from a straight one"
+    );
+}
+
+#[test]
+fn finetune_bench_measures_without_data_or_outputs() {
+    let model = tiny(Tiny::Smollm2);
+    let m = model.to_str().unwrap();
+    let (ok, stdout, stderr) = rullama(&[
+        "finetune",
+        m,
+        "--bench",
+        "--backend",
+        "cpu",
+        "--rank",
+        "2",
+        "--batch",
+        "2",
+        "--ctx",
+        "16",
+        "--steps",
+        "2",
+        "--json",
+    ]);
+    assert!(ok, "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(v["steps"], 2);
+    assert!(v["tokens_per_second"].as_f64().unwrap() > 0.0);
+    assert!(v["loss_last"].as_f64().unwrap().is_finite());
+}
