@@ -39,10 +39,12 @@ fn main(
         acc[a] = vec4<f32>(0.0);
     }
 
-    let steps = (p.n_rows + BK - 1u) / BK;
+    let r_begin = min(wid.z * p.rows_per_split, p.n_rows);
+    let r_end = min(r_begin + p.rows_per_split, p.n_rows);
+    let steps = (r_end - r_begin + BK - 1u) / BK;
     for (var s = 0u; s < steps; s++) {
-        let r0 = BK * s;
-        let row_ok = r0 + sr < p.n_rows;
+        let r0 = r_begin + BK * s;
+        let row_ok = r0 + sr < r_end;
         let wrow = (p.row0 + min(r0 + sr, p.n_rows - 1u)) * p.row_bytes;
         let q = stage_w_quarter(wrow, uc, sq % 2u, row_ok && u_ok);
         for (var c = 0u; c < 4u; c++) {
@@ -50,7 +52,7 @@ fn main(
                 ta_set(16u * sq + 4u * c + j, sr, q[c][j]);
             }
         }
-        let in_r = r0 + yc < p.n_rows;
+        let in_r = r0 + yc < r_end;
         for (var m = 0u; m < TN / 4u; m++) {
             let t = yt + 4u * m;
             var v = 0.0;
@@ -64,12 +66,13 @@ fn main(
         workgroupBarrier();
     }
 
+    let split_at = wid.z * p.split_stride;
     for (var a = 0u; a < 8u; a++) {
         let i = in0 + tr + 8u * a;
         for (var b = 0u; b < 4u; b++) {
             let t = tok0 + tt + 16u * b;
             if i < p.n_in && t < p.n_tokens {
-                let at = p.dx_offset + t * p.dx_stride + i;
+                let at = p.dx_offset + split_at + t * p.dx_stride + i;
                 var v = acc[a][b];
                 if p.accumulate != 0u {
                     v = y[at] + v;

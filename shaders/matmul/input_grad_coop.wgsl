@@ -37,10 +37,11 @@ var<workgroup> xs: array<vec4<f16>, 1152>; // TN * RS
 // One 16 x 16 accumulator per subgroup, column-major.
 var<workgroup> cs: array<f32, 1024>; // 4 subgroups * 256
 
-// Adds or stores accumulator `c` (inputs i0.., tokens t0..) into dX through the subgroup's
-// scratch at cs[scratch..], keeping only elements inside dX. Called by every invocation in
+// Adds or stores accumulator `c` (inputs i0.., tokens t0..) into dX (split_at elements on:
+// a split's slice) through the subgroup's scratch at cs[scratch..], keeping only elements
+// inside dX. Called by every invocation in
 // uniform control flow (it holds barriers).
-fn store_partial(c: MatC, scratch: u32, lane: u32, i0: u32, t0: u32) {
+fn store_partial(c: MatC, scratch: u32, lane: u32, i0: u32, t0: u32, split_at: u32) {
     store_scratch(c, scratch);
     workgroupBarrier();
     for (var e = 0u; e < 8u; e++) {
@@ -48,7 +49,7 @@ fn store_partial(c: MatC, scratch: u32, lane: u32, i0: u32, t0: u32) {
         let i = i0 + k % 16u;
         let t = t0 + k / 16u;
         if i < p.n_in && t < p.n_tokens {
-            let at = p.dx_offset + t * p.dx_stride + i;
+            let at = p.dx_offset + split_at + t * p.dx_stride + i;
             var v = cs[scratch + k];
             if p.accumulate != 0u {
                 v = y[at] + v;
@@ -97,14 +98,16 @@ fn main(
     var c10 = MatC();
     var c11 = MatC();
 
-    let steps = (p.n_rows + BR - 1u) / BR;
+    let r_begin = min(wid.z * p.rows_per_split, p.n_rows);
+    let r_end = min(r_begin + p.rows_per_split, p.n_rows);
+    let steps = (r_end - r_begin + BR - 1u) / BR;
     for (var s = 0u; s < steps; s++) {
-        let r0 = BR * s;
-        let row_ok = r0 + sr < p.n_rows && u_ok;
+        let r0 = r_begin + BR * s;
+        let row_ok = r0 + sr < r_end && u_ok;
         let wrow = (p.row0 + min(r0 + sr, p.n_rows - 1u)) * p.row_bytes;
         put_w(stage_w_quarter(wrow, uc, 0u, row_ok), 2u * su, sr);
         put_w(stage_w_quarter(wrow, uc, 1u, row_ok), 2u * su + 1u, sr);
-        let in_r = r0 + yc < p.n_rows;
+        let in_r = r0 + yc < r_end;
         for (var m = 0u; m < TN / 2u; m++) {
             let t = yt + 2u * m;
             var v = 0.0;
@@ -130,8 +133,9 @@ fn main(
     let i0 = in0 + 32u * (sg % 2u);
     let t0 = tok0 + 32u * (sg / 2u);
     let scratch = 256u * sg;
-    store_partial(c00, scratch, lane, i0, t0);
-    store_partial(c01, scratch, lane, i0, t0 + 16u);
-    store_partial(c10, scratch, lane, i0 + 16u, t0);
-    store_partial(c11, scratch, lane, i0 + 16u, t0 + 16u);
+    let split_at = wid.z * p.split_stride;
+    store_partial(c00, scratch, lane, i0, t0, split_at);
+    store_partial(c01, scratch, lane, i0, t0 + 16u, split_at);
+    store_partial(c10, scratch, lane, i0 + 16u, t0, split_at);
+    store_partial(c11, scratch, lane, i0 + 16u, t0 + 16u, split_at);
 }

@@ -17,8 +17,11 @@ struct Params {
     dx_offset: u32,
     dx_stride: u32,
     accumulate: u32,
-    _pad0: u32,
-    _pad1: u32,
+    // Split over the rows (the grid's z, ops/split_sum.rs): split z sums rows
+    // z rows_per_split .. of the dispatch's and writes split_stride z elements after
+    // dx_offset. One split: rows_per_split = n_rows, z = 0.
+    rows_per_split: u32,
+    split_stride: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;

@@ -5,6 +5,11 @@
 // adds to when `accumulate` is set (gradient accumulation over micro-batches) and overwrites
 // otherwise.
 //
+// Split over the tokens (the grid's z, ops/split_sum.rs): split z sums tokens
+// z tokens_per_split .. (z + 1) tokens_per_split and writes its partial dW split_stride
+// elements after dw_offset times z; one split (z = 0, tokens_per_split = n_tokens) is the
+// whole product.
+//
 // Workgroup (row tile, input tile) of 128 computes 64 rows x 64 inputs of dW through
 // matmul/grad_tile.wgsl, walking the tokens BK = 32 at a time. Per step, invocation i reads
 // column i % 64 of the tile's dY and X for tokens i / 64 + 2m (m < 16): each subgroup load is
@@ -20,9 +25,9 @@ struct Params {
     x_stride: u32,
     dw_offset: u32,
     accumulate: u32,
+    tokens_per_split: u32,
+    split_stride: u32,
     _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -50,14 +55,16 @@ fn main(
         acc[a] = vec4<f32>(0.0);
     }
 
-    let steps = (p.n_tokens + BK - 1u) / BK;
+    let t_begin = min(wid.z * p.tokens_per_split, p.n_tokens);
+    let t_end = min(t_begin + p.tokens_per_split, p.n_tokens);
+    let steps = (t_end - t_begin + BK - 1u) / BK;
     for (var s = 0u; s < steps; s++) {
         for (var m = 0u; m < BK / 2u; m++) {
             let k = sk + 2u * m;
-            let t = BK * s + k;
+            let t = t_begin + BK * s + k;
             var a = 0.0;
             var b = 0.0;
-            if t < p.n_tokens {
+            if t < t_end {
                 if o_ok {
                     a = dy[p.dy_offset + t * p.dy_stride + o0 + sc];
                 }
@@ -78,7 +85,7 @@ fn main(
         for (var b = 0u; b < 4u; b++) {
             let i = i0 + tt + 16u * b;
             if o < p.n_out && i < p.n_in {
-                let at = p.dw_offset + o * p.n_in + i;
+                let at = p.dw_offset + wid.z * p.split_stride + o * p.n_in + i;
                 var v = acc[a][b];
                 if p.accumulate != 0u {
                     v = dw[at] + v;

@@ -7,6 +7,7 @@
 //! model of either backend trainable, so the loop, the schedule and the checkpoints are one
 //! code path over both.
 
+use rullama_kernels::StepProfile;
 use rullama_model::{Backend, Model};
 
 use crate::error::Result;
@@ -57,6 +58,13 @@ pub trait Engine: std::fmt::Debug {
 
     /// Optimizer steps taken.
     fn steps(&self) -> u64;
+
+    /// Replays the last step run with a GPU timestamp around every dispatch (a report of
+    /// where its time goes; the replay adds its gradients again, so it is for benches);
+    /// `None` where there is no device timer.
+    fn profile(&mut self) -> Result<Option<StepProfile>> {
+        Ok(None)
+    }
 
     /// Bytes the engine holds on its device (weights, parameters, optimizer state and the
     /// largest built step's buffers); `None` where it computes on the host.

@@ -1,6 +1,7 @@
 //! The training loop's one step: a batch (or several, accumulated) forward and backward on
 //! an [`Engine`] (the CPU tape or the GPU), then AdamW at the schedule's rate.
 
+use rullama_kernels::StepProfile;
 use rullama_model::Model;
 
 use crate::data::{Batch, SplitMix64};
@@ -95,6 +96,11 @@ impl<'m> Trainer<'m> {
     /// Optimizer steps taken.
     pub fn steps(&self) -> u64 {
         self.engine.steps()
+    }
+
+    /// Where the last step's GPU time went (`Engine::profile`); `None` for the CPU tape.
+    pub fn profile(&mut self) -> Result<Option<StepProfile>> {
+        self.engine.profile()
     }
 
     /// Bytes its engine holds on the device; `None` for the CPU tape.

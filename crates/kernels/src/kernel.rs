@@ -12,7 +12,7 @@ use crate::ops::{
     adamw, argmax, attention, attention_backward, attention_coop, attention_rope, attention_train,
     cross_entropy, elementwise, embed, f16_copy, glu, glu_backward, head_norm_rope, kv, matmul,
     matmul_coop, matmul_dense, matmul_input_grad, matmul_weight_grad, matvec, norm, quantize,
-    residual_norm, rms_norm_backward, rope, rope_backward, sample, split_k, unary,
+    residual_norm, rms_norm_backward, rope, rope_backward, sample, split_k, split_sum, unary,
 };
 #[cfg(any(test, feature = "parity"))]
 use crate::parity::Check;
@@ -145,6 +145,8 @@ families! {
     MatmulInputGrad(matmul_input_grad::MatmulInputGradKernel),
     /// The gradient of a trainable f32 weight: `dW (+)= dY^T X` over a sequence.
     MatmulWeightGrad(matmul_weight_grad::MatmulWeightGradKernel),
+    /// The training products' split second half: partial sums added up in split order.
+    SplitSum(split_sum::SplitSumKernel),
     /// The same on the tensor cores (cooperative matrices: f16 tiles, f32 accumulation);
     /// only on a device with `Caps::coop_f16` (`Matmul::kernel` picks it).
     MatmulCoop(matmul_coop::MatmulCoopKernel),

@@ -143,6 +143,21 @@ impl Step {
     /// Submits the step once with a timestamp around every dispatch and waits for the times;
     /// then times it around its pass, whole and without each kernel.
     pub fn profile(&mut self, gpu: &Gpu) -> Result<StepProfile, GpuError> {
+        let mut profile = self.profile_dispatches(gpu)?;
+        let mut names: Vec<String> = self.kernels().map(|k| k.name()).collect();
+        names.sort();
+        names.dedup();
+        for name in names {
+            let t = self.pass_time(gpu, |k| k.name() != name)?;
+            profile.without.push((name, t));
+        }
+        Ok(profile)
+    }
+
+    /// As [`Step::profile`] without the replays that leave each kernel out (`without` is
+    /// empty): for a long step (a training step of seconds) whose per-kernel times are the
+    /// report, and which should not run dozens of times more.
+    pub fn profile_dispatches(&mut self, gpu: &Gpu) -> Result<StepProfile, GpuError> {
         if !gpu.device.features().contains(PROFILE_FEATURES) {
             return Err(GpuError::MissingFeature(
                 "timestamp queries inside passes (profiling)",
@@ -162,18 +177,10 @@ impl Step {
             .map(|(i, k)| (k, ticks.between(i, i + 1)))
             .collect();
         let step = self.pass_time(gpu, |_| true)?;
-        let mut names: Vec<String> = self.kernels().map(|k| k.name()).collect();
-        names.sort();
-        names.dedup();
-        let mut without = Vec::with_capacity(names.len());
-        for name in names {
-            let t = self.pass_time(gpu, |k| k.name() != name)?;
-            without.push((name, t));
-        }
         Ok(StepProfile {
             dispatches,
             step,
-            without,
+            without: Vec::new(),
         })
     }
 

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use rullama_kernels::ops::adamw::{AdamW as AdamWKernel, AdamWParams, GradNormSq};
 use rullama_kernels::ops::cross_entropy::{CrossEntropyParams, MASKED};
 use rullama_kernels::{
-    Dtype, Gpu, GpuFormat, GpuTensor, GpuWeight, OpId, Readback, Step, StepBuilder, View,
-    WeightChunk, WeightShape,
+    Dtype, Gpu, GpuFormat, GpuTensor, GpuWeight, OpId, Readback, Step, StepBuilder, StepProfile,
+    View, WeightChunk, WeightShape,
 };
 use rullama_model::{Model, Session};
 
@@ -407,6 +407,14 @@ impl Engine for GpuEngine<'_> {
         self.steps = opt.steps;
         self.config = opt.config;
         Ok(())
+    }
+
+    fn profile(&mut self) -> Result<Option<StepProfile>> {
+        let Some((_, plan)) = self.plans.last_mut() else {
+            return Ok(None);
+        };
+        let profile = plan.step.profile_dispatches(&self.gpu);
+        Ok(Some(profile.map_err(gpu_err("profiling a training step"))?))
     }
 
     fn device_bytes(&self) -> Option<u64> {

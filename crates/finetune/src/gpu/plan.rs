@@ -88,6 +88,24 @@ fn head<'a>(nodes: &'a [Node], logits: ValueId) -> Result<Head<'a>> {
     }
 }
 
+/// A split product aims at about this many workgroups (8 an SM of an H100), in at most
+/// [`MAX_SPLITS`] splits of at least [`MIN_SPLIT_SUM`] terms each.
+const TARGET_WORKGROUPS: usize = 1024;
+const MAX_SPLITS: usize = 16;
+const MIN_SPLIT_SUM: usize = 256;
+
+/// 64-wide output tiles over `n` (the backward products' tile side).
+fn tiles(n: usize) -> usize {
+    n.div_ceil(64)
+}
+
+/// How many ways to split a product of `tiles` output tiles whose sums run over `sum_len`
+/// terms: enough workgroups to fill the device where the output alone would not.
+fn splits(tiles: usize, sum_len: usize) -> usize {
+    let want = (TARGET_WORKGROUPS / tiles.max(1)).clamp(1, MAX_SPLITS);
+    want.min(sum_len / MIN_SPLIT_SUM).max(1)
+}
+
 /// Whether each value depends on a trainable parameter.
 fn trainable(nodes: &[Node]) -> Vec<bool> {
     let mut t = vec![false; nodes.len()];
@@ -450,6 +468,13 @@ impl Lower<'_> {
             true => Some(self.pool.take(gpu, n * d)?),
             false => None,
         };
+        // The vocabulary is the head gradient's long sum, split over (at most this many
+        // slices a chunk of rows: every weight chunk its own).
+        let slices = splits(tiles(d), vocab) * head.w.chunks.len();
+        let scratch = match backward {
+            true => Some(self.pool.take(gpu, slices * chunk * d)?),
+            false => None,
+        };
         let mut loss_ops = Vec::new();
         for c0 in (0..n).step_by(chunk) {
             let rows = chunk.min(n - c0);
@@ -470,23 +495,30 @@ impl Lower<'_> {
             };
             let op = ce.op((&logits).into(), View::at(targets, c0), View::at(loss, c0));
             loss_ops.push(self.push(op, "cross-entropy")?);
-            if let Some(dx) = &dx {
+            if let (Some(dx), Some(scratch)) = (&dx, &scratch) {
                 let grad = MatmulInputGrad {
                     n_tokens: rows,
                     strides: Strides::default(),
                     accumulate: false,
                     tensor_cores: self.tensor_cores,
                 };
-                let ops = grad.ops(
+                let split = splits(tiles(d) * tiles(rows), vocab);
+                let (w, dy) = (head.w.all_rows(), (&logits).into());
+                let ops = grad.split_ops(
                     &gpu.caps,
-                    head.w.all_rows(),
-                    (&logits).into(),
+                    w,
+                    dy,
+                    scratch.into(),
+                    split,
                     View::at(dx, c0 * d),
                 );
                 self.extend(ops, "LM head gradient")?;
             }
         }
         self.pool.give(logits);
+        if let Some(t) = scratch {
+            self.pool.give(t);
+        }
         self.read_done(head.x);
         self.grads[head.x] = dx;
         Ok(loss_ops)
@@ -530,7 +562,8 @@ impl Lower<'_> {
         Ok(())
     }
 
-    /// `dx (+)= dy · W` into `x`'s gradient, for a product by `w` (all its rows).
+    /// `dx (+)= dy · W` into `x`'s gradient, for a product by `w` (all its rows), its sum
+    /// over W's rows split where the output has few tiles ([`splits`]).
     fn input_grad(
         &mut self,
         w: &GpuWeight,
@@ -544,15 +577,32 @@ impl Lower<'_> {
             let t = self.pool.take(self.gpu, self.len(x))?;
             self.grads[x] = Some(t);
         }
-        let dx = self.grads[x].as_ref().expect("made above");
+        let n_in = w.shape.n_in;
+        let split = splits(tiles(n_in) * tiles(rows), w.shape.n_out);
         let grad = MatmulInputGrad {
             n_tokens: rows,
             strides: Strides::default(),
             accumulate,
             tensor_cores,
         };
-        let ops = grad.ops(&self.gpu.caps, w.all_rows(), dy.into(), dx.into());
-        self.extend(ops, "input gradient")
+        let scratch = match split {
+            1 => None,
+            _ => Some(
+                self.pool
+                    .take(self.gpu, w.chunks.len() * split * rows * n_in)?,
+            ),
+        };
+        let dx = self.grads[x].as_ref().expect("made above");
+        let caps = &self.gpu.caps;
+        let ops = match &scratch {
+            None => grad.ops(caps, w.all_rows(), dy.into(), dx.into()),
+            Some(t) => grad.split_ops(caps, w.all_rows(), dy.into(), t.into(), split, dx.into()),
+        };
+        self.extend(ops, "input gradient")?;
+        if let Some(t) = scratch {
+            self.pool.give(t);
+        }
+        Ok(())
     }
 
     /// Node `i`'s backward from its output's gradient `dy` (the caller's to give).
@@ -592,8 +642,12 @@ impl Lower<'_> {
                     accumulate: true,
                 };
                 let dw = View::at(self.params.grads, self.params.offsets[id]);
-                let ops = weight_grad.ops((&g).into(), self.value(x).into(), dw);
+                let split = splits(tiles(w.shape.n_out) * tiles(w.shape.n_in), rows);
+                let scratch = self.pool.take(gpu, split * w.shape.n_out * w.shape.n_in)?;
+                let x_view = self.value(x).into();
+                let ops = weight_grad.split_ops((&g).into(), x_view, (&scratch).into(), split, dw);
                 self.extend(ops, "adapter gradient")?;
+                self.pool.give(scratch);
                 if trainable[x] {
                     self.input_grad(w, &g, x, rows, false)?;
                 }

@@ -30,6 +30,7 @@ use crate::format::GpuFormat;
 use crate::kernel::KernelFamily;
 use crate::op::Op;
 use crate::ops::matmul::Strides;
+use crate::ops::split_sum::SplitSum;
 use crate::shader::{
     BLOCKS, COOP_EMUL, COOP_OPS, Program, ShaderFile, WEIGHT_KERNEL_BINDINGS, shader_file,
 };
@@ -55,7 +56,8 @@ struct InputGradParams {
     dx_offset: u32,
     dx_stride: u32,
     accumulate: u32,
-    _pad: [u32; 2],
+    rows_per_split: u32,
+    split_stride: u32,
 }
 
 static SHADER: ShaderFile = shader_file!("matmul/input_grad.wgsl");
@@ -179,6 +181,87 @@ impl MatmulInputGrad {
         self.ops_with(self.tensor_cores && caps.coop_f16, w, dy, dx)
     }
 
+    /// As [`MatmulInputGrad::ops`] with the weight's rows split `splits` ways in one dispatch
+    /// per chunk (the grid's z: more workgroups for a long sum over few output tiles, the LM
+    /// head's vocabulary), each split's partial dX (`n_tokens × n_in`, packed) into its own
+    /// slice of `scratch` (`splits × chunks` slices; another tensor than dy and dX), then
+    /// [`SplitSum`] adding the slices onto dX (or over it, without `accumulate`). One split is
+    /// [`MatmulInputGrad::ops`].
+    pub fn split_ops(
+        self,
+        caps: &Caps,
+        w: WeightRows<'_>,
+        dy: View<'_>,
+        scratch: View<'_>,
+        splits: usize,
+        dx: View<'_>,
+    ) -> Result<Vec<Op>, GpuError> {
+        self.split_ops_with(
+            self.tensor_cores && caps.coop_f16,
+            w,
+            dy,
+            scratch,
+            splits,
+            dx,
+        )
+    }
+
+    /// As [`MatmulInputGrad::split_ops`] with the kernel named (see
+    /// [`MatmulInputGrad::ops_with`]).
+    pub(crate) fn split_ops_with(
+        self,
+        tensor_cores: bool,
+        w: WeightRows<'_>,
+        dy: View<'_>,
+        scratch: View<'_>,
+        splits: usize,
+        dx: View<'_>,
+    ) -> Result<Vec<Op>, GpuError> {
+        if splits <= 1 || self.n_tokens == 0 {
+            return self.ops_with(tensor_cores, w, dy, dx);
+        }
+        let n_in = w.w.shape.n_in;
+        let slice = self.n_tokens * n_in;
+        if scratch.t.buf.id() == dx.t.buf.id() {
+            return Err(GpuError::InvalidParams {
+                op: "matmul_input_grad",
+                detail: "the split scratch in dX's tensor".into(),
+            });
+        }
+        let partial = MatmulInputGrad {
+            accumulate: false,
+            strides: Strides {
+                x: Some(n_in),
+                y: self.strides.y,
+            },
+            ..self
+        };
+        let mut ops = partial.ops_with(tensor_cores, w, dy, scratch)?;
+        let mut slices = 0;
+        for op in &mut ops {
+            let mut p: InputGradParams = bytemuck::pod_read_unaligned(&op.params);
+            let per = (p.n_rows as usize).div_ceil(splits).max(1);
+            let n = (p.n_rows as usize).div_ceil(per);
+            p.rows_per_split = per as u32;
+            p.split_stride = slice as u32;
+            p.accumulate = 0;
+            p.dx_offset = (scratch.offset + slices * slice) as u32;
+            op.params = bytemuck::bytes_of(&p).to_vec();
+            op.grid[2] = n as u32;
+            slices += n;
+        }
+        scratch.check("matmul_input_grad scratch", slices * slice)?;
+        let sum = SplitSum {
+            n_rows: self.n_tokens,
+            n_cols: n_in,
+            slices,
+            out_stride: self.strides.x.unwrap_or(n_in),
+            accumulate: self.accumulate,
+        };
+        ops.push(sum.op(scratch, dx)?);
+        Ok(ops)
+    }
+
     /// As [`MatmulInputGrad::ops`] with the kernel named: `tensor_cores` runs the tensor-core
     /// kernel on any device (on one without cooperative matrices, its emulated program: tests
     /// only).
@@ -242,7 +325,8 @@ impl MatmulInputGrad {
                 dx_offset: dx.offset as u32,
                 dx_stride: dxs as u32,
                 accumulate: u32::from(self.accumulate || !first_dispatch),
-                _pad: [0; 2],
+                rows_per_split: (hi - lo) as u32,
+                split_stride: 0,
             };
             first_dispatch = false;
             let kernel = MatmulInputGradKernel {

@@ -12,6 +12,7 @@ use crate::kernel::KernelFamily;
 use crate::op::Op;
 use crate::ops::matmul::Strides;
 use crate::ops::matmul_input_grad::{GRAD_TILE, TILE, WORKGROUP};
+use crate::ops::split_sum::SplitSum;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::View;
 
@@ -32,7 +33,9 @@ struct WeightGradParams {
     x_stride: u32,
     dw_offset: u32,
     accumulate: u32,
-    _pad: [u32; 3],
+    tokens_per_split: u32,
+    split_stride: u32,
+    _pad: u32,
 }
 
 static SHADER: ShaderFile = shader_file!("matmul/weight_grad.wgsl");
@@ -137,7 +140,9 @@ impl MatmulWeightGrad {
             x_stride: xs as u32,
             dw_offset: dw.offset as u32,
             accumulate: u32::from(self.accumulate),
-            _pad: [0; 3],
+            tokens_per_split: self.n_tokens.max(1) as u32,
+            split_stride: 0,
+            _pad: 0,
         };
         let grid = [
             self.n_out.div_ceil(TILE) as u32,
@@ -152,5 +157,54 @@ impl MatmulWeightGrad {
             &buffers,
             grid,
         )])
+    }
+
+    /// As [`MatmulWeightGrad::ops`] with the tokens split `splits` ways in one dispatch
+    /// (the grid's z: more workgroups for a long sum over few output tiles), each split's
+    /// partial dW into its own slice of `scratch` (`splits × n_out × n_in` elements, another
+    /// tensor than dy, x and dW), then [`SplitSum`] adding the slices onto dW (or over it,
+    /// without `accumulate`). One split is [`MatmulWeightGrad::ops`].
+    pub fn split_ops(
+        self,
+        dy: View<'_>,
+        x: View<'_>,
+        scratch: View<'_>,
+        splits: usize,
+        dw: View<'_>,
+    ) -> Result<Vec<Op>, GpuError> {
+        let splits = splits.clamp(1, self.n_tokens.max(1));
+        if splits == 1 {
+            return self.ops(dy, x, dw);
+        }
+        let len = self.n_out * self.n_in;
+        if scratch.t.buf.id() == dw.t.buf.id() {
+            return Err(GpuError::InvalidParams {
+                op: "matmul_weight_grad",
+                detail: "the split scratch in dW's tensor".into(),
+            });
+        }
+        scratch.check("matmul_weight_grad scratch", splits * len)?;
+        let per = self.n_tokens.div_ceil(splits);
+        let partial = MatmulWeightGrad {
+            accumulate: false,
+            ..self
+        };
+        let mut op = partial
+            .ops(dy, x, View::at(scratch.t, scratch.offset))?
+            .pop()
+            .expect("one op for tokens");
+        let mut params: WeightGradParams = bytemuck::pod_read_unaligned(&op.params);
+        params.tokens_per_split = per as u32;
+        params.split_stride = len as u32;
+        op.params = bytemuck::bytes_of(&params).to_vec();
+        op.grid[2] = self.n_tokens.div_ceil(per) as u32;
+        let sum = SplitSum {
+            n_rows: self.n_out,
+            n_cols: self.n_in,
+            slices: op.grid[2] as usize,
+            out_stride: self.n_in,
+            accumulate: self.accumulate,
+        };
+        Ok(vec![op, sum.op(scratch, dw)?])
     }
 }

@@ -39,4 +39,5 @@ pub mod sample;
 mod sample_ref;
 pub mod split;
 pub mod split_k;
+pub mod split_sum;
 pub mod unary;

@@ -114,6 +114,10 @@ pub struct Args {
     /// tokens/s and the device memory, and writes nothing. --data and --out are not needed.
     #[arg(long)]
     pub bench: bool,
+    /// With --bench on the GPU: replay the last step with a timestamp around every dispatch
+    /// and print the time per kernel.
+    #[arg(long, requires = "bench")]
+    pub profile: bool,
 }
 
 /// The adapter's shape from the flags.

@@ -81,6 +81,35 @@ pub fn run(args: &Args, spec: &LoraSpec) -> Result<(), CliError> {
             first.loss, last.loss
         );
     }
+    if args.profile {
+        print_profile(&mut trainer)?;
+    }
+    Ok(())
+}
+
+/// The last step's time per kernel, largest first.
+fn print_profile(trainer: &mut rullama_finetune::train::Trainer<'_>) -> Result<(), CliError> {
+    let Some(profile) = trainer.profile()? else {
+        println!("  (no device timer: --profile needs the GPU)");
+        return Ok(());
+    };
+    let total = profile.total().as_secs_f64();
+    println!(
+        "  step {:.2} ms unprofiled, {:.2} ms summed over {} dispatches",
+        profile.step.as_secs_f64() * 1e3,
+        total * 1e3,
+        profile.dispatches.len()
+    );
+    for row in profile.by_kernel() {
+        let t = row.total.as_secs_f64();
+        println!(
+            "  {:>8.2} ms {:>5.1}% {:>5}x  {}",
+            t * 1e3,
+            100.0 * t / total.max(1e-12),
+            row.count,
+            row.kernel
+        );
+    }
     Ok(())
 }
 

@@ -8,7 +8,7 @@ use rullama_finetune::gpu::GpuTapeBackend;
 use rullama_finetune::lora::LoraSpec;
 use rullama_finetune::tape::TapeBackend;
 use rullama_finetune::train::{TrainConfig, Trainer, attach};
-use rullama_kernels::Gpu;
+use rullama_kernels::{Gpu, OpenOptions, PROFILE_FEATURES};
 use rullama_model::Model;
 
 use super::super::CliError;
@@ -21,10 +21,20 @@ use super::Args;
 pub fn choose(args: &Args, spec: &LoraSpec) -> Result<Option<Gpu>, CliError> {
     Ok(match args.backend {
         BackendChoice::Cpu => None,
-        BackendChoice::Gpu => Some(Gpu::open()?),
+        BackendChoice::Gpu => Some(open(args)?),
         BackendChoice::Auto if spec.dropout > 0.0 => None,
-        BackendChoice::Auto => Gpu::open().ok().filter(|gpu| !gpu.is_software()),
+        BackendChoice::Auto => open(args).ok().filter(|gpu| !gpu.is_software()),
     })
+}
+
+/// The adapter, with timestamp queries where --profile asks for them.
+fn open(args: &Args) -> Result<Gpu, CliError> {
+    let mut options = OpenOptions::default();
+    if args.profile {
+        options.extra = PROFILE_FEATURES;
+    }
+    let filter = std::env::var("RULLAMA_ADAPTER").ok();
+    Ok(Gpu::open_with_options(filter.as_deref(), options)?)
 }
 
 /// The loaded model, on whichever executor trains it (the trainer borrows it).

@@ -5,7 +5,7 @@ use crate::device::Gpu;
 use crate::ops::matmul_coop::{coop_device, f16_err};
 use crate::parity::data::{Rng, n_in_block, random_f32, random_weight};
 use crate::parity::{Check, Compare, U, run_read};
-use crate::tensor::{GpuTensor, GpuWeight, WeightShape};
+use crate::tensor::{Dtype, GpuTensor, GpuWeight, WeightShape};
 
 /// CPU reference, in f64: `dx = dy W` for `y = x W^T`, i.e. `dx[t, i] = sum_r dy[t, r] W[r,
 /// i]`, the gradient of a loss L with respect to the product's input x given `dy = dL/dy`.
@@ -93,6 +93,9 @@ struct Case {
     dx_pad: usize,
     dx_offset: usize,
     accumulate: bool,
+    /// The rows split this many ways a chunk ([`MatmulInputGrad::split_ops`]); 1: one
+    /// product a chunk.
+    splits: usize,
     seed: u64,
     /// The tensor-core kernel (emulated on a device without cooperative matrices).
     tensor_cores: bool,
@@ -121,6 +124,7 @@ impl Case {
             dx_pad: rng.range(0, 3),
             dx_offset: rng.range(0, 3),
             accumulate: rng.bool(),
+            splits: [1, 1, 2, 3][rng.range(0, 4)],
             seed: rng.next_u64(),
             tensor_cores: false,
         }
@@ -161,10 +165,15 @@ impl Case {
             accumulate: self.accumulate,
             tensor_cores: self.tensor_cores,
         };
-        let ops = op.ops_with(
+        // Dispatches: the chunks the rows touch; split, each adds its splits' slices.
+        let k = (first + rows).div_ceil(self.chunk_rows) - first / self.chunk_rows;
+        let scratch = GpuTensor::zeros(gpu, &[1 + k * self.splits * n_tokens * n_in], Dtype::F32);
+        let ops = op.split_ops_with(
             self.tensor_cores,
             wt.rows(first..first + rows),
             View::at(&dyt, 1),
+            View::at(&scratch, 1),
+            self.splits,
             View::at(&dxt, self.dx_offset),
         )?;
         let got: Vec<f32> = run_read(gpu, ops, &dxt, 0, len)?;
@@ -177,8 +186,8 @@ impl Case {
             .flat_map(|t| dy[1 + t * dys..][..rows].iter().map(|&v| f64::from(v)))
             .collect();
         let want = matmul_input_grad_ref(&w64, n_in, rows, &dy64);
-        // Dispatches: the chunks the rows touch.
-        let k = (first + rows).div_ceil(self.chunk_rows) - first / self.chunk_rows;
+        // Additions onto dX: one a dispatch, or one a slice when split.
+        let k = if self.splits > 1 { k * self.splits } else { k };
         let mut c = Compare::default();
         let mut written = vec![false; len];
         for t in 0..n_tokens {
@@ -244,16 +253,18 @@ mod tests {
     }
 
     /// Every format on a random shape whose rows span several chunks (of 17 rows), once
-    /// overwriting dx and once accumulating into it.
+    /// overwriting dx, once accumulating into it, and once accumulating with the rows split
+    /// three ways.
     #[test]
     fn matmul_input_grad_every_format() {
         let Some(gpu) = testutil::gpu() else { return };
         let mut rng = Rng::new(311);
         for f in GpuFormat::ALL {
-            for accumulate in [false, true] {
+            for (accumulate, splits) in [(false, 1), (true, 1), (true, 3)] {
                 let case = Case {
                     chunk_rows: 17,
                     accumulate,
+                    splits,
                     ..Case::random(f, &mut rng)
                 };
                 let c = case.run(gpu).unwrap();
@@ -263,7 +274,8 @@ mod tests {
     }
 
     /// The tensor-core kernel's body on every format (over emulated coop ops where the
-    /// device has no cooperative matrices), rows over several chunks, both store modes.
+    /// device has no cooperative matrices), rows over several chunks, both store modes (the
+    /// accumulating one with the rows split two ways).
     #[test]
     fn coop_body_every_format() {
         let test = "matmul_input_grad coop_body_every_format";
@@ -272,10 +284,11 @@ mod tests {
         };
         let mut rng = Rng::new(321);
         for f in GpuFormat::ALL {
-            for accumulate in [false, true] {
+            for (accumulate, splits) in [(false, 1), (true, 2)] {
                 let case = Case {
                     chunk_rows: 37,
                     accumulate,
+                    splits,
                     tensor_cores: true,
                     ..Case::random(f, &mut rng)
                 };

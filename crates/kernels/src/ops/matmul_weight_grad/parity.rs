@@ -24,14 +24,15 @@ pub fn weight_grad_ref(dy: &[f64], x: &[f64], n: usize, n_in: usize, n_out: usiz
     }
 }
 
-/// Tolerance, per element: `(n + 2) u (sum_t |dy_to x_ti| + |d0|)` over the n tokens, d0
-/// what dW held when accumulating (else 0). The GPU sums the n products in token order onto
-/// d0: any order of n + 1 f32 terms errs by at most n u sum|terms|, and rounding the products
-/// (where FMA is not fused) by u sum|terms|. The inputs are f32 values, exact in the f64
-/// reference.
+/// Tolerance, per element: `(n + 2 s + 2) u (sum_t |dy_to x_ti| + |d0|)` over the n tokens in
+/// s splits, d0 what dW held when accumulating (else 0). One product sums the n products in
+/// token order onto d0: any order of n + 1 f32 terms errs by at most n u sum|terms|, and
+/// rounding the products (where FMA is not fused) by u sum|terms|; split, each split sums its
+/// own tokens and the split sum adds the s partials onto d0, s more additions. The inputs are
+/// f32 values, exact in the f64 reference.
 pub const CHECK: Check = Check {
     name: "matmul_weight_grad",
-    tolerance: "(n+2)*2^-24*(sum_t|dy_to x_ti| + |d0|)",
+    tolerance: "(n+2*splits+2)*2^-24*(sum_t|dy_to x_ti| + |d0|)",
     case: parity_case,
 };
 
@@ -42,13 +43,14 @@ fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
         false => rng.range(1, 150),
     };
     let case = Case {
-        n_tokens: rng.range(1, 71),
+        n_tokens: rng.range(1, 200),
         n_in: side(rng),
         n_out: side(rng),
         dy_pad: rng.range(0, 3),
         x_pad: rng.range(0, 3),
         dw_offset: rng.range(0, 3),
         accumulate: rng.bool(),
+        splits: [1, 1, 2, 3, 4][rng.range(0, 5)],
         seed: rng.next_u64(),
     };
     case.run(gpu)
@@ -65,6 +67,8 @@ struct Case {
     x_pad: usize,
     dw_offset: usize,
     accumulate: bool,
+    /// The tokens split this many ways ([`MatmulWeightGrad::split_ops`]); 1: one product.
+    splits: usize,
     seed: u64,
 }
 
@@ -97,9 +101,16 @@ impl Case {
             },
             accumulate: self.accumulate,
         };
-        let ops = op.ops(
+        let scratch = GpuTensor::zeros(
+            gpu,
+            &[1 + self.splits * n_out * n_in],
+            crate::tensor::Dtype::F32,
+        );
+        let ops = op.split_ops(
             View::at(&dyt, 2),
             View::at(&xt, 1),
+            View::at(&scratch, 1),
+            self.splits,
             View::at(&dwt, self.dw_offset),
         )?;
         let got: Vec<f32> = run_read(gpu, ops, &dwt, 0, len)?;
@@ -129,7 +140,9 @@ impl Case {
                 let abs: f64 = (0..n_tokens)
                     .map(|t| (dy64[t * n_out + o] * x64[t * n_in + i]).abs())
                     .sum();
-                let bound = (n_tokens + 2) as f64 * U * (abs + old.abs());
+                // A split sums its tokens (n_z + 1 terms) and the split sum adds the
+                // slices onto d0: at most n + 2 splits terms' roundings in all.
+                let bound = (n_tokens + 2 * self.splits + 2) as f64 * U * (abs + old.abs());
                 c.add(
                     f64::from(got[dw_at(o, i)]),
                     want[o * n_in + i],
@@ -161,11 +174,12 @@ mod tests {
     }
 
     /// A sequence longer than a tile of tokens (several steps of 32) on LoRA-like shapes:
-    /// A's gradient (rank 16 x 96 inputs) and B's (96 x rank 16), accumulating.
+    /// A's gradient (rank 16 x 96 inputs) and B's (96 x rank 16), accumulating; in one
+    /// product and split four ways over the tokens.
     #[test]
     fn matmul_weight_grad_lora_shapes() {
         let Some(gpu) = testutil::gpu() else { return };
-        for (n_out, n_in) in [(16, 96), (96, 16)] {
+        for (n_out, n_in, splits) in [(16, 96, 1), (96, 16, 1), (16, 96, 4), (96, 16, 4)] {
             let case = Case {
                 n_tokens: 150,
                 n_in,
@@ -174,6 +188,7 @@ mod tests {
                 x_pad: 1,
                 dw_offset: 1,
                 accumulate: true,
+                splits,
                 seed: (n_out * n_in) as u64,
             };
             let c = case.run(gpu).unwrap();
