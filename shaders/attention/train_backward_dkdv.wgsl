@@ -1,7 +1,7 @@
 // The training attention's backward, dk and dv (with attention/train_params.wgsl): one
 // workgroup per (key row j, kv head g) owns that row of dk and dv (WGSL has no float atomics,
 // so no two workgroups may add into one element). It walks the (query row i, query head h)
-// pairs that see key j (i from j up to the block's end or the window's, start[i] <= j; h over
+// pairs that see key j (i from j up to its sequence's end or the window's, start[i] <= j; h over
 // g's GQA group) in tiles of TILE, one pair per invocation, recomputing the pair's weight
 // from the forward's log-sum-exp: p = exp(s - lse_ih), ds = p (do_ih . v_j - D_ih) cap' with
 // D_ih = do_ih . o_ih; then dv_j = sum p do_ih and dk_j = scale sum ds q_ih.
@@ -20,6 +20,7 @@ var<workgroup> ks: array<f32, MAXD>;
 var<workgroup> vs: array<f32, MAXD>;
 var<workgroup> ps: array<f32, TILE>;
 var<workgroup> dss: array<f32, TILE>;
+var<workgroup> end_shared: u32;
 
 @compute @workgroup_size(WG)
 fn main(
@@ -41,9 +42,27 @@ fn main(
         vs[d] = v[p.v_offset + idx * p.dv + d];
     }
     workgroupBarrier();
-    var hi = p.n;
+    // The queries that may see key j: j's own sequence's rows from j on. Rows of a sequence
+    // are consecutive and start[] does not decrease, so its end is the first row whose
+    // sequence starts after j: found by bisection, not by walking the block's later
+    // sequences (a packed batch's, which never see j).
+    if tid == 0u {
+        var lo_i = j + 1u;
+        var end = p.n;
+        while lo_i < end {
+            let mid = (lo_i + end) / 2u;
+            if start[p.start_offset + mid] > j {
+                end = mid;
+            } else {
+                lo_i = mid + 1u;
+            }
+        }
+        end_shared = end;
+    }
+    // Uniform for the loop's barriers: start[] is a storage read.
+    var hi = workgroupUniformLoad(&end_shared);
     if p.window > 0u {
-        hi = min(p.n, j + p.window);
+        hi = min(hi, j + p.window);
     }
     let pairs = (hi - j) * group;
     var dk_acc: array<f32, PER>;
