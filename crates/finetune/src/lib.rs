@@ -4,10 +4,13 @@
 //!   model's own tokenizer and chat template into tokens and a loss mask, cut to the context,
 //!   shuffled with a seed, split for evaluation, served as padded or packed batches from a
 //!   position that a checkpoint saves.
-//! - [`tape`]: the training tape, an executor of `rullama-model` that records the model's own
-//!   graph in f64 with every op's output and walks it backward; [`lora`]: the adapter being
-//!   trained (PEFT's parameters and initialisation); [`loss`]: the masked next-token
-//!   cross-entropy; [`step`]: one sequence forward and back.
+//! - [`engine`]: the seam a trainer runs over, implemented twice: [`gpu`], the GPU engine
+//!   (the model's graph recorded and lowered into built steps of kernels: forward, a chunked
+//!   loss head, backward and AdamW on the device), and [`tape`], the training tape, an executor
+//!   of `rullama-model` that records the graph in f64 with every op's output and walks it
+//!   backward (the reference); [`lora`]: the adapter being trained (PEFT's parameters and
+//!   initialisation); [`loss`]: the masked next-token cross-entropy; [`step`]: one sequence
+//!   forward and back on the tape.
 //! - [`optim`]: AdamW with global-norm clipping and transformers' schedules; [`train`]: the
 //!   [`train::Trainer`] that takes optimizer steps over batches; [`checkpoint`]: the state a
 //!   run resumes from, bit for bit.
