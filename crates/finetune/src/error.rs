@@ -28,9 +28,20 @@ pub enum FinetuneError {
     NothingToLearn,
     /// LoRA dropout asked of the GPU engine, which trains without it.
     #[error(
-        "LoRA dropout {0} on the GPU: the GPU engine trains without dropout (drop --dropout, or train on the CPU tape with --cpu)"
+        "LoRA dropout {0} on the GPU: the GPU engine trains without dropout (drop --dropout, or train on the CPU tape with --backend cpu)"
     )]
     GpuDropout(f32),
+    /// A training step too large for the GPU: a buffer past its largest binding, or past
+    /// its free memory.
+    #[error(
+        "a training step of {tokens} tokens does not fit the GPU: {what}; lower --batch or --ctx (--grad-accum keeps the effective batch)"
+    )]
+    StepTooLarge {
+        /// The step's tokens (its examples together).
+        tokens: usize,
+        /// What did not fit.
+        what: String,
+    },
     /// A checkpoint that cannot be read or does not belong to this run.
     #[error("checkpoint {}: {what}", path.display())]
     Checkpoint {

@@ -23,7 +23,9 @@ use rullama_kernels::ops::{elementwise, embed, glu, unary};
 use rullama_kernels::{
     Dtype, Gpu, GpuError, GpuTensor, GpuWeight, Op, OpId, Readback, Step, StepBuilder, View,
 };
-use rullama_model::{ModelError, Result};
+use rullama_model::ModelError;
+
+use crate::error::{FinetuneError, Result};
 
 use super::gpu_err;
 use super::record::{GpuTape, Node, ValueId};
@@ -84,7 +86,7 @@ fn head<'a>(nodes: &'a [Node], logits: ValueId) -> Result<Head<'a>> {
             softcap,
             nodes: vec![product, logits],
         }),
-        _ => Err(unsupported()),
+        _ => Err(unsupported().into()),
     }
 }
 
@@ -135,6 +137,8 @@ pub(crate) struct Pool {
     all: Vec<GpuTensor>,
     free: Vec<GpuTensor>,
     bytes: u64,
+    /// The tokens of the step being built (for the error of one that does not fit).
+    tokens: usize,
 }
 
 impl Pool {
@@ -149,6 +153,14 @@ impl Pool {
     }
 
     fn take(&mut self, gpu: &Gpu, n: usize) -> Result<GpuTensor> {
+        let bytes = (n.max(1) * 4) as u64;
+        let limit = gpu.max_binding_bytes();
+        if bytes > limit {
+            return Err(FinetuneError::StepTooLarge {
+                tokens: self.tokens,
+                what: format!("an activation of {bytes} bytes, over the {limit} one binding holds"),
+            });
+        }
         let fit = self
             .free
             .iter()
@@ -159,12 +171,17 @@ impl Pool {
         if let Some(i) = fit {
             return Ok(self.free.swap_remove(i));
         }
-        let bytes = (n.max(1) * 4) as u64;
         let t = gpu
             .allocate("a training step's activation", bytes, || {
                 GpuTensor::zeros(gpu, &[n.max(1)], Dtype::F32)
             })
-            .map_err(gpu_err("allocating a training step"))?;
+            .map_err(|e| match e.is_out_of_memory() {
+                true => FinetuneError::StepTooLarge {
+                    tokens: self.tokens,
+                    what: format!("{} more bytes of activations: {e}", self.bytes + bytes),
+                },
+                false => gpu_err("allocating a training step")(e).into(),
+            })?;
         self.bytes += t.bytes();
         self.all.push(t.clone());
         Ok(t)
@@ -212,6 +229,7 @@ pub(crate) fn build(
 ) -> Result<Plan> {
     let (gpu, nodes, shapes) = (&*tape.gpu, &tape.nodes[..], &tape.shapes[..]);
     let n = shapes[logits][0];
+    pool.tokens = n;
     let head = head(nodes, logits)?;
     let trainable = trainable(nodes);
     let mut readers = vec![0usize; nodes.len()];
@@ -744,7 +762,8 @@ impl Lower<'_> {
             Node::Softcap { .. } | Node::Rows { .. } => {
                 return Err(ModelError::Unsupported(
                     "the backward of a soft-cap or a row slice inside the graph".into(),
-                ));
+                )
+                .into());
             }
         }
         if let Some(g) = dy {
@@ -754,5 +773,34 @@ impl Lower<'_> {
             self.read_done(x);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A buffer past what one binding holds is the step's error (naming its tokens), not a
+    /// validation panic when the step binds it.
+    #[test]
+    fn an_activation_past_the_binding_limit_is_a_typed_error() {
+        if std::env::var_os("RULLAMA_NO_GPU_TESTS").is_some() {
+            return;
+        }
+        let gpu = Gpu::open().expect("a GPU adapter (lavapipe will do)");
+        let mut pool = Pool {
+            tokens: 123_456,
+            ..Pool::default()
+        };
+        let too_many = (gpu.max_binding_bytes() / 4 + 1) as usize;
+        match pool.take(&gpu, too_many) {
+            Err(FinetuneError::StepTooLarge { tokens, what }) => {
+                assert_eq!(tokens, 123_456);
+                assert!(what.contains("one binding holds"), "{what}");
+            }
+            other => panic!("expected StepTooLarge, got {other:?}"),
+        }
+        assert_eq!(pool.bytes(), 0, "nothing was allocated");
+        assert!(pool.take(&gpu, 16).is_ok());
     }
 }
