@@ -263,7 +263,7 @@ fn finetune_warns_when_the_loss_curve_cannot_be_written() {
 }
 
 #[test]
-fn finetune_on_the_gpu_learns_and_resumes_bit_for_bit() {
+fn finetune_on_the_gpu_with_dropout_learns_and_resumes_bit_for_bit() {
     if std::env::var_os("RULLAMA_NO_GPU_TESTS").is_some() {
         eprintln!("RULLAMA_NO_GPU_TESTS is set: the GPU finetune test skipped");
         return;
@@ -271,7 +271,7 @@ fn finetune_on_the_gpu_learns_and_resumes_bit_for_bit() {
     let run = Run::new();
     let (m, d, dir) = (run.model(), run.data(), &run.dir);
     let straight = dir.path().join("gpu.gguf");
-    let gpu = ["--backend", "gpu", "--steps", "6"];
+    let gpu = ["--backend", "gpu", "--steps", "6", "--dropout", "0.1"];
     let (ok, stdout, stderr) = finetune(
         m,
         d,

@@ -26,11 +26,6 @@ pub enum FinetuneError {
     /// A batch with no token to learn.
     #[error("the batch has no trainable token: nothing to learn from")]
     NothingToLearn,
-    /// LoRA dropout asked of the GPU engine, which trains without it.
-    #[error(
-        "LoRA dropout {0} on the GPU: the GPU engine trains without dropout (drop --dropout, or train on the CPU tape with --backend cpu)"
-    )]
-    GpuDropout(f32),
     /// A training step too large for the GPU: a buffer past its largest binding, or past
     /// its free memory.
     #[error(

@@ -10,9 +10,10 @@
 use crate::device::Caps;
 use crate::ops::{
     adamw, argmax, attention, attention_backward, attention_coop, attention_rope, attention_train,
-    cross_entropy, elementwise, embed, f16_copy, glu, glu_backward, head_norm_rope, kv, matmul,
-    matmul_coop, matmul_dense, matmul_input_grad, matmul_weight_grad, matvec, norm, quantize,
-    residual_norm, rms_norm_backward, rope, rope_backward, sample, split_k, split_sum, unary,
+    cross_entropy, dropout, elementwise, embed, f16_copy, glu, glu_backward, head_norm_rope, kv,
+    matmul, matmul_coop, matmul_dense, matmul_input_grad, matmul_weight_grad, matvec, norm,
+    quantize, residual_norm, rms_norm_backward, rope, rope_backward, sample, split_k, split_sum,
+    unary,
 };
 #[cfg(any(test, feature = "parity"))]
 use crate::parity::Check;
@@ -165,6 +166,8 @@ families! {
     Elementwise(elementwise::ElementwiseKernel),
     /// In-place scale or soft-cap.
     Unary(unary::UnaryKernel),
+    /// LoRA dropout in place: a mask hashed from a seed and each element's index.
+    Dropout(dropout::DropoutKernel),
     /// Write K and V rows into a cache.
     KvAppend(kv::KvAppendKernel),
     /// Attention over a cache (decode or causal prompt block).

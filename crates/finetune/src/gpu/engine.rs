@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use rullama_kernels::ops::adamw::{AdamW as AdamWKernel, AdamWParams, GradNormSq};
 use rullama_kernels::ops::cross_entropy::{CrossEntropyParams, MASKED};
+use rullama_kernels::ops::dropout::DropoutParams;
 use rullama_kernels::{
     Dtype, Gpu, GpuFormat, GpuTensor, GpuWeight, OpId, Readback, Step, StepBuilder, StepProfile,
     View, WeightChunk, WeightShape,
@@ -13,8 +14,9 @@ use rullama_model::{Model, Session};
 
 use super::plan::{self, ParamBindings, Plan, Pool};
 use super::{GpuTapeBackend, GpuTapeWeight, gpu_err};
+use crate::data::SplitMix64;
 use crate::engine::{Engine, MaskedTokens, TrainBackend};
-use crate::error::{FinetuneError, Result};
+use crate::error::Result;
 use crate::lora::TrainableLora;
 use crate::loss::targets;
 use crate::optim::{AdamW, AdamWConfig};
@@ -31,15 +33,11 @@ impl TrainBackend for GpuTapeBackend {
 
     fn engine<'m>(
         model: &'m Model<GpuTapeBackend>,
-        lora: &TrainableLora,
+        _lora: &TrainableLora,
         params: Vec<Matrix>,
         optim: AdamWConfig,
         n_ctx: usize,
     ) -> Result<Box<dyn Engine + 'm>> {
-        let dropout = lora.spec().dropout;
-        if dropout > 0.0 {
-            return Err(FinetuneError::GpuDropout(dropout));
-        }
         Ok(Box::new(GpuEngine::new(model, &params, optim, n_ctx)?))
     }
 }
@@ -245,7 +243,13 @@ impl<'m> GpuEngine<'m> {
     /// `weight ×` the summed loss. The step's tokens are rounded up to a multiple of
     /// [`TOKEN_QUANTUM`] with a filler sequence that predicts nothing, so examples of every
     /// length share a few plans.
-    fn run(&mut self, examples: &[MaskedTokens<'_>], weight: f32, train: bool) -> Result<f64> {
+    fn run(
+        &mut self,
+        examples: &[MaskedTokens<'_>],
+        weight: f32,
+        dropout_seed: Option<u64>,
+    ) -> Result<f64> {
+        let train = dropout_seed.is_some();
         let n_real: usize = examples.iter().map(|e| e.tokens.len()).sum();
         let quantum = TOKEN_QUANTUM.min(self.n_ctx);
         let filler_len = n_real.next_multiple_of(quantum) - n_real;
@@ -301,6 +305,13 @@ impl<'m> GpuEngine<'m> {
             .map(|t| t.unwrap_or(MASKED))
             .collect();
         plan.targets.write(&gpu, 0, &ids);
+        for &(op, node) in &plan.dropout_ops {
+            let mut p: DropoutParams = plan.step.params(op);
+            let seed =
+                dropout_seed.unwrap_or(0) ^ (node as u64).wrapping_mul(0xD1B5_4A32_D192_ED03);
+            p.set_seed(SplitMix64::new(seed).next_u64());
+            plan.step.set_params(op, &p);
+        }
         for &op in &plan.loss_ops {
             let mut p: CrossEntropyParams = plan.step.params(op);
             p.set_weight(weight);
@@ -324,18 +335,20 @@ impl<'m> GpuEngine<'m> {
 }
 
 impl Engine for GpuEngine<'_> {
-    /// LoRA dropout is refused when the engine is made, so the seeds go unused.
+    /// The examples are one step, so the first example's seed draws every mask of it (each
+    /// product's its own, from the seed and the product's place in the graph).
     fn accumulate(
         &mut self,
         examples: &[MaskedTokens<'_>],
         weight: f32,
-        _dropout_seeds: &[u64],
+        dropout_seeds: &[u64],
     ) -> Result<f64> {
-        self.run(examples, weight, true)
+        let seed = dropout_seeds.first().copied().unwrap_or(0);
+        self.run(examples, weight, Some(seed))
     }
 
     fn loss(&mut self, examples: &[MaskedTokens<'_>], weight: f32) -> Result<f64> {
-        self.run(examples, weight, false)
+        self.run(examples, weight, None)
     }
 
     fn update(&mut self, lr: f64) -> Result<f64> {

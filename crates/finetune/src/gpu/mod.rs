@@ -49,8 +49,7 @@ pub enum GpuTapeWeight {
         id: usize,
         /// The factor the graph's product applies.
         scale: f32,
-        /// LoRA dropout's probability on the product's input (the GPU engine trains
-        /// without dropout and refuses an adapter that asks for it).
+        /// LoRA dropout's probability on the product's input, in training steps.
         dropout: f32,
     },
 }

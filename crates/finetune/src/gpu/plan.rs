@@ -19,7 +19,7 @@ use rullama_kernels::ops::glu_backward::{GluBackward, glu_backward};
 use rullama_kernels::ops::matmul::{Matmul, Strides};
 use rullama_kernels::ops::matmul_input_grad::MatmulInputGrad;
 use rullama_kernels::ops::matmul_weight_grad::MatmulWeightGrad;
-use rullama_kernels::ops::{elementwise, embed, glu, unary};
+use rullama_kernels::ops::{dropout, elementwise, embed, glu, unary};
 use rullama_kernels::{
     Dtype, Gpu, GpuError, GpuTensor, GpuWeight, Op, OpId, Readback, Step, StepBuilder, View,
 };
@@ -56,6 +56,9 @@ pub(crate) struct Plan {
     pub loss: GpuTensor,
     /// The cross-entropy ops, whose gradient weight changes from run to run.
     pub loss_ops: Vec<OpId>,
+    /// The dropout ops and their products' nodes: each run draws new masks (the same node's
+    /// forward and backward one mask).
+    pub dropout_ops: Vec<(OpId, ValueId)>,
     pub readback: Readback,
 }
 
@@ -118,9 +121,11 @@ fn trainable(nodes: &[Node]) -> Vec<bool> {
 }
 
 /// The values node `i`'s backward reads besides its output's gradient (its own output: the
-/// attention's o).
+/// attention's o). A product with dropout reads its masked input instead, which it keeps
+/// itself.
 fn captures(nodes: &[Node], i: usize) -> Vec<ValueId> {
     match nodes[i] {
+        Node::Param { dropout, .. } if dropout > 0.0 => vec![],
         Node::Param { x, .. } | Node::RmsNorm { x, .. } => vec![x],
         Node::Attention { q, k, v, .. } => vec![q, k, v, i],
         Node::Glu { gate, up, .. } => vec![gate, up],
@@ -206,6 +211,12 @@ struct Lower<'a> {
     values: Vec<Option<GpuTensor>>,
     /// Attention nodes' log-sum-exp, kept for their backward.
     lse: HashMap<ValueId, GpuTensor>,
+    /// Dropped-out products' masked inputs, kept for their backward.
+    masked: HashMap<ValueId, GpuTensor>,
+    /// Every dropout op and its product's node (the seed of its mask).
+    dropout_ops: Vec<(OpId, ValueId)>,
+    /// A training step (dropout applies).
+    train: bool,
     /// Each value's gradient while it is being gathered.
     grads: Vec<Option<GpuTensor>>,
     /// Readers left of each value: forward ops, then backward ops.
@@ -261,6 +272,9 @@ pub(crate) fn build(
         pool,
         values: vec![None; nodes.len()],
         lse: HashMap::new(),
+        masked: HashMap::new(),
+        dropout_ops: Vec::new(),
+        train,
         grads: vec![None; nodes.len()],
         readers,
         ids,
@@ -290,6 +304,7 @@ pub(crate) fn build(
         targets,
         loss,
         loss_ops,
+        dropout_ops: lower.dropout_ops,
         readback: Readback::new(gpu, (n * 4) as u64),
     })
 }
@@ -371,12 +386,36 @@ impl Lower<'_> {
                 );
                 self.extend(ops, "product")?;
             }
-            &Node::Param { id, scale, x } => {
+            &Node::Param {
+                id,
+                scale,
+                dropout,
+                x,
+            } => {
+                // In a training step, the product reads x through dropout's mask, whose
+                // seed the engine sets each step; the masked copy stays for the backward.
+                let masked = match self.train && dropout > 0.0 {
+                    true => {
+                        let n = self.len(x);
+                        let t = self.pool.take(gpu, n)?;
+                        self.push(
+                            elementwise::copy(self.value(x).into(), (&t).into(), n),
+                            "dropout",
+                        )?;
+                        let op =
+                            self.push(dropout::dropout((&t).into(), n, dropout, 0), "dropout")?;
+                        self.dropout_ops.push((op, i));
+                        Some(t)
+                    }
+                    false => None,
+                };
+                let input = masked.as_ref().unwrap_or_else(|| self.value(x));
                 let w = &self.params.weights[id];
-                let ops = self
-                    .matmul(rows, false)
-                    .ops(caps, w, self.value(x).into(), None, o);
+                let ops = self.matmul(rows, false).ops(caps, w, input.into(), None, o);
                 self.extend(ops, "adapter product")?;
+                if let Some(t) = masked {
+                    self.masked.insert(i, t);
+                }
                 if scale != 1.0 {
                     self.push(unary::scale(o, len, scale), "adapter scale")?;
                 }
@@ -580,8 +619,7 @@ impl Lower<'_> {
         Ok(())
     }
 
-    /// `dx (+)= dy · W` into `x`'s gradient, for a product by `w` (all its rows), its sum
-    /// over W's rows split where the output has few tiles ([`splits`]).
+    /// `dx (+)= dy · W` into `x`'s gradient, for a product by `w` (all its rows).
     fn input_grad(
         &mut self,
         w: &GpuWeight,
@@ -595,6 +633,21 @@ impl Lower<'_> {
             let t = self.pool.take(self.gpu, self.len(x))?;
             self.grads[x] = Some(t);
         }
+        let dx = self.grads[x].clone().expect("made above");
+        self.input_grad_into(w, dy, &dx, accumulate, rows, tensor_cores)
+    }
+
+    /// `dx (+)= dy · W` for `rows` rows, its sum over W's rows split where the output has
+    /// few tiles ([`splits`]).
+    fn input_grad_into(
+        &mut self,
+        w: &GpuWeight,
+        dy: &GpuTensor,
+        dx: &GpuTensor,
+        accumulate: bool,
+        rows: usize,
+        tensor_cores: bool,
+    ) -> Result<()> {
         let n_in = w.shape.n_in;
         let split = splits(tiles(n_in) * tiles(rows), w.shape.n_out);
         let grad = MatmulInputGrad {
@@ -610,7 +663,6 @@ impl Lower<'_> {
                     .take(self.gpu, w.chunks.len() * split * rows * n_in)?,
             ),
         };
-        let dx = self.grads[x].as_ref().expect("made above");
         let caps = &self.gpu.caps;
         let ops = match &scratch {
             None => grad.ops(caps, w.all_rows(), dy.into(), dx.into()),
@@ -637,7 +689,12 @@ impl Lower<'_> {
                     self.input_grad(w, dy, *x, rows, self.tensor_cores)?;
                 }
             }
-            &Node::Param { id, scale, x } => {
+            &Node::Param {
+                id,
+                scale,
+                dropout,
+                x,
+            } => {
                 let dy_ref = dy.as_ref().expect("held");
                 let scaled = if scale != 1.0 {
                     let t = self.pool.take(gpu, len)?;
@@ -662,12 +719,28 @@ impl Lower<'_> {
                 let dw = View::at(self.params.grads, self.params.offsets[id]);
                 let split = splits(tiles(w.shape.n_out) * tiles(w.shape.n_in), rows);
                 let scratch = self.pool.take(gpu, split * w.shape.n_out * w.shape.n_in)?;
-                let x_view = self.value(x).into();
-                let ops = weight_grad.split_ops((&g).into(), x_view, (&scratch).into(), split, dw);
+                let masked = self.masked.remove(&i);
+                let input = masked.as_ref().unwrap_or_else(|| self.value(x));
+                let ops =
+                    weight_grad.split_ops((&g).into(), input.into(), (&scratch).into(), split, dw);
                 self.extend(ops, "adapter gradient")?;
                 self.pool.give(scratch);
-                if trainable[x] {
-                    self.input_grad(w, &g, x, rows, false)?;
+                match masked {
+                    // The product read x ⊙ mask: x's gradient is masked in turn.
+                    Some(t) => {
+                        if trainable[x] {
+                            let dx = self.pool.take(gpu, self.len(x))?;
+                            self.input_grad_into(w, &g, &dx, false, rows, false)?;
+                            let n = self.len(x);
+                            let op = dropout::dropout((&dx).into(), n, dropout, 0);
+                            let op = self.push(op, "dropout backward")?;
+                            self.dropout_ops.push((op, i));
+                            self.give_grad(x, dx, true, trainable)?;
+                        }
+                        self.pool.give(t);
+                    }
+                    None if trainable[x] => self.input_grad(w, &g, x, rows, false)?,
+                    None => {}
                 }
                 if let Some(t) = scaled {
                     self.pool.give(t);

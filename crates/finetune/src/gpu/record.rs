@@ -33,8 +33,14 @@ pub(crate) enum Node {
     Embed { table: Arc<GpuWeight>, ids: usize },
     /// `x · Wᵀ`, `W` frozen.
     Matmul { w: Arc<GpuWeight>, x: ValueId },
-    /// `scale · x · Pᵀ`, `P` trainable parameter `id`.
-    Param { id: usize, scale: f32, x: ValueId },
+    /// `scale · (x ⊙ mask) · Pᵀ`, `P` trainable parameter `id`, the mask LoRA dropout's
+    /// (probability `dropout`, in training steps only).
+    Param {
+        id: usize,
+        scale: f32,
+        dropout: f32,
+        x: ValueId,
+    },
     /// `x + bias` on every row.
     AddBias { x: ValueId, bias: Arc<GpuTensor> },
     /// RMS norm of every `norm.n` values, with an optional gain.
@@ -190,10 +196,15 @@ impl Sequence for GpuTape {
                 };
                 self.push(node, [rows, m.shape.n_out])
             }
-            &GpuTapeWeight::Param { id, scale, .. } => {
+            &GpuTapeWeight::Param { id, scale, dropout } => {
                 let [n_out, n_in] = self.param_shapes[id];
                 assert_eq!(cols, n_in, "matmul: input width vs parameter {id}");
-                let node = Node::Param { id, scale, x: x.0 };
+                let node = Node::Param {
+                    id,
+                    scale,
+                    dropout,
+                    x: x.0,
+                };
                 self.push(node, [rows, n_out])
             }
             GpuTapeWeight::Vector(_) => panic!("the graph multiplies a vector"),

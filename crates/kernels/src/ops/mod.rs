@@ -13,6 +13,7 @@ pub mod attention_coop;
 pub mod attention_rope;
 pub mod attention_train;
 pub mod cross_entropy;
+pub mod dropout;
 pub mod elementwise;
 pub mod embed;
 pub mod epilogue;

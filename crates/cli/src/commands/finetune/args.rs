@@ -101,8 +101,8 @@ pub struct Args {
     /// Print one JSON object at the end (steps, losses, tokens/s, files) instead of text.
     #[arg(long)]
     pub json: bool,
-    /// Where the steps run: auto (the GPU when a hardware adapter exists and no --dropout is
-    /// asked, else the CPU), gpu, or cpu (the f64 training tape: the reference, slow).
+    /// Where the steps run: auto (the GPU when a hardware adapter exists, else the CPU), gpu,
+    /// or cpu (the f64 training tape: the reference, slow).
     #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
     pub backend: BackendChoice,
     /// On the GPU, keep the products through the frozen weights in f32 instead of the

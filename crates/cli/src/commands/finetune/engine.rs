@@ -16,13 +16,11 @@ use super::super::generation::BackendChoice;
 use super::Args;
 
 /// The GPU the run trains on, or `None` for the CPU tape. Auto takes a hardware adapter
-/// (lavapipe would be slower than the tape) unless --dropout asks for what only the tape
-/// does.
-pub fn choose(args: &Args, spec: &LoraSpec) -> Result<Option<Gpu>, CliError> {
+/// (on lavapipe the tape is faster).
+pub fn choose(args: &Args) -> Result<Option<Gpu>, CliError> {
     Ok(match args.backend {
         BackendChoice::Cpu => None,
         BackendChoice::Gpu => Some(open(args)?),
-        BackendChoice::Auto if spec.dropout > 0.0 => None,
         BackendChoice::Auto => open(args).ok().filter(|gpu| !gpu.is_software()),
     })
 }
