@@ -13,6 +13,7 @@ use rullama_model::backend::{AttentionInputs, AttentionParams, RmsNormParams, Ro
 use rullama_model::{ModelError, Result, Sequence};
 
 use super::GpuTapeWeight;
+use crate::tape::train_attention;
 
 /// A value of the tape: node `i`'s output.
 pub(crate) type ValueId = usize;
@@ -265,16 +266,7 @@ impl Sequence for GpuTape {
         p: &AttentionParams,
     ) -> GpuValue {
         let n = self.ids[x.positions.0].len();
-        let attn = TrainAttention {
-            n,
-            n_head: p.n_head,
-            n_kv: p.n_head_kv,
-            dk: p.head_dim_k,
-            dv: p.head_dim_v,
-            scale: p.scale,
-            window: p.window.unwrap_or(0),
-            softcap: p.softcap.unwrap_or(0.0),
-        };
+        let attn = train_attention(n, p);
         let node = Node::Attention {
             q: x.q.0,
             k: x.k.0,

@@ -210,6 +210,21 @@ impl RowRef<'_> {
     }
 }
 
+/// The training attention of a step of `n` rows with the graph's attention parameters (both
+/// engines attend within the step, no cache).
+pub(crate) fn train_attention(n: usize, p: &AttentionParams) -> TrainAttention {
+    TrainAttention {
+        n,
+        n_head: p.n_head,
+        n_kv: p.n_head_kv,
+        dk: p.head_dim_k,
+        dv: p.head_dim_v,
+        scale: p.scale,
+        window: p.window.unwrap_or(0),
+        softcap: p.softcap.unwrap_or(0.0),
+    }
+}
+
 /// Dropout's factor of each of `len` inputs of op `node`: 0 with probability `p`, else
 /// `1 / (1 - p)`, each drawn from SplitMix64 seeded by (seed, node, index).
 fn dropout_mask(seed: u64, node: usize, len: usize, p: f64) -> Vec<f64> {
@@ -343,16 +358,7 @@ impl Sequence for Tape {
         p: &AttentionParams,
     ) -> TapeValue {
         let n = x.positions.len();
-        let attn = TrainAttention {
-            n,
-            n_head: p.n_head,
-            n_kv: p.n_head_kv,
-            dk: p.head_dim_k,
-            dv: p.head_dim_v,
-            scale: p.scale,
-            window: p.window.unwrap_or(0),
-            softcap: p.softcap.unwrap_or(0.0),
-        };
+        let attn = train_attention(n, p);
         // Each row's sequence starts `position` rows before it: a tape step holds whole
         // sequences from position 0 (it has no cache to hold an earlier part).
         let start: Vec<u32> = x
