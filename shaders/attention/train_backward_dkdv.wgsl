@@ -1,16 +1,10 @@
 // The training attention's backward, dk and dv (with attention/train_params.wgsl): one
 // workgroup per (key row j, kv head g) owns that row of dk and dv (WGSL has no float atomics,
 // so no two workgroups may add into one element). It walks the (query row i, query head h)
-// pairs that see key j (i from j up to its sequence's end or the window's, start[i] <= j; h
-// over g's GQA group), recomputing each pair's weight from the forward's log-sum-exp:
-// p = exp(s - lse_ih), ds = p (do_ih . v_j - D_ih) cap' with D_ih = do_ih . o_ih; then
-// dv_j = sum p do_ih and dk_j = scale sum ds q_ih.
-//
-// The 64 invocations are GROUPS groups of LANES, one pair per group at a time: a group's lanes
-// stride over the head's dims, so every row of q, do and o is read once, in consecutive words
-// across the lanes, and each lane keeps the values it read for its own dims' dk and dv sums.
-// The three dot products of a pair are each lane's partial sums added in lane order through
-// workgroup memory; at the end the groups' sums are added in group order.
+// pairs that see key j (i from j up to its sequence's end or the window's, start[i] <= j; h over
+// g's GQA group) in tiles of TILE, one pair per invocation, recomputing the pair's weight
+// from the forward's log-sum-exp: p = exp(s - lse_ih), ds = p (do_ih . v_j - D_ih) cap' with
+// D_ih = do_ih . o_ih; then dv_j = sum p do_ih and dk_j = scale sum ds q_ih.
 
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> k: array<f32>;
@@ -22,15 +16,10 @@
 @group(0) @binding(8) var<storage, read_write> dk_out: array<f32>;
 @group(0) @binding(9) var<storage, read_write> dv_out: array<f32>;
 
-const LANES: u32 = 32u;
-const GROUPS: u32 = 2u;
-// Dims a lane owns: d = lane + LANES r for r < PL.
-const PL: u32 = MAXD / LANES;
-
-// Each invocation's three partial dot products of the round.
-var<workgroup> partial: array<f32, 3u * GROUPS * LANES>;
-// The groups' dk (then dv) sums, for the final addition.
-var<workgroup> sums: array<f32, GROUPS * MAXD>;
+var<workgroup> ks: array<f32, MAXD>;
+var<workgroup> vs: array<f32, MAXD>;
+var<workgroup> ps: array<f32, TILE>;
+var<workgroup> dss: array<f32, TILE>;
 var<workgroup> end_shared: u32;
 
 @compute @workgroup_size(WG)
@@ -46,19 +35,13 @@ fn main(
     let j = idx / p.n_kv;
     let g = idx % p.n_kv;
     let group = p.n_head / p.n_kv;
-    let lane = tid % LANES;
-    let grp = tid / LANES;
-    var kr: array<f32, PL>;
-    var vr: array<f32, PL>;
-    for (var r = 0u; r < PL; r++) {
-        let d = lane + LANES * r;
-        if d < p.dk {
-            kr[r] = k[p.k_offset + idx * p.dk + d];
-        }
-        if d < p.dv {
-            vr[r] = v[p.v_offset + idx * p.dv + d];
-        }
+    for (var d = tid; d < p.dk; d += TILE) {
+        ks[d] = k[p.k_offset + idx * p.dk + d];
     }
+    for (var d = tid; d < p.dv; d += TILE) {
+        vs[d] = v[p.v_offset + idx * p.dv + d];
+    }
+    workgroupBarrier();
     // The queries that may see key j: j's own sequence's rows from j on. Rows of a sequence
     // are consecutive and start[] does not decrease, so its end is the first row whose
     // sequence starts after j: found by bisection, not by walking the block's later
@@ -82,87 +65,67 @@ fn main(
         hi = min(hi, j + p.window);
     }
     let pairs = (hi - j) * group;
-    var dk_acc: array<f32, PL>;
-    var dv_acc: array<f32, PL>;
-    for (var e0 = 0u; e0 < pairs; e0 += GROUPS) {
-        let e = e0 + grp;
-        var row = 0u;
-        var live = false;
+    var dk_acc: array<f32, PER>;
+    var dv_acc: array<f32, PER>;
+    for (var e0 = 0u; e0 < pairs; e0 += TILE) {
+        let e = e0 + tid;
+        var pr = 0.0;
+        var ds = 0.0;
         if e < pairs {
             let i = j + e / group;
-            row = i * p.n_head + g * group + e % group;
-            live = start[p.start_offset + i] <= j;
-        }
-        var qv: array<f32, PL>;
-        var dov: array<f32, PL>;
-        var dot = 0.0;
-        var dp = 0.0;
-        var delta = 0.0;
-        if live {
-            for (var r = 0u; r < PL; r++) {
-                let d = lane + LANES * r;
-                if d < p.dk {
-                    qv[r] = q[p.q_offset + row * p.dk + d];
-                    dot = fma(qv[r], kr[r], dot);
+            let row = i * p.n_head + g * group + e % group;
+            if start[p.start_offset + i] <= j {
+                let q_row = p.q_offset + row * p.dk;
+                var dot = 0.0;
+                for (var d = 0u; d < p.dk; d++) {
+                    dot = fma(q[q_row + d], ks[d], dot);
                 }
-                if d < p.dv {
-                    dov[r] = dout[p.do_offset + row * p.dv + d];
-                    dp = fma(dov[r], vr[r], dp);
-                    delta = fma(dov[r], o[p.o_offset + row * p.dv + d], delta);
+                let sc = score(p.scale * dot);
+                pr = exp(sc.s - lse[p.lse_offset + row]);
+                let do_row = p.do_offset + row * p.dv;
+                let o_row = p.o_offset + row * p.dv;
+                var dp = 0.0;
+                var delta = 0.0;
+                for (var d = 0u; d < p.dv; d++) {
+                    let gd = dout[do_row + d];
+                    dp = fma(gd, vs[d], dp);
+                    delta = fma(gd, o[o_row + d], delta);
                 }
+                ds = pr * (dp - delta) * sc.grad;
             }
         }
-        partial[3u * tid] = dot;
-        partial[3u * tid + 1u] = dp;
-        partial[3u * tid + 2u] = delta;
+        ps[tid] = pr;
+        dss[tid] = ds;
         workgroupBarrier();
-        dot = 0.0;
-        dp = 0.0;
-        delta = 0.0;
-        for (var l = 0u; l < LANES; l++) {
-            let at = 3u * (grp * LANES + l);
-            dot += partial[at];
-            dp += partial[at + 1u];
-            delta += partial[at + 2u];
-        }
-        workgroupBarrier();
-        if live {
-            let sc = score(p.scale * dot);
-            let pr = exp(sc.s - lse[p.lse_offset + row]);
-            let ds = pr * (dp - delta) * sc.grad;
-            for (var r = 0u; r < PL; r++) {
-                dk_acc[r] = fma(ds, qv[r], dk_acc[r]);
-                dv_acc[r] = fma(pr, dov[r], dv_acc[r]);
+        let count = min(TILE, pairs - e0);
+        for (var r = 0u; r < PER; r++) {
+            let d = tid + r * TILE;
+            if d < p.dk || d < p.dv {
+                var a = dk_acc[r];
+                var b = dv_acc[r];
+                for (var e = 0u; e < count; e++) {
+                    let ee = e0 + e;
+                    let row = (j + ee / group) * p.n_head + g * group + ee % group;
+                    if d < p.dk {
+                        a = fma(dss[e], q[p.q_offset + row * p.dk + d], a);
+                    }
+                    if d < p.dv {
+                        b = fma(ps[e], dout[p.do_offset + row * p.dv + d], b);
+                    }
+                }
+                dk_acc[r] = a;
+                dv_acc[r] = b;
             }
         }
+        workgroupBarrier();
     }
-    for (var r = 0u; r < PL; r++) {
-        let d = lane + LANES * r;
+    for (var r = 0u; r < PER; r++) {
+        let d = tid + r * TILE;
         if d < p.dk {
-            sums[grp * MAXD + d] = dk_acc[r];
+            dk_out[p.dk_offset + idx * p.dk + d] = p.scale * dk_acc[r];
         }
-    }
-    workgroupBarrier();
-    for (var d = tid; d < p.dk; d += WG) {
-        var s = 0.0;
-        for (var c = 0u; c < GROUPS; c++) {
-            s += sums[c * MAXD + d];
-        }
-        dk_out[p.dk_offset + idx * p.dk + d] = p.scale * s;
-    }
-    workgroupBarrier();
-    for (var r = 0u; r < PL; r++) {
-        let d = lane + LANES * r;
         if d < p.dv {
-            sums[grp * MAXD + d] = dv_acc[r];
+            dv_out[p.dv_offset + idx * p.dv + d] = dv_acc[r];
         }
-    }
-    workgroupBarrier();
-    for (var d = tid; d < p.dv; d += WG) {
-        var s = 0.0;
-        for (var c = 0u; c < GROUPS; c++) {
-            s += sums[c * MAXD + d];
-        }
-        dv_out[p.dv_offset + idx * p.dv + d] = s;
     }
 }

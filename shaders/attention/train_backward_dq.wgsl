@@ -1,14 +1,9 @@
 // The training attention's backward, dq (with attention/train_params.wgsl): one workgroup
-// per (row i, query head h) walks the keys row i sees, recomputing each weight from the
-// forward's log-sum-exp: p_j = exp(s_j - lse_i), dp_j = do_i . v_j, ds_j = p_j (dp_j - D_i)
-// cap'_j with D_i = do_i . o_i, and dq_i = scale sum_j ds_j k_j. The workgroup owns its row of
-// dq, so no two workgroups write one element (WGSL has no float atomics).
-//
-// The 64 invocations are GROUPS groups of LANES, one key per group at a time: a group's lanes
-// stride over the head's dims (q_i and do_i held for their own dims), so every row of k and v
-// is read once, in consecutive words across the lanes, and each lane keeps the k values it
-// read for its dims' dq sums. Dot products: each lane's partial sums added in lane order
-// through workgroup memory; at the end the groups' sums are added in group order.
+// per (row i, query head h) walks the keys row i sees in tiles of TILE, as the forward
+// (attention/train_forward.wgsl) does, recomputing each weight from the forward's
+// log-sum-exp: p_j = exp(s_j - lse_i), dp_j = do_i . v_j, ds_j = p_j (dp_j - D_i) cap'_j with
+// D_i = do_i . o_i, and dq_i = scale sum_j ds_j k_j. The workgroup owns its row of dq, so no
+// two workgroups write one element (WGSL has no float atomics).
 
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> k: array<f32>;
@@ -19,15 +14,10 @@
 @group(0) @binding(7) var<storage, read> start: array<u32>;
 @group(0) @binding(8) var<storage, read_write> dq: array<f32>;
 
-const LANES: u32 = 32u;
-const GROUPS: u32 = 2u;
-// Dims a lane owns: d = lane + LANES r for r < PL.
-const PL: u32 = MAXD / LANES;
-
-// Each invocation's two partial dot products of the round.
-var<workgroup> partial: array<f32, 2u * GROUPS * LANES>;
-// The groups' dq sums, for the final addition.
-var<workgroup> sums: array<f32, GROUPS * MAXD>;
+var<workgroup> qs: array<f32, MAXD>;
+var<workgroup> dos: array<f32, MAXD>;
+var<workgroup> dss: array<f32, TILE>;
+var<workgroup> partial: array<f32, TILE>;
 var<workgroup> lo_shared: u32;
 
 @compute @workgroup_size(WG)
@@ -43,89 +33,66 @@ fn main(
     let i = idx / p.n_head;
     let h = idx % p.n_head;
     let kvh = h / (p.n_head / p.n_kv);
-    let lane = tid % LANES;
-    let grp = tid / LANES;
-    var qr: array<f32, PL>;
-    var dor: array<f32, PL>;
-    // D_i = do_i . o_i: each lane's dims (both groups alike), then the group's partials.
+    for (var d = tid; d < p.dk; d += TILE) {
+        qs[d] = q[p.q_offset + idx * p.dk + d];
+    }
+    // D_i = do_i . o_i: each invocation's dims, then its TILE partial sums.
     var part = 0.0;
-    for (var r = 0u; r < PL; r++) {
-        let d = lane + LANES * r;
-        if d < p.dk {
-            qr[r] = q[p.q_offset + idx * p.dk + d];
-        }
-        if d < p.dv {
-            let g = dout[p.do_offset + idx * p.dv + d];
-            dor[r] = g;
-            part = fma(g, o[p.o_offset + idx * p.dv + d], part);
-        }
+    for (var d = tid; d < p.dv; d += TILE) {
+        let g = dout[p.do_offset + idx * p.dv + d];
+        dos[d] = g;
+        part = fma(g, o[p.o_offset + idx * p.dv + d], part);
     }
     partial[tid] = part;
     if tid == 0u {
         lo_shared = first_key(i, start[p.start_offset + i]);
     }
     // Uniform for the loop's barriers (start[] is a storage read); also the barrier after
-    // partial.
+    // qs, dos and partial.
     let lo = workgroupUniformLoad(&lo_shared);
     var delta = 0.0;
-    for (var l = 0u; l < LANES; l++) {
-        delta += partial[grp * LANES + l];
+    for (var e = 0u; e < TILE; e++) {
+        delta += partial[e];
     }
     let li = lse[p.lse_offset + idx];
-    var acc: array<f32, PL>;
-    workgroupBarrier();
-    for (var j0 = lo; j0 <= i; j0 += GROUPS) {
-        let j = j0 + grp;
-        let live = j <= i;
-        var kv: array<f32, PL>;
-        var dot = 0.0;
-        var dp = 0.0;
-        if live {
+    var acc: array<f32, PER>;
+    for (var t0 = lo; t0 <= i; t0 += TILE) {
+        let j = t0 + tid;
+        var ds = 0.0;
+        if j <= i {
             let k_row = p.k_offset + (j * p.n_kv + kvh) * p.dk;
-            let v_row = p.v_offset + (j * p.n_kv + kvh) * p.dv;
-            for (var r = 0u; r < PL; r++) {
-                let d = lane + LANES * r;
-                if d < p.dk {
-                    kv[r] = k[k_row + d];
-                    dot = fma(qr[r], kv[r], dot);
-                }
-                if d < p.dv {
-                    dp = fma(dor[r], v[v_row + d], dp);
-                }
+            var dot = 0.0;
+            for (var d = 0u; d < p.dk; d++) {
+                dot = fma(qs[d], k[k_row + d], dot);
             }
-        }
-        partial[2u * tid] = dot;
-        partial[2u * tid + 1u] = dp;
-        workgroupBarrier();
-        dot = 0.0;
-        dp = 0.0;
-        for (var l = 0u; l < LANES; l++) {
-            let at = 2u * (grp * LANES + l);
-            dot += partial[at];
-            dp += partial[at + 1u];
-        }
-        workgroupBarrier();
-        if live {
             let sc = score(p.scale * dot);
             let pr = exp(sc.s - li);
-            let ds = pr * (dp - delta) * sc.grad;
-            for (var r = 0u; r < PL; r++) {
-                acc[r] = fma(ds, kv[r], acc[r]);
+            let v_row = p.v_offset + (j * p.n_kv + kvh) * p.dv;
+            var dp = 0.0;
+            for (var d = 0u; d < p.dv; d++) {
+                dp = fma(dos[d], v[v_row + d], dp);
+            }
+            ds = pr * (dp - delta) * sc.grad;
+        }
+        dss[tid] = ds;
+        workgroupBarrier();
+        let count = min(TILE, i + 1u - t0);
+        for (var r = 0u; r < PER; r++) {
+            let d = tid + r * TILE;
+            if d < p.dk {
+                var a = acc[r];
+                for (var e = 0u; e < count; e++) {
+                    a = fma(dss[e], k[p.k_offset + ((t0 + e) * p.n_kv + kvh) * p.dk + d], a);
+                }
+                acc[r] = a;
             }
         }
+        workgroupBarrier();
     }
-    for (var r = 0u; r < PL; r++) {
-        let d = lane + LANES * r;
+    for (var r = 0u; r < PER; r++) {
+        let d = tid + r * TILE;
         if d < p.dk {
-            sums[grp * MAXD + d] = acc[r];
+            dq[p.dq_offset + idx * p.dk + d] = p.scale * acc[r];
         }
-    }
-    workgroupBarrier();
-    for (var d = tid; d < p.dk; d += WG) {
-        var s = 0.0;
-        for (var c = 0u; c < GROUPS; c++) {
-            s += sums[c * MAXD + d];
-        }
-        dq[p.dq_offset + idx * p.dk + d] = p.scale * s;
     }
 }

@@ -29,11 +29,15 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> p: Params;
 
-// Invocations of a workgroup (set by the pipeline key; the ops set 64): each program splits
-// them into groups of lanes that stride over a head's dims.
+// Invocations of a workgroup (set by the pipeline key; the ops set 64, TILE); a tile holds
+// one key (or one query pair) per invocation, so the tile's scores cost one dot product each
+// and no reduction across invocations. The code strides by TILE.
 override WG: u32 = 64u;
-// The largest head dimension: a lane holds MAXD / LANES of a row's dims.
+const TILE: u32 = 64u;
+// The largest head dimension: a row of q, k, v or do sits in workgroup memory, and each
+// invocation accumulates the output dims tid, tid + TILE, .. (MAXD / TILE of them).
 const MAXD: u32 = 512u;
+const PER: u32 = 8u;
 // Stands for minus infinity (WGSL has no infinite literal): exp of it minus any score is 0.
 const LOW: f32 = -3.0e38;
 

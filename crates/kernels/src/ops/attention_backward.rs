@@ -17,12 +17,10 @@
 //! weights are recomputed from lse (`n * n_head` floats, kept by the forward). WGSL has no
 //! float atomics, so each gradient element has one writer: two dispatches,
 //! `attention/train_backward_dq.wgsl` (one workgroup of 64 per (row, query head) walks the
-//! keys the row sees, as the forward) and `attention/train_backward_dkdv.wgsl` (one workgroup
-//! per (key row, kv head) walks the (query row, head) pairs that see the key, only within the
-//! key's sequence), both with `attention/train_params.wgsl`; in both, two groups of 32 lanes
-//! take one key or pair at a time with the lanes striding over the head's dims, so every row
-//! is read in consecutive words. D is recomputed where it is needed (once per row in the dq
-//! pass, once per pair in the dk/dv pass) rather than stored.
+//! keys the row sees in tiles of 64, as the forward) and `attention/train_backward_dkdv.wgsl`
+//! (one workgroup per (key row, kv head) walks the (query row, head) pairs that see the key,
+//! 64 pairs a tile), both with `attention/train_params.wgsl`. D is recomputed where it is
+//! needed (once per row in the dq pass, once per pair in the dk/dv pass) rather than stored.
 //! The two passes recompute the scores each: twice the forward's arithmetic, as
 //! FlashAttention-2's backward with its dq pass split off.
 

@@ -17,10 +17,9 @@
 //!
 //! Memory: besides the inputs and o, only lse, `n * n_head` floats; nothing of size n^2.
 //! WGSL: `attention/train_forward.wgsl` + `attention/train_params.wgsl`. One workgroup of 64
-//! per (row, head), two groups of 32 lanes that each take one key at a time, the lanes striding
-//! over the head's dims (so k and v rows are read in consecutive words), with an online softmax
-//! per group (the running max and sum, the outputs rescaled when the max grows) merged at the
-//! end, as flash attention does. Head dims up to [`MAX_HEAD_DIM`].
+//! per (row, head) keeps its q row in workgroup memory and walks its keys in tiles of 64 (one
+//! score per invocation) with an online softmax (the running max and sum, the accumulators
+//! rescaled when the max grows), as flash attention does. Head dims up to [`MAX_HEAD_DIM`].
 
 use crate::error::GpuError;
 use crate::kernel::KernelFamily;
