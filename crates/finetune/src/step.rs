@@ -3,7 +3,7 @@
 use rullama_model::Session;
 
 use crate::error::Result;
-use crate::loss::{cross_entropy, targets};
+use crate::loss::{cross_entropy, cross_entropy_loss, targets};
 use crate::tape::{Matrix, TapeBackend};
 
 /// Runs `tokens` (one sequence, positions from 0) forward on the tape, takes
@@ -34,5 +34,9 @@ pub fn loss(
     session.sequence_mut().clear();
     let logits = session.record_logits(tokens, 0)?;
     let tape = session.sequence_mut();
-    Ok(cross_entropy(tape.value(logits), &targets(tokens, mask), weight).0)
+    Ok(cross_entropy_loss(
+        tape.value(logits),
+        &targets(tokens, mask),
+        weight,
+    ))
 }

@@ -22,7 +22,7 @@ use crate::tensor::View;
 #[cfg(any(test, feature = "parity"))]
 mod parity;
 #[cfg(any(test, feature = "parity"))]
-pub use parity::{CHECK, cross_entropy_ref};
+pub use parity::{CHECK, cross_entropy_loss_ref, cross_entropy_ref};
 
 /// The target that marks a row as masked: no loss, a zero gradient (the kernel and the
 /// reference treat every target `>= vocab` so).

@@ -41,9 +41,7 @@ pub fn cross_entropy_ref(
             loss.push(0.0);
             continue;
         }
-        let zd: Vec<(f64, f64)> = x.iter().map(|&x| capped(x, c)).collect();
-        let m = zd.iter().map(|z| z.0).fold(f64::NEG_INFINITY, f64::max);
-        let lse = m + zd.iter().map(|z| (z.0 - m).exp()).sum::<f64>().ln();
+        let (zd, lse) = capped_lse(x, c);
         loss.push(lse - zd[t].0);
         for (i, (di, &(z, dz))) in d.iter_mut().zip(&zd).enumerate() {
             let hot = if i == t { 1.0 } else { 0.0 };
@@ -51,6 +49,30 @@ pub fn cross_entropy_ref(
         }
     }
     (loss, dlogits)
+}
+
+/// The losses of [`cross_entropy_ref`] alone (the same arithmetic), without the
+/// `[n × vocab]` gradient: evaluation.
+pub fn cross_entropy_loss_ref(p: &CrossEntropy, logits: &[f64], targets: &[u32]) -> Vec<f64> {
+    let (v, c) = (p.vocab, f64::from(p.softcap));
+    let rows = logits.chunks_exact(v).zip(targets).take(p.n);
+    rows.map(|(x, &t)| {
+        let t = t as usize;
+        if t >= v {
+            return 0.0;
+        }
+        let (zd, lse) = capped_lse(x, c);
+        lse - zd[t].0
+    })
+    .collect()
+}
+
+/// A row's capped logits with their derivatives, and their log-sum-exp.
+fn capped_lse(x: &[f64], c: f64) -> (Vec<(f64, f64)>, f64) {
+    let zd: Vec<(f64, f64)> = x.iter().map(|&x| capped(x, c)).collect();
+    let m = zd.iter().map(|z| z.0).fold(f64::NEG_INFINITY, f64::max);
+    let lse = m + zd.iter().map(|z| (z.0 - m).exp()).sum::<f64>().ln();
+    (zd, lse)
 }
 
 /// The smallest normal f32: a result of exp below it may be flushed to 0.
