@@ -97,7 +97,7 @@ fn head<'a>(nodes: &'a [Node], logits: ValueId) -> Result<Head<'a>> {
 /// [`MAX_SPLITS`] splits of at least [`MIN_SPLIT_SUM`] terms each.
 const TARGET_WORKGROUPS: usize = 1024;
 const MAX_SPLITS: usize = 16;
-const MIN_SPLIT_SUM: usize = 256;
+const MIN_SPLIT_SUM: usize = 64;
 
 /// 64-wide output tiles over `n` (the backward products' tile side).
 fn tiles(n: usize) -> usize {
@@ -411,7 +411,7 @@ impl Lower<'_> {
                 };
                 let input = masked.as_ref().unwrap_or_else(|| self.value(x));
                 let w = &self.params.weights[id];
-                let ops = self.matmul(rows, false).ops(caps, w, input.into(), None, o);
+                let ops = self.matmul(rows, self.tensor_cores).ops(caps, w, input.into(), None, o);
                 self.extend(ops, "adapter product")?;
                 if let Some(t) = masked {
                     self.masked.insert(i, t);
@@ -730,7 +730,7 @@ impl Lower<'_> {
                     Some(t) => {
                         if trainable[x] {
                             let dx = self.pool.take(gpu, self.len(x))?;
-                            self.input_grad_into(w, &g, &dx, false, rows, false)?;
+                            self.input_grad_into(w, &g, &dx, false, rows, self.tensor_cores)?;
                             let n = self.len(x);
                             let op = dropout::dropout((&dx).into(), n, dropout, 0);
                             let op = self.push(op, "dropout backward")?;
@@ -739,7 +739,7 @@ impl Lower<'_> {
                         }
                         self.pool.give(t);
                     }
-                    None if trainable[x] => self.input_grad(w, &g, x, rows, false)?,
+                    None if trainable[x] => self.input_grad(w, &g, x, rows, self.tensor_cores)?,
                     None => {}
                 }
                 if let Some(t) = scaled {
