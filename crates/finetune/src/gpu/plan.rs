@@ -411,7 +411,9 @@ impl Lower<'_> {
                 };
                 let input = masked.as_ref().unwrap_or_else(|| self.value(x));
                 let w = &self.params.weights[id];
-                let ops = self.matmul(rows, self.tensor_cores).ops(caps, w, input.into(), None, o);
+                let ops = self
+                    .matmul(rows, self.tensor_cores)
+                    .ops(caps, w, input.into(), None, o);
                 self.extend(ops, "adapter product")?;
                 if let Some(t) = masked {
                     self.masked.insert(i, t);
