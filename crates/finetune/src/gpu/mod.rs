@@ -4,7 +4,7 @@
 //! [`GpuTapeBackend`] is an executor of `rullama-model` like the CPU tape
 //! ([`crate::tape`]): the architecture files run unchanged over its [`GpuTape`], which only
 //! records each op (a node, with its output's shape). The trainer's engine
-//! (`engine.rs`) then lowers the recording into kernels (`plan.rs`): the forward with
+//! (`engine.rs`) then lowers the recording into kernels (`plan/`): the forward with
 //! `attention_train` (cache-free, keeping each row's log-sum-exp), the LM head and the
 //! cross-entropy in chunks of rows (never a `[tokens × vocab]` buffer for the whole step),
 //! and the backward walked in reverse over the same nodes, each op's backward kernel reading

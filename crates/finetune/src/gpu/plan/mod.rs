@@ -1,0 +1,271 @@
+//! Lowering a recorded step into kernels: the forward, the loss head in chunks of rows, and
+//! (for a training step) the backward in reverse, into one [`Step`] built once and replayed.
+//!
+//! Buffers come from a pool as the ops are emitted: a value's buffer goes back after its
+//! last reader. A value some backward kernel reads (a trainable product's input, a norm's
+//! input, attention's q, k, v, output and log-sum-exp, a GLU's gate and up) is a capture: it
+//! stays until the last backward that reads it. Gradients follow the same rule (one per
+//! value, added into where several ops read the value), and a parameter's gradient is added
+//! into its slice of the engine's gradient buffer, which gathers a whole optimizer step.
+//! Since the step is one compute pass, wgpu orders every dispatch after the ones whose
+//! buffers it shares, so a reused buffer is never written while an earlier op reads it.
+
+use std::collections::HashMap;
+
+use rullama_kernels::ops::matmul::{Matmul, Strides};
+use rullama_kernels::{
+    Dtype, Gpu, GpuError, GpuTensor, GpuWeight, Op, OpId, Readback, Step, StepBuilder,
+};
+use rullama_model::ModelError;
+
+use crate::error::Result;
+
+use super::gpu_err;
+use super::record::{GpuTape, Node, ValueId};
+use forward::head;
+pub(crate) use pool::Pool;
+
+mod backward;
+mod forward;
+mod pool;
+
+/// The trainable parameters as the plan binds them: each one's matrix (its f32 buffer) and
+/// where its gradient goes in the gradient buffer.
+#[derive(Debug)]
+pub(crate) struct ParamBindings<'a> {
+    /// Parameter `id`'s values as an F32 matrix (`n_out` rows of `n_in`).
+    pub weights: &'a [GpuWeight],
+    /// The gradients of every parameter, one after another.
+    pub grads: &'a GpuTensor,
+    /// Where parameter `id`'s gradient starts in `grads`.
+    pub offsets: &'a [usize],
+}
+
+/// A built step over one recording's shape.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    pub step: Step,
+    /// One u32 buffer per id list of the recording (tokens, positions), written each run.
+    pub ids: Vec<GpuTensor>,
+    /// Attention's `start[]` (each row's sequence's first row), made from id list `.0`.
+    pub starts: Vec<(usize, GpuTensor)>,
+    /// Each row's next-token target (`MASKED` where none).
+    pub targets: GpuTensor,
+    /// Each row's cross-entropy, read back after a run.
+    pub loss: GpuTensor,
+    /// The cross-entropy ops, whose gradient weight changes from run to run.
+    pub loss_ops: Vec<OpId>,
+    /// The dropout ops and their products' nodes: each run draws new masks (the same node's
+    /// forward and backward one mask).
+    pub dropout_ops: Vec<(OpId, ValueId)>,
+    pub readback: Readback,
+}
+
+/// A split product aims at about this many workgroups (8 an SM of an H100), in at most
+/// [`MAX_SPLITS`] splits of at least [`MIN_SPLIT_SUM`] terms each.
+const TARGET_WORKGROUPS: usize = 1024;
+const MAX_SPLITS: usize = 16;
+const MIN_SPLIT_SUM: usize = 64;
+
+/// 64-wide output tiles over `n` (the backward products' tile side).
+fn tiles(n: usize) -> usize {
+    n.div_ceil(64)
+}
+
+/// How many ways to split a product of `tiles` output tiles whose sums run over `sum_len`
+/// terms: enough workgroups to fill the device where the output alone would not.
+fn splits(tiles: usize, sum_len: usize) -> usize {
+    let want = (TARGET_WORKGROUPS / tiles.max(1)).clamp(1, MAX_SPLITS);
+    want.min(sum_len / MIN_SPLIT_SUM).max(1)
+}
+
+/// Whether each value depends on a trainable parameter.
+fn trainable(nodes: &[Node]) -> Vec<bool> {
+    let mut t = vec![false; nodes.len()];
+    for (i, node) in nodes.iter().enumerate() {
+        t[i] = matches!(node, Node::Param { .. }) || node.inputs().iter().any(|&x| t[x]);
+    }
+    t
+}
+
+/// The values node `i`'s backward reads besides its output's gradient (its own output: the
+/// attention's o). A product with dropout reads its masked input instead, which it keeps
+/// itself.
+fn captures(nodes: &[Node], i: usize) -> Vec<ValueId> {
+    match nodes[i] {
+        Node::Param { dropout, .. } if dropout > 0.0 => vec![],
+        Node::Param { x, .. } | Node::RmsNorm { x, .. } => vec![x],
+        Node::Attention { q, k, v, .. } => vec![q, k, v, i],
+        Node::Glu { gate, up, .. } => vec![gate, up],
+        _ => vec![],
+    }
+}
+
+/// The lowering of one recording.
+struct Lower<'a> {
+    gpu: &'a Gpu,
+    tensor_cores: bool,
+    head_chunk_bytes: usize,
+    nodes: &'a [Node],
+    shapes: &'a [[usize; 2]],
+    params: &'a ParamBindings<'a>,
+    ops: StepBuilder,
+    pool: &'a mut Pool,
+    /// Each forward value's buffer while it lives.
+    values: Vec<Option<GpuTensor>>,
+    /// Attention nodes' log-sum-exp, kept for their backward.
+    lse: HashMap<ValueId, GpuTensor>,
+    /// Dropped-out products' masked inputs, kept for their backward.
+    masked: HashMap<ValueId, GpuTensor>,
+    /// Every dropout op and its product's node (the seed of its mask).
+    dropout_ops: Vec<(OpId, ValueId)>,
+    /// A training step (dropout applies).
+    train: bool,
+    /// Each value's gradient while it is being gathered.
+    grads: Vec<Option<GpuTensor>>,
+    /// Readers left of each value: forward ops, then backward ops.
+    readers: Vec<usize>,
+    ids: Vec<GpuTensor>,
+    starts: Vec<(usize, GpuTensor)>,
+}
+
+fn err(what: &'static str) -> impl FnOnce(GpuError) -> ModelError {
+    gpu_err(format!("building the training step ({what})"))
+}
+
+/// Builds the step of `tape`'s recording, whose logits are value `logits`: with `train`,
+/// forward, loss and backward; without, the forward and the loss.
+pub(crate) fn build(
+    tape: &GpuTape,
+    logits: ValueId,
+    params: &ParamBindings<'_>,
+    pool: &mut Pool,
+    train: bool,
+) -> Result<Plan> {
+    let (gpu, nodes, shapes) = (&*tape.gpu, &tape.nodes[..], &tape.shapes[..]);
+    let n = shapes[logits][0];
+    pool.tokens = n;
+    let head = head(nodes, logits)?;
+    let trainable = trainable(nodes);
+    let mut readers = vec![0usize; nodes.len()];
+    for (i, node) in nodes.iter().enumerate() {
+        if head.nodes.contains(&i) {
+            continue;
+        }
+        for x in node.inputs() {
+            readers[x] += 1;
+        }
+        if train && trainable[i] {
+            for x in captures(nodes, i) {
+                readers[x] += 1;
+            }
+        }
+    }
+    readers[head.x] += 1;
+    let ids = (0..tape.ids.len())
+        .map(|_| GpuTensor::zeros(gpu, &[n], Dtype::U32))
+        .collect();
+    let mut lower = Lower {
+        gpu,
+        tensor_cores: tape.tensor_cores,
+        head_chunk_bytes: tape.head_chunk_bytes,
+        nodes,
+        shapes,
+        params,
+        ops: StepBuilder::new(),
+        pool,
+        values: vec![None; nodes.len()],
+        lse: HashMap::new(),
+        masked: HashMap::new(),
+        dropout_ops: Vec::new(),
+        train,
+        grads: vec![None; nodes.len()],
+        readers,
+        ids,
+        starts: Vec::new(),
+    };
+    for i in 0..nodes.len() {
+        if !head.nodes.contains(&i) {
+            lower.forward(i)?;
+        }
+    }
+    let targets = GpuTensor::zeros(gpu, &[n], Dtype::U32);
+    let loss = GpuTensor::zeros(gpu, &[n], Dtype::F32);
+    let loss_ops = lower.head(&head, n, &targets, &loss, train && trainable[head.x])?;
+    if train {
+        for i in (0..nodes.len()).rev() {
+            if let Some(dy) = lower.grads[i].take() {
+                lower.backward(i, dy, &trainable)?;
+            }
+        }
+    }
+    let step = lower.ops.build(gpu);
+    lower.pool.reset();
+    Ok(Plan {
+        step,
+        ids: lower.ids,
+        starts: lower.starts,
+        targets,
+        loss,
+        loss_ops,
+        dropout_ops: lower.dropout_ops,
+        readback: Readback::new(gpu, (n * 4) as u64),
+    })
+}
+
+impl Lower<'_> {
+    fn len(&self, v: ValueId) -> usize {
+        let [r, c] = self.shapes[v];
+        r * c
+    }
+
+    fn value(&self, v: ValueId) -> &GpuTensor {
+        self.values[v]
+            .as_ref()
+            .expect("a value read after its last reader")
+    }
+
+    fn push(&mut self, op: std::result::Result<Op, GpuError>, what: &'static str) -> Result<OpId> {
+        Ok(self.ops.push(op.map_err(err(what))?))
+    }
+
+    fn extend(
+        &mut self,
+        ops: std::result::Result<Vec<Op>, GpuError>,
+        what: &'static str,
+    ) -> Result<()> {
+        self.ops.extend(ops.map_err(err(what))?);
+        Ok(())
+    }
+
+    /// One reader of `v` done: its buffer goes back to the pool after the last.
+    fn read_done(&mut self, v: ValueId) {
+        self.readers[v] -= 1;
+        if self.readers[v] == 0 {
+            if let Some(t) = self.values[v].take() {
+                self.pool.give(t);
+            }
+            if let Some(t) = self.lse.remove(&v) {
+                self.pool.give(t);
+            }
+        }
+    }
+
+    /// The `start[]` buffer of id list `positions`.
+    fn start(&mut self, positions: usize) -> GpuTensor {
+        if let Some((_, t)) = self.starts.iter().find(|(p, _)| *p == positions) {
+            return t.clone();
+        }
+        let t = GpuTensor::zeros(self.gpu, &[self.ids[positions].len()], Dtype::U32);
+        self.starts.push((positions, t.clone()));
+        t
+    }
+
+    fn matmul(&self, rows: usize, tensor_cores: bool) -> Matmul {
+        Matmul {
+            n_tokens: rows,
+            strides: Strides::default(),
+            tensor_cores,
+        }
+    }
+}

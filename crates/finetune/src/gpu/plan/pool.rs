@@ -1,0 +1,99 @@
+//! The buffers a plan's values live in, shared by an engine's plans.
+
+use rullama_kernels::{Dtype, Gpu, GpuTensor};
+
+use crate::error::{FinetuneError, Result};
+use crate::gpu::gpu_err;
+
+/// The buffers of an engine's plans: free ones by size, a request taking the smallest that
+/// holds it. The plans share them (they never run at once, and every run writes a buffer
+/// before it reads it), so a new shape adds only what its step needs beyond the largest
+/// before it.
+#[derive(Debug, Default)]
+pub(crate) struct Pool {
+    all: Vec<GpuTensor>,
+    free: Vec<GpuTensor>,
+    bytes: u64,
+    /// The tokens of the step being built (for the error of one that does not fit).
+    pub(super) tokens: usize,
+}
+
+impl Pool {
+    /// Bytes of every buffer made.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Every buffer free again: a plan was built, and the next one may use them all.
+    pub(super) fn reset(&mut self) {
+        self.free = self.all.clone();
+    }
+
+    pub(super) fn take(&mut self, gpu: &Gpu, n: usize) -> Result<GpuTensor> {
+        let bytes = (n.max(1) * 4) as u64;
+        let limit = gpu.max_binding_bytes();
+        if bytes > limit {
+            return Err(FinetuneError::StepTooLarge {
+                tokens: self.tokens,
+                what: format!("an activation of {bytes} bytes, over the {limit} one binding holds"),
+            });
+        }
+        let fit = self
+            .free
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.len() >= n)
+            .min_by_key(|(_, t)| t.len())
+            .map(|(i, _)| i);
+        if let Some(i) = fit {
+            return Ok(self.free.swap_remove(i));
+        }
+        let t = gpu
+            .allocate("a training step's activation", bytes, || {
+                GpuTensor::zeros(gpu, &[n.max(1)], Dtype::F32)
+            })
+            .map_err(|e| match e.is_out_of_memory() {
+                true => FinetuneError::StepTooLarge {
+                    tokens: self.tokens,
+                    what: format!("{} more bytes of activations: {e}", self.bytes + bytes),
+                },
+                false => gpu_err("allocating a training step")(e).into(),
+            })?;
+        self.bytes += t.bytes();
+        self.all.push(t.clone());
+        Ok(t)
+    }
+
+    pub(super) fn give(&mut self, t: GpuTensor) {
+        self.free.push(t);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A buffer past what one binding holds is the step's error (naming its tokens), not a
+    /// validation panic when the step binds it.
+    #[test]
+    fn an_activation_past_the_binding_limit_is_a_typed_error() {
+        if std::env::var_os("RULLAMA_NO_GPU_TESTS").is_some() {
+            return;
+        }
+        let gpu = Gpu::open().expect("a GPU adapter (lavapipe will do)");
+        let mut pool = Pool {
+            tokens: 123_456,
+            ..Pool::default()
+        };
+        let too_many = (gpu.max_binding_bytes() / 4 + 1) as usize;
+        match pool.take(&gpu, too_many) {
+            Err(FinetuneError::StepTooLarge { tokens, what }) => {
+                assert_eq!(tokens, 123_456);
+                assert!(what.contains("one binding holds"), "{what}");
+            }
+            other => panic!("expected StepTooLarge, got {other:?}"),
+        }
+        assert_eq!(pool.bytes(), 0, "nothing was allocated");
+        assert!(pool.take(&gpu, 16).is_ok());
+    }
+}
