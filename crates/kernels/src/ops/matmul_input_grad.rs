@@ -221,7 +221,6 @@ impl MatmulInputGrad {
             return self.ops_with(tensor_cores, w, dy, dx);
         }
         let n_in = w.w.shape.n_in;
-        let slice = self.n_tokens * n_in;
         if scratch.t.buf.id() == dx.t.buf.id() {
             return Err(GpuError::InvalidParams {
                 op: "matmul_input_grad",
@@ -236,21 +235,7 @@ impl MatmulInputGrad {
             },
             ..self
         };
-        let mut ops = partial.ops_with(tensor_cores, w, dy, scratch)?;
-        let mut slices = 0;
-        for op in &mut ops {
-            let mut p: InputGradParams = bytemuck::pod_read_unaligned(&op.params);
-            let per = (p.n_rows as usize).div_ceil(splits).max(1);
-            let n = (p.n_rows as usize).div_ceil(per);
-            p.rows_per_split = per as u32;
-            p.split_stride = slice as u32;
-            p.accumulate = 0;
-            p.dx_offset = (scratch.offset + slices * slice) as u32;
-            op.params = bytemuck::bytes_of(&p).to_vec();
-            op.grid[2] = n as u32;
-            slices += n;
-        }
-        scratch.check("matmul_input_grad scratch", slices * slice)?;
+        let (mut ops, slices) = partial.dispatches(tensor_cores, w, dy, scratch, splits)?;
         let sum = SplitSum {
             n_rows: self.n_tokens,
             n_cols: n_in,
@@ -272,6 +257,22 @@ impl MatmulInputGrad {
         dy: View<'_>,
         dx: View<'_>,
     ) -> Result<Vec<Op>, GpuError> {
+        Ok(self.dispatches(tensor_cores, w, dy, dx, 1)?.0)
+    }
+
+    /// One dispatch per weight chunk the rows touch, each chunk's rows split `splits` ways
+    /// (the grid's z). Unsplit, the first dispatch writes dX (or adds to it, `accumulate`)
+    /// and the later ones add. Split, every split writes its own partial dX (`n_tokens ×
+    /// n_in`, rows `strides.x` apart) into the next slice from dx's offset; the slices'
+    /// count comes back with the ops.
+    fn dispatches(
+        self,
+        tensor_cores: bool,
+        w: WeightRows<'_>,
+        dy: View<'_>,
+        dx: View<'_>,
+        splits: usize,
+    ) -> Result<(Vec<Op>, usize), GpuError> {
         const OP: &str = "matmul_input_grad";
         w.check(OP)?;
         let s = w.w.shape;
@@ -295,7 +296,7 @@ impl MatmulInputGrad {
             });
         }
         if self.n_tokens == 0 {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), 0));
         }
         let last = self.n_tokens - 1;
         dy.check("matmul_input_grad dy", last * dys + w.n)?;
@@ -306,14 +307,19 @@ impl MatmulInputGrad {
             self.n_tokens.div_ceil(TILE) as u32,
             1,
         ];
+        let split = splits > 1;
+        let slice = self.n_tokens * dxs;
         let mut first_dispatch = true;
         let mut ops = Vec::new();
+        let mut slices = 0;
         for c in &w.w.chunks {
             let lo = w.first.max(c.first_row);
             let hi = end.min(c.first_row + c.n_rows);
             if lo >= hi {
                 continue;
             }
+            let per = (hi - lo).div_ceil(splits.max(1));
+            let parts = (hi - lo).div_ceil(per);
             let params = InputGradParams {
                 n_in: s.n_in as u32,
                 n_rows: (hi - lo) as u32,
@@ -322,11 +328,11 @@ impl MatmulInputGrad {
                 row0: (lo - c.first_row) as u32,
                 dy_offset: (dy.offset + lo - w.first) as u32,
                 dy_stride: dys as u32,
-                dx_offset: dx.offset as u32,
+                dx_offset: (dx.offset + slices * slice) as u32,
                 dx_stride: dxs as u32,
-                accumulate: u32::from(self.accumulate || !first_dispatch),
-                rows_per_split: (hi - lo) as u32,
-                split_stride: 0,
+                accumulate: u32::from(!split && (self.accumulate || !first_dispatch)),
+                rows_per_split: per as u32,
+                split_stride: if split { slice as u32 } else { 0 },
             };
             first_dispatch = false;
             let kernel = MatmulInputGradKernel {
@@ -334,8 +340,15 @@ impl MatmulInputGrad {
                 tensor_cores,
             };
             let buffers = [&c.buf, &dy.t.buf, &dx.t.buf, &c.buf];
+            let grid = [grid[0], grid[1], parts as u32];
             ops.push(Op::new(kernel, WORKGROUP, &params, &buffers, grid));
+            if split {
+                slices += parts;
+            }
         }
-        Ok(ops)
+        if split {
+            dx.check("matmul_input_grad scratch", slices * slice)?;
+        }
+        Ok((ops, slices))
     }
 }

@@ -94,6 +94,18 @@ impl MatmulWeightGrad {
     /// and written in a dispatch). Zero tokens with `accumulate` leave dW as it is (no op);
     /// without it, dW is zeroed.
     pub fn ops(self, dy: View<'_>, x: View<'_>, dw: View<'_>) -> Result<Vec<Op>, GpuError> {
+        self.dispatch(dy, x, dw, 1)
+    }
+
+    /// The dispatch, its tokens split `splits` ways (the grid's z): split z writes (or adds)
+    /// its dW `z × n_out × n_in` elements after dw's offset. One split is the whole product.
+    fn dispatch(
+        self,
+        dy: View<'_>,
+        x: View<'_>,
+        dw: View<'_>,
+        splits: usize,
+    ) -> Result<Vec<Op>, GpuError> {
         const OP: &str = "matmul_weight_grad";
         let (dys, xs) = (
             self.strides.y.unwrap_or(self.n_out),
@@ -121,7 +133,9 @@ impl MatmulWeightGrad {
                 detail: "dw in the tensor of dy or x (read and written by one dispatch)".into(),
             });
         }
-        dw.check("matmul_weight_grad dw", self.n_out * self.n_in)?;
+        let len = self.n_out * self.n_in;
+        let (per, parts) = split_tokens(self.n_tokens, splits);
+        dw.check("matmul_weight_grad dw", parts * len)?;
         if self.n_tokens == 0 && self.accumulate {
             return Ok(Vec::new());
         }
@@ -140,14 +154,14 @@ impl MatmulWeightGrad {
             x_stride: xs as u32,
             dw_offset: dw.offset as u32,
             accumulate: u32::from(self.accumulate),
-            tokens_per_split: self.n_tokens.max(1) as u32,
-            split_stride: 0,
+            tokens_per_split: per as u32,
+            split_stride: if parts > 1 { len as u32 } else { 0 },
             _pad: 0,
         };
         let grid = [
             self.n_out.div_ceil(TILE) as u32,
             self.n_in.div_ceil(TILE) as u32,
-            1,
+            parts as u32,
         ];
         let buffers = [&dy.t.buf, &x.t.buf, &dw.t.buf];
         Ok(vec![Op::new(
@@ -176,35 +190,32 @@ impl MatmulWeightGrad {
         if splits == 1 {
             return self.ops(dy, x, dw);
         }
-        let len = self.n_out * self.n_in;
         if scratch.t.buf.id() == dw.t.buf.id() {
             return Err(GpuError::InvalidParams {
                 op: "matmul_weight_grad",
                 detail: "the split scratch in dW's tensor".into(),
             });
         }
-        scratch.check("matmul_weight_grad scratch", splits * len)?;
-        let per = self.n_tokens.div_ceil(splits);
         let partial = MatmulWeightGrad {
             accumulate: false,
             ..self
         };
-        let mut op = partial
-            .ops(dy, x, View::at(scratch.t, scratch.offset))?
-            .pop()
-            .expect("one op for tokens");
-        let mut params: WeightGradParams = bytemuck::pod_read_unaligned(&op.params);
-        params.tokens_per_split = per as u32;
-        params.split_stride = len as u32;
-        op.params = bytemuck::bytes_of(&params).to_vec();
-        op.grid[2] = self.n_tokens.div_ceil(per) as u32;
+        let mut ops = partial.dispatch(dy, x, scratch, splits)?;
         let sum = SplitSum {
             n_rows: self.n_out,
             n_cols: self.n_in,
-            slices: op.grid[2] as usize,
+            slices: split_tokens(self.n_tokens, splits).1,
             out_stride: self.n_in,
             accumulate: self.accumulate,
         };
-        Ok(vec![op, sum.op(scratch, dw)?])
+        ops.push(sum.op(scratch, dw)?);
+        Ok(ops)
     }
+}
+
+/// `n` tokens in at most `splits` splits: the tokens a split sums and how many splits that
+/// makes (one, for no tokens).
+fn split_tokens(n: usize, splits: usize) -> (usize, usize) {
+    let per = n.div_ceil(splits.max(1)).max(1);
+    (per, n.div_ceil(per).max(1))
 }
