@@ -11,7 +11,6 @@ use rullama_kernels::StepProfile;
 use rullama_model::{Backend, Model};
 
 use crate::error::Result;
-use crate::lora::TrainableLora;
 use crate::optim::{AdamW, AdamWConfig};
 use crate::tape::Matrix;
 
@@ -85,12 +84,10 @@ pub trait TrainBackend: Backend + Sized {
     /// steps.
     fn param(id: usize, scale: f64, dropout: f64) -> Self::Weight;
 
-    /// An engine over `model` (the parameters of adapter `lora` set as
-    /// [`TrainBackend::param`]s) for sequences of at most `n_ctx` tokens, starting from
-    /// `params` with zero moments.
+    /// An engine over `model` (its adapter's parameters set as [`TrainBackend::param`]s)
+    /// for sequences of at most `n_ctx` tokens, starting from `params` with zero moments.
     fn engine<'m>(
         model: &'m Model<Self>,
-        lora: &TrainableLora,
         params: Vec<Matrix>,
         optim: AdamWConfig,
         n_ctx: usize,

@@ -70,7 +70,7 @@ impl<'m> Trainer<'m> {
         n_ctx: usize,
     ) -> Result<Trainer<'m>> {
         let params = lora.init(config.seed);
-        let engine = B::engine(model, &lora, params, config.optim, n_ctx)?;
+        let engine = B::engine(model, params, config.optim, n_ctx)?;
         Ok(Trainer {
             engine,
             lora,

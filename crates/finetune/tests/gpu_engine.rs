@@ -72,7 +72,7 @@ fn engine_with<'m, B: TrainBackend>(
     m.set_lora_weights("trained", lora.weights_with(B::param))
         .unwrap();
     let model = model.insert(m);
-    B::engine(model, &lora, params(&lora), optim(), 32).unwrap()
+    B::engine(model, params(&lora), optim(), 32).unwrap()
 }
 
 const A: [u32; 8] = [2, 40, 41, 7, 42, 9, 43, 5];

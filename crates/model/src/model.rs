@@ -321,20 +321,8 @@ impl<'m, B: Backend> Session<'m, B> {
             self.check_positions(n, 0)?;
         }
         let positions: Vec<u32> = lens.iter().flat_map(|&n| 0..n as u32).collect();
-        let tokens_len = tokens.len();
-        let seq = &mut self.seq;
-        let tokens = seq.ids(tokens);
-        let positions = seq.ids(&positions);
-        let mut graph = Graph {
-            ops: seq,
-            cfg: &model.config,
-            tokens: &tokens,
-            positions: &positions,
-            n_tokens: tokens_len,
-            end: StepEnd::Logits(OutputRows::All),
-            lora: &model.lora,
-        };
-        Ok(arch::forward(&mut graph, &model.weights))
+        let end = StepEnd::Logits(OutputRows::All);
+        self.record_at(StepInput::Tokens(tokens), &positions, end)
     }
 
     /// Positions held in the cache.
@@ -574,18 +562,29 @@ impl<'m, B: Backend> Session<'m, B> {
         let n = input.len();
         self.check_positions(n, start_pos)?;
         let positions: Vec<u32> = (start_pos..start_pos + n).map(|p| p as u32).collect();
+        self.record_at(input, &positions, end)
+    }
+
+    /// Records `input` at `positions` (one each, checked by the caller) as one step.
+    fn record_at(
+        &mut self,
+        input: StepInput<'_>,
+        positions: &[u32],
+        end: StepEnd,
+    ) -> Result<<B::Sequence as Sequence>::Tensor> {
+        let model = self.model;
         let seq = &mut self.seq;
         let tokens = match input {
             StepInput::Tokens(tokens) => seq.ids(tokens),
             StepInput::Drawn(pending) => seq.drawn_ids(pending)?,
         };
-        let positions = seq.ids(&positions);
+        let positions = seq.ids(positions);
         let mut graph = Graph {
             ops: seq,
             cfg: &model.config,
             tokens: &tokens,
             positions: &positions,
-            n_tokens: n,
+            n_tokens: input.len(),
             end,
             lora: &model.lora,
         };

@@ -271,6 +271,18 @@ pub enum BackendChoice {
     Cpu,
 }
 
+impl BackendChoice {
+    /// The GPU this choice runs on, or `None` for the CPU. No adapter at all is fine for
+    /// `Auto`: the CPU executor runs everywhere.
+    pub fn gpu(self) -> Result<Option<Gpu>, CliError> {
+        Ok(match self {
+            BackendChoice::Cpu => None,
+            BackendChoice::Gpu => Some(Gpu::open()?),
+            BackendChoice::Auto => Gpu::open().ok().filter(|gpu| !gpu.is_software()),
+        })
+    }
+}
+
 /// The model on the executor that was chosen.
 pub enum Engine {
     Cpu(Box<Model<CpuBackend>>),
@@ -352,12 +364,7 @@ pub fn load_on(
         ..tuning
     };
     let tokenizer = Tokenizer::open(&path)?;
-    let gpu = match backend {
-        BackendChoice::Cpu => None,
-        BackendChoice::Gpu => Some(Gpu::open()?),
-        // No adapter at all is fine here: the CPU executor runs everywhere.
-        BackendChoice::Auto => Gpu::open().ok().filter(|gpu| !gpu.is_software()),
-    };
+    let gpu = backend.gpu()?;
     let (engine, executor) = match gpu {
         Some(gpu) => {
             let name = gpu.info.name.clone();

@@ -17,7 +17,6 @@ use super::{GpuTapeBackend, GpuTapeWeight, gpu_err};
 use crate::data::SplitMix64;
 use crate::engine::{Engine, MaskedTokens, TrainBackend};
 use crate::error::Result;
-use crate::lora::TrainableLora;
 use crate::loss::targets;
 use crate::optim::{AdamW, AdamWConfig};
 use crate::tape::Matrix;
@@ -33,7 +32,6 @@ impl TrainBackend for GpuTapeBackend {
 
     fn engine<'m>(
         model: &'m Model<GpuTapeBackend>,
-        _lora: &TrainableLora,
         params: Vec<Matrix>,
         optim: AdamWConfig,
         n_ctx: usize,

@@ -6,7 +6,6 @@ use rullama_model::{Model, Session};
 use super::{Matrix, TapeBackend, TapeWeight};
 use crate::engine::{Engine, MaskedTokens, TrainBackend};
 use crate::error::Result;
-use crate::lora::TrainableLora;
 use crate::optim::{AdamW, AdamWConfig};
 use crate::step;
 
@@ -17,7 +16,6 @@ impl TrainBackend for TapeBackend {
 
     fn engine<'m>(
         model: &'m Model<TapeBackend>,
-        _lora: &TrainableLora,
         params: Vec<Matrix>,
         optim: AdamWConfig,
         n_ctx: usize,

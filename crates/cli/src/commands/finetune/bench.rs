@@ -34,7 +34,7 @@ pub fn run(args: &Args, spec: &LoraSpec) -> Result<(), CliError> {
         steps: steps + 1,
         seed: args.seed,
     };
-    let gpu = engine::choose(args)?;
+    let gpu = args.backend.gpu()?;
     let mut models = engine::Models::default();
     let (mut trainer, executor) =
         engine::start(&mut models, gpu, &resolved.path, args, spec, config)?;

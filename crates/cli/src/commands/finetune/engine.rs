@@ -8,32 +8,11 @@ use rullama_finetune::gpu::GpuTapeBackend;
 use rullama_finetune::lora::LoraSpec;
 use rullama_finetune::tape::TapeBackend;
 use rullama_finetune::train::{TrainConfig, Trainer, attach};
-use rullama_kernels::{Gpu, OpenOptions, PROFILE_FEATURES};
+use rullama_kernels::Gpu;
 use rullama_model::Model;
 
 use super::super::CliError;
-use super::super::generation::BackendChoice;
 use super::Args;
-
-/// The GPU the run trains on, or `None` for the CPU tape. Auto takes a hardware adapter
-/// (on lavapipe the tape is faster).
-pub fn choose(args: &Args) -> Result<Option<Gpu>, CliError> {
-    Ok(match args.backend {
-        BackendChoice::Cpu => None,
-        BackendChoice::Gpu => Some(open(args)?),
-        BackendChoice::Auto => open(args).ok().filter(|gpu| !gpu.is_software()),
-    })
-}
-
-/// The adapter, with timestamp queries where --profile asks for them.
-fn open(args: &Args) -> Result<Gpu, CliError> {
-    let mut options = OpenOptions::default();
-    if args.profile {
-        options.extra = PROFILE_FEATURES;
-    }
-    let filter = std::env::var("RULLAMA_ADAPTER").ok();
-    Ok(Gpu::open_with_options(filter.as_deref(), options)?)
-}
 
 /// The loaded model, on whichever executor trains it (the trainer borrows it).
 #[derive(Default)]

@@ -109,7 +109,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         None => Vec::new(),
     };
 
-    let gpu = engine::choose(args)?;
+    let gpu = args.backend.gpu()?;
     if gpu.is_none() {
         check_memory(&file, &cfg, args.rank, &train, eval.as_ref())?;
     }

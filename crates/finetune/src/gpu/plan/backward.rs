@@ -54,33 +54,26 @@ impl Lower<'_> {
     }
 
     /// `dx (+)= dy · W` into `x`'s gradient, for a product by `w` (all its rows).
-    fn input_grad(
-        &mut self,
-        w: &GpuWeight,
-        dy: &GpuTensor,
-        x: ValueId,
-        rows: usize,
-        tensor_cores: bool,
-    ) -> Result<()> {
+    fn input_grad(&mut self, w: &GpuWeight, dy: &GpuTensor, x: ValueId, rows: usize) -> Result<()> {
         let accumulate = self.grads[x].is_some();
         if !accumulate {
             let t = self.pool.take(self.gpu, self.len(x))?;
             self.grads[x] = Some(t);
         }
         let dx = self.grads[x].clone().expect("made above");
-        self.input_grad_into(w, dy, &dx, accumulate, rows, tensor_cores)
+        self.input_grad_into(w, dy, (&dx).into(), accumulate, rows)
     }
 
-    /// `dx (+)= dy · W` for `rows` rows, its sum over W's rows split where the output has
-    /// few tiles ([`splits`]).
-    fn input_grad_into(
+    /// `dx (+)= dy · W` for `rows` rows (the LM head's: the vocabulary), its sum over W's
+    /// rows split where the output has few tiles ([`splits`]), on the tensor cores where the
+    /// step uses them.
+    pub(super) fn input_grad_into(
         &mut self,
         w: &GpuWeight,
         dy: &GpuTensor,
-        dx: &GpuTensor,
+        dx: View<'_>,
         accumulate: bool,
         rows: usize,
-        tensor_cores: bool,
     ) -> Result<()> {
         let n_in = w.shape.n_in;
         let split = splits(tiles(n_in) * tiles(rows), w.shape.n_out);
@@ -88,7 +81,7 @@ impl Lower<'_> {
             n_tokens: rows,
             strides: Strides::default(),
             accumulate,
-            tensor_cores,
+            tensor_cores: self.tensor_cores,
         };
         let scratch = match split {
             1 => None,
@@ -99,8 +92,8 @@ impl Lower<'_> {
         };
         let caps = &self.gpu.caps;
         let ops = match &scratch {
-            None => grad.ops(caps, w.all_rows(), dy.into(), dx.into()),
-            Some(t) => grad.split_ops(caps, w.all_rows(), dy.into(), t.into(), split, dx.into()),
+            None => grad.ops(caps, w.all_rows(), dy.into(), dx),
+            Some(t) => grad.split_ops(caps, w.all_rows(), dy.into(), t.into(), split, dx),
         };
         self.extend(ops, "input gradient")?;
         if let Some(t) = scratch {
@@ -120,7 +113,7 @@ impl Lower<'_> {
             Node::Matmul { w, x } => {
                 if trainable[*x] {
                     let dy = dy.as_ref().expect("held");
-                    self.input_grad(w, dy, *x, rows, self.tensor_cores)?;
+                    self.input_grad(w, dy, *x, rows)?;
                 }
             }
             &Node::Param {
@@ -164,7 +157,7 @@ impl Lower<'_> {
                     Some(t) => {
                         if trainable[x] {
                             let dx = self.pool.take(gpu, self.len(x))?;
-                            self.input_grad_into(w, &g, &dx, false, rows, self.tensor_cores)?;
+                            self.input_grad_into(w, &g, (&dx).into(), false, rows)?;
                             let n = self.len(x);
                             let op = dropout::dropout((&dx).into(), n, dropout, 0);
                             let op = self.push(op, "dropout backward")?;
@@ -173,7 +166,7 @@ impl Lower<'_> {
                         }
                         self.pool.give(t);
                     }
-                    None if trainable[x] => self.input_grad(w, &g, x, rows, self.tensor_cores)?,
+                    None if trainable[x] => self.input_grad(w, &g, x, rows)?,
                     None => {}
                 }
                 if let Some(t) = scaled {

@@ -2,13 +2,11 @@
 
 use rullama_kernels::ops::attention_train::TrainAttentionForward;
 use rullama_kernels::ops::cross_entropy::CrossEntropy;
-use rullama_kernels::ops::matmul::Strides;
-use rullama_kernels::ops::matmul_input_grad::MatmulInputGrad;
 use rullama_kernels::ops::{dropout, elementwise, embed, glu, unary};
 use rullama_kernels::{GpuTensor, GpuWeight, OpId, View};
 use rullama_model::ModelError;
 
-use super::{Lower, splits, tiles};
+use super::Lower;
 use crate::error::Result;
 use crate::gpu::record::{Node, ValueId};
 
@@ -57,13 +55,9 @@ impl Lower<'_> {
                 self.extend(ops, "embedding")?;
             }
             Node::Matmul { w, x } => {
-                let ops = self.matmul(rows, self.tensor_cores).ops(
-                    caps,
-                    w,
-                    self.value(*x).into(),
-                    None,
-                    o,
-                );
+                let ops = self
+                    .matmul(rows)
+                    .ops(caps, w, self.value(*x).into(), None, o);
                 self.extend(ops, "product")?;
             }
             &Node::Param {
@@ -91,9 +85,7 @@ impl Lower<'_> {
                 };
                 let input = masked.as_ref().unwrap_or_else(|| self.value(x));
                 let w = &self.params.weights[id];
-                let ops = self
-                    .matmul(rows, self.tensor_cores)
-                    .ops(caps, w, input.into(), None, o);
+                let ops = self.matmul(rows).ops(caps, w, input.into(), None, o);
                 self.extend(ops, "adapter product")?;
                 if let Some(t) = masked {
                     self.masked.insert(i, t);
@@ -207,24 +199,13 @@ impl Lower<'_> {
             true => Some(self.pool.take(gpu, n * d)?),
             false => None,
         };
-        // The vocabulary is the head gradient's long sum, split over (at most this many
-        // slices a chunk of rows: every weight chunk its own).
-        let slices = splits(tiles(d), vocab) * head.w.chunks.len();
-        let scratch = match backward {
-            true => Some(self.pool.take(gpu, slices * chunk * d)?),
-            false => None,
-        };
         let mut loss_ops = Vec::new();
         for c0 in (0..n).step_by(chunk) {
             let rows = chunk.min(n - c0);
             let x = View::at(self.value(head.x), c0 * d);
-            let ops = self.matmul(rows, self.tensor_cores).ops(
-                &gpu.caps,
-                head.w,
-                x,
-                None,
-                (&logits).into(),
-            );
+            let ops = self
+                .matmul(rows)
+                .ops(&gpu.caps, head.w, x, None, (&logits).into());
             self.extend(ops, "LM head")?;
             let ce = CrossEntropy {
                 n: rows,
@@ -234,30 +215,12 @@ impl Lower<'_> {
             };
             let op = ce.op((&logits).into(), View::at(targets, c0), View::at(loss, c0));
             loss_ops.push(self.push(op, "cross-entropy")?);
-            if let (Some(dx), Some(scratch)) = (&dx, &scratch) {
-                let grad = MatmulInputGrad {
-                    n_tokens: rows,
-                    strides: Strides::default(),
-                    accumulate: false,
-                    tensor_cores: self.tensor_cores,
-                };
-                let split = splits(tiles(d) * tiles(rows), vocab);
-                let (w, dy) = (head.w.all_rows(), (&logits).into());
-                let ops = grad.split_ops(
-                    &gpu.caps,
-                    w,
-                    dy,
-                    scratch.into(),
-                    split,
-                    View::at(dx, c0 * d),
-                );
-                self.extend(ops, "LM head gradient")?;
+            if let Some(dx) = &dx {
+                let dx = View::at(dx, c0 * d);
+                self.input_grad_into(head.w, &logits, dx, false, rows)?;
             }
         }
         self.pool.give(logits);
-        if let Some(t) = scratch {
-            self.pool.give(t);
-        }
         self.read_done(head.x);
         self.grads[head.x] = dx;
         Ok(loss_ops)

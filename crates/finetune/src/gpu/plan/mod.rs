@@ -261,11 +261,12 @@ impl Lower<'_> {
         t
     }
 
-    fn matmul(&self, rows: usize, tensor_cores: bool) -> Matmul {
+    /// The forward product over `rows` tokens, on the tensor cores where the step uses them.
+    fn matmul(&self, rows: usize) -> Matmul {
         Matmul {
             n_tokens: rows,
             strides: Strides::default(),
-            tensor_cores,
+            tensor_cores: self.tensor_cores,
         }
     }
 }
