@@ -1,10 +1,11 @@
-// The training attention's backward, dk and dv (with attention/train_params.wgsl): one
-// workgroup per (key row j, kv head g) owns that row of dk and dv (WGSL has no float atomics,
-// so no two workgroups may add into one element). It walks the (query row i, query head h)
-// pairs that see key j (i from j up to its sequence's end or the window's, start[i] <= j; h over
-// g's GQA group) in tiles of TILE, one pair per invocation, recomputing the pair's weight
-// from the forward's log-sum-exp: p = exp(s - lse_ih), ds = p (do_ih . v_j - D_ih) cap' with
-// D_ih = do_ih . o_ih; then dv_j = sum p do_ih and dk_j = scale sum ds q_ih.
+// The training attention's backward, dk and dv (with attention/train_params.wgsl,
+// attention/train_tiles.wgsl and attention/train_backward_tiles.wgsl): one workgroup per (tile
+// of BK key rows, kv head, COLS columns) owns those rows of dk and dv (WGSL has no float
+// atomics, so no two workgroups may add into one element). It walks the (query row, head)
+// pairs that may see its keys (rows from its first key up to its last key's sequence end or
+// window) in tiles of BQ, recomputing each weight from the forward's log-sum-exp:
+// p = exp(s - lse_ih), ds = p (do_ih . v_j - D_ih) cap' with D_ih = do_ih . o_ih; then
+// dv_j = sum p do_ih and dk_j = scale sum ds q_ih.
 
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> k: array<f32>;
@@ -16,10 +17,8 @@
 @group(0) @binding(8) var<storage, read_write> dk_out: array<f32>;
 @group(0) @binding(9) var<storage, read_write> dv_out: array<f32>;
 
-var<workgroup> ks: array<f32, MAXD>;
-var<workgroup> vs: array<f32, MAXD>;
-var<workgroup> ps: array<f32, TILE>;
-var<workgroup> dss: array<f32, TILE>;
+// The tile's (p, ds) per (pair, key).
+var<workgroup> pt: array<vec2<f32>, 1056>; // BQ * RP
 var<workgroup> end_shared: u32;
 
 @compute @workgroup_size(WG)
@@ -28,30 +27,29 @@ fn main(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
+    let blocks = (p.n + BK - 1u) / BK;
     let idx = group_index(wid, nwg);
-    if idx >= p.n * p.n_kv {
+    if idx >= blocks * p.n_kv {
         return;
     }
-    let j = idx / p.n_kv;
-    let g = idx % p.n_kv;
-    let group = p.n_head / p.n_kv;
-    for (var d = tid; d < p.dk; d += TILE) {
-        ks[d] = k[p.k_offset + idx * p.dk + d];
-    }
-    for (var d = tid; d < p.dv; d += TILE) {
-        vs[d] = v[p.v_offset + idx * p.dv + d];
-    }
-    workgroupBarrier();
-    // The queries that may see key j: j's own sequence's rows from j on. Rows of a sequence
-    // are consecutive and start[] does not decrease, so its end is the first row whose
-    // sequence starts after j: found by bisection, not by walking the block's later
-    // sequences (a packed batch's, which never see j).
+    let g = idx / blocks;
+    let j0 = (idx % blocks) * BK;
+    let j_last = min(j0 + BK, p.n) - 1u;
+    let col0 = wid.z * COLS;
+    let r = tid / 8u;
+    let c = tid % 8u;
+    let w = tid / 32u;
+    let lane = tid % 32u;
+    // The rows that may see the tile's keys: from j0 to the end of j_last's sequence. Rows of
+    // a sequence are consecutive and start[] does not decrease, so that end is the first row
+    // whose sequence starts after j_last: found by bisection, not by walking the block's later
+    // sequences (a packed batch's, which never see these keys).
     if tid == 0u {
-        var lo_i = j + 1u;
+        var lo_i = j_last + 1u;
         var end = p.n;
         while lo_i < end {
             let mid = (lo_i + end) / 2u;
-            if start[p.start_offset + mid] > j {
+            if start[p.start_offset + mid] > j_last {
                 end = mid;
             } else {
                 lo_i = mid + 1u;
@@ -60,72 +58,66 @@ fn main(
         end_shared = end;
     }
     // Uniform for the loop's barriers: start[] is a storage read.
-    var hi = workgroupUniformLoad(&end_shared);
+    var row_end = workgroupUniformLoad(&end_shared);
     if p.window > 0u {
-        hi = min(hi, j + p.window);
+        row_end = min(row_end, j_last + p.window);
     }
-    let pairs = (hi - j) * group;
-    var dk_acc: array<f32, PER>;
-    var dv_acc: array<f32, PER>;
-    for (var e0 = 0u; e0 < pairs; e0 += TILE) {
-        let e = e0 + tid;
-        var pr = 0.0;
-        var ds = 0.0;
-        if e < pairs {
-            let i = j + e / group;
-            let row = i * p.n_head + g * group + e % group;
-            if start[p.start_offset + i] <= j {
-                let q_row = p.q_offset + row * p.dk;
-                var dot = 0.0;
-                for (var d = 0u; d < p.dk; d++) {
-                    dot = fma(q[q_row + d], ks[d], dot);
-                }
-                let sc = score(p.scale * dot);
-                pr = exp(sc.s - lse[p.lse_offset + row]);
-                let do_row = p.do_offset + row * p.dv;
-                let o_row = p.o_offset + row * p.dv;
-                var dp = 0.0;
-                var delta = 0.0;
-                for (var d = 0u; d < p.dv; d++) {
-                    let gd = dout[do_row + d];
-                    dp = fma(gd, vs[d], dp);
-                    delta = fma(gd, o[o_row + d], delta);
-                }
-                ds = pr * (dp - delta) * sc.grad;
-            }
+    let e_end = row_end * group_size();
+    var dk_acc: array<vec4<f32>, 8>;
+    var dv_acc: array<vec4<f32>, 8>;
+    for (var e0 = j0 * group_size(); e0 < e_end; e0 += BQ) {
+        let me = sight(e0 + r);
+        var li = 0.0;
+        if me.valid {
+            li = lse[p.lse_offset + pair_row(g, e0 + r)];
         }
-        ps[tid] = pr;
-        dss[tid] = ds;
+        let raw = qk_dots(g, e0, j0, tid);
+        let dp = dov_dots(g, e0, j0, tid);
         workgroupBarrier();
-        let count = min(TILE, pairs - e0);
-        for (var r = 0u; r < PER; r++) {
-            let d = tid + r * TILE;
-            if d < p.dk || d < p.dv {
-                var a = dk_acc[r];
-                var b = dv_acc[r];
-                for (var e = 0u; e < count; e++) {
-                    let ee = e0 + e;
-                    let row = (j + ee / group) * p.n_head + g * group + ee % group;
-                    if d < p.dk {
-                        a = fma(dss[e], q[p.q_offset + row * p.dk + d], a);
-                    }
-                    if d < p.dv {
-                        b = fma(ps[e], dout[p.do_offset + row * p.dv + d], b);
-                    }
+        let delta = pair_delta(r);
+        for (var u = 0u; u < 4u; u++) {
+            var pr = 0.0;
+            var ds = 0.0;
+            if sees(me, j0 + c + 8u * u) {
+                let sc = score(p.scale * raw[u]);
+                pr = exp(sc.s - li);
+                ds = pr * (dp[u] - delta) * sc.grad;
+            }
+            pt[r * RP + c + 8u * u] = vec2<f32>(pr, ds);
+        }
+        workgroupBarrier();
+        let k0 = 4u * w;
+        let count = min(BQ, e_end - e0);
+        for (var x = 0u; x < count; x++) {
+            let t0 = pt[x * RP + k0];
+            let t1 = pt[x * RP + k0 + 1u];
+            let t2 = pt[x * RP + k0 + 2u];
+            let t3 = pt[x * RP + k0 + 3u];
+            let pr = vec4<f32>(t0.x, t1.x, t2.x, t3.x);
+            let ds = vec4<f32>(t0.y, t1.y, t2.y, t3.y);
+            let row = pair_row(g, e0 + x);
+            for (var u = 0u; u < 8u; u++) {
+                let col = col0 + lane + 32u * u;
+                if col < p.dk {
+                    dk_acc[u] = fma(ds, vec4<f32>(q[p.q_offset + row * p.dk + col]), dk_acc[u]);
                 }
-                dk_acc[r] = a;
-                dv_acc[r] = b;
+                if col < p.dv {
+                    dv_acc[u] = fma(pr, vec4<f32>(dout[p.do_offset + row * p.dv + col]), dv_acc[u]);
+                }
             }
         }
         workgroupBarrier();
     }
-    for (var r = 0u; r < PER; r++) {
-        let d = tid + r * TILE;
-        if d < p.dk {
-            dk_out[p.dk_offset + idx * p.dk + d] = p.scale * dk_acc[r];
-        }
-        if d < p.dv {
-            dv_out[p.dv_offset + idx * p.dv + d] = dv_acc[r];
+    for (var u = 0u; u < 8u; u++) {
+        let col = col0 + lane + 32u * u;
+        for (var ru = 0u; ru < 4u; ru++) {
+            let j = j0 + 4u * w + ru;
+            if j < p.n && col < p.dk {
+                dk_out[p.dk_offset + (j * p.n_kv + g) * p.dk + col] = p.scale * dk_acc[u][ru];
+            }
+            if j < p.n && col < p.dv {
+                dv_out[p.dv_offset + (j * p.n_kv + g) * p.dv + col] = dv_acc[u][ru];
+            }
         }
     }
 }

@@ -1,8 +1,9 @@
-// The training attention's backward, dq (with attention/train_params.wgsl): one workgroup
-// per (row i, query head h) walks the keys row i sees in tiles of TILE, as the forward
-// (attention/train_forward.wgsl) does, recomputing each weight from the forward's
+// The training attention's backward, dq (with attention/train_params.wgsl,
+// attention/train_tiles.wgsl and attention/train_backward_tiles.wgsl): one workgroup per (tile
+// of BQ pairs, kv head, COLS columns) walks the keys its rows see in tiles of BK, as the
+// forward (attention/train_forward.wgsl) does, recomputing each weight from the forward's
 // log-sum-exp: p_j = exp(s_j - lse_i), dp_j = do_i . v_j, ds_j = p_j (dp_j - D_i) cap'_j with
-// D_i = do_i . o_i, and dq_i = scale sum_j ds_j k_j. The workgroup owns its row of dq, so no
+// D_i = do_i . o_i, and dq_i = scale sum_j ds_j k_j. The workgroup owns its rows of dq, so no
 // two workgroups write one element (WGSL has no float atomics).
 
 @group(0) @binding(1) var<storage, read> q: array<f32>;
@@ -14,10 +15,8 @@
 @group(0) @binding(7) var<storage, read> start: array<u32>;
 @group(0) @binding(8) var<storage, read_write> dq: array<f32>;
 
-var<workgroup> qs: array<f32, MAXD>;
-var<workgroup> dos: array<f32, MAXD>;
-var<workgroup> dss: array<f32, TILE>;
-var<workgroup> partial: array<f32, TILE>;
+// The tile's ds.
+var<workgroup> pt: array<f32, 1056>; // BQ * RP
 var<workgroup> lo_shared: u32;
 
 @compute @workgroup_size(WG)
@@ -26,73 +25,73 @@ fn main(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
+    let pairs = pair_count();
+    let blocks = (pairs + BQ - 1u) / BQ;
     let idx = group_index(wid, nwg);
-    if idx >= p.n * p.n_head {
+    if idx >= blocks * p.n_kv {
         return;
     }
-    let i = idx / p.n_head;
-    let h = idx % p.n_head;
-    let kvh = h / (p.n_head / p.n_kv);
-    for (var d = tid; d < p.dk; d += TILE) {
-        qs[d] = q[p.q_offset + idx * p.dk + d];
+    let g = idx / blocks;
+    // The last tiles see the most keys: launched first, they do not trail the grid.
+    let e0 = (blocks - 1u - idx % blocks) * BQ;
+    let col0 = wid.z * COLS;
+    let r = tid / 8u;
+    let c = tid % 8u;
+    let w = tid / 32u;
+    let lane = tid % 32u;
+    let me = sight(e0 + r);
+    var li = 0.0;
+    if me.valid {
+        li = lse[p.lse_offset + pair_row(g, e0 + r)];
     }
-    // D_i = do_i . o_i: each invocation's dims, then its TILE partial sums.
-    var part = 0.0;
-    for (var d = tid; d < p.dv; d += TILE) {
-        let g = dout[p.do_offset + idx * p.dv + d];
-        dos[d] = g;
-        part = fma(g, o[p.o_offset + idx * p.dv + d], part);
-    }
-    partial[tid] = part;
     if tid == 0u {
-        lo_shared = first_key(i, start[p.start_offset + i]);
+        let i0 = e0 / group_size();
+        lo_shared = first_key(i0, start[p.start_offset + i0]);
     }
-    // Uniform for the loop's barriers (start[] is a storage read); also the barrier after
-    // qs, dos and partial.
+    // Uniform for the loop's barriers: start[] is a storage read.
     let lo = workgroupUniformLoad(&lo_shared);
-    var delta = 0.0;
-    for (var e = 0u; e < TILE; e++) {
-        delta += partial[e];
-    }
-    let li = lse[p.lse_offset + idx];
-    var acc: array<f32, PER>;
-    for (var t0 = lo; t0 <= i; t0 += TILE) {
-        let j = t0 + tid;
-        var ds = 0.0;
-        if j <= i {
-            let k_row = p.k_offset + (j * p.n_kv + kvh) * p.dk;
-            var dot = 0.0;
-            for (var d = 0u; d < p.dk; d++) {
-                dot = fma(qs[d], k[k_row + d], dot);
-            }
-            let sc = score(p.scale * dot);
-            let pr = exp(sc.s - li);
-            let v_row = p.v_offset + (j * p.n_kv + kvh) * p.dv;
-            var dp = 0.0;
-            for (var d = 0u; d < p.dv; d++) {
-                dp = fma(dos[d], v[v_row + d], dp);
-            }
-            ds = pr * (dp - delta) * sc.grad;
-        }
-        dss[tid] = ds;
+    let hi = (min(e0 + BQ, pairs) - 1u) / group_size();
+    var acc: array<vec4<f32>, 8>;
+    for (var j0 = lo; j0 <= hi; j0 += BK) {
+        let raw = qk_dots(g, e0, j0, tid);
+        let dp = dov_dots(g, e0, j0, tid);
         workgroupBarrier();
-        let count = min(TILE, i + 1u - t0);
-        for (var r = 0u; r < PER; r++) {
-            let d = tid + r * TILE;
-            if d < p.dk {
-                var a = acc[r];
-                for (var e = 0u; e < count; e++) {
-                    a = fma(dss[e], k[p.k_offset + ((t0 + e) * p.n_kv + kvh) * p.dk + d], a);
+        let delta = pair_delta(r);
+        for (var u = 0u; u < 4u; u++) {
+            var ds = 0.0;
+            if sees(me, j0 + c + 8u * u) {
+                let sc = score(p.scale * raw[u]);
+                ds = exp(sc.s - li) * (dp[u] - delta) * sc.grad;
+            }
+            pt[r * RP + c + 8u * u] = ds;
+        }
+        workgroupBarrier();
+        let r0 = 4u * w;
+        let count = min(BK, hi + 1u - j0);
+        for (var x = 0u; x < count; x++) {
+            let ds = vec4<f32>(
+                pt[r0 * RP + x],
+                pt[(r0 + 1u) * RP + x],
+                pt[(r0 + 2u) * RP + x],
+                pt[(r0 + 3u) * RP + x],
+            );
+            let k_row = p.k_offset + ((j0 + x) * p.n_kv + g) * p.dk;
+            for (var u = 0u; u < 8u; u++) {
+                let col = col0 + lane + 32u * u;
+                if col < p.dk {
+                    acc[u] = fma(ds, vec4<f32>(k[k_row + col]), acc[u]);
                 }
-                acc[r] = a;
             }
         }
         workgroupBarrier();
     }
-    for (var r = 0u; r < PER; r++) {
-        let d = tid + r * TILE;
-        if d < p.dk {
-            dq[p.dq_offset + idx * p.dk + d] = p.scale * acc[r];
+    for (var u = 0u; u < 8u; u++) {
+        let col = col0 + lane + 32u * u;
+        for (var ru = 0u; ru < 4u; ru++) {
+            let e = e0 + 4u * w + ru;
+            if e < pairs && col < p.dk {
+                dq[p.dq_offset + pair_row(g, e) * p.dk + col] = p.scale * acc[u][ru];
+            }
         }
     }
 }

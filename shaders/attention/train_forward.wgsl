@@ -1,9 +1,9 @@
 // Causal attention over a block of rows without a KV cache, for training (with
-// attention/train_params.wgsl): o = softmax(cap(scale q k^T)) v per query head, and the
-// log-sum-exp of each (row, head)'s scores for the backward. One workgroup per (row, head):
-// q's row in workgroup memory, keys in tiles of TILE (one score per invocation) with an
-// online softmax (running max m and sum l, the accumulators rescaled by exp(m_old - m_new)),
-// so nothing of size n^2 exists. Invocation tid accumulates the output dims tid, tid + TILE, ..
+// attention/train_params.wgsl and attention/train_tiles.wgsl): o = softmax(cap(scale q k^T)) v
+// per query head, and the log-sum-exp of each (row, head)'s scores for the backward. One
+// workgroup per (tile of BQ pairs, kv head, COLS columns) walks the keys its rows see in tiles
+// of BK with an online softmax (per pair a running max m and sum l; the accumulators rescaled
+// by exp(m_old - m_new) when the max grows), so nothing of size n^2 exists.
 
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> k: array<f32>;
@@ -12,9 +12,11 @@
 @group(0) @binding(5) var<storage, read_write> o: array<f32>;
 @group(0) @binding(6) var<storage, read_write> lse: array<f32>;
 
-var<workgroup> qs: array<f32, MAXD>;
-var<workgroup> ss: array<f32, TILE>;
-var<workgroup> ps: array<f32, TILE>;
+// The tile's scores, then its weights exp(s - m).
+var<workgroup> pt: array<f32, 1056>; // BQ * RP
+var<workgroup> m_s: array<f32, 32>; // BQ
+var<workgroup> l_s: array<f32, 32>;
+var<workgroup> alpha_s: array<f32, 32>;
 var<workgroup> lo_shared: u32;
 
 @compute @workgroup_size(WG)
@@ -23,72 +25,102 @@ fn main(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
+    let pairs = pair_count();
+    let blocks = (pairs + BQ - 1u) / BQ;
     let idx = group_index(wid, nwg);
-    if idx >= p.n * p.n_head {
+    if idx >= blocks * p.n_kv {
         return;
     }
-    let i = idx / p.n_head;
-    let h = idx % p.n_head;
-    let kvh = h / (p.n_head / p.n_kv);
-    let q_row = p.q_offset + idx * p.dk;
-    for (var d = tid; d < p.dk; d += TILE) {
-        qs[d] = q[q_row + d];
+    let g = idx / blocks;
+    // The last tiles see the most keys: launched first, they do not trail the grid.
+    let e0 = (blocks - 1u - idx % blocks) * BQ;
+    let col0 = wid.z * COLS;
+    let r = tid / 8u;
+    let c = tid % 8u;
+    let w = tid / 32u;
+    let lane = tid % 32u;
+    let me = sight(e0 + r);
+    if tid < BQ {
+        m_s[tid] = LOW;
+        l_s[tid] = 0.0;
     }
     if tid == 0u {
-        lo_shared = first_key(i, start[p.start_offset + i]);
+        let i0 = e0 / group_size();
+        lo_shared = first_key(i0, start[p.start_offset + i0]);
     }
-    // Uniform for the loop's barriers: start[] is a storage read.
+    // Uniform for the loop's barriers (start[] is a storage read); also the barrier after m_s
+    // and l_s.
     let lo = workgroupUniformLoad(&lo_shared);
-    var m = LOW;
-    var l = 0.0;
-    var acc: array<f32, PER>;
-    for (var t0 = lo; t0 <= i; t0 += TILE) {
-        let j = t0 + tid;
-        var s = LOW;
-        if j <= i {
-            let k_row = p.k_offset + (j * p.n_kv + kvh) * p.dk;
-            var dot = 0.0;
-            for (var d = 0u; d < p.dk; d++) {
-                dot = fma(qs[d], k[k_row + d], dot);
+    let hi = (min(e0 + BQ, pairs) - 1u) / group_size();
+    var acc: array<vec4<f32>, 8>;
+    for (var j0 = lo; j0 <= hi; j0 += BK) {
+        let raw = qk_dots(g, e0, j0, tid);
+        var s = vec4<f32>(LOW);
+        for (var u = 0u; u < 4u; u++) {
+            if sees(me, j0 + c + 8u * u) {
+                s[u] = score(p.scale * raw[u]).s;
             }
-            s = score(p.scale * dot).s;
+            pt[r * RP + c + 8u * u] = s[u];
         }
-        ss[tid] = s;
         workgroupBarrier();
-        let count = min(TILE, i + 1u - t0);
-        var m_new = m;
-        for (var e = 0u; e < count; e++) {
-            m_new = max(m_new, ss[e]);
+        let m_old = m_s[r];
+        var m_new = m_old;
+        for (var x = 0u; x < BK; x++) {
+            m_new = max(m_new, pt[r * RP + x]);
         }
-        let alpha = exp(m - m_new);
-        ps[tid] = exp(s - m_new);
         workgroupBarrier();
-        var sum = 0.0;
-        for (var e = 0u; e < count; e++) {
-            sum += ps[e];
+        for (var u = 0u; u < 4u; u++) {
+            var pr = 0.0;
+            if sees(me, j0 + c + 8u * u) {
+                pr = exp(s[u] - m_new);
+            }
+            pt[r * RP + c + 8u * u] = pr;
         }
-        l = l * alpha + sum;
-        for (var r = 0u; r < PER; r++) {
-            let d = tid + r * TILE;
-            if d < p.dv {
-                var a = acc[r] * alpha;
-                for (var e = 0u; e < count; e++) {
-                    a = fma(ps[e], v[p.v_offset + ((t0 + e) * p.n_kv + kvh) * p.dv + d], a);
+        if c == 0u {
+            m_s[r] = m_new;
+            alpha_s[r] = exp(m_old - m_new);
+        }
+        workgroupBarrier();
+        if c == 0u {
+            var sum = 0.0;
+            for (var x = 0u; x < BK; x++) {
+                sum += pt[r * RP + x];
+            }
+            l_s[r] = l_s[r] * alpha_s[r] + sum;
+        }
+        let r0 = 4u * w;
+        let alpha = vec4<f32>(alpha_s[r0], alpha_s[r0 + 1u], alpha_s[r0 + 2u], alpha_s[r0 + 3u]);
+        for (var u = 0u; u < 8u; u++) {
+            acc[u] *= alpha;
+        }
+        let count = min(BK, hi + 1u - j0);
+        for (var x = 0u; x < count; x++) {
+            let pr = vec4<f32>(
+                pt[r0 * RP + x],
+                pt[(r0 + 1u) * RP + x],
+                pt[(r0 + 2u) * RP + x],
+                pt[(r0 + 3u) * RP + x],
+            );
+            let v_row = p.v_offset + ((j0 + x) * p.n_kv + g) * p.dv;
+            for (var u = 0u; u < 8u; u++) {
+                let col = col0 + lane + 32u * u;
+                if col < p.dv {
+                    acc[u] = fma(pr, vec4<f32>(v[v_row + col]), acc[u]);
                 }
-                acc[r] = a;
             }
         }
-        m = m_new;
         workgroupBarrier();
     }
-    let o_row = p.o_offset + idx * p.dv;
-    for (var r = 0u; r < PER; r++) {
-        let d = tid + r * TILE;
-        if d < p.dv {
-            o[o_row + d] = acc[r] / l;
+    for (var u = 0u; u < 8u; u++) {
+        let col = col0 + lane + 32u * u;
+        for (var ru = 0u; ru < 4u; ru++) {
+            let e = e0 + 4u * w + ru;
+            if e < pairs && col < p.dv {
+                o[p.o_offset + pair_row(g, e) * p.dv + col] = acc[u][ru] / l_s[4u * w + ru];
+            }
         }
     }
-    if tid == 0u {
-        lse[p.lse_offset + idx] = m + log(l);
+    if wid.z == 0u && c == 0u && me.valid {
+        lse[p.lse_offset + pair_row(g, e0 + r)] = m_s[r] + log(l_s[r]);
     }
 }

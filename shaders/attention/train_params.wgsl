@@ -1,8 +1,8 @@
 // What the training attention's three programs share (attention/train_forward.wgsl,
 // attention/train_backward_dq.wgsl, attention/train_backward_dkdv.wgsl): the parameters (the
-// WGSL twin of TrainAttentionParams), the sizes of a workgroup's tiles and the visibility and
-// score rules. Row i of the block sees key rows j with start[i] <= j <= i and, with a window
-// w > 0, i - j < w.
+// WGSL twin of TrainAttentionParams) and the visibility and score rules (their tiles:
+// attention/train_tiles.wgsl). Row i of the block sees key rows j with start[i] <= j <= i
+// and, with a window w > 0, i - j < w.
 
 struct Params {
     n: u32,
@@ -29,15 +29,6 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> p: Params;
 
-// Invocations of a workgroup (set by the pipeline key; the ops set 64, TILE); a tile holds
-// one key (or one query pair) per invocation, so the tile's scores cost one dot product each
-// and no reduction across invocations. The code strides by TILE.
-override WG: u32 = 64u;
-const TILE: u32 = 64u;
-// The largest head dimension: a row of q, k, v or do sits in workgroup memory, and each
-// invocation accumulates the output dims tid, tid + TILE, .. (MAXD / TILE of them).
-const MAXD: u32 = 512u;
-const PER: u32 = 8u;
 // Stands for minus infinity (WGSL has no infinite literal): exp of it minus any score is 0.
 const LOW: f32 = -3.0e38;
 

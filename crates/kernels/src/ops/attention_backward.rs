@@ -15,19 +15,20 @@
 //!
 //! Memory: nothing besides the inputs and the three gradients, and nothing of size n^2: the
 //! weights are recomputed from lse (`n * n_head` floats, kept by the forward). WGSL has no
-//! float atomics, so each gradient element has one writer: two dispatches,
-//! `attention/train_backward_dq.wgsl` (one workgroup of 64 per (row, query head) walks the
-//! keys the row sees in tiles of 64, as the forward) and `attention/train_backward_dkdv.wgsl`
-//! (one workgroup per (key row, kv head) walks the (query row, head) pairs that see the key,
-//! 64 pairs a tile), both with `attention/train_params.wgsl`. D is recomputed where it is
-//! needed (once per row in the dq pass, once per pair in the dk/dv pass) rather than stored.
-//! The two passes recompute the scores each: twice the forward's arithmetic, as
-//! FlashAttention-2's backward with its dq pass split off.
+//! float atomics, so each gradient element has one writer: two dispatches, as
+//! FlashAttention-2's backward with its dq pass split off, on the forward's tiles
+//! (`attention/train_tiles.wgsl`, the second tile product do . v in
+//! `attention/train_backward_tiles.wgsl`): `attention/train_backward_dq.wgsl` (one workgroup
+//! per tile of 32 (row, head) pairs walks the keys they see, 32 a tile) and
+//! `attention/train_backward_dkdv.wgsl` (one workgroup per tile of 32 key rows walks the pairs
+//! that may see them, 32 a tile). D is computed where it is needed, on the way through the
+//! do . v product (whose staging reads the do rows anyway), rather than stored. The two passes
+//! recompute the scores each: twice the forward's arithmetic.
 
 use crate::error::GpuError;
 use crate::kernel::KernelFamily;
-use crate::op::{Op, grid_1d};
-use crate::ops::attention_train::{PARAMS, TrainAttention, TrainAttentionParams, WORKGROUP};
+use crate::op::Op;
+use crate::ops::attention_train::{PARAMS, TILES, TrainAttention, TrainAttentionParams, WORKGROUP};
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::View;
 
@@ -38,6 +39,7 @@ pub use parity::{CHECK, attention_backward_ref};
 
 static DQ: ShaderFile = shader_file!("attention/train_backward_dq.wgsl");
 static DKDV: ShaderFile = shader_file!("attention/train_backward_dkdv.wgsl");
+static BACKWARD_TILES: ShaderFile = shader_file!("attention/train_backward_tiles.wgsl");
 
 /// q, k, v, o, lse, do, start read; dq written.
 const BINDINGS_DQ: &[BindingKind] = &[
@@ -69,9 +71,9 @@ const BINDINGS_DKDV: &[BindingKind] = &[
 /// The attention backward's two kernels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AttentionBackwardKernel {
-    /// dq: a workgroup per (row, query head).
+    /// dq: a workgroup per (tile of (row, query head) pairs, kv head).
     Dq,
-    /// dk and dv: a workgroup per (key row, kv head).
+    /// dk and dv: a workgroup per (tile of key rows, kv head).
     DkDv,
 }
 
@@ -87,7 +89,7 @@ impl KernelFamily for AttentionBackwardKernel {
         };
         Program {
             name: name.to_string(),
-            files: vec![file, &PARAMS],
+            files: vec![file, &BACKWARD_TILES, &TILES, &PARAMS],
             entry: "main",
             bindings,
             params_size: size_of::<TrainAttentionParams>(),
@@ -180,14 +182,14 @@ impl TrainAttention {
                 WORKGROUP,
                 &params,
                 &dq_buffers,
-                grid_1d(n * self.n_head),
+                self.pair_grid(),
             ),
             Op::new(
                 AttentionBackwardKernel::DkDv,
                 WORKGROUP,
                 &params,
                 &dkdv_buffers,
-                grid_1d(n * self.n_kv),
+                self.key_grid(),
             ),
         ])
     }

@@ -16,10 +16,14 @@
 //! `[n]` u32; a row's heads are consecutive column groups.
 //!
 //! Memory: besides the inputs and o, only lse, `n * n_head` floats; nothing of size n^2.
-//! WGSL: `attention/train_forward.wgsl` + `attention/train_params.wgsl`. One workgroup of 64
-//! per (row, head) keeps its q row in workgroup memory and walks its keys in tiles of 64 (one
-//! score per invocation) with an online softmax (the running max and sum, the accumulators
-//! rescaled when the max grows), as flash attention does. Head dims up to [`MAX_HEAD_DIM`].
+//! WGSL: `attention/train_forward.wgsl` with `attention/train_tiles.wgsl` and
+//! `attention/train_params.wgsl`. As flash attention: one workgroup of 256 per (tile of 32
+//! (row, head) pairs of one kv head, kv head, 256 output columns) walks the keys its rows see in
+//! tiles of 32, the 32 x 32 scores through workgroup memory, with an online softmax (the
+//! running max and sum, the accumulators rescaled when the max grows); a key row read serves
+//! 32 pairs (under GQA the pairs are a kv head's query heads side by side). Head dims up to
+//! [`MAX_HEAD_DIM`]; wider than 256 columns, grid z walks the columns and recomputes the
+//! scores.
 
 use crate::error::GpuError;
 use crate::kernel::KernelFamily;
@@ -38,8 +42,15 @@ pub(crate) use parity::{Inputs, dot, padded, score_bound};
 /// attention/train_params.wgsl).
 pub const MAX_HEAD_DIM: usize = 512;
 
-/// Invocations of every training attention workgroup (`WG` in attention/train_params.wgsl).
-pub(crate) const WORKGROUP: u32 = 64;
+/// Invocations of every training attention workgroup (`WG` in attention/train_tiles.wgsl,
+/// whose tile mappings assume it).
+pub(crate) const WORKGROUP: u32 = 256;
+
+/// (Row, head) pairs and keys per tile (`BQ`, `BK` in attention/train_tiles.wgsl).
+const TILE: usize = 32;
+
+/// Output columns per workgroup (`COLS` in attention/train_tiles.wgsl).
+const COLS: usize = 256;
 
 /// One training attention call over a block of rows (see the module docs for the maths).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -89,6 +100,7 @@ pub(crate) struct TrainAttentionParams {
 }
 
 pub(crate) static PARAMS: ShaderFile = shader_file!("attention/train_params.wgsl");
+pub(crate) static TILES: ShaderFile = shader_file!("attention/train_tiles.wgsl");
 static FORWARD: ShaderFile = shader_file!("attention/train_forward.wgsl");
 
 /// q, k, v, start read; o, lse written.
@@ -114,7 +126,7 @@ impl KernelFamily for AttentionTrainKernel {
     fn program(self) -> Program {
         Program {
             name: "attention_train".to_string(),
-            files: vec![&FORWARD, &PARAMS],
+            files: vec![&FORWARD, &TILES, &PARAMS],
             entry: "main",
             bindings: BINDINGS,
             params_size: size_of::<TrainAttentionParams>(),
@@ -237,7 +249,26 @@ impl TrainAttention {
             WORKGROUP,
             &params,
             &buffers,
-            grid_1d(n * self.n_head),
+            self.pair_grid(),
         ))
+    }
+
+    /// The grid of the forward and dq programs: a workgroup per (tile of pairs, kv head) and
+    /// per COLS columns of the widest head.
+    pub(crate) fn pair_grid(&self) -> [u32; 3] {
+        let tiles = (self.n * (self.n_head / self.n_kv)).div_ceil(TILE);
+        self.column_grid(tiles * self.n_kv)
+    }
+
+    /// The grid of the dk/dv program: a workgroup per (tile of keys, kv head) and per COLS
+    /// columns of the widest head.
+    pub(crate) fn key_grid(&self) -> [u32; 3] {
+        self.column_grid(self.n.div_ceil(TILE) * self.n_kv)
+    }
+
+    fn column_grid(&self, groups: usize) -> [u32; 3] {
+        let mut grid = grid_1d(groups);
+        grid[2] = self.dk.max(self.dv).div_ceil(COLS) as u32;
+        grid
     }
 }

@@ -125,7 +125,7 @@ pub(crate) fn score_bound(
 
 /// Tolerance, per (row, head): o `max|v| (e^2D - 1 + u (12 + 10E) + (2n + 2T + 8) u)` and lse
 /// `D + u (12 + 10E) + (2n + 2T + 8) u + 2^-21 + 6u |log l| + u |lse|`, n the keys the row
-/// sees, `T = n/64 + 2` the tiles (plus slack). D bounds each score's error
+/// sees, `T = n/32 + 2` the key tiles (plus slack). D bounds each score's error
 /// (`score_bound`'s dot product and soft-cap); shifting scores by at most D moves each
 /// softmax weight by a factor within `e^(+-2D)` and the log-sum-exp by D. exp errs by (3 +
 /// 2|x|) ulp (Vulkan) at x = s - max, x's own rounding adds u|x|: weighted by the softmax,
@@ -261,7 +261,7 @@ fn compare(gpu: &Gpu, c: &Inputs) -> Result<Compare, GpuError> {
                 .flat_map(|j| p.v_row(&v, j, h).iter().map(|x| x.abs()))
                 .fold(0.0, f64::max);
             let nk = keys.len() as f64;
-            let tiles = nk / 64.0 + 2.0;
+            let tiles = nk / TILE as f64 + 2.0;
             let common = U * (12.0 + 10.0 * e) + (2.0 * nk + 2.0 * tiles + 8.0) * U;
             let bound_o = vmax * ((2.0 * big_d).exp_m1() + common);
             for d in 0..p.dv {
