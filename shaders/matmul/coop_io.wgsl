@@ -1,10 +1,17 @@
 // matmul_coop.wgsl's loads and stores on the tensor cores (the types and the product:
 // common/coop_ops.wgsl). A = weights (rows x inputs), B = inputs (inputs x tokens),
-// C = rows x tokens.
+// C = rows x tokens. input_grad_coop.wgsl uses them with A = the weights transposed (inputs x
+// rows, `load_a_cols`), B = dY (rows x tokens), C = inputs x tokens.
 
 // A from the weight tile `ws` at vec4 `at`: row-major, rows RS vec4s apart.
 fn load_a(at: u32) -> MatA {
     return coopLoadT<MatA>(&ws[at], RS);
+}
+
+// A from the weight tile `ws` at vec4 `at`, column-major, columns RS vec4s apart: the input
+// gradient's W^T from weights staged as decoded (a weight row's inputs consecutive).
+fn load_a_cols(at: u32) -> MatA {
+    return coopLoad<MatA>(&ws[at], RS);
 }
 
 // B from the input tile `xs` at vec4 `at`: a token's inputs are consecutive, so column-major,

@@ -1,9 +1,12 @@
 // matmul/coop_io.wgsl's loads and stores for common/coop_emul.wgsl: a load records where its
-// tile is; element (r, k) of A (row-major) is component k % 4 of vec4 at + r * RS + k / 4 of
-// `ws`, element (k, c) of B (column-major) component k % 4 of vec4 at + c * RS + k / 4 of `xs`.
+// tile is (and A its layout); element (r, k) of A is component k % 4 of vec4 at + r * RS + k / 4
+// of `ws` (row-major, `load_a`) or component r % 4 of vec4 at + k * RS + r / 4 (column-major,
+// `load_a_cols`), element (k, c) of B (column-major) component k % 4 of vec4 at + c * RS + k / 4
+// of `xs`.
 
 struct MatA {
     at: u32,
+    cols: bool,
 }
 
 struct MatB {
@@ -11,7 +14,11 @@ struct MatB {
 }
 
 fn load_a(at: u32) -> MatA {
-    return MatA(at);
+    return MatA(at, false);
+}
+
+fn load_a_cols(at: u32) -> MatA {
+    return MatA(at, true);
 }
 
 fn load_b(at: u32) -> MatB {
@@ -19,6 +26,9 @@ fn load_b(at: u32) -> MatB {
 }
 
 fn a_elem(a: MatA, r: u32, k: u32) -> f16 {
+    if a.cols {
+        return ws[a.at + k * RS + r / 4u][r % 4u];
+    }
     return ws[a.at + r * RS + k / 4u][k % 4u];
 }
 

@@ -1,18 +1,22 @@
 // The input gradient on the tensor cores: dX[t, i] (+)= sum_r dY[t, r] W[row0 + r, i], the
 // contract of input_grad.wgsl (matmul/input_grad_params.wgsl: Params, bindings, the weight's
-// staging). The cooperative-matrix types and ops (MatA, MatB, MatC, coop_lane, mma; load_a,
-// load_b, store_scratch) come from common/coop_ops.wgsl and matmul/coop_io.wgsl, or in the
-// tests' emulation from common/coop_emul.wgsl and matmul/coop_io_emul.wgsl: A is the weight
-// tile `ws` (inputs x rows, row-major), B the dY tile `xs` (rows x tokens: a token's rows are
-// consecutive, so column-major), C inputs x tokens.
+// staging). The cooperative-matrix types and ops (MatA, MatB, MatC, coop_lane, mma;
+// load_a_cols, load_b, store_scratch) come from common/coop_ops.wgsl and matmul/coop_io.wgsl,
+// or in the tests' emulation from common/coop_emul.wgsl and matmul/coop_io_emul.wgsl: A is the
+// weight tile `ws` (inputs x rows: a weight row's inputs are consecutive, so column-major), B
+// the dY tile `xs` (rows x tokens: a token's rows are consecutive, so column-major), C inputs x
+// tokens.
 //
 // Workgroup (input tile, token tile) of 128 (4 subgroups of 32) computes 64 inputs x 64
 // tokens, walking the weight's rows 64 at a time (4 products of 16 per barrier):
-// - `ws`: invocation i decodes unit 2 wid.x + i % 2 (both halves, `decode_half` in f32, the
-//   quant crate's arithmetic) of step row i / 2 and stores the 32 weights transposed, rounded
-//   to f16.
-// - `xs`: invocation i reads row i % 64 of dY for tokens i / 64 + 2m (m < 32): each subgroup
-//   load is 32 consecutive floats of one dY row; rounded to f16.
+// - `ws` holds the weights as decoded, `[step row][input]`: invocation i decodes unit
+//   2 wid.x + i % 2 (both halves, `decode_half` in f32, the quant crate's arithmetic) of step
+//   row i / 2 and stores its 32 weights, rounded to f16, as 8 vec4<f16> of 4 consecutive
+//   inputs. Stored transposed (`[input][row]`, as A row-major) they would take 32 scalar f16
+//   stores at strided addresses, with bank conflicts; A is loaded column-major instead.
+// - `xs` holds dY as `[token][row]`: invocation i reads rows 4 (i % 16) .. + 3 of the step
+//   for tokens i / 16 + 8m (m < 8), 4 consecutive floats, and stores them as one vec4<f16>:
+//   a subgroup's loads cover 64 consecutive floats of each of two tokens.
 // - Both tiles are [64][64] f16 in vec4s with a row stride of RS = 18 vec4s (144 bytes), as
 //   the forward's: every row and every 16-value quarter starts 16-byte aligned, as Vulkan
 //   requires of a cooperative-matrix load.
@@ -32,7 +36,7 @@ const TN: u32 = 64u;
 const BR: u32 = 64u;
 const RS: u32 = 18u;
 
-var<workgroup> ws: array<vec4<f16>, 1152>; // TM * RS
+var<workgroup> ws: array<vec4<f16>, 1152>; // BR * RS
 var<workgroup> xs: array<vec4<f16>, 1152>; // TN * RS
 // One 16 x 16 accumulator per subgroup, column-major.
 var<workgroup> cs: array<f32, 1024>; // 4 subgroups * 256
@@ -60,13 +64,24 @@ fn store_partial(c: MatC, scratch: u32, lane: u32, i0: u32, t0: u32, split_at: u
     workgroupBarrier();
 }
 
-// Stores 16 decoded weights (inputs 16 q .. of the tile) of step row `sr` transposed.
-fn put_w(q: array<vec4<f32>, 4>, qi: u32, sr: u32) {
-    for (var c = 0u; c < 4u; c++) {
-        for (var j = 0u; j < 4u; j++) {
-            ws[(16u * qi + 4u * c + j) * RS + sr / 4u][sr % 4u] = f16(q[c][j]);
-        }
-    }
+// Stores half dh (16 weights, rounded to f16) of unit `su` of the tile's two for step row `sr`.
+fn put_w(q: array<vec4<f32>, 4>, sr: u32, su: u32, dh: u32) {
+    let at = sr * RS + 8u * su + 4u * dh;
+    ws[at] = vec4<f16>(q[0]);
+    ws[at + 1u] = vec4<f16>(q[1]);
+    ws[at + 2u] = vec4<f16>(q[2]);
+    ws[at + 3u] = vec4<f16>(q[3]);
+}
+
+// dY rows r0 + 4 yq .. + 3 of token `t` (of the dispatch), zeros at rows from r_end and
+// tokens past the last (indices clamped so every read is in bounds), rounded to f16.
+fn dy_quad(r0: u32, r_end: u32, yq: u32, t: u32) -> vec4<f16> {
+    let r = vec4<u32>(r0 + 4u * yq) + vec4<u32>(0u, 1u, 2u, 3u);
+    let rr = min(r, vec4<u32>(r_end - 1u));
+    let at = p.dy_offset + min(t, p.n_tokens - 1u) * p.dy_stride;
+    let v = vec4<f32>(x[at + rr.x], x[at + rr.y], x[at + rr.z], x[at + rr.w]);
+    let keep = (r < vec4<u32>(r_end)) & vec4<bool>(t < p.n_tokens);
+    return vec4<f16>(select(vec4<f32>(0.0), v, keep));
 }
 
 @compute @workgroup_size(WG)
@@ -84,14 +99,15 @@ fn main(
     let u = 2u * wid.x + su;
     let u_ok = u < units;
     let uc = min(u, units - 1u);
-    // dY staging role.
-    let yc = tid % BR;
-    let yt = tid / BR;
+    // dY staging role: quad yq of the step's rows for tokens yt + 8m.
+    let yq = tid % (BR / 4u);
+    let yt = tid / (BR / 4u);
 
     let sg = tid / 32u;
     let lane = tid % 32u;
     coop_lane(lane);
-    let a_base = 32u * (sg % 2u) * RS;
+    // Where the subgroup's first input (vec4 column of `ws`) and token (row of `xs`) start.
+    let a_base = 8u * (sg % 2u);
     let b_base = 32u * (sg / 2u) * RS;
     var c00 = MatC();
     var c01 = MatC();
@@ -105,21 +121,16 @@ fn main(
         let r0 = r_begin + BR * s;
         let row_ok = r0 + sr < r_end && u_ok;
         let wrow = (p.row0 + min(r0 + sr, p.n_rows - 1u)) * p.row_bytes;
-        put_w(stage_w_quarter(wrow, uc, 0u, row_ok), 2u * su, sr);
-        put_w(stage_w_quarter(wrow, uc, 1u, row_ok), 2u * su + 1u, sr);
-        let in_r = r0 + yc < r_end;
-        for (var m = 0u; m < TN / 2u; m++) {
-            let t = yt + 2u * m;
-            var v = 0.0;
-            if in_r && tok0 + t < p.n_tokens {
-                v = x[p.dy_offset + (tok0 + t) * p.dy_stride + r0 + yc];
-            }
-            xs[t * RS + yc / 4u][yc % 4u] = f16(v);
+        put_w(stage_w_quarter(wrow, uc, 0u, row_ok), sr, su, 0u);
+        put_w(stage_w_quarter(wrow, uc, 1u, row_ok), sr, su, 1u);
+        for (var m = 0u; m < TN / 8u; m++) {
+            let t = yt + 8u * m;
+            xs[t * RS + yq] = dy_quad(r0, r_end, yq, tok0 + t);
         }
         workgroupBarrier();
         for (var h = 0u; h < BR / 16u; h++) {
-            let a0 = load_a(a_base + 4u * h);
-            let a1 = load_a(a_base + 16u * RS + 4u * h);
+            let a0 = load_a_cols(a_base + 16u * RS * h);
+            let a1 = load_a_cols(a_base + 16u * RS * h + 4u);
             let b0 = load_b(b_base + 4u * h);
             let b1 = load_b(b_base + 16u * RS + 4u * h);
             c00 = mma(a0, b0, c00);

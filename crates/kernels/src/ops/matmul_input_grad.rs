@@ -9,8 +9,9 @@
 //!   the weight gradient), every device: a workgroup of 128 computes 64 inputs x 64 tokens in
 //!   f32, summing the weight's rows 32 at a time from workgroup memory.
 //! - `matmul/input_grad_coop.wgsl` (devices with [`Caps::coop_f16`]): the same tile, the
-//!   weight's rows 64 at a time, staged as f16 and multiplied on the tensor cores with f32
-//!   accumulation. f16 holds dY only within about 6e-5 .. 65504 at full precision: a caller
+//!   weight's rows 64 at a time, staged as f16 (the weights as decoded, a row's inputs
+//!   consecutive, read by the tensor cores as a column-major A) and multiplied on the tensor
+//!   cores with f32 accumulation. f16 holds dY only within about 6e-5 .. 65504 at full precision: a caller
 //!   whose gradients are smaller scales its loss (as mixed-precision training does), or keeps
 //!   the f32 kernel.
 //!
