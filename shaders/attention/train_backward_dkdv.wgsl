@@ -5,7 +5,10 @@
 // pairs that may see its keys (rows from its first key up to its last key's sequence end or
 // window) in tiles of BQ, recomputing each weight from the forward's log-sum-exp:
 // p = exp(s - lse_ih), ds = p (do_ih . v_j - D_ih) cap' with D_ih = do_ih . o_ih; then
-// dv_j = sum p do_ih and dk_j = scale sum ds q_ih.
+// dv_j = sum p do_ih and dk_j = scale sum ds q_ih. With p.splits > 1 the grid's z also walks
+// splits of each key tile's pairs, split s writing its partial sums to slice s of dk_out and
+// of dv_out (a split sum adds them up): the first key tile of a sequence, which every later
+// row sees, is then not walked by one workgroup alone.
 
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> k: array<f32>;
@@ -35,7 +38,9 @@ fn main(
     let g = idx / blocks;
     let j0 = (idx % blocks) * BK;
     let j_last = min(j0 + BK, p.n) - 1u;
-    let col0 = wid.z * COLS;
+    let col_chunks = (max(p.dk, p.dv) + COLS - 1u) / COLS;
+    let col0 = (wid.z % col_chunks) * COLS;
+    let split = wid.z / col_chunks;
     let r = tid / 8u;
     let c = tid % 8u;
     let w = tid / 32u;
@@ -62,10 +67,15 @@ fn main(
     if p.window > 0u {
         row_end = min(row_end, j_last + p.window);
     }
-    let e_end = row_end * group_size();
+    // This split's share of the pair tiles.
+    let e_first = j0 * group_size();
+    let e_last = row_end * group_size();
+    let per = ((e_last - e_first + BQ - 1u) / BQ + p.splits - 1u) / p.splits * BQ;
+    let e_begin = min(e_first + split * per, e_last);
+    let e_end = min(e_begin + per, e_last);
     var dk_acc: array<vec4<f32>, 8>;
     var dv_acc: array<vec4<f32>, 8>;
-    for (var e0 = j0 * group_size(); e0 < e_end; e0 += BQ) {
+    for (var e0 = e_begin; e0 < e_end; e0 += BQ) {
         let me = sight(e0 + r);
         var li = 0.0;
         if me.valid {
@@ -108,15 +118,17 @@ fn main(
         }
         workgroupBarrier();
     }
+    let dk_at = p.dk_offset + split * p.n * p.n_kv * p.dk;
+    let dv_at = p.dv_offset + split * p.n * p.n_kv * p.dv;
     for (var u = 0u; u < 8u; u++) {
         let col = col0 + lane + 32u * u;
         for (var ru = 0u; ru < 4u; ru++) {
             let j = j0 + 4u * w + ru;
             if j < p.n && col < p.dk {
-                dk_out[p.dk_offset + (j * p.n_kv + g) * p.dk + col] = p.scale * dk_acc[u][ru];
+                dk_out[dk_at + (j * p.n_kv + g) * p.dk + col] = p.scale * dk_acc[u][ru];
             }
             if j < p.n && col < p.dv {
-                dv_out[p.dv_offset + (j * p.n_kv + g) * p.dv + col] = dv_acc[u][ru];
+                dv_out[dv_at + (j * p.n_kv + g) * p.dv + col] = dv_acc[u][ru];
             }
         }
     }

@@ -23,8 +23,9 @@ struct Params {
     dq_offset: u32,
     dk_offset: u32,
     dv_offset: u32,
-    _pad0: u32,
-    _pad1: u32,
+    // dk/dv: the splits of each key tile's pairs (1: dk_out and dv_out are dk and dv).
+    splits: u32,
+    _pad: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;

@@ -29,6 +29,7 @@ use crate::error::GpuError;
 use crate::kernel::KernelFamily;
 use crate::op::Op;
 use crate::ops::attention_train::{PARAMS, TILES, TrainAttention, TrainAttentionParams, WORKGROUP};
+use crate::ops::split_sum::SplitSum;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::View;
 
@@ -134,7 +135,29 @@ impl TrainAttention {
     /// (wgpu forbids one buffer read and written in a dispatch); dk and dv may be views of
     /// one tensor, not overlapping. Each gradient is written, not added to.
     pub fn backward_ops(&self, b: TrainAttentionBackward<'_>) -> Result<Vec<Op>, GpuError> {
-        self.validate("attention_backward")?;
+        self.backward_split_ops(b, None, 1)
+    }
+
+    /// Elements of the scratch [`TrainAttention::backward_split_ops`] takes for `splits`.
+    pub fn dkdv_scratch_len(&self, splits: usize) -> usize {
+        splits * self.n * self.n_kv * (self.dk + self.dv)
+    }
+
+    /// As [`TrainAttention::backward_ops`] with each key tile's pairs split `splits` ways in
+    /// the dk/dv dispatch (the grid's z: more workgroups where a block has few key tiles,
+    /// and the first key tile of a sequence, which every later row sees, no longer walks
+    /// them all alone): each split's partial dk and dv into its own slice of `scratch`
+    /// ([`TrainAttention::dkdv_scratch_len`] elements, another tensor than the gradients),
+    /// then [`SplitSum`] adding the slices into dk and into dv. One split (or no scratch)
+    /// writes dk and dv directly.
+    pub fn backward_split_ops(
+        &self,
+        b: TrainAttentionBackward<'_>,
+        scratch: Option<View<'_>>,
+        splits: usize,
+    ) -> Result<Vec<Op>, GpuError> {
+        const OP: &str = "attention_backward";
+        self.validate(OP)?;
         let n = self.n;
         let (q_len, k_len) = (n * self.n_head * self.dk, n * self.n_kv * self.dk);
         let (o_len, v_len) = (n * self.n_head * self.dv, n * self.n_kv * self.dv);
@@ -148,6 +171,31 @@ impl TrainAttention {
         b.dq.check("attention_backward dq", q_len)?;
         b.dk.check("attention_backward dk", k_len)?;
         b.dv.check("attention_backward dv", v_len)?;
+        let splits = match scratch {
+            Some(_) => splits.clamp(1, self.dkdv_pair_tiles()),
+            None => 1,
+        };
+        // Split, dk's partials and dv's sit in the scratch from these elements.
+        let (dk_out, dv_out) = match scratch {
+            Some(t) if splits > 1 => {
+                t.check("attention_backward scratch", self.dkdv_scratch_len(splits))?;
+                if [b.dk.t.buf.id(), b.dv.t.buf.id()].contains(&t.t.buf.id()) {
+                    return Err(GpuError::InvalidParams {
+                        op: OP,
+                        detail: "the split scratch in dk's or dv's tensor".into(),
+                    });
+                }
+                (t, View::at(t.t, t.offset + splits * k_len))
+            }
+            _ => (b.dk, b.dv),
+        };
+        let widest = (dk_out.offset + splits * k_len).max(dv_out.offset + splits * v_len);
+        if widest > u32::MAX as usize {
+            return Err(GpuError::InvalidParams {
+                op: OP,
+                detail: format!("{widest} scratch elements past u32 indices"),
+            });
+        }
         let params = TrainAttentionParams {
             q_offset: b.q.offset as u32,
             k_offset: b.k.offset as u32,
@@ -157,8 +205,9 @@ impl TrainAttention {
             do_offset: b.d_o.offset as u32,
             start_offset: b.start.offset as u32,
             dq_offset: b.dq.offset as u32,
-            dk_offset: b.dk.offset as u32,
-            dv_offset: b.dv.offset as u32,
+            dk_offset: dk_out.offset as u32,
+            dv_offset: dv_out.offset as u32,
+            splits: splits as u32,
             ..self.params()
         };
         let inputs = [
@@ -174,9 +223,9 @@ impl TrainAttention {
         let dkdv_buffers: Vec<_> = inputs
             .iter()
             .copied()
-            .chain([&b.dk.t.buf, &b.dv.t.buf])
+            .chain([&dk_out.t.buf, &dv_out.t.buf])
             .collect();
-        Ok(vec![
+        let mut ops = vec![
             Op::new(
                 AttentionBackwardKernel::Dq,
                 WORKGROUP,
@@ -189,8 +238,21 @@ impl TrainAttention {
                 WORKGROUP,
                 &params,
                 &dkdv_buffers,
-                self.key_grid(),
+                self.key_grid(splits),
             ),
-        ])
+        ];
+        if splits > 1 {
+            for (parts, out, d) in [(dk_out, b.dk, self.dk), (dv_out, b.dv, self.dv)] {
+                let sum = SplitSum {
+                    n_rows: n * self.n_kv,
+                    n_cols: d,
+                    slices: splits,
+                    out_stride: d,
+                    accumulate: false,
+                };
+                ops.push(sum.op(parts, out)?);
+            }
+        }
+        Ok(ops)
     }
 }

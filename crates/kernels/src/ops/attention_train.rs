@@ -96,7 +96,9 @@ pub(crate) struct TrainAttentionParams {
     pub dq_offset: u32,
     pub dk_offset: u32,
     pub dv_offset: u32,
-    pub _pad: [u32; 2],
+    /// The dk/dv program's splits of each key tile's pairs (1 unsplit).
+    pub splits: u32,
+    pub _pad: u32,
 }
 
 pub(crate) static PARAMS: ShaderFile = shader_file!("attention/train_params.wgsl");
@@ -210,6 +212,7 @@ impl TrainAttention {
             window: window as u32,
             scale: self.scale,
             softcap: self.softcap,
+            splits: 1,
             ..TrainAttentionParams::default()
         }
     }
@@ -260,10 +263,24 @@ impl TrainAttention {
         self.column_grid(tiles * self.n_kv)
     }
 
-    /// The grid of the dk/dv program: a workgroup per (tile of keys, kv head) and per COLS
-    /// columns of the widest head.
-    pub(crate) fn key_grid(&self) -> [u32; 3] {
-        self.column_grid(self.n.div_ceil(TILE) * self.n_kv)
+    /// The grid of the dk/dv program: a workgroup per (tile of keys, kv head), per split and
+    /// per COLS columns of the widest head.
+    pub(crate) fn key_grid(&self, splits: usize) -> [u32; 3] {
+        let mut grid = self.column_grid(self.dkdv_workgroups());
+        grid[2] *= splits as u32;
+        grid
+    }
+
+    /// The dk/dv program's workgroups without splits: one per (tile of 32 keys, kv head).
+    /// Few for short blocks or few kv heads, and the first tile of a sequence walks all its
+    /// pairs: [`TrainAttention::backward_split_ops`] splits them.
+    pub fn dkdv_workgroups(&self) -> usize {
+        self.n.div_ceil(TILE) * self.n_kv
+    }
+
+    /// The most pair tiles one key tile walks (the split count past which splits are empty).
+    pub fn dkdv_pair_tiles(&self) -> usize {
+        (self.n * (self.n_head / self.n_kv)).div_ceil(TILE)
     }
 
     fn column_grid(&self, groups: usize) -> [u32; 3] {

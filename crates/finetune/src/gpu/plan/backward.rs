@@ -10,7 +10,7 @@ use rullama_kernels::ops::{dropout, elementwise, unary};
 use rullama_kernels::{GpuTensor, GpuWeight, View};
 use rullama_model::ModelError;
 
-use super::{Lower, captures, splits, tiles};
+use super::{Lower, attention_splits, captures, splits, tiles};
 use crate::error::Result;
 use crate::gpu::record::{Node, ValueId};
 
@@ -214,7 +214,12 @@ impl Lower<'_> {
                 let dv = self.pool.take(gpu, self.len(v))?;
                 let start = self.start(positions);
                 let lse = self.lse.get(&i).expect("kept for the backward");
-                let ops = attn.backward_ops(TrainAttentionBackward {
+                let splits = attention_splits(&attn);
+                let scratch = match splits {
+                    1 => None,
+                    _ => Some(self.pool.take(gpu, attn.dkdv_scratch_len(splits))?),
+                };
+                let backward = TrainAttentionBackward {
                     q: self.value(q).into(),
                     k: self.value(k).into(),
                     v: self.value(v).into(),
@@ -225,8 +230,13 @@ impl Lower<'_> {
                     dq: (&dq).into(),
                     dk: (&dk).into(),
                     dv: (&dv).into(),
-                });
+                };
+                let ops =
+                    attn.backward_split_ops(backward, scratch.as_ref().map(Into::into), splits);
                 self.extend(ops, "attention backward")?;
+                if let Some(t) = scratch {
+                    self.pool.give(t);
+                }
                 self.give_grad(q, dq, true, trainable)?;
                 self.give_grad(k, dk, true, trainable)?;
                 self.give_grad(v, dv, true, trainable)?;

@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 
+use rullama_kernels::ops::attention_train::TrainAttention;
 use rullama_kernels::ops::matmul::{Matmul, Strides};
 use rullama_kernels::{
     Dtype, Gpu, GpuError, GpuTensor, GpuWeight, Op, OpId, Readback, Step, StepBuilder,
@@ -77,6 +78,14 @@ fn tiles(n: usize) -> usize {
 fn splits(tiles: usize, sum_len: usize) -> usize {
     let want = (TARGET_WORKGROUPS / tiles.max(1)).clamp(1, MAX_SPLITS);
     want.min(sum_len / MIN_SPLIT_SUM).max(1)
+}
+
+/// How many ways the attention backward splits each key tile's pairs: enough dk/dv
+/// workgroups to fill the device (a short block has few key tiles, and a sequence's first
+/// tile is seen by all its rows), no more than there are pair tiles to share.
+fn attention_splits(attn: &TrainAttention) -> usize {
+    let want = (TARGET_WORKGROUPS / attn.dkdv_workgroups().max(1)).clamp(1, MAX_SPLITS);
+    want.min(attn.dkdv_pair_tiles()).max(1)
 }
 
 /// Whether each value depends on a trainable parameter.

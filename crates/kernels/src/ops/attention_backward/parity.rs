@@ -143,10 +143,13 @@ impl Acc {
 fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
     let c = Inputs::random(rng);
     let d_o = random_f32(c.p.n * c.p.n_head * c.p.dv, rng.next_u64());
-    compare(gpu, &c, &d_o)
+    let splits = rng.pick(&[1, 1, 2, 3, 16]);
+    compare(gpu, &c, &d_o, splits)
 }
 
-fn compare(gpu: &Gpu, c: &Inputs, d_o: &[f32]) -> Result<Compare, GpuError> {
+/// The GPU's gradients against the reference, the dk/dv pass split `splits` ways (through a
+/// scratch at an offset) when more than 1.
+fn compare(gpu: &Gpu, c: &Inputs, d_o: &[f32], splits: usize) -> Result<Compare, GpuError> {
     let p = c.p;
     let (q, k, v) = c.wide();
     let (o, lse) = attention_train_ref(&p, &q, &k, &v, &c.start);
@@ -166,7 +169,9 @@ fn compare(gpu: &Gpu, c: &Inputs, d_o: &[f32]) -> Result<Compare, GpuError> {
     );
     let st = GpuTensor::from_u32(gpu, &[p.n + 2], &[&[5, 5][..], &c.start[..]].concat());
     let grads = GpuTensor::zeros(gpu, &[1 + nq + nk + nv], Dtype::F32);
-    let ops = p.backward_ops(TrainAttentionBackward {
+    let scratch = GpuTensor::zeros(gpu, &[4 + p.dkdv_scratch_len(splits)], Dtype::F32);
+    let scratch = (splits > 1).then(|| View::at(&scratch, 4));
+    let backward = TrainAttentionBackward {
         q: View::at(&qt, 1),
         k: View::at(&kt, 2),
         v: View::at(&vt, 3),
@@ -177,7 +182,8 @@ fn compare(gpu: &Gpu, c: &Inputs, d_o: &[f32]) -> Result<Compare, GpuError> {
         dq: View::at(&grads, 1),
         dk: View::at(&grads, 1 + nq),
         dv: View::at(&grads, 1 + nq + nk),
-    })?;
+    };
+    let ops = p.backward_split_ops(backward, scratch, splits)?;
     let got: Vec<f32> = run_read(gpu, ops, &grads, 1, nq + nk + nv)?;
     let d_o: Vec<f64> = d_o.iter().map(|&x| f64::from(x)).collect();
     let (want_dq, want_dk, want_dv) = attention_backward_ref(&p, &q, &k, &v, &c.start, &d_o);
@@ -246,7 +252,7 @@ mod tests {
     }
 
     /// Gemma's head dim with a window and a cap over two packed sequences, and a key tile
-    /// boundary (70 rows) under GQA of 4.
+    /// boundary (70 rows) under GQA of 4 with the dk/dv pass split 3 ways.
     #[test]
     fn attention_backward_edges() {
         let Some(gpu) = testutil::gpu() else { return };
@@ -271,7 +277,7 @@ mod tests {
                 start: (0..n as u32).map(|i| if i < 6 { 0 } else { 6 }).collect(),
             };
             let d_o = random_f32(n * n_head * dv, rng.next_u64());
-            let c = compare(gpu, &inputs, &d_o).unwrap();
+            let c = compare(gpu, &inputs, &d_o, 1 + 2 * case).unwrap();
             assert!(c.n > 0 && c.max_ratio <= 1.0, "{}", c.worst);
         }
     }
