@@ -4,7 +4,10 @@
 // forward (attention/train_forward.wgsl) does, recomputing each weight from the forward's
 // log-sum-exp: p_j = exp(s_j - lse_i), dp_j = do_i . v_j, ds_j = p_j (dp_j - D_i) cap'_j with
 // D_i = do_i . o_i, and dq_i = scale sum_j ds_j k_j. The workgroup owns its rows of dq, so no
-// two workgroups write one element (WGSL has no float atomics).
+// two workgroups write one element (WGSL has no float atomics). With p.dq_splits > 1 the grid's
+// z also walks splits of each pair tile's keys, split s writing its partial sums to slice s of
+// dq (a split sum adds them up): short blocks have few pair tiles, and a sequence's last tiles
+// see all its keys.
 
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> k: array<f32>;
@@ -34,7 +37,9 @@ fn main(
     let g = idx / blocks;
     // The last tiles see the most keys: launched first, they do not trail the grid.
     let e0 = (blocks - 1u - idx % blocks) * BQ;
-    let col0 = wid.z * COLS;
+    let col_chunks = (max(p.dk, p.dv) + COLS - 1u) / COLS;
+    let col0 = (wid.z % col_chunks) * COLS;
+    let split = wid.z / col_chunks;
     let r = tid / 8u;
     let c = tid % 8u;
     let w = tid / 32u;
@@ -51,8 +56,12 @@ fn main(
     // Uniform for the loop's barriers: start[] is a storage read.
     let lo = workgroupUniformLoad(&lo_shared);
     let hi = (min(e0 + BQ, pairs) - 1u) / group_size();
+    // This split's share of the key tiles.
+    let per = ((hi - lo) / BK + p.dq_splits) / p.dq_splits * BK;
+    let j_begin = min(lo + split * per, hi + 1u);
+    let j_end = min(j_begin + per, hi + 1u);
     var acc: array<vec4<f32>, 8>;
-    for (var j0 = lo; j0 <= hi; j0 += BK) {
+    for (var j0 = j_begin; j0 < j_end; j0 += BK) {
         let raw = qk_dots(g, e0, j0, tid);
         let dp = dov_dots(g, e0, j0, tid);
         workgroupBarrier();
@@ -85,12 +94,13 @@ fn main(
         }
         workgroupBarrier();
     }
+    let dq_at = p.dq_offset + split * p.n * p.n_head * p.dk;
     for (var u = 0u; u < 8u; u++) {
         let col = col0 + lane + 32u * u;
         for (var ru = 0u; ru < 4u; ru++) {
             let e = e0 + 4u * w + ru;
             if e < pairs && col < p.dk {
-                dq[p.dq_offset + pair_row(g, e) * p.dk + col] = p.scale * acc[u][ru];
+                dq[dq_at + pair_row(g, e) * p.dk + col] = p.scale * acc[u][ru];
             }
         }
     }

@@ -23,9 +23,10 @@ struct Params {
     dq_offset: u32,
     dk_offset: u32,
     dv_offset: u32,
-    // dk/dv: the splits of each key tile's pairs (1: dk_out and dv_out are dk and dv).
-    splits: u32,
-    _pad: u32,
+    // The backward's splits: of each pair tile's keys in dq's dispatch, of each key tile's
+    // pairs in dk/dv's (1: the outputs are the gradients, not slices of partial sums).
+    dq_splits: u32,
+    dkdv_splits: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;

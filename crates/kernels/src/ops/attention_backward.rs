@@ -103,6 +103,20 @@ impl KernelFamily for AttentionBackwardKernel {
     }
 }
 
+/// How [`TrainAttention::backward_split_ops`] splits the backward's sums.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackwardSplits {
+    /// Splits of each pair tile's keys in the dq pass.
+    pub dq: usize,
+    /// Splits of each key tile's pairs in the dk/dv pass.
+    pub dkdv: usize,
+}
+
+impl BackwardSplits {
+    /// No split: each pass writes its gradient directly.
+    pub const NONE: BackwardSplits = BackwardSplits { dq: 1, dkdv: 1 };
+}
+
 /// The backward's views: the forward's inputs and outputs, the output's gradient, and
 /// where the input gradients go.
 #[derive(Debug, Clone, Copy)]
@@ -135,26 +149,36 @@ impl TrainAttention {
     /// (wgpu forbids one buffer read and written in a dispatch); dk and dv may be views of
     /// one tensor, not overlapping. Each gradient is written, not added to.
     pub fn backward_ops(&self, b: TrainAttentionBackward<'_>) -> Result<Vec<Op>, GpuError> {
-        self.backward_split_ops(b, None, 1)
+        self.backward_split_ops(b, None, BackwardSplits::NONE)
     }
 
     /// Elements of the scratch [`TrainAttention::backward_split_ops`] takes for `splits`.
-    pub fn dkdv_scratch_len(&self, splits: usize) -> usize {
-        splits * self.n * self.n_kv * (self.dk + self.dv)
+    pub fn backward_scratch_len(&self, splits: BackwardSplits) -> usize {
+        let dq = if splits.dq > 1 {
+            splits.dq * self.n * self.n_head * self.dk
+        } else {
+            0
+        };
+        let dkdv = if splits.dkdv > 1 {
+            splits.dkdv * self.n * self.n_kv * (self.dk + self.dv)
+        } else {
+            0
+        };
+        dq + dkdv
     }
 
-    /// As [`TrainAttention::backward_ops`] with each key tile's pairs split `splits` ways in
-    /// the dk/dv dispatch (the grid's z: more workgroups where a block has few key tiles,
-    /// and the first key tile of a sequence, which every later row sees, no longer walks
-    /// them all alone): each split's partial dk and dv into its own slice of `scratch`
-    /// ([`TrainAttention::dkdv_scratch_len`] elements, another tensor than the gradients),
-    /// then [`SplitSum`] adding the slices into dk and into dv. One split (or no scratch)
-    /// writes dk and dv directly.
+    /// As [`TrainAttention::backward_ops`] with the sums split in their dispatches (the grid's
+    /// z: more workgroups where a block has few tiles, and no tile that sees a whole sequence
+    /// walked by one workgroup alone): dq's over each pair tile's keys, dk's and dv's over
+    /// each key tile's pairs. Each split's partial sums go to their own slice of `scratch`
+    /// ([`TrainAttention::backward_scratch_len`] elements, another tensor than the gradients:
+    /// dq's slices, then dk's, then dv's), then [`SplitSum`] adds the slices into the
+    /// gradient. One split (or no scratch) writes the gradient directly.
     pub fn backward_split_ops(
         &self,
         b: TrainAttentionBackward<'_>,
         scratch: Option<View<'_>>,
-        splits: usize,
+        splits: BackwardSplits,
     ) -> Result<Vec<Op>, GpuError> {
         const OP: &str = "attention_backward";
         self.validate(OP)?;
@@ -172,28 +196,47 @@ impl TrainAttention {
         b.dk.check("attention_backward dk", k_len)?;
         b.dv.check("attention_backward dv", v_len)?;
         let splits = match scratch {
-            Some(_) => splits.clamp(1, self.dkdv_pair_tiles()),
-            None => 1,
+            Some(_) => BackwardSplits {
+                dq: splits.dq.clamp(1, self.dq_key_tiles()),
+                dkdv: splits.dkdv.clamp(1, self.dkdv_pair_tiles()),
+            },
+            None => BackwardSplits::NONE,
         };
-        // Split, dk's partials and dv's sit in the scratch from these elements.
-        let (dk_out, dv_out) = match scratch {
-            Some(t) if splits > 1 => {
-                t.check("attention_backward scratch", self.dkdv_scratch_len(splits))?;
-                if [b.dk.t.buf.id(), b.dv.t.buf.id()].contains(&t.t.buf.id()) {
-                    return Err(GpuError::InvalidParams {
-                        op: OP,
-                        detail: "the split scratch in dk's or dv's tensor".into(),
-                    });
-                }
-                (t, View::at(t.t, t.offset + splits * k_len))
+        // Where each pass writes: the gradient, or its slices in the scratch.
+        let (mut dq_out, mut dk_out, mut dv_out) = (b.dq, b.dk, b.dv);
+        if let Some(t) = scratch
+            && splits != BackwardSplits::NONE
+        {
+            t.check(
+                "attention_backward scratch",
+                self.backward_scratch_len(splits),
+            )?;
+            let grads = [b.dq.t.buf.id(), b.dk.t.buf.id(), b.dv.t.buf.id()];
+            if grads.contains(&t.t.buf.id()) {
+                return Err(GpuError::InvalidParams {
+                    op: OP,
+                    detail: "the split scratch in a gradient's tensor".into(),
+                });
             }
-            _ => (b.dk, b.dv),
-        };
-        let widest = (dk_out.offset + splits * k_len).max(dv_out.offset + splits * v_len);
-        if widest > u32::MAX as usize {
+            let mut at = t.offset;
+            if splits.dq > 1 {
+                dq_out = View::at(t.t, at);
+                at += splits.dq * q_len;
+            }
+            if splits.dkdv > 1 {
+                dk_out = View::at(t.t, at);
+                dv_out = View::at(t.t, at + splits.dkdv * k_len);
+            }
+        }
+        let ends = [
+            dq_out.offset + splits.dq * q_len,
+            dk_out.offset + splits.dkdv * k_len,
+            dv_out.offset + splits.dkdv * v_len,
+        ];
+        if let Some(&widest) = ends.iter().find(|&&e| e > u32::MAX as usize) {
             return Err(GpuError::InvalidParams {
                 op: OP,
-                detail: format!("{widest} scratch elements past u32 indices"),
+                detail: format!("{widest} elements past u32 indices"),
             });
         }
         let params = TrainAttentionParams {
@@ -204,10 +247,11 @@ impl TrainAttention {
             lse_offset: b.lse.offset as u32,
             do_offset: b.d_o.offset as u32,
             start_offset: b.start.offset as u32,
-            dq_offset: b.dq.offset as u32,
+            dq_offset: dq_out.offset as u32,
             dk_offset: dk_out.offset as u32,
             dv_offset: dv_out.offset as u32,
-            splits: splits as u32,
+            dq_splits: splits.dq as u32,
+            dkdv_splits: splits.dkdv as u32,
             ..self.params()
         };
         let inputs = [
@@ -219,7 +263,7 @@ impl TrainAttention {
             &b.d_o.t.buf,
             &b.start.t.buf,
         ];
-        let dq_buffers: Vec<_> = inputs.iter().copied().chain([&b.dq.t.buf]).collect();
+        let dq_buffers: Vec<_> = inputs.iter().copied().chain([&dq_out.t.buf]).collect();
         let dkdv_buffers: Vec<_> = inputs
             .iter()
             .copied()
@@ -231,22 +275,27 @@ impl TrainAttention {
                 WORKGROUP,
                 &params,
                 &dq_buffers,
-                self.pair_grid(),
+                self.pair_grid(splits.dq),
             ),
             Op::new(
                 AttentionBackwardKernel::DkDv,
                 WORKGROUP,
                 &params,
                 &dkdv_buffers,
-                self.key_grid(splits),
+                self.key_grid(splits.dkdv),
             ),
         ];
-        if splits > 1 {
-            for (parts, out, d) in [(dk_out, b.dk, self.dk), (dv_out, b.dv, self.dv)] {
+        let sums = [
+            (splits.dq, dq_out, b.dq, n * self.n_head, self.dk),
+            (splits.dkdv, dk_out, b.dk, n * self.n_kv, self.dk),
+            (splits.dkdv, dv_out, b.dv, n * self.n_kv, self.dv),
+        ];
+        for (slices, parts, out, n_rows, d) in sums {
+            if slices > 1 {
                 let sum = SplitSum {
-                    n_rows: n * self.n_kv,
+                    n_rows,
                     n_cols: d,
-                    slices: splits,
+                    slices,
                     out_stride: d,
                     accumulate: false,
                 };

@@ -96,9 +96,10 @@ pub(crate) struct TrainAttentionParams {
     pub dq_offset: u32,
     pub dk_offset: u32,
     pub dv_offset: u32,
+    /// The dq program's splits of each pair tile's keys (1 unsplit).
+    pub dq_splits: u32,
     /// The dk/dv program's splits of each key tile's pairs (1 unsplit).
-    pub splits: u32,
-    pub _pad: u32,
+    pub dkdv_splits: u32,
 }
 
 pub(crate) static PARAMS: ShaderFile = shader_file!("attention/train_params.wgsl");
@@ -212,7 +213,8 @@ impl TrainAttention {
             window: window as u32,
             scale: self.scale,
             softcap: self.softcap,
-            splits: 1,
+            dq_splits: 1,
+            dkdv_splits: 1,
             ..TrainAttentionParams::default()
         }
     }
@@ -252,33 +254,45 @@ impl TrainAttention {
             WORKGROUP,
             &params,
             &buffers,
-            self.pair_grid(),
+            self.pair_grid(1),
         ))
     }
 
-    /// The grid of the forward and dq programs: a workgroup per (tile of pairs, kv head) and
-    /// per COLS columns of the widest head.
-    pub(crate) fn pair_grid(&self) -> [u32; 3] {
-        let tiles = (self.n * (self.n_head / self.n_kv)).div_ceil(TILE);
-        self.column_grid(tiles * self.n_kv)
+    /// The grid of the forward and dq programs: a workgroup per (tile of pairs, kv head), per
+    /// split of the keys (dq) and per COLS columns of the widest head.
+    pub(crate) fn pair_grid(&self, splits: usize) -> [u32; 3] {
+        let mut grid = self.column_grid(self.dq_workgroups());
+        grid[2] *= splits as u32;
+        grid
     }
 
-    /// The grid of the dk/dv program: a workgroup per (tile of keys, kv head), per split and
-    /// per COLS columns of the widest head.
+    /// The grid of the dk/dv program: a workgroup per (tile of keys, kv head), per split of
+    /// the pairs and per COLS columns of the widest head.
     pub(crate) fn key_grid(&self, splits: usize) -> [u32; 3] {
         let mut grid = self.column_grid(self.dkdv_workgroups());
         grid[2] *= splits as u32;
         grid
     }
 
+    /// The forward's and the dq program's workgroups without splits: one per (tile of 32
+    /// (row, head) pairs, kv head).
+    pub fn dq_workgroups(&self) -> usize {
+        (self.n * (self.n_head / self.n_kv)).div_ceil(TILE) * self.n_kv
+    }
+
+    /// The most key tiles one pair tile walks (the dq split count past which splits are
+    /// empty).
+    pub fn dq_key_tiles(&self) -> usize {
+        self.n.div_ceil(TILE)
+    }
+
     /// The dk/dv program's workgroups without splits: one per (tile of 32 keys, kv head).
-    /// Few for short blocks or few kv heads, and the first tile of a sequence walks all its
-    /// pairs: [`TrainAttention::backward_split_ops`] splits them.
     pub fn dkdv_workgroups(&self) -> usize {
         self.n.div_ceil(TILE) * self.n_kv
     }
 
-    /// The most pair tiles one key tile walks (the split count past which splits are empty).
+    /// The most pair tiles one key tile walks (the dk/dv split count past which splits are
+    /// empty).
     pub fn dkdv_pair_tiles(&self) -> usize {
         (self.n * (self.n_head / self.n_kv)).div_ceil(TILE)
     }

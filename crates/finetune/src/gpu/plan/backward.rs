@@ -215,9 +215,9 @@ impl Lower<'_> {
                 let start = self.start(positions);
                 let lse = self.lse.get(&i).expect("kept for the backward");
                 let splits = attention_splits(&attn);
-                let scratch = match splits {
-                    1 => None,
-                    _ => Some(self.pool.take(gpu, attn.dkdv_scratch_len(splits))?),
+                let scratch = match attn.backward_scratch_len(splits) {
+                    0 => None,
+                    len => Some(self.pool.take(gpu, len)?),
                 };
                 let backward = TrainAttentionBackward {
                     q: self.value(q).into(),

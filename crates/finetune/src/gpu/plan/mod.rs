@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 
+use rullama_kernels::ops::attention_backward::BackwardSplits;
 use rullama_kernels::ops::attention_train::TrainAttention;
 use rullama_kernels::ops::matmul::{Matmul, Strides};
 use rullama_kernels::{
@@ -80,12 +81,18 @@ fn splits(tiles: usize, sum_len: usize) -> usize {
     want.min(sum_len / MIN_SPLIT_SUM).max(1)
 }
 
-/// How many ways the attention backward splits each key tile's pairs: enough dk/dv
-/// workgroups to fill the device (a short block has few key tiles, and a sequence's first
-/// tile is seen by all its rows), no more than there are pair tiles to share.
-fn attention_splits(attn: &TrainAttention) -> usize {
-    let want = (TARGET_WORKGROUPS / attn.dkdv_workgroups().max(1)).clamp(1, MAX_SPLITS);
-    want.min(attn.dkdv_pair_tiles()).max(1)
+/// How the attention backward splits its passes' sums: enough workgroups to fill the device
+/// (a short block has few tiles, and a sequence's first key tile is seen by all its rows, its
+/// last pair tile sees all its keys), no more splits than there are tiles to share.
+fn attention_splits(attn: &TrainAttention) -> BackwardSplits {
+    let split = |workgroups: usize, tiles: usize| {
+        let want = (TARGET_WORKGROUPS / workgroups.max(1)).clamp(1, MAX_SPLITS);
+        want.min(tiles).max(1)
+    };
+    BackwardSplits {
+        dq: split(attn.dq_workgroups(), attn.dq_key_tiles()),
+        dkdv: split(attn.dkdv_workgroups(), attn.dkdv_pair_tiles()),
+    }
 }
 
 /// Whether each value depends on a trainable parameter.

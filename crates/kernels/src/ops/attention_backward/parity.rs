@@ -143,13 +143,21 @@ impl Acc {
 fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
     let c = Inputs::random(rng);
     let d_o = random_f32(c.p.n * c.p.n_head * c.p.dv, rng.next_u64());
-    let splits = rng.pick(&[1, 1, 2, 3, 16]);
+    let splits = BackwardSplits {
+        dq: rng.pick(&[1, 1, 2, 3, 16]),
+        dkdv: rng.pick(&[1, 1, 2, 3, 16]),
+    };
     compare(gpu, &c, &d_o, splits)
 }
 
-/// The GPU's gradients against the reference, the dk/dv pass split `splits` ways (through a
-/// scratch at an offset) when more than 1.
-fn compare(gpu: &Gpu, c: &Inputs, d_o: &[f32], splits: usize) -> Result<Compare, GpuError> {
+/// The GPU's gradients against the reference, the passes split as `splits` says (through a
+/// scratch at an offset).
+fn compare(
+    gpu: &Gpu,
+    c: &Inputs,
+    d_o: &[f32],
+    splits: BackwardSplits,
+) -> Result<Compare, GpuError> {
     let p = c.p;
     let (q, k, v) = c.wide();
     let (o, lse) = attention_train_ref(&p, &q, &k, &v, &c.start);
@@ -169,8 +177,8 @@ fn compare(gpu: &Gpu, c: &Inputs, d_o: &[f32], splits: usize) -> Result<Compare,
     );
     let st = GpuTensor::from_u32(gpu, &[p.n + 2], &[&[5, 5][..], &c.start[..]].concat());
     let grads = GpuTensor::zeros(gpu, &[1 + nq + nk + nv], Dtype::F32);
-    let scratch = GpuTensor::zeros(gpu, &[4 + p.dkdv_scratch_len(splits)], Dtype::F32);
-    let scratch = (splits > 1).then(|| View::at(&scratch, 4));
+    let scratch = GpuTensor::zeros(gpu, &[4 + p.backward_scratch_len(splits)], Dtype::F32);
+    let scratch = (splits != BackwardSplits::NONE).then(|| View::at(&scratch, 4));
     let backward = TrainAttentionBackward {
         q: View::at(&qt, 1),
         k: View::at(&kt, 2),
@@ -252,7 +260,7 @@ mod tests {
     }
 
     /// Gemma's head dim with a window and a cap over two packed sequences, and a key tile
-    /// boundary (70 rows) under GQA of 4 with the dk/dv pass split 3 ways.
+    /// boundary (70 rows) under GQA of 4 with the dq pass split 4 ways and dk/dv's 3.
     #[test]
     fn attention_backward_edges() {
         let Some(gpu) = testutil::gpu() else { return };
@@ -277,7 +285,11 @@ mod tests {
                 start: (0..n as u32).map(|i| if i < 6 { 0 } else { 6 }).collect(),
             };
             let d_o = random_f32(n * n_head * dv, rng.next_u64());
-            let c = compare(gpu, &inputs, &d_o, 1 + 2 * case).unwrap();
+            let splits = BackwardSplits {
+                dq: 1 + 3 * case,
+                dkdv: 1 + 2 * case,
+            };
+            let c = compare(gpu, &inputs, &d_o, splits).unwrap();
             assert!(c.n > 0 && c.max_ratio <= 1.0, "{}", c.worst);
         }
     }
