@@ -5,7 +5,7 @@
 // pairs that may see its keys (rows from its first key up to its last key's sequence end or
 // window) in tiles of BQ, recomputing each weight from the forward's log-sum-exp:
 // p = exp(s - lse_ih), ds = p (do_ih . v_j - D_ih) cap' with D_ih = do_ih . o_ih; then
-// dv_j = sum p do_ih and dk_j = scale sum ds q_ih. With p.dkdv_splits > 1 the grid's z also walks
+// dv_j = sum p do_ih and dk_j = scale sum ds q_ih. With p.pair_splits > 1 the grid's z also walks
 // splits of each key tile's pairs, split s writing its partial sums to slice s of dk_out and
 // of dv_out (a split sum adds them up): the first key tile of a sequence, which every later
 // row sees, is then not walked by one workgroup alone.
@@ -70,7 +70,7 @@ fn main(
     // This split's share of the pair tiles.
     let e_first = j0 * group_size();
     let e_last = row_end * group_size();
-    let per = ((e_last - e_first + BQ - 1u) / BQ + p.dkdv_splits - 1u) / p.dkdv_splits * BQ;
+    let per = ((e_last - e_first + BQ - 1u) / BQ + p.pair_splits - 1u) / p.pair_splits * BQ;
     let e_begin = min(e_first + split * per, e_last);
     let e_end = min(e_begin + per, e_last);
     var dk_acc: array<vec4<f32>, 8>;

@@ -4,7 +4,7 @@
 // forward (attention/train_forward.wgsl) does, recomputing each weight from the forward's
 // log-sum-exp: p_j = exp(s_j - lse_i), dp_j = do_i . v_j, ds_j = p_j (dp_j - D_i) cap'_j with
 // D_i = do_i . o_i, and dq_i = scale sum_j ds_j k_j. The workgroup owns its rows of dq, so no
-// two workgroups write one element (WGSL has no float atomics). With p.dq_splits > 1 the grid's
+// two workgroups write one element (WGSL has no float atomics). With p.key_splits > 1 the grid's
 // z also walks splits of each pair tile's keys, split s writing its partial sums to slice s of
 // dq (a split sum adds them up): short blocks have few pair tiles, and a sequence's last tiles
 // see all its keys.
@@ -57,7 +57,7 @@ fn main(
     let lo = workgroupUniformLoad(&lo_shared);
     let hi = (min(e0 + BQ, pairs) - 1u) / group_size();
     // This split's share of the key tiles.
-    let per = ((hi - lo) / BK + p.dq_splits) / p.dq_splits * BK;
+    let per = ((hi - lo) / BK + p.key_splits) / p.key_splits * BK;
     let j_begin = min(lo + split * per, hi + 1u);
     let j_end = min(j_begin + per, hi + 1u);
     var acc: array<vec4<f32>, 8>;

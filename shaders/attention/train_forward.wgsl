@@ -3,7 +3,11 @@
 // per query head, and the log-sum-exp of each (row, head)'s scores for the backward. One
 // workgroup per (tile of BQ pairs, kv head, COLS columns) walks the keys its rows see in tiles
 // of BK with an online softmax (per pair a running max m and sum l; the accumulators rescaled
-// by exp(m_old - m_new) when the max grows), so nothing of size n^2 exists.
+// by exp(m_old - m_new) when the max grows), so nothing of size n^2 exists. With
+// p.key_splits > 1 the grid's z also walks splits of each pair tile's keys: split s leaves its
+// unnormalised o in slice s of `o` and its max and sum in slices s and key_splits + s of `lse`
+// for attention/train_combine.wgsl (short blocks have few pair tiles, and a sequence's last
+// tiles see all its keys).
 
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> k: array<f32>;
@@ -34,7 +38,9 @@ fn main(
     let g = idx / blocks;
     // The last tiles see the most keys: launched first, they do not trail the grid.
     let e0 = (blocks - 1u - idx % blocks) * BQ;
-    let col0 = wid.z * COLS;
+    let col_chunks = (max(p.dk, p.dv) + COLS - 1u) / COLS;
+    let col0 = (wid.z % col_chunks) * COLS;
+    let split = wid.z / col_chunks;
     let r = tid / 8u;
     let c = tid % 8u;
     let w = tid / 32u;
@@ -52,8 +58,12 @@ fn main(
     // and l_s.
     let lo = workgroupUniformLoad(&lo_shared);
     let hi = (min(e0 + BQ, pairs) - 1u) / group_size();
+    // This split's share of the key tiles.
+    let per = ((hi - lo) / BK + p.key_splits) / p.key_splits * BK;
+    let j_begin = min(lo + split * per, hi + 1u);
+    let j_end = min(j_begin + per, hi + 1u);
     var acc: array<vec4<f32>, 8>;
-    for (var j0 = lo; j0 <= hi; j0 += BK) {
+    for (var j0 = j_begin; j0 < j_end; j0 += BK) {
         let raw = qk_dots(g, e0, j0, tid);
         var s = vec4<f32>(LOW);
         for (var u = 0u; u < 4u; u++) {
@@ -111,16 +121,29 @@ fn main(
         }
         workgroupBarrier();
     }
+    let rows = p.n * p.n_head;
+    let split_out = p.key_splits > 1u;
+    let o_at = p.o_offset + split * rows * p.dv;
     for (var u = 0u; u < 8u; u++) {
         let col = col0 + lane + 32u * u;
         for (var ru = 0u; ru < 4u; ru++) {
             let e = e0 + 4u * w + ru;
             if e < pairs && col < p.dv {
-                o[p.o_offset + pair_row(g, e) * p.dv + col] = acc[u][ru] / l_s[4u * w + ru];
+                var x = acc[u][ru];
+                if !split_out {
+                    x /= l_s[4u * w + ru];
+                }
+                o[o_at + pair_row(g, e) * p.dv + col] = x;
             }
         }
     }
-    if wid.z == 0u && c == 0u && me.valid {
-        lse[p.lse_offset + pair_row(g, e0 + r)] = m_s[r] + log(l_s[r]);
+    if col0 == 0u && c == 0u && me.valid {
+        let row = pair_row(g, e0 + r);
+        if split_out {
+            lse[p.lse_offset + split * rows + row] = m_s[r];
+            lse[p.lse_offset + (p.key_splits + split) * rows + row] = l_s[r];
+        } else {
+            lse[p.lse_offset + row] = m_s[r] + log(l_s[r]);
+        }
     }
 }

@@ -23,10 +23,10 @@ struct Params {
     dq_offset: u32,
     dk_offset: u32,
     dv_offset: u32,
-    // The backward's splits: of each pair tile's keys in dq's dispatch, of each key tile's
-    // pairs in dk/dv's (1: the outputs are the gradients, not slices of partial sums).
-    dq_splits: u32,
-    dkdv_splits: u32,
+    // Splits of each pair tile's keys (the forward's and dq's dispatches) and of each key
+    // tile's pairs (dk/dv's); 1: the outputs are the results, not slices of partial sums.
+    key_splits: u32,
+    pair_splits: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;

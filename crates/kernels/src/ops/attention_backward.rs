@@ -250,8 +250,8 @@ impl TrainAttention {
             dq_offset: dq_out.offset as u32,
             dk_offset: dk_out.offset as u32,
             dv_offset: dv_out.offset as u32,
-            dq_splits: splits.dq as u32,
-            dkdv_splits: splits.dkdv as u32,
+            key_splits: splits.dq as u32,
+            pair_splits: splits.dkdv as u32,
             ..self.params()
         };
         let inputs = [

@@ -23,7 +23,9 @@
 //! running max and sum, the accumulators rescaled when the max grows); a key row read serves
 //! 32 pairs (under GQA the pairs are a kv head's query heads side by side). Head dims up to
 //! [`MAX_HEAD_DIM`]; wider than 256 columns, grid z walks the columns and recomputes the
-//! scores.
+//! scores. [`TrainAttention::forward_split_ops`] also splits each pair tile's keys over grid z
+//! and combines the splits' partial results (`attention/train_combine.wgsl`), for blocks with
+//! few pair tiles.
 
 use crate::error::GpuError;
 use crate::kernel::KernelFamily;
@@ -96,10 +98,10 @@ pub(crate) struct TrainAttentionParams {
     pub dq_offset: u32,
     pub dk_offset: u32,
     pub dv_offset: u32,
-    /// The dq program's splits of each pair tile's keys (1 unsplit).
-    pub dq_splits: u32,
+    /// The forward's and the dq program's splits of each pair tile's keys (1 unsplit).
+    pub key_splits: u32,
     /// The dk/dv program's splits of each key tile's pairs (1 unsplit).
-    pub dkdv_splits: u32,
+    pub pair_splits: u32,
 }
 
 pub(crate) static PARAMS: ShaderFile = shader_file!("attention/train_params.wgsl");
@@ -117,22 +119,60 @@ const BINDINGS: &[BindingKind] = &[
     BindingKind::StorageReadWrite,
 ];
 
-/// The training attention's forward kernel (one program: every shape is a parameter).
+/// The training attention forward's kernels (every shape a parameter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct AttentionTrainKernel;
+pub enum AttentionTrainKernel {
+    /// The tiles: o and lse, or with split keys each split's partial results.
+    Forward,
+    /// The split keys' partial results combined into o and lse.
+    Combine,
+}
+
+static COMBINE: ShaderFile = shader_file!("attention/train_combine.wgsl");
+
+/// parts read; o, lse written.
+const COMBINE_BINDINGS: &[BindingKind] = &[
+    BindingKind::Uniform,
+    BindingKind::StorageRead,
+    BindingKind::StorageReadWrite,
+    BindingKind::StorageReadWrite,
+];
+
+/// The WGSL `Params` of attention/train_combine.wgsl.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+struct CombineParams {
+    rows: u32,
+    dv: u32,
+    splits: u32,
+    acc_offset: u32,
+    ml_offset: u32,
+    o_offset: u32,
+    lse_offset: u32,
+    _pad: u32,
+}
 
 impl KernelFamily for AttentionTrainKernel {
     fn variants() -> Vec<AttentionTrainKernel> {
-        vec![AttentionTrainKernel]
+        vec![AttentionTrainKernel::Forward, AttentionTrainKernel::Combine]
     }
 
     fn program(self) -> Program {
-        Program {
-            name: "attention_train".to_string(),
-            files: vec![&FORWARD, &TILES, &PARAMS],
-            entry: "main",
-            bindings: BINDINGS,
-            params_size: size_of::<TrainAttentionParams>(),
+        match self {
+            AttentionTrainKernel::Forward => Program {
+                name: "attention_train".to_string(),
+                files: vec![&FORWARD, &TILES, &PARAMS],
+                entry: "main",
+                bindings: BINDINGS,
+                params_size: size_of::<TrainAttentionParams>(),
+            },
+            AttentionTrainKernel::Combine => Program {
+                name: "attention_train_combine".to_string(),
+                files: vec![&COMBINE],
+                entry: "main",
+                bindings: COMBINE_BINDINGS,
+                params_size: size_of::<CombineParams>(),
+            },
         }
     }
 
@@ -213,8 +253,8 @@ impl TrainAttention {
             window: window as u32,
             scale: self.scale,
             softcap: self.softcap,
-            dq_splits: 1,
-            dkdv_splits: 1,
+            key_splits: 1,
+            pair_splits: 1,
             ..TrainAttentionParams::default()
         }
     }
@@ -223,22 +263,75 @@ impl TrainAttention {
     /// outputs must be other tensors than the inputs (wgpu forbids one buffer read and
     /// written in a dispatch); o and lse may be views of one tensor, not overlapping.
     pub fn forward_op(&self, b: TrainAttentionForward<'_>) -> Result<Op, GpuError> {
+        let mut ops = self.forward_split_ops(b, None, 1)?;
+        Ok(ops.remove(0))
+    }
+
+    /// Elements of the scratch [`TrainAttention::forward_split_ops`] takes for `splits`.
+    pub fn forward_scratch_len(&self, splits: usize) -> usize {
+        match splits {
+            0 | 1 => 0,
+            s => s * self.n * self.n_head * (self.dv + 2),
+        }
+    }
+
+    /// As [`TrainAttention::forward_op`] with each pair tile's keys split `splits` ways in the
+    /// dispatch (the grid's z: more workgroups where a block has few pair tiles, and the last
+    /// tiles of a sequence, which see all its keys, not walked by one workgroup alone): each
+    /// split's unnormalised o, max and sum into its own slices of `scratch`
+    /// ([`TrainAttention::forward_scratch_len`] elements, another tensor than o and lse), then
+    /// a combine op rescaling them into o and lse (`attention/train_combine.wgsl`). One split
+    /// (or no scratch) is the single op of [`TrainAttention::forward_op`].
+    pub fn forward_split_ops(
+        &self,
+        b: TrainAttentionForward<'_>,
+        scratch: Option<View<'_>>,
+        splits: usize,
+    ) -> Result<Vec<Op>, GpuError> {
         const OP: &str = "attention_train";
         self.validate(OP)?;
         let n = self.n;
+        let (o_len, rows) = (n * self.n_head * self.dv, n * self.n_head);
         b.q.check("attention_train q", n * self.n_head * self.dk)?;
         b.k.check("attention_train k", n * self.n_kv * self.dk)?;
         b.v.check("attention_train v", n * self.n_kv * self.dv)?;
         b.start.check("attention_train start", n)?;
-        b.o.check("attention_train o", n * self.n_head * self.dv)?;
-        b.lse.check("attention_train lse", n * self.n_head)?;
+        b.o.check("attention_train o", o_len)?;
+        b.lse.check("attention_train lse", rows)?;
+        let splits = match scratch {
+            Some(_) => splits.clamp(1, self.dq_key_tiles()),
+            None => 1,
+        };
+        // Split, the tiles write the partial results into the scratch: o's slices, then the
+        // maxima's, then the sums'.
+        let (o_out, ml_out) = match scratch {
+            Some(t) if splits > 1 => {
+                t.check("attention_train scratch", self.forward_scratch_len(splits))?;
+                if [b.o.t.buf.id(), b.lse.t.buf.id()].contains(&t.t.buf.id()) {
+                    return Err(GpuError::InvalidParams {
+                        op: OP,
+                        detail: "the split scratch in o's or lse's tensor".into(),
+                    });
+                }
+                (t, View::at(t.t, t.offset + splits * o_len))
+            }
+            _ => (b.o, b.lse),
+        };
+        let end = ml_out.offset + 2 * splits * rows;
+        if end > u32::MAX as usize {
+            return Err(GpuError::InvalidParams {
+                op: OP,
+                detail: format!("{end} scratch elements past u32 indices"),
+            });
+        }
         let params = TrainAttentionParams {
             q_offset: b.q.offset as u32,
             k_offset: b.k.offset as u32,
             v_offset: b.v.offset as u32,
             start_offset: b.start.offset as u32,
-            o_offset: b.o.offset as u32,
-            lse_offset: b.lse.offset as u32,
+            o_offset: o_out.offset as u32,
+            lse_offset: ml_out.offset as u32,
+            key_splits: splits as u32,
             ..self.params()
         };
         let buffers = [
@@ -246,20 +339,40 @@ impl TrainAttention {
             &b.k.t.buf,
             &b.v.t.buf,
             &b.start.t.buf,
-            &b.o.t.buf,
-            &b.lse.t.buf,
+            &o_out.t.buf,
+            &ml_out.t.buf,
         ];
-        Ok(Op::new(
-            AttentionTrainKernel,
+        let mut ops = vec![Op::new(
+            AttentionTrainKernel::Forward,
             WORKGROUP,
             &params,
             &buffers,
-            self.pair_grid(1),
-        ))
+            self.pair_grid(splits),
+        )];
+        if splits > 1 {
+            let combine = CombineParams {
+                rows: rows as u32,
+                dv: self.dv as u32,
+                splits: splits as u32,
+                acc_offset: o_out.offset as u32,
+                ml_offset: ml_out.offset as u32,
+                o_offset: b.o.offset as u32,
+                lse_offset: b.lse.offset as u32,
+                _pad: 0,
+            };
+            ops.push(Op::new(
+                AttentionTrainKernel::Combine,
+                WORKGROUP,
+                &combine,
+                &[&o_out.t.buf, &b.o.t.buf, &b.lse.t.buf],
+                grid_1d(o_len.div_ceil(WORKGROUP as usize)),
+            ));
+        }
+        Ok(ops)
     }
 
     /// The grid of the forward and dq programs: a workgroup per (tile of pairs, kv head), per
-    /// split of the keys (dq) and per COLS columns of the widest head.
+    /// split of the keys and per COLS columns of the widest head.
     pub(crate) fn pair_grid(&self, splits: usize) -> [u32; 3] {
         let mut grid = self.column_grid(self.dq_workgroups());
         grid[2] *= splits as u32;

@@ -6,7 +6,7 @@ use rullama_kernels::ops::{dropout, elementwise, embed, glu, unary};
 use rullama_kernels::{GpuTensor, GpuWeight, OpId, View};
 use rullama_model::ModelError;
 
-use super::Lower;
+use super::{Lower, attention_splits};
 use crate::error::Result;
 use crate::gpu::record::{Node, ValueId};
 
@@ -125,15 +125,26 @@ impl Lower<'_> {
             } => {
                 let lse = self.pool.take(gpu, attn.n * attn.n_head)?;
                 let start = self.start(*positions);
-                let op = attn.forward_op(TrainAttentionForward {
+                // The forward walks the pair tiles as the backward's dq pass does: the same
+                // split of their keys.
+                let splits = attention_splits(attn).dq;
+                let scratch = match attn.forward_scratch_len(splits) {
+                    0 => None,
+                    len => Some(self.pool.take(gpu, len)?),
+                };
+                let forward = TrainAttentionForward {
                     q: self.value(*q).into(),
                     k: self.value(*k).into(),
                     v: self.value(*v).into(),
                     start: (&start).into(),
                     o,
                     lse: (&lse).into(),
-                });
-                self.push(op, "attention")?;
+                };
+                let ops = attn.forward_split_ops(forward, scratch.as_ref().map(Into::into), splits);
+                self.extend(ops, "attention")?;
+                if let Some(t) = scratch {
+                    self.pool.give(t);
+                }
                 self.lse.insert(i, lse);
             }
             Node::Glu { gate, up, act } => {
