@@ -17,6 +17,14 @@
 // - `xs` holds dY as `[token][row]`: invocation i reads rows 4 (i % 16) .. + 3 of the step
 //   for tokens i / 16 + 8m (m < 8), 4 consecutive floats, and stores them as one vec4<f16>:
 //   a subgroup's loads cover 64 consecutive floats of each of two tokens.
+// - Software pipelining, as matmul_coop.wgsl's: both are rounded to f16 as they are loaded
+//   and held in named registers (`Staged`: an array indexed in a loop was spilled,
+//   D-named-registers), and step s + 1's global loads and decode are issued after step s's
+//   stores and barrier, before its products, so their latency overlaps the tensor-core work
+//   instead of stalling the staging between the barriers; the registers are stored to the
+//   tiles at the top of the next step. Registers, not a second stage of tiles: in the
+//   forward two stages halved the workgroups an SM holds and slowed the smaller products and
+//   the prefill (docs/PERF.md, X-coop-two-stages).
 // - Both tiles are [64][64] f16 in vec4s with a row stride of RS = 18 vec4s (144 bytes), as
 //   the forward's: every row and every 16-value quarter starts 16-byte aligned, as Vulkan
 //   requires of a cooperative-matrix load.
@@ -25,7 +33,8 @@
 // - Output: every accumulator through a 16 x 16 f32 scratch of its subgroup, then each
 //   element inside dX stored (or added, `accumulate`) one by one.
 // - Every invocation reaches every coop op in uniform control flow: loop bounds are uniform
-//   and no branch encloses a coop op.
+//   and no branch encloses a coop op (the next step's loads sit in a branch on the step
+//   alone, uniform, holding none).
 // Precision: weights and dY rounded to f16 (one f16 ulp each), products exact in f32 and
 // summed in f32 by the tensor cores (the bound: ops/matmul_input_grad.rs).
 
@@ -64,13 +73,32 @@ fn store_partial(c: MatC, scratch: u32, lane: u32, i0: u32, t0: u32, split_at: u
     workgroupBarrier();
 }
 
-// Stores half dh (16 weights, rounded to f16) of unit `su` of the tile's two for step row `sr`.
-fn put_w(q: array<vec4<f32>, 4>, sr: u32, su: u32, dh: u32) {
+// 16 staged values as f16, in named fields rather than an array: a private array indexed in a
+// loop may live in local memory (matmul_coop.wgsl's `Staged`; docs/PERF.md,
+// D-named-registers).
+struct Staged {
+    c0: vec4<f16>,
+    c1: vec4<f16>,
+    c2: vec4<f16>,
+    c3: vec4<f16>,
+}
+
+// Half dh (16 weights) of unit `uc` of step row `sr` in the step from row r0, zeros at rows
+// from r_end and where `u_ok` is false (the row read clamped in bounds), rounded to f16.
+fn stage_w(r0: u32, r_end: u32, sr: u32, uc: u32, u_ok: bool, dh: u32) -> Staged {
+    let ok = r0 + sr < r_end && u_ok;
+    let wrow = (p.row0 + min(r0 + sr, p.n_rows - 1u)) * p.row_bytes;
+    let q = stage_w_quarter(wrow, uc, dh, ok);
+    return Staged(vec4<f16>(q[0]), vec4<f16>(q[1]), vec4<f16>(q[2]), vec4<f16>(q[3]));
+}
+
+// Stores half dh (16 weights) of unit `su` of the tile's two for step row `sr`.
+fn put_w(q: Staged, sr: u32, su: u32, dh: u32) {
     let at = sr * RS + 8u * su + 4u * dh;
-    ws[at] = vec4<f16>(q[0]);
-    ws[at + 1u] = vec4<f16>(q[1]);
-    ws[at + 2u] = vec4<f16>(q[2]);
-    ws[at + 3u] = vec4<f16>(q[3]);
+    ws[at] = q.c0;
+    ws[at + 1u] = q.c1;
+    ws[at + 2u] = q.c2;
+    ws[at + 3u] = q.c3;
 }
 
 // dY rows r0 + 4 yq .. + 3 of token `t` (of the dispatch), zeros at rows from r_end and
@@ -82,6 +110,27 @@ fn dy_quad(r0: u32, r_end: u32, yq: u32, t: u32) -> vec4<f16> {
     let v = vec4<f32>(x[at + rr.x], x[at + rr.y], x[at + rr.z], x[at + rr.w]);
     let keep = (r < vec4<u32>(r_end)) & vec4<bool>(t < p.n_tokens);
     return vec4<f16>(select(vec4<f32>(0.0), v, keep));
+}
+
+// Quad yq of the step's rows from r0 for tokens t + 8 (m0 + j), j < 4 (t of the dispatch).
+fn stage_dy(r0: u32, r_end: u32, yq: u32, t: u32, m0: u32) -> Staged {
+    return Staged(
+        dy_quad(r0, r_end, yq, t + 8u * m0),
+        dy_quad(r0, r_end, yq, t + 8u * (m0 + 1u)),
+        dy_quad(r0, r_end, yq, t + 8u * (m0 + 2u)),
+        dy_quad(r0, r_end, yq, t + 8u * (m0 + 3u)),
+    );
+}
+
+// Stores quad yq of tile tokens yt + 8 (m0 + j), j < 4, as `stage_dy` staged them.
+fn put_dy(v: Staged, yt: u32, yq: u32, m0: u32) {
+    let at = (yt + 8u * m0) * RS + yq;
+    // Tokens 8 apart are 8 rows of the tile apart.
+    let rows = 8u * RS;
+    xs[at] = v.c0;
+    xs[at + rows] = v.c1;
+    xs[at + 2u * rows] = v.c2;
+    xs[at + 3u * rows] = v.c3;
 }
 
 @compute @workgroup_size(WG)
@@ -117,17 +166,25 @@ fn main(
     let r_begin = min(wid.z * p.rows_per_split, p.n_rows);
     let r_end = min(r_begin + p.rows_per_split, p.n_rows);
     let steps = (r_end - r_begin + BR - 1u) / BR;
+    // Step 0 staged in registers before the loop; each step stores what the one before
+    // staged and stages the next before its products (software pipelining: the header).
+    var w0 = stage_w(r_begin, r_end, sr, uc, u_ok, 0u);
+    var w1 = stage_w(r_begin, r_end, sr, uc, u_ok, 1u);
+    var d0 = stage_dy(r_begin, r_end, yq, tok0 + yt, 0u);
+    var d1 = stage_dy(r_begin, r_end, yq, tok0 + yt, 4u);
     for (var s = 0u; s < steps; s++) {
-        let r0 = r_begin + BR * s;
-        let row_ok = r0 + sr < r_end && u_ok;
-        let wrow = (p.row0 + min(r0 + sr, p.n_rows - 1u)) * p.row_bytes;
-        put_w(stage_w_quarter(wrow, uc, 0u, row_ok), sr, su, 0u);
-        put_w(stage_w_quarter(wrow, uc, 1u, row_ok), sr, su, 1u);
-        for (var m = 0u; m < TN / 8u; m++) {
-            let t = yt + 8u * m;
-            xs[t * RS + yq] = dy_quad(r0, r_end, yq, tok0 + t);
-        }
+        put_w(w0, sr, su, 0u);
+        put_w(w1, sr, su, 1u);
+        put_dy(d0, yt, yq, 0u);
+        put_dy(d1, yt, yq, 4u);
         workgroupBarrier();
+        if s + 1u < steps {
+            let r1 = r_begin + BR * (s + 1u);
+            w0 = stage_w(r1, r_end, sr, uc, u_ok, 0u);
+            w1 = stage_w(r1, r_end, sr, uc, u_ok, 1u);
+            d0 = stage_dy(r1, r_end, yq, tok0 + yt, 0u);
+            d1 = stage_dy(r1, r_end, yq, tok0 + yt, 4u);
+        }
         for (var h = 0u; h < BR / 16u; h++) {
             let a0 = load_a_cols(a_base + 16u * RS * h);
             let a1 = load_a_cols(a_base + 16u * RS * h + 4u);

@@ -298,6 +298,37 @@ mod tests {
         }
     }
 
+    /// The tensor-core kernel's body over several 64-row steps a dispatch (the random cases
+    /// above stay within one: chunks of 37 rows), which its pipelined staging carries from
+    /// one step to the next: 130..200 rows in chunks of 150 (a first chunk of three steps,
+    /// the last partial), whole and split two ways (two steps a split), over formats of
+    /// each block size.
+    #[test]
+    fn coop_body_several_steps() {
+        let test = "matmul_input_grad coop_body_several_steps";
+        let Some(gpu) = testutil::coop_body_device(test, "matmul/coop_io_emul.wgsl") else {
+            return;
+        };
+        let mut rng = Rng::new(341);
+        for f in [GpuFormat::F16, GpuFormat::Q8_0, GpuFormat::Q4K] {
+            for (accumulate, splits) in [(false, 1), (true, 2)] {
+                let n_out = rng.range(130, 200);
+                let case = Case {
+                    n_out,
+                    first: 0,
+                    rows: n_out,
+                    chunk_rows: 150,
+                    accumulate,
+                    splits,
+                    tensor_cores: true,
+                    ..Case::random(f, &mut rng)
+                };
+                let c = case.run(gpu).unwrap();
+                assert!(c.max_ratio <= 1.0, "{case:?}: {}", c.worst);
+            }
+        }
+    }
+
     /// The reference is the gradient of the forward: central differences of `L = sum(r *
     /// (x W^T))` (f64, step 1e-5) with respect to each x[t, i] against `dx = r W`. L is
     /// linear in x, so the differences err only by rounding, about eps |L| / h ~ 1e-10 here;
