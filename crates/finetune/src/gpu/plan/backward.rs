@@ -87,7 +87,7 @@ impl Lower<'_> {
             1 => None,
             _ => Some(
                 self.pool
-                    .take(self.gpu, w.chunks.len() * split * rows * n_in)?,
+                    .take_scratch(self.gpu, w.chunks.len() * split * rows * n_in)?,
             ),
         };
         let caps = &self.gpu.caps;
@@ -97,7 +97,7 @@ impl Lower<'_> {
         };
         self.extend(ops, "input gradient")?;
         if let Some(t) = scratch {
-            self.pool.give(t);
+            self.pool.give_scratch(t);
         }
         Ok(())
     }
@@ -145,13 +145,25 @@ impl Lower<'_> {
                 };
                 let dw = View::at(self.params.grads, self.params.offsets[id]);
                 let split = splits(tiles(w.shape.n_out) * tiles(w.shape.n_in), rows);
-                let scratch = self.pool.take(gpu, split * w.shape.n_out * w.shape.n_in)?;
+                let scratch = match split {
+                    1 => None,
+                    _ => Some(
+                        self.pool
+                            .take_scratch(gpu, split * w.shape.n_out * w.shape.n_in)?,
+                    ),
+                };
                 let masked = self.masked.remove(&i);
                 let input = masked.as_ref().unwrap_or_else(|| self.value(x));
-                let ops =
-                    weight_grad.split_ops((&g).into(), input.into(), (&scratch).into(), split, dw);
+                let ops = match &scratch {
+                    None => weight_grad.ops((&g).into(), input.into(), dw),
+                    Some(t) => {
+                        weight_grad.split_ops((&g).into(), input.into(), t.into(), split, dw)
+                    }
+                };
+                if let Some(t) = scratch {
+                    self.pool.give_scratch(t);
+                }
                 self.extend(ops, "adapter gradient")?;
-                self.pool.give(scratch);
                 match masked {
                     // The product read x ⊙ mask: x's gradient is masked in turn.
                     Some(t) => {
@@ -217,7 +229,7 @@ impl Lower<'_> {
                 let splits = attention_splits(&attn);
                 let scratch = match attn.backward_scratch_len(splits) {
                     0 => None,
-                    len => Some(self.pool.take(gpu, len)?),
+                    len => Some(self.pool.take_scratch(gpu, len)?),
                 };
                 let backward = TrainAttentionBackward {
                     q: self.value(q).into(),
@@ -235,7 +247,7 @@ impl Lower<'_> {
                     attn.backward_split_ops(backward, scratch.as_ref().map(Into::into), splits);
                 self.extend(ops, "attention backward")?;
                 if let Some(t) = scratch {
-                    self.pool.give(t);
+                    self.pool.give_scratch(t);
                 }
                 self.give_grad(q, dq, true, trainable)?;
                 self.give_grad(k, dk, true, trainable)?;

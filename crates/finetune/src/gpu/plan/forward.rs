@@ -130,7 +130,7 @@ impl Lower<'_> {
                 let splits = attention_splits(attn).dq;
                 let scratch = match attn.forward_scratch_len(splits) {
                     0 => None,
-                    len => Some(self.pool.take(gpu, len)?),
+                    len => Some(self.pool.take_scratch(gpu, len)?),
                 };
                 let forward = TrainAttentionForward {
                     q: self.value(*q).into(),
@@ -143,7 +143,7 @@ impl Lower<'_> {
                 let ops = attn.forward_split_ops(forward, scratch.as_ref().map(Into::into), splits);
                 self.extend(ops, "attention")?;
                 if let Some(t) = scratch {
-                    self.pool.give(t);
+                    self.pool.give_scratch(t);
                 }
                 self.lse.insert(i, lse);
             }

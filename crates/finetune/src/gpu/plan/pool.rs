@@ -9,10 +9,17 @@ use crate::gpu::gpu_err;
 /// holds it. The plans share them (they never run at once, and every run writes a buffer
 /// before it reads it), so a new shape adds only what its step needs beyond the largest
 /// before it.
+///
+/// The split products' scratches (taken and given back around one op) have buffers of their
+/// own: were they in the activations' list, the next activation would take the large scratch
+/// just given back (the only free buffer while the forward keeps its captures), and the next
+/// layer's scratch would be made anew, once a layer.
 #[derive(Debug, Default)]
 pub(crate) struct Pool {
     all: Vec<GpuTensor>,
     free: Vec<GpuTensor>,
+    scratch_all: Vec<GpuTensor>,
+    scratch_free: Vec<GpuTensor>,
     bytes: u64,
     /// The tokens of the step being built (for the error of one that does not fit).
     pub(super) tokens: usize,
@@ -27,9 +34,35 @@ impl Pool {
     /// Every buffer free again: a plan was built, and the next one may use them all.
     pub(super) fn reset(&mut self) {
         self.free = self.all.clone();
+        self.scratch_free = self.scratch_all.clone();
     }
 
+    /// A buffer of at least `n` f32 for a value of the step.
     pub(super) fn take(&mut self, gpu: &Gpu, n: usize) -> Result<GpuTensor> {
+        if let Some(t) = best_fit(&mut self.free, n) {
+            return Ok(t);
+        }
+        let t = self.allocate(gpu, n)?;
+        self.all.push(t.clone());
+        Ok(t)
+    }
+
+    /// A buffer of at least `n` f32 for one op's split partial sums, given back right after
+    /// the op with [`Pool::give_scratch`].
+    pub(super) fn take_scratch(&mut self, gpu: &Gpu, n: usize) -> Result<GpuTensor> {
+        if let Some(t) = best_fit(&mut self.scratch_free, n) {
+            return Ok(t);
+        }
+        let t = self.allocate(gpu, n)?;
+        self.scratch_all.push(t.clone());
+        Ok(t)
+    }
+
+    pub(super) fn give_scratch(&mut self, t: GpuTensor) {
+        self.scratch_free.push(t);
+    }
+
+    fn allocate(&mut self, gpu: &Gpu, n: usize) -> Result<GpuTensor> {
         let bytes = (n.max(1) * 4) as u64;
         let limit = gpu.max_binding_bytes();
         if bytes > limit {
@@ -37,16 +70,6 @@ impl Pool {
                 tokens: self.tokens,
                 what: format!("an activation of {bytes} bytes, over the {limit} one binding holds"),
             });
-        }
-        let fit = self
-            .free
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| t.len() >= n)
-            .min_by_key(|(_, t)| t.len())
-            .map(|(i, _)| i);
-        if let Some(i) = fit {
-            return Ok(self.free.swap_remove(i));
         }
         let t = gpu
             .allocate("a training step's activation", bytes, || {
@@ -60,13 +83,23 @@ impl Pool {
                 false => gpu_err("allocating a training step")(e).into(),
             })?;
         self.bytes += t.bytes();
-        self.all.push(t.clone());
         Ok(t)
     }
 
     pub(super) fn give(&mut self, t: GpuTensor) {
         self.free.push(t);
     }
+}
+
+/// The smallest buffer of `free` that holds `n` f32, taken out of it.
+fn best_fit(free: &mut Vec<GpuTensor>, n: usize) -> Option<GpuTensor> {
+    let i = free
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.len() >= n)
+        .min_by_key(|(_, t)| t.len())
+        .map(|(i, _)| i)?;
+    Some(free.swap_remove(i))
 }
 
 #[cfg(test)]
