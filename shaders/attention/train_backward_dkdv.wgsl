@@ -38,9 +38,8 @@ fn main(
     let g = idx / blocks;
     let j0 = (idx % blocks) * BK;
     let j_last = min(j0 + BK, p.n) - 1u;
-    let col_chunks = (max(p.dk, p.dv) + COLS - 1u) / COLS;
-    let col0 = (wid.z % col_chunks) * COLS;
-    let split = wid.z / col_chunks;
+    let col0 = z_slice(wid.z).col0;
+    let split = z_slice(wid.z).split;
     let r = tid / 8u;
     let c = tid % 8u;
     let w = tid / 32u;
@@ -68,14 +67,11 @@ fn main(
         row_end = min(row_end, j_last + p.window);
     }
     // This split's share of the pair tiles.
-    let e_first = j0 * group_size();
-    let e_last = row_end * group_size();
-    let per = ((e_last - e_first + BQ - 1u) / BQ + p.pair_splits - 1u) / p.pair_splits * BQ;
-    let e_begin = min(e_first + split * per, e_last);
-    let e_end = min(e_begin + per, e_last);
+    let e_span = split_share(j0 * group_size(), row_end * group_size(), BQ, p.pair_splits, split);
+    let e_end = e_span.y;
     var dk_acc: array<vec4<f32>, 8>;
     var dv_acc: array<vec4<f32>, 8>;
-    for (var e0 = e_begin; e0 < e_end; e0 += BQ) {
+    for (var e0 = e_span.x; e0 < e_end; e0 += BQ) {
         let me = sight(e0 + r);
         var li = 0.0;
         if me.valid {

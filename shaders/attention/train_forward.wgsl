@@ -30,17 +30,14 @@ fn main(
     @builtin(local_invocation_index) tid: u32,
 ) {
     let pairs = pair_count();
-    let blocks = (pairs + BQ - 1u) / BQ;
-    let idx = group_index(wid, nwg);
-    if idx >= blocks * p.n_kv {
+    let tile = pair_tile(group_index(wid, nwg));
+    if !tile.valid {
         return;
     }
-    let g = idx / blocks;
-    // The last tiles see the most keys: launched first, they do not trail the grid.
-    let e0 = (blocks - 1u - idx % blocks) * BQ;
-    let col_chunks = (max(p.dk, p.dv) + COLS - 1u) / COLS;
-    let col0 = (wid.z % col_chunks) * COLS;
-    let split = wid.z / col_chunks;
+    let g = tile.g;
+    let e0 = tile.e0;
+    let col0 = z_slice(wid.z).col0;
+    let split = z_slice(wid.z).split;
     let r = tid / 8u;
     let c = tid % 8u;
     let w = tid / 32u;
@@ -59,11 +56,9 @@ fn main(
     let lo = workgroupUniformLoad(&lo_shared);
     let hi = (min(e0 + BQ, pairs) - 1u) / group_size();
     // This split's share of the key tiles.
-    let per = ((hi - lo) / BK + p.key_splits) / p.key_splits * BK;
-    let j_begin = min(lo + split * per, hi + 1u);
-    let j_end = min(j_begin + per, hi + 1u);
+    let keys = split_share(lo, hi + 1u, BK, p.key_splits, split);
     var acc: array<vec4<f32>, 8>;
-    for (var j0 = j_begin; j0 < j_end; j0 += BK) {
+    for (var j0 = keys.x; j0 < keys.y; j0 += BK) {
         let raw = qk_dots(g, e0, j0, tid);
         var s = vec4<f32>(LOW);
         for (var u = 0u; u < 4u; u++) {

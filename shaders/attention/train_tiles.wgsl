@@ -33,6 +33,42 @@ const RP: u32 = 33u;
 var<workgroup> a_tile: array<vec4<f32>, 160>; // BQ * DC4
 var<workgroup> b_tile: array<vec4<f32>, 160>; // BK * DC4
 
+// Where grid z puts a workgroup: its first output column (COLS of them) and its split of the
+// tile's sum.
+struct ZSlice {
+    col0: u32,
+    split: u32,
+}
+
+fn z_slice(z: u32) -> ZSlice {
+    let chunks = (max(p.dk, p.dv) + COLS - 1u) / COLS;
+    return ZSlice((z % chunks) * COLS, z / chunks);
+}
+
+// Split `split` of `splits`' share [x, y) of begin .. end walked `tile` at a time: whole tiles,
+// as even as they come (empty past the last).
+fn split_share(begin: u32, end: u32, tile: u32, splits: u32, split: u32) -> vec2<u32> {
+    let per = ((end - begin + tile - 1u) / tile + splits - 1u) / splits * tile;
+    let x = min(begin + split * per, end);
+    return vec2<u32>(x, min(x + per, end));
+}
+
+// The forward's and dq's tile of pairs for linear workgroup `idx`: its kv head and first pair.
+// The last tiles see the most keys: launched first, they do not trail the grid.
+struct PairTile {
+    g: u32,
+    e0: u32,
+    valid: bool,
+}
+
+fn pair_tile(idx: u32) -> PairTile {
+    let blocks = (pair_count() + BQ - 1u) / BQ;
+    if idx >= blocks * p.n_kv {
+        return PairTile(0u, 0u, false);
+    }
+    return PairTile(idx / blocks, (blocks - 1u - idx % blocks) * BQ, true);
+}
+
 // Query heads per kv head.
 fn group_size() -> u32 {
     return p.n_head / p.n_kv;
