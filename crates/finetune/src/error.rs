@@ -27,15 +27,18 @@ pub enum FinetuneError {
     #[error("the batch has no trainable token: nothing to learn from")]
     NothingToLearn,
     /// A training step too large for the GPU: a buffer past its largest binding, or past
-    /// its free memory.
+    /// its free memory (or the limit set for the step's buffers).
     #[error(
-        "a training step of {tokens} tokens does not fit the GPU: {what}; lower --batch or --ctx (--grad-accum keeps the effective batch)"
+        "a training step of {tokens} tokens does not fit the GPU: {what}; {}",
+        fit_hint(fits)
     )]
     StepTooLarge {
         /// The step's tokens (its examples together).
         tokens: usize,
         /// What did not fit.
         what: String,
+        /// The largest step found to fit, where the engine searched for one.
+        fits: Option<Fit>,
     },
     /// A checkpoint that cannot be read or does not belong to this run.
     #[error("checkpoint {}: {what}", path.display())]
@@ -76,3 +79,31 @@ impl From<crate::data::DataError> for FinetuneError {
 
 /// A result of this crate.
 pub type Result<T, E = FinetuneError> = std::result::Result<T, E>;
+
+/// A step that fits the GPU where a larger one did not: its tokens, and the context its
+/// sequences were cut to (what the hint turns into `--batch` and `--ctx`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fit {
+    /// The step's tokens.
+    pub tokens: usize,
+    /// The training context.
+    pub ctx: usize,
+}
+
+/// What to lower, from the step found to fit (if any).
+fn fit_hint(fits: &Option<Fit>) -> String {
+    const KEEP: &str = "--grad-accum keeps the effective batch";
+    match fits {
+        Some(f) if f.tokens >= f.ctx => format!(
+            "a step of {} tokens fits: --batch {} at --ctx {} ({KEEP})",
+            f.tokens,
+            f.tokens / f.ctx,
+            f.ctx
+        ),
+        Some(f) => format!(
+            "a step of {} tokens fits: --batch 1 at --ctx {} ({KEEP})",
+            f.tokens, f.tokens
+        ),
+        None => format!("lower --batch or --ctx ({KEEP})"),
+    }
+}

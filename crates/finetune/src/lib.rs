@@ -32,4 +32,4 @@ pub mod step;
 pub mod tape;
 pub mod train;
 
-pub use error::{FinetuneError, Result};
+pub use error::{FinetuneError, Fit, Result};

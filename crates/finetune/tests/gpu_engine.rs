@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use rullama_finetune::FinetuneError;
 use rullama_finetune::engine::{Engine, MaskedTokens, TrainBackend};
 use rullama_finetune::gpu::GpuTapeBackend;
 use rullama_finetune::lora::{LoraSpec, Target, TrainableLora};
@@ -255,4 +256,69 @@ fn lora_dropout_on_the_gpu() {
         );
         eprintln!("parameter {id}: gradient {want:e}, finite difference {fd:e}");
     }
+}
+
+/// A step past the memory its buffers may take is `StepTooLarge` naming the largest step
+/// that fits (as `--batch` at the context), found before any step ran; a step of that size
+/// then runs within the limit.
+#[test]
+fn a_step_too_large_names_the_step_that_fits() {
+    if std::env::var_os("RULLAMA_NO_GPU_TESTS").is_some() {
+        return;
+    }
+    let gpu = Arc::new(Gpu::open().expect("a GPU adapter (lavapipe will do)"));
+    let file = GgufFile::from_bytes(tiny_model(Tiny::Gemma3, 11)).unwrap();
+    // Sequences of the engine's context (32 tokens), every token learnt.
+    let tokens: Vec<u32> = (0..32).map(|i| 2 + i).collect();
+    let mask = vec![true; tokens.len()];
+    let batch = |n: usize| {
+        vec![
+            MaskedTokens {
+                tokens: &tokens,
+                mask: &mask,
+            };
+            n
+        ]
+    };
+    // The buffers a step of 1 and of 4 sequences takes, each on an engine of its own.
+    let step_bytes = |n: usize| {
+        let mut model = None;
+        let mut e = engine(&mut model, &file, GpuTapeBackend::new(gpu.clone(), false));
+        let before = e.device_bytes().unwrap();
+        e.accumulate(&batch(n), 1.0, &vec![0; n]).unwrap();
+        e.device_bytes().unwrap() - before
+    };
+    let (one, four) = (step_bytes(1), step_bytes(4));
+    assert!(
+        one < four,
+        "steps of 1 and 4 sequences take {one} and {four} bytes"
+    );
+    let limit = (one + four) / 2;
+    let mut model = None;
+    let backend = GpuTapeBackend::new(gpu.clone(), false).with_step_bytes_limit(limit);
+    let mut e = engine(&mut model, &file, backend);
+    let before = e.device_bytes().unwrap();
+    let fits = match e.accumulate(&batch(4), 1.0, &[0; 4]) {
+        Err(err @ FinetuneError::StepTooLarge { tokens: 128, .. }) => {
+            let message = err.to_string();
+            eprintln!("{message}");
+            let FinetuneError::StepTooLarge { fits, .. } = err else {
+                unreachable!()
+            };
+            let fits = fits.expect("the engine searched for a step that fits");
+            assert_eq!(fits.ctx, 32);
+            assert!(
+                (32..128).contains(&fits.tokens) && fits.tokens % 32 == 0,
+                "{fits:?}"
+            );
+            let hint = format!("--batch {} at --ctx 32", fits.tokens / 32);
+            assert!(message.contains(&hint), "{message}");
+            fits.tokens / 32
+        }
+        other => panic!("expected StepTooLarge for 128 tokens, got {other:?}"),
+    };
+    let loss = e.accumulate(&batch(fits), 1.0, &vec![0; fits]).unwrap();
+    assert!(loss.is_finite() && loss > 0.0, "loss {loss}");
+    let used = e.device_bytes().unwrap() - before;
+    assert!(used <= limit, "{used} bytes past the limit {limit}");
 }

@@ -16,7 +16,7 @@ use super::plan::{self, ParamBindings, Plan, Pool};
 use super::{GpuTapeBackend, GpuTapeWeight, gpu_err};
 use crate::data::SplitMix64;
 use crate::engine::{Engine, MaskedTokens, TrainBackend};
-use crate::error::Result;
+use crate::error::{FinetuneError, Fit, Result};
 use crate::loss::targets;
 use crate::optim::{AdamW, AdamWConfig};
 use crate::tape::Matrix;
@@ -229,7 +229,7 @@ impl<'m> GpuEngine<'m> {
             params,
             update,
             plans: Vec::new(),
-            pool: Pool::default(),
+            pool: Pool::with_limit(model.backend().step_bytes_limit()),
             n_ctx,
             read,
             config,
@@ -281,7 +281,17 @@ impl<'m> GpuEngine<'m> {
                     grads: &self.params.grads,
                     offsets: &self.params.offsets,
                 };
-                let plan = plan::build(tape, logits.0, &bindings, &mut self.pool, train)?;
+                let plan = match plan::build(tape, logits.0, &bindings, &mut self.pool, train) {
+                    Ok(plan) => plan,
+                    Err(FinetuneError::StepTooLarge { tokens, what, .. }) => {
+                        let fits = self.largest_fit(n, train).map(|tokens| Fit {
+                            tokens,
+                            ctx: self.n_ctx,
+                        });
+                        return Err(FinetuneError::StepTooLarge { tokens, what, fits });
+                    }
+                    Err(e) => return Err(e),
+                };
                 self.plans.push((key, plan));
             }
         }
@@ -321,6 +331,48 @@ impl<'m> GpuEngine<'m> {
             .map_err(gpu_err("running a training step"))?;
         let sum: f64 = loss.iter().map(|&l| f64::from(l)).sum();
         Ok(f64::from(weight) * sum)
+    }
+
+    /// After a step of `failed` tokens did not fit: the most tokens (a multiple of the
+    /// quantum) whose step builds, by bisection, each try on emptied plans and pool (what the
+    /// error tells the user to lower to); the plans and pool are left empty.
+    fn largest_fit(&mut self, failed: usize, train: bool) -> Option<usize> {
+        let quantum = TOKEN_QUANTUM.min(self.n_ctx);
+        // In quanta: `fits` built (0: none yet), `fails` did not.
+        let (mut fits, mut fails) = (0, failed / quantum);
+        while fails - fits > 1 {
+            let mid = (fits + fails) / 2;
+            match self.builds(mid * quantum, train) {
+                true => fits = mid,
+                false => fails = mid,
+            }
+        }
+        self.plans.clear();
+        self.pool = Pool::with_limit(self.pool.limit());
+        (fits > 0).then_some(fits * quantum)
+    }
+
+    /// Whether a step of `n` tokens (sequences of the context, the last shorter) builds on
+    /// an empty pool.
+    fn builds(&mut self, n: usize, train: bool) -> bool {
+        self.plans.clear();
+        self.pool = Pool::with_limit(self.pool.limit());
+        let tokens = vec![0u32; n];
+        let mut lens = vec![self.n_ctx; n / self.n_ctx];
+        if n % self.n_ctx > 0 {
+            lens.push(n % self.n_ctx);
+        }
+        self.session.sequence_mut().clear();
+        let Ok(logits) = self.session.record_packed(&tokens, &lens) else {
+            return false;
+        };
+        let bindings = ParamBindings {
+            weights: &self.params.weights,
+            grads: &self.params.grads,
+            offsets: &self.params.offsets,
+        };
+        let tape = self.session.sequence();
+        plan::build(tape, logits.0, &bindings, &mut self.pool, train).is_ok()
     }
 
     fn read_all(&self, t: &GpuTensor) -> Result<Vec<f32>> {

@@ -60,6 +60,7 @@ pub struct GpuTapeBackend {
     gpu: Arc<Gpu>,
     tensor_cores: bool,
     head_chunk_bytes: usize,
+    step_bytes_limit: Option<u64>,
     weight_bytes: u64,
 }
 
@@ -72,8 +73,22 @@ impl GpuTapeBackend {
             gpu,
             tensor_cores,
             head_chunk_bytes: DEFAULT_HEAD_CHUNK_BYTES,
+            step_bytes_limit: None,
             weight_bytes: 0,
         }
+    }
+
+    /// Holds a step's buffers (activations, captures, scratches) to `bytes`: a step that needs
+    /// more is [`crate::FinetuneError::StepTooLarge`], as one past the device's free memory
+    /// is — for a GPU shared with other work (and for the tests of that error).
+    pub fn with_step_bytes_limit(mut self, bytes: u64) -> GpuTapeBackend {
+        self.step_bytes_limit = Some(bytes);
+        self
+    }
+
+    /// The limit [`GpuTapeBackend::with_step_bytes_limit`] set.
+    pub fn step_bytes_limit(&self) -> Option<u64> {
+        self.step_bytes_limit
     }
 
     /// Runs the LM head and the loss over at most `bytes` of logits at a time (at least one

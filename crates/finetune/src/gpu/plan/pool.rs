@@ -21,11 +21,26 @@ pub(crate) struct Pool {
     scratch_all: Vec<GpuTensor>,
     scratch_free: Vec<GpuTensor>,
     bytes: u64,
+    /// The most bytes the buffers may take (`GpuTapeBackend::with_step_bytes_limit`).
+    limit: Option<u64>,
     /// The tokens of the step being built (for the error of one that does not fit).
     pub(super) tokens: usize,
 }
 
 impl Pool {
+    /// A pool whose buffers take at most `limit` bytes (none: what the device gives).
+    pub(crate) fn with_limit(limit: Option<u64>) -> Pool {
+        Pool {
+            limit,
+            ..Pool::default()
+        }
+    }
+
+    /// The limit the pool was made with.
+    pub(crate) fn limit(&self) -> Option<u64> {
+        self.limit
+    }
+
     /// Bytes of every buffer made.
     pub(crate) fn bytes(&self) -> u64 {
         self.bytes
@@ -64,11 +79,26 @@ impl Pool {
 
     fn allocate(&mut self, gpu: &Gpu, n: usize) -> Result<GpuTensor> {
         let bytes = (n.max(1) * 4) as u64;
-        let limit = gpu.max_binding_bytes();
-        if bytes > limit {
+        let binding = gpu.max_binding_bytes();
+        if bytes > binding {
             return Err(FinetuneError::StepTooLarge {
                 tokens: self.tokens,
-                what: format!("an activation of {bytes} bytes, over the {limit} one binding holds"),
+                what: format!(
+                    "an activation of {bytes} bytes, over the {binding} one binding holds"
+                ),
+                fits: None,
+            });
+        }
+        if let Some(limit) = self.limit
+            && self.bytes + bytes > limit
+        {
+            return Err(FinetuneError::StepTooLarge {
+                tokens: self.tokens,
+                what: format!(
+                    "{} bytes of activations, over the limit of {limit}",
+                    self.bytes + bytes
+                ),
+                fits: None,
             });
         }
         let t = gpu
@@ -79,6 +109,7 @@ impl Pool {
                 true => FinetuneError::StepTooLarge {
                     tokens: self.tokens,
                     what: format!("{} more bytes of activations: {e}", self.bytes + bytes),
+                    fits: None,
                 },
                 false => gpu_err("allocating a training step")(e).into(),
             })?;
@@ -120,7 +151,7 @@ mod tests {
         };
         let too_many = (gpu.max_binding_bytes() / 4 + 1) as usize;
         match pool.take(&gpu, too_many) {
-            Err(FinetuneError::StepTooLarge { tokens, what }) => {
+            Err(FinetuneError::StepTooLarge { tokens, what, .. }) => {
                 assert_eq!(tokens, 123_456);
                 assert!(what.contains("one binding holds"), "{what}");
             }
