@@ -359,7 +359,7 @@ impl<'m> GpuEngine<'m> {
         self.pool = Pool::with_limit(self.pool.limit());
         let tokens = vec![0u32; n];
         let mut lens = vec![self.n_ctx; n / self.n_ctx];
-        if n % self.n_ctx > 0 {
+        if !n.is_multiple_of(self.n_ctx) {
             lens.push(n % self.n_ctx);
         }
         self.session.sequence_mut().clear();
