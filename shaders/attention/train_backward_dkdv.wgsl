@@ -69,8 +69,28 @@ fn main(
     // This split's share of the pair tiles.
     let e_span = split_share(j0 * group_size(), row_end * group_size(), BQ, p.pair_splits, split);
     let e_end = e_span.y;
-    var dk_acc: array<vec4<f32>, 8>;
-    var dv_acc: array<vec4<f32>, 8>;
+    // dk's (k_u) and dv's (v_u) accumulators in named registers, as the forward's o: rows
+    // (keys) 4 w .. 4 w + 3, column col0 + lane + 32 u.
+    var k0 = vec4<f32>(0.0);
+    var k1 = vec4<f32>(0.0);
+    var k2 = vec4<f32>(0.0);
+    var k3 = vec4<f32>(0.0);
+    var k4 = vec4<f32>(0.0);
+    var k5 = vec4<f32>(0.0);
+    var k6 = vec4<f32>(0.0);
+    var k7 = vec4<f32>(0.0);
+    var v0 = vec4<f32>(0.0);
+    var v1 = vec4<f32>(0.0);
+    var v2 = vec4<f32>(0.0);
+    var v3 = vec4<f32>(0.0);
+    var v4 = vec4<f32>(0.0);
+    var v5 = vec4<f32>(0.0);
+    var v6 = vec4<f32>(0.0);
+    var v7 = vec4<f32>(0.0);
+    let cl = col0 + lane;
+    let lk = p.dk - 1u;
+    let lv = p.dv - 1u;
+    let r0 = 4u * w;
     for (var e0 = e_span.x; e0 < e_end; e0 += BQ) {
         let me = sight(e0 + r);
         var li = 0.0;
@@ -81,51 +101,114 @@ fn main(
         let dp = dov_dots(g, e0, j0, tid);
         workgroupBarrier();
         let delta = pair_delta(r);
-        for (var u = 0u; u < 4u; u++) {
-            var pr = 0.0;
-            var ds = 0.0;
-            if sees(me, j0 + c + 8u * u) {
-                let sc = score(p.scale * raw[u]);
-                pr = exp(sc.s - li);
-                ds = pr * (dp[u] - delta) * sc.grad;
-            }
-            pt[r * RP + c + 8u * u] = vec2<f32>(pr, ds);
-        }
+        let vis = sees4(me, j0 + c);
+        let sc = score4(p.scale * raw);
+        let pr = select(vec4<f32>(0.0), exp(sc.s - li), vis);
+        let ds = pr * (dp - delta) * sc.grad;
+        let at = r * RP + c;
+        pt[at] = vec2<f32>(pr.x, ds.x);
+        pt[at + 8u] = vec2<f32>(pr.y, ds.y);
+        pt[at + 16u] = vec2<f32>(pr.z, ds.z);
+        pt[at + 24u] = vec2<f32>(pr.w, ds.w);
         workgroupBarrier();
-        let k0 = 4u * w;
+        // Columns past dk (dv) are clamped (read, never stored); slots wholly past skipped.
         let count = min(BQ, e_end - e0);
         for (var x = 0u; x < count; x++) {
-            let t0 = pt[x * RP + k0];
-            let t1 = pt[x * RP + k0 + 1u];
-            let t2 = pt[x * RP + k0 + 2u];
-            let t3 = pt[x * RP + k0 + 3u];
-            let pr = vec4<f32>(t0.x, t1.x, t2.x, t3.x);
-            let ds = vec4<f32>(t0.y, t1.y, t2.y, t3.y);
+            let t0 = pt[x * RP + r0];
+            let t1 = pt[x * RP + r0 + 1u];
+            let t2 = pt[x * RP + r0 + 2u];
+            let t3 = pt[x * RP + r0 + 3u];
+            let wp = vec4<f32>(t0.x, t1.x, t2.x, t3.x);
+            let wd = vec4<f32>(t0.y, t1.y, t2.y, t3.y);
             let row = pair_row(g, e0 + x);
-            for (var u = 0u; u < 8u; u++) {
-                let col = col0 + lane + 32u * u;
-                if col < p.dk {
-                    dk_acc[u] = fma(ds, vec4<f32>(q[p.q_offset + row * p.dk + col]), dk_acc[u]);
-                }
-                if col < p.dv {
-                    dv_acc[u] = fma(pr, vec4<f32>(dout[p.do_offset + row * p.dv + col]), dv_acc[u]);
-                }
+            let qr = p.q_offset + row * p.dk;
+            let dr = p.do_offset + row * p.dv;
+            k0 = fma(wd, vec4<f32>(q[qr + min(cl, lk)]), k0);
+            k1 = fma(wd, vec4<f32>(q[qr + min(cl + 32u, lk)]), k1);
+            v0 = fma(wp, vec4<f32>(dout[dr + min(cl, lv)]), v0);
+            v1 = fma(wp, vec4<f32>(dout[dr + min(cl + 32u, lv)]), v1);
+            if p.dk > 64u {
+                k2 = fma(wd, vec4<f32>(q[qr + min(cl + 64u, lk)]), k2);
+                k3 = fma(wd, vec4<f32>(q[qr + min(cl + 96u, lk)]), k3);
+            }
+            if p.dv > 64u {
+                v2 = fma(wp, vec4<f32>(dout[dr + min(cl + 64u, lv)]), v2);
+                v3 = fma(wp, vec4<f32>(dout[dr + min(cl + 96u, lv)]), v3);
+            }
+            if p.dk > 128u {
+                k4 = fma(wd, vec4<f32>(q[qr + min(cl + 128u, lk)]), k4);
+                k5 = fma(wd, vec4<f32>(q[qr + min(cl + 160u, lk)]), k5);
+                k6 = fma(wd, vec4<f32>(q[qr + min(cl + 192u, lk)]), k6);
+                k7 = fma(wd, vec4<f32>(q[qr + min(cl + 224u, lk)]), k7);
+            }
+            if p.dv > 128u {
+                v4 = fma(wp, vec4<f32>(dout[dr + min(cl + 128u, lv)]), v4);
+                v5 = fma(wp, vec4<f32>(dout[dr + min(cl + 160u, lv)]), v5);
+                v6 = fma(wp, vec4<f32>(dout[dr + min(cl + 192u, lv)]), v6);
+                v7 = fma(wp, vec4<f32>(dout[dr + min(cl + 224u, lv)]), v7);
             }
         }
         workgroupBarrier();
     }
     let dk_at = p.dk_offset + split * p.n * p.n_kv * p.dk;
     let dv_at = p.dv_offset + split * p.n * p.n_kv * p.dv;
-    for (var u = 0u; u < 8u; u++) {
-        let col = col0 + lane + 32u * u;
-        for (var ru = 0u; ru < 4u; ru++) {
-            let j = j0 + 4u * w + ru;
-            if j < p.n && col < p.dk {
-                dk_out[dk_at + (j * p.n_kv + g) * p.dk + col] = p.scale * dk_acc[u][ru];
-            }
-            if j < p.n && col < p.dv {
-                dv_out[dv_at + (j * p.n_kv + g) * p.dv + col] = dv_acc[u][ru];
-            }
-        }
+    let j = j0 + r0;
+    put_dk(p.scale * k0, cl, g, j, dk_at);
+    put_dk(p.scale * k1, cl + 32u, g, j, dk_at);
+    put_dk(p.scale * k2, cl + 64u, g, j, dk_at);
+    put_dk(p.scale * k3, cl + 96u, g, j, dk_at);
+    put_dk(p.scale * k4, cl + 128u, g, j, dk_at);
+    put_dk(p.scale * k5, cl + 160u, g, j, dk_at);
+    put_dk(p.scale * k6, cl + 192u, g, j, dk_at);
+    put_dk(p.scale * k7, cl + 224u, g, j, dk_at);
+    put_dv(v0, cl, g, j, dv_at);
+    put_dv(v1, cl + 32u, g, j, dv_at);
+    put_dv(v2, cl + 64u, g, j, dv_at);
+    put_dv(v3, cl + 96u, g, j, dv_at);
+    put_dv(v4, cl + 128u, g, j, dv_at);
+    put_dv(v5, cl + 160u, g, j, dv_at);
+    put_dv(v6, cl + 192u, g, j, dv_at);
+    put_dv(v7, cl + 224u, g, j, dv_at);
+}
+
+// Column `col` of key rows j .. j + 3 (of kv head g) into dk_out from `at`, those inside.
+fn put_dk(a: vec4<f32>, col: u32, g: u32, j: u32, at: u32) {
+    if col >= p.dk {
+        return;
+    }
+    let base = at + g * p.dk + col;
+    let stride = p.n_kv * p.dk;
+    if j < p.n {
+        dk_out[base + j * stride] = a.x;
+    }
+    if j + 1u < p.n {
+        dk_out[base + (j + 1u) * stride] = a.y;
+    }
+    if j + 2u < p.n {
+        dk_out[base + (j + 2u) * stride] = a.z;
+    }
+    if j + 3u < p.n {
+        dk_out[base + (j + 3u) * stride] = a.w;
+    }
+}
+
+// Column `col` of key rows j .. j + 3 (of kv head g) into dv_out from `at`, those inside.
+fn put_dv(a: vec4<f32>, col: u32, g: u32, j: u32, at: u32) {
+    if col >= p.dv {
+        return;
+    }
+    let base = at + g * p.dv + col;
+    let stride = p.n_kv * p.dv;
+    if j < p.n {
+        dv_out[base + j * stride] = a.x;
+    }
+    if j + 1u < p.n {
+        dv_out[base + (j + 1u) * stride] = a.y;
+    }
+    if j + 2u < p.n {
+        dv_out[base + (j + 2u) * stride] = a.z;
+    }
+    if j + 3u < p.n {
+        dv_out[base + (j + 3u) * stride] = a.w;
     }
 }

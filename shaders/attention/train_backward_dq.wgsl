@@ -55,48 +55,83 @@ fn main(
     let hi = (min(e0 + BQ, pairs) - 1u) / group_size();
     // This split's share of the key tiles.
     let keys = split_share(lo, hi + 1u, BK, p.key_splits, split);
-    var acc: array<vec4<f32>, 8>;
+    // dq's accumulators in named registers, as the forward's o.
+    var a0 = vec4<f32>(0.0);
+    var a1 = vec4<f32>(0.0);
+    var a2 = vec4<f32>(0.0);
+    var a3 = vec4<f32>(0.0);
+    var a4 = vec4<f32>(0.0);
+    var a5 = vec4<f32>(0.0);
+    var a6 = vec4<f32>(0.0);
+    var a7 = vec4<f32>(0.0);
+    let cl = col0 + lane;
+    let last = p.dk - 1u;
+    let r0 = 4u * w;
     for (var j0 = keys.x; j0 < keys.y; j0 += BK) {
         let raw = qk_dots(g, e0, j0, tid);
         let dp = dov_dots(g, e0, j0, tid);
         workgroupBarrier();
         let delta = pair_delta(r);
-        for (var u = 0u; u < 4u; u++) {
-            var ds = 0.0;
-            if sees(me, j0 + c + 8u * u) {
-                let sc = score(p.scale * raw[u]);
-                ds = exp(sc.s - li) * (dp[u] - delta) * sc.grad;
-            }
-            pt[r * RP + c + 8u * u] = ds;
-        }
+        let sc = score4(p.scale * raw);
+        let ds = select(vec4<f32>(0.0), exp(sc.s - li) * (dp - delta) * sc.grad, sees4(me, j0 + c));
+        let at = r * RP + c;
+        pt[at] = ds.x;
+        pt[at + 8u] = ds.y;
+        pt[at + 16u] = ds.z;
+        pt[at + 24u] = ds.w;
         workgroupBarrier();
-        let r0 = 4u * w;
+        // Columns past dk are clamped (read, never stored); slots wholly past dk skipped.
         let count = min(BK, hi + 1u - j0);
         for (var x = 0u; x < count; x++) {
-            let ds = vec4<f32>(
+            let wt = vec4<f32>(
                 pt[r0 * RP + x],
                 pt[(r0 + 1u) * RP + x],
                 pt[(r0 + 2u) * RP + x],
                 pt[(r0 + 3u) * RP + x],
             );
-            let k_row = p.k_offset + ((j0 + x) * p.n_kv + g) * p.dk;
-            for (var u = 0u; u < 8u; u++) {
-                let col = col0 + lane + 32u * u;
-                if col < p.dk {
-                    acc[u] = fma(ds, vec4<f32>(k[k_row + col]), acc[u]);
-                }
+            let row = p.k_offset + ((j0 + x) * p.n_kv + g) * p.dk;
+            a0 = fma(wt, vec4<f32>(k[row + min(cl, last)]), a0);
+            a1 = fma(wt, vec4<f32>(k[row + min(cl + 32u, last)]), a1);
+            if p.dk > 64u {
+                a2 = fma(wt, vec4<f32>(k[row + min(cl + 64u, last)]), a2);
+                a3 = fma(wt, vec4<f32>(k[row + min(cl + 96u, last)]), a3);
+            }
+            if p.dk > 128u {
+                a4 = fma(wt, vec4<f32>(k[row + min(cl + 128u, last)]), a4);
+                a5 = fma(wt, vec4<f32>(k[row + min(cl + 160u, last)]), a5);
+                a6 = fma(wt, vec4<f32>(k[row + min(cl + 192u, last)]), a6);
+                a7 = fma(wt, vec4<f32>(k[row + min(cl + 224u, last)]), a7);
             }
         }
         workgroupBarrier();
     }
     let dq_at = p.dq_offset + split * p.n * p.n_head * p.dk;
-    for (var u = 0u; u < 8u; u++) {
-        let col = col0 + lane + 32u * u;
-        for (var ru = 0u; ru < 4u; ru++) {
-            let e = e0 + 4u * w + ru;
-            if e < pairs && col < p.dk {
-                dq[dq_at + pair_row(g, e) * p.dk + col] = p.scale * acc[u][ru];
-            }
-        }
+    put_dq(p.scale * a0, cl, g, e0 + r0, dq_at);
+    put_dq(p.scale * a1, cl + 32u, g, e0 + r0, dq_at);
+    put_dq(p.scale * a2, cl + 64u, g, e0 + r0, dq_at);
+    put_dq(p.scale * a3, cl + 96u, g, e0 + r0, dq_at);
+    put_dq(p.scale * a4, cl + 128u, g, e0 + r0, dq_at);
+    put_dq(p.scale * a5, cl + 160u, g, e0 + r0, dq_at);
+    put_dq(p.scale * a6, cl + 192u, g, e0 + r0, dq_at);
+    put_dq(p.scale * a7, cl + 224u, g, e0 + r0, dq_at);
+}
+
+// Column `col` of pairs e .. e + 3 (of kv head g) into dq from `dq_at`, those inside.
+fn put_dq(a: vec4<f32>, col: u32, g: u32, e: u32, dq_at: u32) {
+    if col >= p.dk {
+        return;
+    }
+    let pairs = pair_count();
+    if e < pairs {
+        dq[dq_at + pair_row(g, e) * p.dk + col] = a.x;
+    }
+    if e + 1u < pairs {
+        dq[dq_at + pair_row(g, e + 1u) * p.dk + col] = a.y;
+    }
+    if e + 2u < pairs {
+        dq[dq_at + pair_row(g, e + 2u) * p.dk + col] = a.z;
+    }
+    if e + 3u < pairs {
+        dq[dq_at + pair_row(g, e + 3u) * p.dk + col] = a.w;
     }
 }

@@ -6,33 +6,36 @@
 var<workgroup> d_parts: array<f32, 128>; // 4 * BQ
 
 fn do_vec4(base: u32, d: u32) -> vec4<f32> {
-    var x = vec4<f32>(0.0);
-    for (var c = 0u; c < 4u; c++) {
-        if d + c < p.dv {
-            x[c] = dout[base + d + c];
-        }
-    }
-    return x;
+    let l = p.dv - 1u;
+    let x = vec4<f32>(
+        dout[base + min(d, l)],
+        dout[base + min(d + 1u, l)],
+        dout[base + min(d + 2u, l)],
+        dout[base + min(d + 3u, l)],
+    );
+    return select(vec4<f32>(0.0), x, row_mask(d, p.dv));
 }
 
 fn o_vec4(base: u32, d: u32) -> vec4<f32> {
-    var x = vec4<f32>(0.0);
-    for (var c = 0u; c < 4u; c++) {
-        if d + c < p.dv {
-            x[c] = o[base + d + c];
-        }
-    }
-    return x;
+    let l = p.dv - 1u;
+    let x = vec4<f32>(
+        o[base + min(d, l)],
+        o[base + min(d + 1u, l)],
+        o[base + min(d + 2u, l)],
+        o[base + min(d + 3u, l)],
+    );
+    return select(vec4<f32>(0.0), x, row_mask(d, p.dv));
 }
 
 fn v_vec4(base: u32, d: u32) -> vec4<f32> {
-    var x = vec4<f32>(0.0);
-    for (var c = 0u; c < 4u; c++) {
-        if d + c < p.dv {
-            x[c] = v[base + d + c];
-        }
-    }
-    return x;
+    let l = p.dv - 1u;
+    let x = vec4<f32>(
+        v[base + min(d, l)],
+        v[base + min(d + 1u, l)],
+        v[base + min(d + 2u, l)],
+        v[base + min(d + 3u, l)],
+    );
+    return select(vec4<f32>(0.0), x, row_mask(d, p.dv));
 }
 
 // This invocation's four entries of do . v over the tile (pairs e0.., keys j0.. of kv head

@@ -56,6 +56,20 @@ fn score(raw: f32) -> Score {
     return Score(raw, 1.0);
 }
 
+// `score` of four raw scores at once.
+struct Score4 {
+    s: vec4<f32>,
+    grad: vec4<f32>,
+}
+
+fn score4(raw: vec4<f32>) -> Score4 {
+    if p.softcap > 0.0 {
+        let t = tanh(raw / p.softcap);
+        return Score4(p.softcap * t, 1.0 - t * t);
+    }
+    return Score4(raw, vec4<f32>(1.0));
+}
+
 // The linear workgroup index of a grid laid out by grid_1d.
 fn group_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return wid.y * nwg.x + wid.x;

@@ -100,29 +100,38 @@ fn sight(e: u32) -> Sight {
     return Sight(i, first_key(i, start[p.start_offset + i]), true);
 }
 
-fn sees(s: Sight, j: u32) -> bool {
-    return s.valid && j >= s.first && j <= s.i;
+// Elements d .. d + 3 of the `row_len`-long row at `base`, zero past the row: four clamped
+// loads and a mask (no vector indexed by a loop variable: the driver would keep it in memory).
+fn row_mask(d: u32, row_len: u32) -> vec4<bool> {
+    return vec4<u32>(d, d + 1u, d + 2u, d + 3u) < vec4<u32>(row_len);
 }
 
-// Up to 4 consecutive elements of `row_len`-long row at `base`, dims d.. (zero past the row).
 fn q_vec4(base: u32, d: u32, row_len: u32) -> vec4<f32> {
-    var x = vec4<f32>(0.0);
-    for (var c = 0u; c < 4u; c++) {
-        if d + c < row_len {
-            x[c] = q[base + d + c];
-        }
-    }
-    return x;
+    let l = row_len - 1u;
+    let x = vec4<f32>(
+        q[base + min(d, l)],
+        q[base + min(d + 1u, l)],
+        q[base + min(d + 2u, l)],
+        q[base + min(d + 3u, l)],
+    );
+    return select(vec4<f32>(0.0), x, row_mask(d, row_len));
 }
 
 fn k_vec4(base: u32, d: u32, row_len: u32) -> vec4<f32> {
-    var x = vec4<f32>(0.0);
-    for (var c = 0u; c < 4u; c++) {
-        if d + c < row_len {
-            x[c] = k[base + d + c];
-        }
-    }
-    return x;
+    let l = row_len - 1u;
+    let x = vec4<f32>(
+        k[base + min(d, l)],
+        k[base + min(d + 1u, l)],
+        k[base + min(d + 2u, l)],
+        k[base + min(d + 3u, l)],
+    );
+    return select(vec4<f32>(0.0), x, row_mask(d, row_len));
+}
+
+// Which of an invocation's four tile entries (keys j, j + 8, j + 16, j + 24) pair `s` sees.
+fn sees4(s: Sight, j: u32) -> vec4<bool> {
+    let js = vec4<u32>(j, j + 8u, j + 16u, j + 24u);
+    return vec4<bool>(s.valid) & (js >= vec4<u32>(s.first)) & (js <= vec4<u32>(s.i));
 }
 
 // Stages dims d0 .. d0 + DC of the q rows of pairs e0.. (A) and the k rows of keys j0.. (B)
