@@ -7,7 +7,8 @@
 // the weight's row or the token, so their loads transpose) and where they store.
 //
 // Invocation (tr, tt) = (i % 8, i / 8) owns tile rows tr + 8a (a < 8) and columns tt + 16b
-// (b < 4) in `acc[a][b]`; each output sums its products in index order, one FMA each.
+// (b < 4) in component b of `acc<a>`; each output sums its products in index order, one FMA
+// each. The accumulators: matmul/acc8.wgsl.
 
 // Must be 128 (8 x 16 invocations over 64 x 64 outputs).
 override WG: u32 = 128u;
@@ -18,7 +19,6 @@ const RS: u32 = 9u;
 
 var<workgroup> ta: array<vec4<f32>, 576>; // TM * RS
 var<workgroup> tb: array<vec4<f32>, 576>; // TN * RS
-var<private> acc: array<vec4<f32>, 8>;
 
 // Element (m, k) of a staged tile, as a scalar store (the kernels stage transposed).
 fn ta_set(m: u32, k: u32, v: f32) {
@@ -29,7 +29,7 @@ fn tb_set(n: u32, k: u32, v: f32) {
     tb[n * RS + k / 4u][k % 4u] = v;
 }
 
-// acc[a][b] += sum_k ta[tr + 8a][k] tb[tt + 16b][k] over the BK staged indices.
+// acc<a>[b] += sum_k ta[tr + 8a][k] tb[tt + 16b][k] over the BK staged indices.
 fn tile_products(tr: u32, tt: u32) {
     for (var kq = 0u; kq < BK / 4u; kq++) {
         let b0 = tb[tt * RS + kq];
@@ -41,14 +41,13 @@ fn tile_products(tr: u32, tt: u32) {
         let c1 = vec4<f32>(b0.y, b1.y, b2.y, b3.y);
         let c2 = vec4<f32>(b0.z, b1.z, b2.z, b3.z);
         let c3 = vec4<f32>(b0.w, b1.w, b2.w, b3.w);
-        for (var a = 0u; a < 8u; a++) {
-            let av = ta[(tr + 8u * a) * RS + kq];
-            var s = acc[a];
-            s = fma(vec4<f32>(av.x), c0, s);
-            s = fma(vec4<f32>(av.y), c1, s);
-            s = fma(vec4<f32>(av.z), c2, s);
-            s = fma(vec4<f32>(av.w), c3, s);
-            acc[a] = s;
-        }
+        acc0 = fma_row(acc0, ta[tr * RS + kq], c0, c1, c2, c3);
+        acc1 = fma_row(acc1, ta[(tr + 8u) * RS + kq], c0, c1, c2, c3);
+        acc2 = fma_row(acc2, ta[(tr + 16u) * RS + kq], c0, c1, c2, c3);
+        acc3 = fma_row(acc3, ta[(tr + 24u) * RS + kq], c0, c1, c2, c3);
+        acc4 = fma_row(acc4, ta[(tr + 32u) * RS + kq], c0, c1, c2, c3);
+        acc5 = fma_row(acc5, ta[(tr + 40u) * RS + kq], c0, c1, c2, c3);
+        acc6 = fma_row(acc6, ta[(tr + 48u) * RS + kq], c0, c1, c2, c3);
+        acc7 = fma_row(acc7, ta[(tr + 56u) * RS + kq], c0, c1, c2, c3);
     }
 }

@@ -35,9 +35,6 @@ fn main(
     // Compute role.
     let tr = tid % 8u;
     let tt = tid / 8u;
-    for (var a = 0u; a < 8u; a++) {
-        acc[a] = vec4<f32>(0.0);
-    }
 
     let r_begin = min(wid.z * p.rows_per_split, p.n_rows);
     let r_end = min(r_begin + p.rows_per_split, p.n_rows);
@@ -73,7 +70,7 @@ fn main(
             let t = tok0 + tt + 16u * b;
             if i < p.n_in && t < p.n_tokens {
                 let at = p.dx_offset + split_at + t * p.dx_stride + i;
-                var v = acc[a][b];
+                var v = acc_row(a)[b];
                 if p.accumulate != 0u {
                     v = y[at] + v;
                 }

@@ -4,7 +4,8 @@
 //
 // Workgroup (row tile, token tile) of 128 invocations computes 64 rows x 64 tokens, walking the
 // inputs one unit (BK = 32) at a time. Per unit, every invocation stages 16 weights and 16
-// inputs in workgroup memory, then accumulates 8 rows x 4 tokens (32 outputs) from it:
+// inputs in workgroup memory, then accumulates 8 rows x 4 tokens (32 outputs, in
+// matmul/acc8.wgsl's named registers) from it:
 // - W tile: invocation i decodes half i % 2 of row i / 2's unit (one `decode_half`, vec4 loads
 //   for the common formats) and stores 4 vec4s.
 // - X tile: invocation i reads column i % 32 of tokens i / 32 + 4m (m < 16): each subgroup
@@ -52,7 +53,6 @@ fn main(
     // Compute role.
     let tr = tid % 8u;
     let tt = tid / 8u;
-    var acc: array<vec4<f32>, 8>;
 
     let units = (p.n_in + BK - 1u) / BK;
     for (var u = 0u; u < units; u++) {
@@ -81,15 +81,14 @@ fn main(
             let c1 = vec4<f32>(x0.y, x1.y, x2.y, x3.y);
             let c2 = vec4<f32>(x0.z, x1.z, x2.z, x3.z);
             let c3 = vec4<f32>(x0.w, x1.w, x2.w, x3.w);
-            for (var a = 0u; a < 8u; a++) {
-                let wv = ws[(tr + 8u * a) * RS + kq];
-                var s = acc[a];
-                s = fma(vec4<f32>(wv.x), c0, s);
-                s = fma(vec4<f32>(wv.y), c1, s);
-                s = fma(vec4<f32>(wv.z), c2, s);
-                s = fma(vec4<f32>(wv.w), c3, s);
-                acc[a] = s;
-            }
+            acc0 = fma_row(acc0, ws[tr * RS + kq], c0, c1, c2, c3);
+            acc1 = fma_row(acc1, ws[(tr + 8u) * RS + kq], c0, c1, c2, c3);
+            acc2 = fma_row(acc2, ws[(tr + 16u) * RS + kq], c0, c1, c2, c3);
+            acc3 = fma_row(acc3, ws[(tr + 24u) * RS + kq], c0, c1, c2, c3);
+            acc4 = fma_row(acc4, ws[(tr + 32u) * RS + kq], c0, c1, c2, c3);
+            acc5 = fma_row(acc5, ws[(tr + 40u) * RS + kq], c0, c1, c2, c3);
+            acc6 = fma_row(acc6, ws[(tr + 48u) * RS + kq], c0, c1, c2, c3);
+            acc7 = fma_row(acc7, ws[(tr + 56u) * RS + kq], c0, c1, c2, c3);
         }
         workgroupBarrier();
     }
@@ -99,7 +98,7 @@ fn main(
         for (var b = 0u; b < 4u; b++) {
             let t = tok0 + tt + 16u * b;
             if row < p.n_rows && t < p.n_tokens {
-                y[y_index(row, t, p.y_offset + t * p.y_stride + row)] = y_out(row, acc[a][b]);
+                y[y_index(row, t, p.y_offset + t * p.y_stride + row)] = y_out(row, acc_row(a)[b]);
             }
         }
     }

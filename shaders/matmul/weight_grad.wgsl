@@ -51,9 +51,6 @@ fn main(
     // Compute role.
     let tr = tid % 8u;
     let tt = tid / 8u;
-    for (var a = 0u; a < 8u; a++) {
-        acc[a] = vec4<f32>(0.0);
-    }
 
     let t_begin = min(wid.z * p.tokens_per_split, p.n_tokens);
     let t_end = min(t_begin + p.tokens_per_split, p.n_tokens);
@@ -86,7 +83,7 @@ fn main(
             let i = i0 + tt + 16u * b;
             if o < p.n_out && i < p.n_in {
                 let at = p.dw_offset + wid.z * p.split_stride + o * p.n_in + i;
-                var v = acc[a][b];
+                var v = acc_row(a)[b];
                 if p.accumulate != 0u {
                     v = dw[at] + v;
                 }

@@ -59,6 +59,8 @@ pub(crate) struct MatmulParams {
 }
 
 static SHADER: ShaderFile = shader_file!("matmul/matmul.wgsl");
+/// The f32 products' accumulators in named registers (shared with the gradients' tiles).
+pub(crate) static ACC8: ShaderFile = shader_file!("matmul/acc8.wgsl");
 /// `Params` and the bindings, shared by both kernels.
 pub(crate) static PARAMS: ShaderFile = shader_file!("matmul/params.wgsl");
 
@@ -203,7 +205,7 @@ impl KernelFamily for MatmulKernel {
     }
 
     fn program(self) -> Program {
-        program_with("matmul", &[&SHADER], self.0, self.1)
+        program_with("matmul", &[&SHADER, &ACC8], self.0, self.1)
     }
 
     #[cfg(any(test, feature = "parity"))]

@@ -30,7 +30,7 @@ use crate::error::GpuError;
 use crate::format::GpuFormat;
 use crate::kernel::KernelFamily;
 use crate::op::Op;
-use crate::ops::matmul::Strides;
+use crate::ops::matmul::{ACC8, Strides};
 use crate::ops::split_sum::SplitSum;
 use crate::shader::{
     BLOCKS, COOP_EMUL, COOP_OPS, Program, ShaderFile, WEIGHT_KERNEL_BINDINGS, shader_file,
@@ -91,7 +91,7 @@ impl MatmulInputGradKernel {
     /// builds, for tests).
     fn program_with(self, emulated: bool) -> Program {
         let (name, own): (&str, &[&'static ShaderFile]) = match (self.tensor_cores, emulated) {
-            (false, _) => ("matmul_input_grad", &[&SHADER, &GRAD_TILE]),
+            (false, _) => ("matmul_input_grad", &[&SHADER, &GRAD_TILE, &ACC8]),
             (true, false) => ("matmul_input_grad_coop", &[&COOP_OPS, &COOP_IO, &COOP_BODY]),
             (true, true) => (
                 "matmul_input_grad_coop_emulated",

@@ -10,7 +10,7 @@
 use crate::error::GpuError;
 use crate::kernel::KernelFamily;
 use crate::op::Op;
-use crate::ops::matmul::Strides;
+use crate::ops::matmul::{ACC8, Strides};
 use crate::ops::matmul_input_grad::{GRAD_TILE, TILE, WORKGROUP};
 use crate::ops::split_sum::SplitSum;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
@@ -59,7 +59,7 @@ impl KernelFamily for MatmulWeightGradKernel {
     fn program(self) -> Program {
         Program {
             name: "matmul_weight_grad".into(),
-            files: vec![&SHADER, &GRAD_TILE],
+            files: vec![&SHADER, &GRAD_TILE, &ACC8],
             entry: "main",
             bindings: BINDINGS,
             params_size: size_of::<WeightGradParams>(),
