@@ -47,7 +47,6 @@ impl Lower<'_> {
         let gpu = self.gpu;
         let out = self.pool.take(gpu, self.len(i))?;
         let (rows, len) = (self.shapes[i][0], self.len(i));
-        let caps = &gpu.caps;
         let o = View::from(&out);
         match &self.nodes[i] {
             Node::Embed { table, ids } => {
@@ -55,10 +54,8 @@ impl Lower<'_> {
                 self.extend(ops, "embedding")?;
             }
             Node::Matmul { w, x } => {
-                let ops = self
-                    .matmul(rows)
-                    .ops(caps, w, self.value(*x).into(), None, o);
-                self.extend(ops, "product")?;
+                let x = self.value(*x).clone();
+                self.product(w, &x, o, rows, "product")?;
             }
             &Node::Param {
                 id,
@@ -83,10 +80,9 @@ impl Lower<'_> {
                     }
                     false => None,
                 };
-                let input = masked.as_ref().unwrap_or_else(|| self.value(x));
-                let w = &self.params.weights[id];
-                let ops = self.matmul(rows).ops(caps, w, input.into(), None, o);
-                self.extend(ops, "adapter product")?;
+                let input = masked.clone().unwrap_or_else(|| self.value(x).clone());
+                let params = self.params;
+                self.product(&params.weights[id], &input, o, rows, "adapter product")?;
                 if let Some(t) = masked {
                     self.masked.insert(i, t);
                 }

@@ -15,8 +15,9 @@ use std::collections::HashMap;
 use rullama_kernels::ops::attention_backward::BackwardSplits;
 use rullama_kernels::ops::attention_train::TrainAttention;
 use rullama_kernels::ops::matmul::{Matmul, Strides};
+use rullama_kernels::ops::split::Out;
 use rullama_kernels::{
-    Dtype, Gpu, GpuError, GpuTensor, GpuWeight, Op, OpId, Readback, Step, StepBuilder,
+    Dtype, Gpu, GpuError, GpuTensor, GpuWeight, Op, OpId, Readback, Step, StepBuilder, View,
 };
 use rullama_model::ModelError;
 
@@ -278,6 +279,32 @@ impl Lower<'_> {
     }
 
     /// The forward product over `rows` tokens, on the tensor cores where the step uses them.
+    /// `o = x Wᵀ` over `rows` tokens (all of w's rows), the product's inputs split where it
+    /// has few output tiles (`Matmul::split_k`, on the tensor cores: an adapter's A, its rank's
+    /// rows over every token of the step), the partial sums in a scratch.
+    fn product(
+        &mut self,
+        w: &GpuWeight,
+        x: &GpuTensor,
+        o: View<'_>,
+        rows: usize,
+        what: &'static str,
+    ) -> Result<()> {
+        let (gpu, m) = (self.gpu, self.matmul(rows));
+        let all = w.all_rows();
+        let ops = match m.split_k(&gpu.caps, all) {
+            None => m.ops(&gpu.caps, w, x.into(), None, o),
+            Some(k) => {
+                let scratch = self.pool.take_scratch(gpu, m.split_k_scratch(all, k))?;
+                let outs = [Out::new(o, w.shape.n_out)];
+                let ops = m.split_k_ops(all, x.into(), None, &outs, (&scratch).into(), k);
+                self.pool.give_scratch(scratch);
+                ops
+            }
+        };
+        self.extend(ops, what)
+    }
+
     fn matmul(&self, rows: usize) -> Matmul {
         Matmul {
             n_tokens: rows,
