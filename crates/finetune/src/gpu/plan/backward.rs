@@ -83,23 +83,17 @@ impl Lower<'_> {
             accumulate,
             tensor_cores: self.tensor_cores,
         };
-        let scratch = match split {
-            1 => None,
-            _ => Some(
-                self.pool
-                    .take_scratch(self.gpu, w.chunks.len() * split * rows * n_in)?,
-            ),
+        let len = match split {
+            1 => 0,
+            _ => w.chunks.len() * split * rows * n_in,
         };
-        let caps = &self.gpu.caps;
-        let ops = match &scratch {
-            None => grad.ops(caps, w.all_rows(), dy.into(), dx),
-            Some(t) => grad.split_ops(caps, w.all_rows(), dy.into(), t.into(), split, dx),
-        };
-        self.extend(ops, "input gradient")?;
-        if let Some(t) = scratch {
-            self.pool.give_scratch(t);
-        }
-        Ok(())
+        self.extend_with_scratch(len, "input gradient", |l, scratch| {
+            let caps = &l.gpu.caps;
+            match scratch {
+                None => grad.ops(caps, w.all_rows(), dy.into(), dx),
+                Some(t) => grad.split_ops(caps, w.all_rows(), dy.into(), t, split, dx),
+            }
+        })
     }
 
     /// Node `i`'s backward from its output's gradient `dy` (the caller's to give).
@@ -145,25 +139,18 @@ impl Lower<'_> {
                 };
                 let dw = View::at(self.params.grads, self.params.offsets[id]);
                 let split = splits(tiles(w.shape.n_out) * tiles(w.shape.n_in), rows);
-                let scratch = match split {
-                    1 => None,
-                    _ => Some(
-                        self.pool
-                            .take_scratch(gpu, split * w.shape.n_out * w.shape.n_in)?,
-                    ),
+                let len = match split {
+                    1 => 0,
+                    _ => split * w.shape.n_out * w.shape.n_in,
                 };
                 let masked = self.masked.remove(&i);
-                let input = masked.as_ref().unwrap_or_else(|| self.value(x));
-                let ops = match &scratch {
-                    None => weight_grad.ops((&g).into(), input.into(), dw),
-                    Some(t) => {
-                        weight_grad.split_ops((&g).into(), input.into(), t.into(), split, dw)
+                self.extend_with_scratch(len, "adapter gradient", |l, scratch| {
+                    let input = masked.as_ref().unwrap_or_else(|| l.value(x));
+                    match scratch {
+                        None => weight_grad.ops((&g).into(), input.into(), dw),
+                        Some(t) => weight_grad.split_ops((&g).into(), input.into(), t, split, dw),
                     }
-                };
-                if let Some(t) = scratch {
-                    self.pool.give_scratch(t);
-                }
-                self.extend(ops, "adapter gradient")?;
+                })?;
                 match masked {
                     // The product read x ⊙ mask: x's gradient is masked in turn.
                     Some(t) => {
@@ -225,30 +212,24 @@ impl Lower<'_> {
                 let dk = self.pool.take(gpu, self.len(k))?;
                 let dv = self.pool.take(gpu, self.len(v))?;
                 let start = self.start(positions);
-                let lse = self.lse.get(&i).expect("kept for the backward");
                 let splits = attention_splits(&attn);
-                let scratch = match attn.backward_scratch_len(splits) {
-                    0 => None,
-                    len => Some(self.pool.take_scratch(gpu, len)?),
-                };
-                let backward = TrainAttentionBackward {
-                    q: self.value(q).into(),
-                    k: self.value(k).into(),
-                    v: self.value(v).into(),
-                    o: self.value(i).into(),
-                    lse: lse.into(),
-                    d_o: dy.as_ref().expect("held").into(),
-                    start: (&start).into(),
-                    dq: (&dq).into(),
-                    dk: (&dk).into(),
-                    dv: (&dv).into(),
-                };
-                let ops =
-                    attn.backward_split_ops(backward, scratch.as_ref().map(Into::into), splits);
-                self.extend(ops, "attention backward")?;
-                if let Some(t) = scratch {
-                    self.pool.give_scratch(t);
-                }
+                let d_o = dy.as_ref().expect("held");
+                let len = attn.backward_scratch_len(splits);
+                self.extend_with_scratch(len, "attention backward", |l, scratch| {
+                    let backward = TrainAttentionBackward {
+                        q: l.value(q).into(),
+                        k: l.value(k).into(),
+                        v: l.value(v).into(),
+                        o: l.value(i).into(),
+                        lse: l.lse.get(&i).expect("kept for the backward").into(),
+                        d_o: d_o.into(),
+                        start: (&start).into(),
+                        dq: (&dq).into(),
+                        dk: (&dk).into(),
+                        dv: (&dv).into(),
+                    };
+                    attn.backward_split_ops(backward, scratch, splits)
+                })?;
                 self.give_grad(q, dq, true, trainable)?;
                 self.give_grad(k, dk, true, trainable)?;
                 self.give_grad(v, dv, true, trainable)?;

@@ -124,23 +124,22 @@ impl Lower<'_> {
                 // The forward walks the pair tiles as the backward's dq pass does: the same
                 // split of their keys.
                 let splits = attention_splits(attn).dq;
-                let scratch = match attn.forward_scratch_len(splits) {
-                    0 => None,
-                    len => Some(self.pool.take_scratch(gpu, len)?),
-                };
-                let forward = TrainAttentionForward {
-                    q: self.value(*q).into(),
-                    k: self.value(*k).into(),
-                    v: self.value(*v).into(),
-                    start: (&start).into(),
-                    o,
-                    lse: (&lse).into(),
-                };
-                let ops = attn.forward_split_ops(forward, scratch.as_ref().map(Into::into), splits);
-                self.extend(ops, "attention")?;
-                if let Some(t) = scratch {
-                    self.pool.give_scratch(t);
-                }
+                let (q, k, v) = (*q, *k, *v);
+                self.extend_with_scratch(
+                    attn.forward_scratch_len(splits),
+                    "attention",
+                    |l, scratch| {
+                        let forward = TrainAttentionForward {
+                            q: l.value(q).into(),
+                            k: l.value(k).into(),
+                            v: l.value(v).into(),
+                            start: (&start).into(),
+                            o,
+                            lse: (&lse).into(),
+                        };
+                        attn.forward_split_ops(forward, scratch, splits)
+                    },
+                )?;
                 self.lse.insert(i, lse);
             }
             Node::Glu { gate, up, act } => {

@@ -78,21 +78,23 @@ fn tiles(n: usize) -> usize {
 /// How many ways to split a product of `tiles` output tiles whose sums run over `sum_len`
 /// terms: enough workgroups to fill the device where the output alone would not.
 fn splits(tiles: usize, sum_len: usize) -> usize {
-    let want = (TARGET_WORKGROUPS / tiles.max(1)).clamp(1, MAX_SPLITS);
-    want.min(sum_len / MIN_SPLIT_SUM).max(1)
+    split_count(tiles, sum_len / MIN_SPLIT_SUM)
+}
+
+/// Splits that bring `workgroups` up to [`TARGET_WORKGROUPS`], at most [`MAX_SPLITS`] and at
+/// most `most` (past which a split would have nothing to sum), at least 1.
+fn split_count(workgroups: usize, most: usize) -> usize {
+    let want = (TARGET_WORKGROUPS / workgroups.max(1)).clamp(1, MAX_SPLITS);
+    want.min(most).max(1)
 }
 
 /// How the attention backward splits its passes' sums: enough workgroups to fill the device
 /// (a short block has few tiles, and a sequence's first key tile is seen by all its rows, its
 /// last pair tile sees all its keys), no more splits than there are tiles to share.
 fn attention_splits(attn: &TrainAttention) -> BackwardSplits {
-    let split = |workgroups: usize, tiles: usize| {
-        let want = (TARGET_WORKGROUPS / workgroups.max(1)).clamp(1, MAX_SPLITS);
-        want.min(tiles).max(1)
-    };
     BackwardSplits {
-        dq: split(attn.dq_workgroups(), attn.dq_key_tiles()),
-        dkdv: split(attn.dkdv_workgroups(), attn.dkdv_pair_tiles()),
+        dq: split_count(attn.dq_workgroups(), attn.dq_key_tiles()),
+        dkdv: split_count(attn.dkdv_workgroups(), attn.dkdv_pair_tiles()),
     }
 }
 
@@ -279,6 +281,25 @@ impl Lower<'_> {
     }
 
     /// The forward product over `rows` tokens, on the tensor cores where the step uses them.
+    /// Adds the ops `build` makes, given a scratch of `len` f32 for a split op's partial sums
+    /// (none for 0), the scratch taken from the pool's and given back once the ops exist.
+    fn extend_with_scratch(
+        &mut self,
+        len: usize,
+        what: &'static str,
+        build: impl FnOnce(&Self, Option<View<'_>>) -> std::result::Result<Vec<Op>, GpuError>,
+    ) -> Result<()> {
+        let scratch = match len {
+            0 => None,
+            len => Some(self.pool.take_scratch(self.gpu, len)?),
+        };
+        let ops = build(self, scratch.as_ref().map(View::from));
+        if let Some(t) = scratch {
+            self.pool.give_scratch(t);
+        }
+        self.extend(ops, what)
+    }
+
     /// `o = x Wᵀ` over `rows` tokens (all of w's rows), the product's inputs split where it
     /// has few output tiles (`Matmul::split_k`, on the tensor cores: an adapter's A, its rank's
     /// rows over every token of the step), the partial sums in a scratch.
@@ -290,19 +311,17 @@ impl Lower<'_> {
         rows: usize,
         what: &'static str,
     ) -> Result<()> {
-        let (gpu, m) = (self.gpu, self.matmul(rows));
+        let m = self.matmul(rows);
         let all = w.all_rows();
-        let ops = match m.split_k(&gpu.caps, all) {
-            None => m.ops(&gpu.caps, w, x.into(), None, o),
-            Some(k) => {
-                let scratch = self.pool.take_scratch(gpu, m.split_k_scratch(all, k))?;
+        let split = m.split_k(&self.gpu.caps, all);
+        let len = split.map_or(0, |k| m.split_k_scratch(all, k));
+        self.extend_with_scratch(len, what, |l, scratch| match split.zip(scratch) {
+            Some((k, scratch)) => {
                 let outs = [Out::new(o, w.shape.n_out)];
-                let ops = m.split_k_ops(all, x.into(), None, &outs, (&scratch).into(), k);
-                self.pool.give_scratch(scratch);
-                ops
+                m.split_k_ops(all, x.into(), None, &outs, scratch, k)
             }
-        };
-        self.extend(ops, what)
+            None => m.ops(&l.gpu.caps, w, x.into(), None, o),
+        })
     }
 
     fn matmul(&self, rows: usize) -> Matmul {
