@@ -15,25 +15,7 @@
 // column i % 64 of the tile's dY and X for tokens i / 64 + 2m (m < 16): each subgroup load is
 // 32 consecutive floats of one token row; both tiles are stored transposed (rows x tokens).
 
-struct Params {
-    n_tokens: u32,
-    n_in: u32,
-    n_out: u32,
-    dy_offset: u32,
-    dy_stride: u32,
-    x_offset: u32,
-    x_stride: u32,
-    dw_offset: u32,
-    accumulate: u32,
-    tokens_per_split: u32,
-    split_stride: u32,
-    _pad0: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> dy: array<f32>;
-@group(0) @binding(2) var<storage, read> x: array<f32>;
-@group(0) @binding(3) var<storage, read_write> dw: array<f32>;
+// Params and bindings: matmul/weight_grad_params.wgsl.
 
 @compute @workgroup_size(WG)
 fn main(

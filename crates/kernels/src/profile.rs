@@ -28,6 +28,9 @@ pub const PROFILE_FEATURES: wgpu::Features =
 pub struct StepProfile {
     /// Each dispatch's kernel and GPU time, in step order.
     pub dispatches: Vec<(Kernel, Duration)>,
+    /// Each dispatch's grid of workgroups, in step order (beside `dispatches`): which shapes
+    /// of one kernel take its time.
+    pub grids: Vec<[u32; 3]>,
     /// The whole step between two timestamps around its pass (median of [`PASS_REPLAYS`]).
     pub step: Duration,
     /// Per kernel name, the step's time (measured as `step`) with that kernel's dispatches
@@ -179,6 +182,7 @@ impl Step {
         let step = self.pass_time(gpu, |_| true)?;
         Ok(StepProfile {
             dispatches,
+            grids: self.grids().collect(),
             step,
             without: Vec::new(),
         })

@@ -225,6 +225,11 @@ impl Step {
         self.dispatches.iter().map(|d| d.kernel)
     }
 
+    /// The grid of workgroups of each dispatch, in order.
+    pub fn grids(&self) -> impl Iterator<Item = [u32; 3]> + '_ {
+        self.dispatches.iter().map(|d| d.grid)
+    }
+
     /// Records every dispatch into `pass`.
     pub fn encode(&self, pass: &mut wgpu::ComputePass<'_>) {
         self.encode_with(pass, |_| true, |_, _| {});

@@ -3,9 +3,15 @@
 //! product over a whole sequence of tokens (not a rank-1 update a token), added to what dW
 //! holds so micro-batches accumulate.
 //!
-//! WGSL: `matmul/weight_grad.wgsl` + `matmul/grad_tile.wgsl` (the f32 tile product it
-//! shares with the input gradient). A workgroup of 128 computes 64 rows x 64 inputs of dW,
-//! summing the tokens 32 at a time from workgroup memory; one dispatch.
+//! WGSL: `matmul/weight_grad_params.wgsl` with one of two kernels, chosen by the shape:
+//! - [`MatmulWeightGradKernel::Tiles`], `matmul/weight_grad.wgsl` + `matmul/grad_tile.wgsl`
+//!   (the f32 tile product it shares with the input gradient): a workgroup of 128 computes 64
+//!   rows x 64 inputs of dW, summing the tokens 32 at a time from workgroup memory;
+//! - where a side of dW is at most [`THIN`] wide (a LoRA rank: A's rows, B's inputs),
+//!   [`MatmulWeightGradKernel::ThinRows`] / [`MatmulWeightGradKernel::ThinInputs`],
+//!   `matmul/weight_grad_thin.wgsl`: a workgroup of 256 takes 32 columns of the wide side
+//!   with all of the thin one, so that the product reads its wide input once, as its
+//!   bytes bound it, instead of computing 64-wide tiles three quarters empty.
 
 use crate::error::GpuError;
 use crate::kernel::KernelFamily;
@@ -38,7 +44,15 @@ struct WeightGradParams {
     _pad: u32,
 }
 
+static PARAMS: ShaderFile = shader_file!("matmul/weight_grad_params.wgsl");
 static SHADER: ShaderFile = shader_file!("matmul/weight_grad.wgsl");
+static THIN_SHADER: ShaderFile = shader_file!("matmul/weight_grad_thin.wgsl");
+
+/// The widest side of dW the thin kernels take (`R` in `matmul/weight_grad_thin.wgsl`).
+pub const THIN: usize = 16;
+/// Wide-side columns a thin kernel's workgroup takes (`COLS`), and its size.
+const THIN_COLS: usize = 32;
+const THIN_WORKGROUP: u32 = 256;
 
 const BINDINGS: &[BindingKind] = &[
     BindingKind::Uniform,
@@ -47,20 +61,77 @@ const BINDINGS: &[BindingKind] = &[
     BindingKind::StorageReadWrite,
 ];
 
-/// The weight-gradient kernel (f32 only: the trainable matrices are f32 master weights).
+/// The weight-gradient kernels (f32 only: the trainable matrices are f32 master weights).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct MatmulWeightGradKernel;
+pub enum MatmulWeightGradKernel {
+    /// 64 x 64 tiles of dW, any shape.
+    Tiles,
+    /// dW of at most [`THIN`] rows (LoRA's A): 32 inputs a workgroup, every row.
+    ThinRows,
+    /// dW of at most [`THIN`] inputs (LoRA's B): 32 rows a workgroup, every input.
+    ThinInputs,
+}
+
+impl MatmulWeightGradKernel {
+    /// The kernel for a dW of `n_out` rows of `n_in`.
+    fn for_shape(n_out: usize, n_in: usize) -> MatmulWeightGradKernel {
+        if n_out <= THIN {
+            MatmulWeightGradKernel::ThinRows
+        } else if n_in <= THIN {
+            MatmulWeightGradKernel::ThinInputs
+        } else {
+            MatmulWeightGradKernel::Tiles
+        }
+    }
+
+    /// Workgroup size and grid (x, y) of one split of a dW of `n_out` rows of `n_in`.
+    fn layout(self, n_out: usize, n_in: usize) -> (u32, [u32; 2]) {
+        match self {
+            MatmulWeightGradKernel::Tiles => (
+                WORKGROUP,
+                [n_out.div_ceil(TILE) as u32, n_in.div_ceil(TILE) as u32],
+            ),
+            MatmulWeightGradKernel::ThinRows => {
+                (THIN_WORKGROUP, [n_in.div_ceil(THIN_COLS) as u32, 1])
+            }
+            MatmulWeightGradKernel::ThinInputs => {
+                (THIN_WORKGROUP, [n_out.div_ceil(THIN_COLS) as u32, 1])
+            }
+        }
+    }
+}
 
 impl KernelFamily for MatmulWeightGradKernel {
     fn variants() -> Vec<MatmulWeightGradKernel> {
-        vec![MatmulWeightGradKernel]
+        vec![
+            MatmulWeightGradKernel::Tiles,
+            MatmulWeightGradKernel::ThinRows,
+            MatmulWeightGradKernel::ThinInputs,
+        ]
     }
 
     fn program(self) -> Program {
+        let (name, files, entry): (&str, Vec<&'static ShaderFile>, _) = match self {
+            MatmulWeightGradKernel::Tiles => (
+                "matmul_weight_grad",
+                vec![&PARAMS, &SHADER, &GRAD_TILE, &ACC8],
+                "main",
+            ),
+            MatmulWeightGradKernel::ThinRows => (
+                "matmul_weight_grad_thin_rows",
+                vec![&PARAMS, &THIN_SHADER],
+                "thin_rows",
+            ),
+            MatmulWeightGradKernel::ThinInputs => (
+                "matmul_weight_grad_thin_inputs",
+                vec![&PARAMS, &THIN_SHADER],
+                "thin_inputs",
+            ),
+        };
         Program {
-            name: "matmul_weight_grad".into(),
-            files: vec![&SHADER, &GRAD_TILE, &ACC8],
-            entry: "main",
+            name: name.into(),
+            files,
+            entry,
             bindings: BINDINGS,
             params_size: size_of::<WeightGradParams>(),
         }
@@ -158,19 +229,24 @@ impl MatmulWeightGrad {
             split_stride: if parts > 1 { len as u32 } else { 0 },
             _pad: 0,
         };
-        let grid = [
-            self.n_out.div_ceil(TILE) as u32,
-            self.n_in.div_ceil(TILE) as u32,
-            parts as u32,
-        ];
+        let kernel = MatmulWeightGradKernel::for_shape(self.n_out, self.n_in);
+        let (size, [gx, gy]) = kernel.layout(self.n_out, self.n_in);
         let buffers = [&dy.t.buf, &x.t.buf, &dw.t.buf];
         Ok(vec![Op::new(
-            MatmulWeightGradKernel,
-            WORKGROUP,
+            kernel,
+            size,
             &params,
             &buffers,
-            grid,
+            [gx, gy, parts as u32],
         )])
+    }
+
+    /// Workgroups of one split of the product (the plan splits the tokens until the splits
+    /// together fill the device).
+    pub fn workgroups(&self) -> usize {
+        let kernel = MatmulWeightGradKernel::for_shape(self.n_out, self.n_in);
+        let (_, [gx, gy]) = kernel.layout(self.n_out, self.n_in);
+        gx as usize * gy as usize
     }
 
     /// As [`MatmulWeightGrad::ops`] with the tokens split `splits` ways in one dispatch

@@ -3,13 +3,14 @@
 //! timed (as a warm-up); the rest are, each a whole optimizer step (forward, loss, backward,
 //! AdamW) with its loss read back.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rullama_finetune::data::{Batch, Span, SplitMix64};
 use rullama_finetune::lora::LoraSpec;
 use rullama_finetune::optim::{AdamWConfig, Schedule};
 use rullama_finetune::train::TrainConfig;
 use rullama_gguf::{GgufFile, store};
+use rullama_kernels::StepProfile;
 use rullama_model::ModelConfig;
 
 use super::super::CliError;
@@ -110,7 +111,41 @@ fn print_profile(trainer: &mut rullama_finetune::train::Trainer<'_>) -> Result<(
             row.kernel
         );
     }
+    println!("  the {SHAPES_SHOWN} largest (kernel, grid of workgroups) groups:");
+    for (name, grid, count, t) in by_grid(&profile).into_iter().take(SHAPES_SHOWN) {
+        let t = t.as_secs_f64();
+        println!(
+            "  {:>8.2} ms {:>5}x {:>8.1} us each  {name} {}x{}x{}",
+            t * 1e3,
+            count,
+            t * 1e6 / count as f64,
+            grid[0],
+            grid[1],
+            grid[2]
+        );
+    }
     Ok(())
+}
+
+/// How many (kernel, grid) groups `--profile` lists.
+const SHAPES_SHOWN: usize = 40;
+
+/// The step's time per (kernel, grid of workgroups), largest first: one kernel's time split
+/// by the shapes it ran at.
+fn by_grid(profile: &StepProfile) -> Vec<(String, [u32; 3], usize, Duration)> {
+    let mut rows: Vec<(String, [u32; 3], usize, Duration)> = Vec::new();
+    for ((kernel, t), grid) in profile.dispatches.iter().zip(&profile.grids) {
+        let name = kernel.name();
+        match rows.iter_mut().find(|r| r.0 == name && r.1 == *grid) {
+            Some(r) => {
+                r.2 += 1;
+                r.3 += *t;
+            }
+            None => rows.push((name, *grid, 1, *t)),
+        }
+    }
+    rows.sort_by_key(|r| std::cmp::Reverse(r.3));
+    rows
 }
 
 /// `rows` sequences of `width` random token ids, every token after the first a target.

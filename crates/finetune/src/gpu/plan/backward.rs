@@ -10,7 +10,7 @@ use rullama_kernels::ops::{dropout, elementwise, unary};
 use rullama_kernels::{GpuTensor, GpuWeight, View};
 use rullama_model::ModelError;
 
-use super::{Lower, attention_splits, captures, splits, tiles};
+use super::{Lower, MIN_SPLIT_SUM, attention_splits, captures, split_count, splits, tiles};
 use crate::error::Result;
 use crate::gpu::record::{Node, ValueId};
 
@@ -138,7 +138,7 @@ impl Lower<'_> {
                     accumulate: true,
                 };
                 let dw = View::at(self.params.grads, self.params.offsets[id]);
-                let split = splits(tiles(w.shape.n_out) * tiles(w.shape.n_in), rows);
+                let split = split_count(weight_grad.workgroups(), rows / MIN_SPLIT_SUM);
                 let len = match split {
                     1 => 0,
                     _ => split * w.shape.n_out * w.shape.n_in,
