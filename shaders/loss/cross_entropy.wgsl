@@ -12,47 +12,9 @@
 // tree; pass 2 recomputes z and overwrites x with its gradient. Each merge calls exp once,
 // on the side whose max is lower, never exp(0): WGSL does not promise exp(0) = 1.
 
-struct Params {
-    n_rows: u32,
-    vocab: u32,
-    logits_offset: u32,
-    targets_offset: u32,
-    loss_offset: u32,
-    softcap: f32,
-    weight: f32,
-    _pad0: u32,
-}
+// Params, targets, loss, capped, merge, row_lse: loss/cross_entropy_common.wgsl.
 
-@group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> logits: array<f32>;
-@group(0) @binding(2) var<storage, read> targets: array<u32>;
-@group(0) @binding(3) var<storage, read_write> loss: array<f32>;
-
-override WG: u32 = 256u;
-
-// The running max before any element: the lowest finite f32, so that merging two empty
-// invocations computes exp(0) * 0, never inf - inf.
-const LOWEST: f32 = -3.40282347e38;
-
-var<workgroup> tree_m: array<f32, 256>;
-var<workgroup> tree_s: array<f32, 256>;
-
-// (z, dz/dx) of a raw logit.
-fn capped(x: f32) -> vec2<f32> {
-    if p.softcap > 0.0 {
-        let t = tanh(x / p.softcap);
-        return vec2<f32>(p.softcap * t, 1.0 - t * t);
-    }
-    return vec2<f32>(x, 1.0);
-}
-
-// Two (max, sum of exp(z - max)) pairs as one.
-fn merge(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {
-    if b.x > a.x {
-        return vec2<f32>(b.x, a.y * exp(a.x - b.x) + b.y);
-    }
-    return vec2<f32>(a.x, a.y + b.y * exp(b.x - a.x));
-}
 
 @compute @workgroup_size(WG)
 fn main(
@@ -81,19 +43,7 @@ fn main(
         zt = capped(logits[base + t]).x;
     }
 
-    tree_m[tid] = ms.x;
-    tree_s[tid] = ms.y;
-    workgroupBarrier();
-    for (var h = WG / 2u; h > 0u; h >>= 1u) {
-        if tid < h {
-            let merged = merge(vec2<f32>(tree_m[tid], tree_s[tid]),
-                vec2<f32>(tree_m[tid + h], tree_s[tid + h]));
-            tree_m[tid] = merged.x;
-            tree_s[tid] = merged.y;
-        }
-        workgroupBarrier();
-    }
-    let lse = tree_m[0] + log(tree_s[0]);
+    let lse = row_lse(ms, tid);
     storageBarrier();
 
     if tid == 0u {

@@ -10,8 +10,11 @@
 //!
 //! The gradient replaces the logits because a second `[tokens, vocab]` f32 buffer is what the
 //! loss head must not cost (262,144 x 4 bytes a token for Gemma 3). WGSL:
-//! `loss/cross_entropy.wgsl`, one workgroup of 256 per row, two passes over it (an online
-//! softmax's max and sum, then the gradient), no scratch.
+//! `loss/cross_entropy_common.wgsl` with `loss/cross_entropy.wgsl` (one f32 a load) or, where
+//! every row starts 16-byte aligned (offset and vocabulary multiples of 4, as real models'
+//! are), `loss/cross_entropy_vec4.wgsl` (a vec4 a load: a row streamed at the memory's rate);
+//! one workgroup of 256 per row, two passes over it (an online softmax's max and sum, then the
+//! gradient), no scratch.
 
 use crate::error::GpuError;
 use crate::kernel::KernelFamily;
@@ -64,7 +67,9 @@ impl CrossEntropyParams {
     }
 }
 
+static COMMON: ShaderFile = shader_file!("loss/cross_entropy_common.wgsl");
 static SHADER: ShaderFile = shader_file!("loss/cross_entropy.wgsl");
+static VEC4: ShaderFile = shader_file!("loss/cross_entropy_vec4.wgsl");
 
 const BINDINGS: &[BindingKind] = &[
     BindingKind::Uniform,
@@ -75,19 +80,28 @@ const BINDINGS: &[BindingKind] = &[
 
 const WORKGROUP: u32 = 256;
 
-/// The cross-entropy kernel (one program: the soft-cap is a uniform branch).
+/// The cross-entropy kernels (the soft-cap is a uniform branch in both).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct CrossEntropyKernel;
+pub enum CrossEntropyKernel {
+    /// One logit a load: any offset and vocabulary.
+    Scalar,
+    /// Four a load: rows 16-byte aligned.
+    Vec4,
+}
 
 impl KernelFamily for CrossEntropyKernel {
     fn variants() -> Vec<CrossEntropyKernel> {
-        vec![CrossEntropyKernel]
+        vec![CrossEntropyKernel::Scalar, CrossEntropyKernel::Vec4]
     }
 
     fn program(self) -> Program {
+        let (name, file) = match self {
+            CrossEntropyKernel::Scalar => ("cross_entropy", &SHADER),
+            CrossEntropyKernel::Vec4 => ("cross_entropy_vec4", &VEC4),
+        };
         Program {
-            name: "cross_entropy".to_string(),
-            files: vec![&SHADER],
+            name: name.to_string(),
+            files: vec![&COMMON, file],
             entry: "main",
             bindings: BINDINGS,
             params_size: size_of::<CrossEntropyParams>(),
@@ -152,8 +166,12 @@ impl CrossEntropy {
             _pad: 0,
         };
         let buffers = [&logits.t.buf, &targets.t.buf, &loss.t.buf];
+        let kernel = match logits.offset.is_multiple_of(4) && self.vocab.is_multiple_of(4) {
+            true => CrossEntropyKernel::Vec4,
+            false => CrossEntropyKernel::Scalar,
+        };
         Ok(Op::new(
-            CrossEntropyKernel,
+            kernel,
             WORKGROUP,
             &params,
             &buffers,
