@@ -11,9 +11,9 @@ use crate::device::Caps;
 use crate::ops::{
     adamw, argmax, attention, attention_backward, attention_coop, attention_rope, attention_train,
     cross_entropy, dropout, elementwise, embed, f16_copy, glu, glu_backward, head_norm_rope, kv,
-    matmul, matmul_coop, matmul_dense, matmul_input_grad, matmul_weight_grad, matvec, norm,
-    quantize, residual_norm, rms_norm_backward, rope, rope_backward, sample, split_k, split_sum,
-    unary,
+    matmul, matmul_coop, matmul_dense, matmul_input_grad, matmul_thin, matmul_weight_grad, matvec,
+    norm, quantize, residual_norm, rms_norm_backward, rope, rope_backward, sample, split_k,
+    split_sum, unary,
 };
 #[cfg(any(test, feature = "parity"))]
 use crate::parity::Check;
@@ -144,6 +144,8 @@ families! {
     /// The matmul's backward through its weight: `dX = dY W`, the weight read in its block
     /// format (f32 FMAs).
     MatmulInputGrad(matmul_input_grad::MatmulInputGradKernel),
+    /// Products with a side of at most 16 (LoRA's, forward and input gradient), in f32.
+    MatmulThin(matmul_thin::MatmulThinKernel),
     /// The gradient of a trainable f32 weight: `dW (+)= dY^T X` over a sequence.
     MatmulWeightGrad(matmul_weight_grad::MatmulWeightGradKernel),
     /// The training products' split second half: partial sums added up in split order.

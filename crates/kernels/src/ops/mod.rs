@@ -27,6 +27,7 @@ pub mod matmul;
 pub mod matmul_coop;
 pub mod matmul_dense;
 pub mod matmul_input_grad;
+pub mod matmul_thin;
 pub mod matmul_weight_grad;
 pub mod matvec;
 pub mod norm;

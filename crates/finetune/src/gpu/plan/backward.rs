@@ -5,12 +5,15 @@ use rullama_kernels::ops::attention_backward::TrainAttentionBackward;
 use rullama_kernels::ops::glu_backward::{GluBackward, glu_backward};
 use rullama_kernels::ops::matmul::Strides;
 use rullama_kernels::ops::matmul_input_grad::MatmulInputGrad;
+use rullama_kernels::ops::matmul_thin::{MatmulThin, ThinWeight};
 use rullama_kernels::ops::matmul_weight_grad::MatmulWeightGrad;
 use rullama_kernels::ops::{dropout, elementwise, unary};
 use rullama_kernels::{GpuTensor, GpuWeight, View};
 use rullama_model::ModelError;
 
-use super::{Lower, MIN_SPLIT_SUM, attention_splits, captures, split_count, splits, tiles};
+use super::{
+    Lower, MIN_SPLIT_SUM, attention_splits, captures, split_count, splits, thin_matrix, tiles,
+};
 use crate::error::Result;
 use crate::gpu::record::{Node, ValueId};
 
@@ -76,6 +79,20 @@ impl Lower<'_> {
         rows: usize,
     ) -> Result<()> {
         let n_in = w.shape.n_in;
+        if let Some(matrix) = thin_matrix(w) {
+            let thin = MatmulThin {
+                n_tokens: rows,
+                n_in: w.shape.n_out,
+                n_out: n_in,
+                weight: ThinWeight::Transposed,
+                a_stride: None,
+                y_stride: None,
+                accumulate,
+            };
+            let op = thin.op(dy.into(), (&matrix).into(), dx);
+            self.push(op, "input gradient")?;
+            return Ok(());
+        }
         let split = splits(tiles(n_in) * tiles(rows), w.shape.n_out);
         let grad = MatmulInputGrad {
             n_tokens: rows,

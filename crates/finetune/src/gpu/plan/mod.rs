@@ -15,9 +15,11 @@ use std::collections::HashMap;
 use rullama_kernels::ops::attention_backward::BackwardSplits;
 use rullama_kernels::ops::attention_train::TrainAttention;
 use rullama_kernels::ops::matmul::{Matmul, Strides};
+use rullama_kernels::ops::matmul_thin::{MatmulThin, ThinWeight};
 use rullama_kernels::ops::split::Out;
 use rullama_kernels::{
-    Dtype, Gpu, GpuError, GpuTensor, GpuWeight, Op, OpId, Readback, Step, StepBuilder, View,
+    Dtype, Gpu, GpuError, GpuFormat, GpuTensor, GpuWeight, Op, OpId, Readback, Step, StepBuilder,
+    View,
 };
 use rullama_model::ModelError;
 
@@ -95,6 +97,21 @@ fn attention_splits(attn: &TrainAttention) -> BackwardSplits {
     BackwardSplits {
         dq: split_count(attn.dq_workgroups(), attn.dq_key_tiles()),
         dkdv: split_count(attn.dkdv_workgroups(), attn.dkdv_pair_tiles()),
+    }
+}
+
+/// An f32 matrix with a side of at most 16 (an adapter's A or B) as a tensor over its one
+/// buffer (an F32 matrix's GPU layout is its values as they are), for the thin products
+/// (`MatmulThin`: exact f32, bound by the bytes of the wide side); `None` for any other weight.
+fn thin_matrix(w: &GpuWeight) -> Option<GpuTensor> {
+    let s = w.shape;
+    match &w.chunks[..] {
+        [c] if s.format == GpuFormat::F32 && MatmulThin::fits(s.n_out, s.n_in) => Some(GpuTensor {
+            buf: c.buf.clone(),
+            shape: vec![s.n_out * s.n_in],
+            dtype: Dtype::F32,
+        }),
+        _ => None,
     }
 }
 
@@ -311,6 +328,20 @@ impl Lower<'_> {
         rows: usize,
         what: &'static str,
     ) -> Result<()> {
+        if let Some(matrix) = thin_matrix(w) {
+            let thin = MatmulThin {
+                n_tokens: rows,
+                n_in: w.shape.n_in,
+                n_out: w.shape.n_out,
+                weight: ThinWeight::Rows,
+                a_stride: None,
+                y_stride: None,
+                accumulate: false,
+            };
+            let op = thin.op(x.into(), (&matrix).into(), o);
+            self.push(op, what)?;
+            return Ok(());
+        }
         let m = self.matmul(rows);
         let all = w.all_rows();
         let split = m.split_k(&self.gpu.caps, all);
