@@ -1,8 +1,9 @@
-// What the training attention's three programs share (attention/train_forward.wgsl,
-// attention/train_backward_dq.wgsl, attention/train_backward_dkdv.wgsl): the parameters (the
-// WGSL twin of TrainAttentionParams) and the visibility and score rules (their tiles:
-// attention/train_tiles.wgsl). Row i of the block sees key rows j with start[i] <= j <= i
-// and, with a window w > 0, i - j < w.
+// What the training attention's programs share (attention/train_forward.wgsl,
+// attention/train_backward_dq.wgsl, attention/train_backward_dkdv.wgsl and their tensor-core
+// twins attention/train_*_coop.wgsl): the parameters (the WGSL twin of TrainAttentionParams),
+// the visibility and score rules, and the (row, head) pairs of a kv head (their tiles:
+// attention/train_tiles.wgsl, attention/train_coop_tiles.wgsl). Row i of the block sees key
+// rows j with start[i] <= j <= i and, with a window w > 0, i - j < w.
 
 struct Params {
     n: u32,
@@ -68,6 +69,45 @@ fn score4(raw: vec4<f32>) -> Score4 {
         return Score4(p.softcap * t, 1.0 - t * t);
     }
     return Score4(raw, vec4<f32>(1.0));
+}
+
+// Split `split` of `splits`' share [x, y) of begin .. end walked `tile` at a time: whole tiles,
+// as even as they come (empty past the last).
+fn split_share(begin: u32, end: u32, tile: u32, splits: u32, split: u32) -> vec2<u32> {
+    let per = ((end - begin + tile - 1u) / tile + splits - 1u) / splits * tile;
+    let x = min(begin + split * per, end);
+    return vec2<u32>(x, min(x + per, end));
+}
+
+// Query heads per kv head.
+fn group_size() -> u32 {
+    return p.n_head / p.n_kv;
+}
+
+// Pairs of one kv head over the block.
+fn pair_count() -> u32 {
+    return p.n * group_size();
+}
+
+// The (row, head) index of kv head g's pair e: the row of q, o, do and lse it reads.
+fn pair_row(g: u32, e: u32) -> u32 {
+    let gs = group_size();
+    return (e / gs) * p.n_head + g * gs + e % gs;
+}
+
+// What a pair sees: its block row i and the first key row it sees (valid: a pair of the block).
+struct Sight {
+    i: u32,
+    first: u32,
+    valid: bool,
+}
+
+fn sight(e: u32) -> Sight {
+    if e >= pair_count() {
+        return Sight(0u, 1u, false);
+    }
+    let i = e / group_size();
+    return Sight(i, first_key(i, start[p.start_offset + i]), true);
 }
 
 // The linear workgroup index of a grid laid out by grid_1d.

@@ -45,14 +45,6 @@ fn z_slice(z: u32) -> ZSlice {
     return ZSlice((z % chunks) * COLS, z / chunks);
 }
 
-// Split `split` of `splits`' share [x, y) of begin .. end walked `tile` at a time: whole tiles,
-// as even as they come (empty past the last).
-fn split_share(begin: u32, end: u32, tile: u32, splits: u32, split: u32) -> vec2<u32> {
-    let per = ((end - begin + tile - 1u) / tile + splits - 1u) / splits * tile;
-    let x = min(begin + split * per, end);
-    return vec2<u32>(x, min(x + per, end));
-}
-
 // The forward's and dq's tile of pairs for linear workgroup `idx`: its kv head and first pair.
 // The last tiles see the most keys: launched first, they do not trail the grid.
 struct PairTile {
@@ -67,37 +59,6 @@ fn pair_tile(idx: u32) -> PairTile {
         return PairTile(0u, 0u, false);
     }
     return PairTile(idx / blocks, (blocks - 1u - idx % blocks) * BQ, true);
-}
-
-// Query heads per kv head.
-fn group_size() -> u32 {
-    return p.n_head / p.n_kv;
-}
-
-// Pairs of one kv head over the block.
-fn pair_count() -> u32 {
-    return p.n * group_size();
-}
-
-// The (row, head) index of kv head g's pair e: the row of q, o, do and lse it reads.
-fn pair_row(g: u32, e: u32) -> u32 {
-    let gs = group_size();
-    return (e / gs) * p.n_head + g * gs + e % gs;
-}
-
-// What a pair sees: its block row i and the first key row it sees (valid: a pair of the block).
-struct Sight {
-    i: u32,
-    first: u32,
-    valid: bool,
-}
-
-fn sight(e: u32) -> Sight {
-    if e >= pair_count() {
-        return Sight(0u, 1u, false);
-    }
-    let i = e / group_size();
-    return Sight(i, first_key(i, start[p.start_offset + i]), true);
 }
 
 // Elements d .. d + 3 of the `row_len`-long row at `base`, zero past the row: four clamped

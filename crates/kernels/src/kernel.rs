@@ -10,10 +10,10 @@
 use crate::device::Caps;
 use crate::ops::{
     adamw, argmax, attention, attention_backward, attention_coop, attention_rope, attention_train,
-    cross_entropy, dropout, elementwise, embed, f16_copy, glu, glu_backward, head_norm_rope, kv,
-    matmul, matmul_coop, matmul_dense, matmul_input_grad, matmul_thin, matmul_weight_grad, matvec,
-    norm, quantize, residual_norm, rms_norm_backward, rope, rope_backward, sample, split_k,
-    split_sum, unary,
+    attention_train_coop, cross_entropy, dropout, elementwise, embed, f16_copy, glu, glu_backward,
+    head_norm_rope, kv, matmul, matmul_coop, matmul_dense, matmul_input_grad, matmul_thin,
+    matmul_weight_grad, matvec, norm, quantize, residual_norm, rms_norm_backward, rope,
+    rope_backward, sample, split_k, split_sum, unary,
 };
 #[cfg(any(test, feature = "parity"))]
 use crate::parity::Check;
@@ -184,6 +184,9 @@ families! {
     AttentionTrain(attention_train::AttentionTrainKernel),
     /// The training attention's backward: dq, then dk and dv, weights recomputed from lse.
     AttentionBackward(attention_backward::AttentionBackwardKernel),
+    /// The training attention's forward and backward on the tensor cores (head dims 64, 128,
+    /// 256); their emulated programs on a device without cooperative matrices (tests).
+    AttentionTrainCoop(attention_train_coop::AttentionTrainCoopKernel),
     /// `out = act(gate) * up`.
     Glu(glu::GluKernel),
     /// `dgate = dy * up * act'(gate)`, `dup = dy * act(gate)`: the GLU's backward.

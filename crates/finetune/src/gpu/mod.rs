@@ -66,8 +66,9 @@ pub struct GpuTapeBackend {
 
 impl GpuTapeBackend {
     /// The executor on `gpu`. `tensor_cores`: the frozen weights' products (forward and
-    /// input gradients) run on the tensor cores where the device has them (f16 inputs, f32
-    /// sums); `false` keeps every product in f32.
+    /// input gradients) and the training attention (head dims 64, 128, 256) run on the tensor
+    /// cores where the device has them (f16 inputs, f32 sums); `false` keeps every product in
+    /// f32.
     pub fn new(gpu: Arc<Gpu>, tensor_cores: bool) -> GpuTapeBackend {
         GpuTapeBackend {
             gpu,

@@ -30,6 +30,7 @@
 use crate::error::GpuError;
 use crate::kernel::KernelFamily;
 use crate::op::{Op, grid_1d};
+use crate::ops::attention_train_coop::CoopPass;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::View;
 
@@ -38,7 +39,7 @@ mod parity;
 #[cfg(any(test, feature = "parity"))]
 pub use parity::{CHECK, attention_train_ref};
 #[cfg(any(test, feature = "parity"))]
-pub(crate) use parity::{Inputs, dot, padded, score_bound};
+pub(crate) use parity::{Inputs, compare_with, dot, padded, score_bound};
 
 /// The largest head dimension (dk or dv) the kernels take (`MAXD` in
 /// attention/train_params.wgsl).
@@ -109,7 +110,7 @@ pub(crate) static TILES: ShaderFile = shader_file!("attention/train_tiles.wgsl")
 static FORWARD: ShaderFile = shader_file!("attention/train_forward.wgsl");
 
 /// q, k, v, start read; o, lse written.
-const BINDINGS: &[BindingKind] = &[
+pub(crate) const BINDINGS: &[BindingKind] = &[
     BindingKind::Uniform,
     BindingKind::StorageRead,
     BindingKind::StorageRead,
@@ -288,8 +289,25 @@ impl TrainAttention {
         scratch: Option<View<'_>>,
         splits: usize,
     ) -> Result<Vec<Op>, GpuError> {
+        self.forward_ops_with(false, b, scratch, splits)
+    }
+
+    /// As [`TrainAttention::forward_split_ops`] with the kernel named: `coop` runs the
+    /// tensor-core kernel ([`crate::ops::attention_train_coop`]) on any device (on one without
+    /// cooperative matrices, its emulated program: tests only), for the shapes
+    /// [`TrainAttention::coop_fits`] accepts.
+    pub(crate) fn forward_ops_with(
+        &self,
+        coop: bool,
+        b: TrainAttentionForward<'_>,
+        scratch: Option<View<'_>>,
+        splits: usize,
+    ) -> Result<Vec<Op>, GpuError> {
         const OP: &str = "attention_train";
         self.validate(OP)?;
+        if coop {
+            self.check_coop(OP)?;
+        }
         let n = self.n;
         let (o_len, rows) = (n * self.n_head * self.dv, n * self.n_head);
         b.q.check("attention_train q", n * self.n_head * self.dk)?;
@@ -342,13 +360,17 @@ impl TrainAttention {
             &o_out.t.buf,
             &ml_out.t.buf,
         ];
-        let mut ops = vec![Op::new(
-            AttentionTrainKernel::Forward,
-            WORKGROUP,
-            &params,
-            &buffers,
-            self.pair_grid(splits),
-        )];
+        let forward = match coop {
+            true => self.coop_op(CoopPass::Forward, &params, &buffers, splits),
+            false => Op::new(
+                AttentionTrainKernel::Forward,
+                WORKGROUP,
+                &params,
+                &buffers,
+                self.pair_grid(splits),
+            ),
+        };
+        let mut ops = vec![forward];
         if splits > 1 {
             let combine = CombineParams {
                 rows: rows as u32,

@@ -12,6 +12,7 @@ pub mod attention_backward;
 pub mod attention_coop;
 pub mod attention_rope;
 pub mod attention_train;
+pub mod attention_train_coop;
 pub mod cross_entropy;
 pub mod dropout;
 pub mod elementwise;

@@ -105,8 +105,8 @@ pub struct Args {
     /// or cpu (the f64 training tape: the reference, slow).
     #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
     pub backend: BackendChoice,
-    /// On the GPU, keep the products through the frozen weights in f32 instead of the
-    /// tensor cores (f16 inputs, f32 sums).
+    /// On the GPU, keep the products through the frozen weights and the attention in f32
+    /// instead of the tensor cores (f16 inputs, f32 sums).
     #[arg(long)]
     pub no_tensor_cores: bool,
     /// Measure instead of training: --steps steps (10 unless given) of --batch random

@@ -137,7 +137,8 @@ impl Lower<'_> {
                             o,
                             lse: (&lse).into(),
                         };
-                        attn.forward_split_ops(forward, scratch, splits)
+                        // On the tensor cores where the step uses them and the shape fits.
+                        attn.forward_ops_on(&l.gpu.caps, l.tensor_cores, forward, scratch, splits)
                     },
                 )?;
                 self.lse.insert(i, lse);

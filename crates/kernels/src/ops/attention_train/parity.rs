@@ -5,6 +5,8 @@ use std::ops::Range;
 
 use super::*;
 use crate::device::Gpu;
+use crate::ops::attention_train_coop::parity::{coop_score_bound, coop_weights_bound};
+use crate::ops::matmul_coop::f16_err;
 use crate::ops::unary::{self, UnaryOp};
 use crate::parity::data::{Rng, random_f32};
 use crate::parity::{Check, Compare, U, run_read};
@@ -221,6 +223,17 @@ fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
 /// The GPU's o and lse against the reference, the keys split `splits` ways (through a
 /// scratch at an offset) when more than 1.
 fn compare(gpu: &Gpu, c: &Inputs, splits: usize) -> Result<Compare, GpuError> {
+    compare_with(gpu, c, splits, false)
+}
+
+/// As [`compare`], on the tensor-core kernel with `coop` (its emulated program on a device
+/// without cooperative matrices) and its bound (`ops::attention_train_coop`'s module doc).
+pub(crate) fn compare_with(
+    gpu: &Gpu,
+    c: &Inputs,
+    splits: usize,
+    coop: bool,
+) -> Result<Compare, GpuError> {
     let p = c.p;
     let (n_o, n_lse) = (p.n * p.n_head * p.dv, p.n * p.n_head);
     let (qt, kt, vt) = (
@@ -240,7 +253,7 @@ fn compare(gpu: &Gpu, c: &Inputs, splits: usize) -> Result<Compare, GpuError> {
         o: View::at(&out, 1),
         lse: View::at(&out, 1 + n_o),
     };
-    let ops = p.forward_split_ops(forward, scratch, splits)?;
+    let ops = p.forward_ops_with(coop, forward, scratch, splits)?;
     let splits = splits.clamp(1, p.dq_key_tiles()); // as the op clamps it
     let got: Vec<f32> = run_read(gpu, ops, &out, 1, n_o + n_lse)?;
     let (q, k, v) = c.wide();
@@ -252,7 +265,10 @@ fn compare(gpu: &Gpu, c: &Inputs, splits: usize) -> Result<Compare, GpuError> {
             let keys = p.keys(&c.start, i);
             let big_d = keys
                 .clone()
-                .map(|j| score_bound(&p, &q, &k, i, h, j))
+                .map(|j| match coop {
+                    true => coop_score_bound(&p, &q, &k, i, h, j),
+                    false => score_bound(&p, &q, &k, i, h, j),
+                })
                 .fold(0.0, f64::max);
             let e: f64 = keys
                 .clone()
@@ -270,9 +286,22 @@ fn compare(gpu: &Gpu, c: &Inputs, splits: usize) -> Result<Compare, GpuError> {
                 .flat_map(|j| p.v_row(&v, j, h).iter().map(|x| x.abs()))
                 .fold(0.0, f64::max);
             let nk = keys.len() as f64;
-            let tiles = nk / TILE as f64 + 2.0 + 2.0 * splits as f64;
+            // The tensor-core kernel combines eight partial maxima and sums a pair.
+            let combines = if coop { 8.0 } else { 0.0 };
+            let tiles = nk / TILE as f64 + 2.0 + 2.0 * splits as f64 + combines;
             let common = U * (12.0 + 10.0 * e) + (2.0 * nk + 2.0 * tiles + 8.0) * U;
-            let bound_o = vmax * ((2.0 * big_d).exp_m1() + common);
+            let mut bound_o = vmax * ((2.0 * big_d).exp_m1() + common);
+            if coop {
+                let w: Vec<f64> = keys
+                    .clone()
+                    .map(|j| (p.score(&q, &k, i, h, j).0 - lse[at]).exp())
+                    .collect();
+                let e_v = keys
+                    .clone()
+                    .flat_map(|j| p.v_row(&v, j, h).iter().map(|&x| f16_err(x.abs())))
+                    .fold(0.0, f64::max);
+                bound_o += coop_weights_bound(&w, big_d, vmax, e_v);
+            }
             for d in 0..p.dv {
                 let want = p.o_row(&o, i, h)[d];
                 c_add(&mut cmp, got[at * p.dv + d], want, bound_o, || {

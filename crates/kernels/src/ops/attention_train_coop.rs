@@ -1,0 +1,190 @@
+//! The training attention on the tensor cores: the contracts of
+//! [`crate::ops::attention_train`] (the forward: o and lse, or with split keys each split's
+//! partial results for the same combine) with q, k, v and the softmax weights rounded to f16
+//! and the products on 16 x 16 x 16 cooperative matrices with f32 sums
+//! (`attention/train_forward_coop.wgsl` with `attention/train_coop_tiles.wgsl`). Picked where
+//! the device has [`Caps::coop_f16`], the caller allows the tensor cores and the shape fits
+//! ([`TrainAttention::coop_fits`]: dk = dv, one of [`HEAD_DIMS`]); everywhere else the f32
+//! kernels run, which stay the exact path (`--no-tensor-cores`).
+//!
+//! A workgroup of 128 (4 subgroups of 32) takes 16 (row, head) pairs of one kv head, holds
+//! their q as A operands in registers and walks the keys they see in blocks of 32 staged as f16
+//! in workgroup memory; the scores, the softmax's masks, soft-cap and scale are the f32 kernel's
+//! plain code over the products. The forward walks the keys twice (each pair's max and sum
+//! first, then P V with the final ones), since a cooperative matrix cannot be rescaled by row.
+//! On a device without cooperative matrices the same body runs over plain-arithmetic coop ops
+//! (`common/coop_emul.wgsl`, `attention/train_coop_io_emul.wgsl`): what the parity check runs
+//! on lavapipe.
+//!
+//! The bound (the parity check's): the f32 kernel's, with each score's dot product over q and
+//! k rounded to f16 (`e(x) = 2^-10 |x|`, or `|x| + 2^-24` below 2^-13 where the device may flush
+//! f16 subnormals: `ops::matmul_coop`'s rule) and summed on the tensor cores (`(4 dk + 5) u`
+//! instead of `(dk + 5) u`), eight more rescalings a pair (the partial maxima combined), and
+//! for o the weights and v rounded to f16 and their sum on the tensor cores: `sum_j e16(w_j)
+//! (max|v| + e_v) + e_v + (4n + 1) u (1 + sum_j e16(w_j)) (max|v| + e_v)`.
+
+use crate::device::Caps;
+use crate::error::GpuError;
+use crate::kernel::KernelFamily;
+use crate::op::{Op, grid_1d};
+use crate::ops::attention_train::{self, PARAMS, TrainAttention, TrainAttentionParams};
+use crate::shader::{COOP_EMUL, COOP_OPS, Program, ShaderFile, shader_file};
+use crate::tensor::GpuBuffer;
+
+#[cfg(any(test, feature = "parity"))]
+pub(crate) mod parity;
+#[cfg(any(test, feature = "parity"))]
+pub use parity::FORWARD_CHECK;
+
+/// The head dimensions (dk = dv) the tensor-core kernels take (`HD`, an override).
+pub const HEAD_DIMS: [usize; 3] = [64, 128, 256];
+
+/// Four subgroups of 32 (`Caps::coop_f16` holds only where the subgroup is 32 wide).
+pub(crate) const WORKGROUP: u32 = 128;
+
+/// Rows of a workgroup's fixed tile: (row, head) pairs for the forward.
+const TILE: usize = 16;
+
+static TILES: ShaderFile = shader_file!("attention/train_coop_tiles.wgsl");
+/// The bodies' coop loads and stores (after [`COOP_OPS`]).
+static IO: ShaderFile = shader_file!("attention/train_coop_io.wgsl");
+/// The same in plain arithmetic (after [`COOP_EMUL`]): the bodies run on devices without
+/// tensor cores (tests).
+static IO_EMULATED: ShaderFile = shader_file!("attention/train_coop_io_emul.wgsl");
+static FORWARD: ShaderFile = shader_file!("attention/train_forward_coop.wgsl");
+
+/// Which of the training attention's programs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CoopPass {
+    /// o and lse (or a split's partial results): `attention_train_coop`.
+    Forward,
+}
+
+/// A tensor-core training attention kernel: the pass and `HD` = dk = dv.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AttentionTrainCoopKernel {
+    /// The program.
+    pub pass: CoopPass,
+    /// `HD`: the head dimension.
+    pub head_dim: u32,
+}
+
+impl AttentionTrainCoopKernel {
+    /// The tensor-core program, or with `emulated` its body over emulated coop ops (needs
+    /// only SHADER_F16; what a device without cooperative matrices builds, for tests).
+    fn program_with(self, emulated: bool) -> Program {
+        let (name, body, bindings) = match self.pass {
+            CoopPass::Forward => ("attention_train_coop", &FORWARD, attention_train::BINDINGS),
+        };
+        let (name, ops, io) = match emulated {
+            true => (format!("{name}_emulated"), &COOP_EMUL, &IO_EMULATED),
+            false => (name.to_string(), &COOP_OPS, &IO),
+        };
+        Program {
+            name,
+            files: vec![ops, io, &PARAMS, &TILES, body],
+            entry: "main",
+            bindings,
+            params_size: size_of::<TrainAttentionParams>(),
+        }
+    }
+}
+
+impl KernelFamily for AttentionTrainCoopKernel {
+    /// Head dim 128 stands for every head dim (an override: one program for all).
+    fn variants() -> Vec<AttentionTrainCoopKernel> {
+        [CoopPass::Forward]
+            .into_iter()
+            .map(|pass| AttentionTrainCoopKernel {
+                pass,
+                head_dim: 128,
+            })
+            .collect()
+    }
+
+    fn program(self) -> Program {
+        self.program_with(false)
+    }
+
+    fn programs(self) -> Vec<Program> {
+        vec![self.program_with(false), self.program_with(true)]
+    }
+
+    // Picked only with coop_f16; tests build it elsewhere to run its body over emulated ops.
+    fn program_for(self, caps: &Caps) -> Program {
+        self.program_with(!caps.coop_f16)
+    }
+
+    fn constants(self) -> Vec<(&'static str, f64)> {
+        vec![("HD", f64::from(self.head_dim))]
+    }
+
+    #[cfg(any(test, feature = "parity"))]
+    fn checks() -> Vec<crate::parity::Check> {
+        vec![FORWARD_CHECK]
+    }
+}
+
+impl TrainAttention {
+    /// Whether the tensor-core kernels take this shape: dk = dv, one of [`HEAD_DIMS`].
+    pub fn coop_fits(&self) -> bool {
+        self.dk == self.dv && HEAD_DIMS.contains(&self.dk)
+    }
+
+    /// Whether the ops of [`TrainAttention::forward_ops_on`] run on the tensor cores: the
+    /// caller allows them (`tensor_cores`), the device has cooperative matrices and the shape
+    /// fits.
+    pub fn uses_tensor_cores(&self, caps: &Caps, tensor_cores: bool) -> bool {
+        tensor_cores && caps.coop_f16 && self.coop_fits()
+    }
+
+    /// [`TrainAttention::forward_split_ops`] on a device with `caps`: on the tensor cores
+    /// where [`TrainAttention::uses_tensor_cores`] says so (the same outputs, the same scratch
+    /// and splits), else the f32 kernel.
+    pub fn forward_ops_on(
+        &self,
+        caps: &Caps,
+        tensor_cores: bool,
+        b: attention_train::TrainAttentionForward<'_>,
+        scratch: Option<crate::tensor::View<'_>>,
+        splits: usize,
+    ) -> Result<Vec<Op>, GpuError> {
+        let coop = self.uses_tensor_cores(caps, tensor_cores);
+        self.forward_ops_with(coop, b, scratch, splits)
+    }
+
+    /// [`GpuError::InvalidParams`] naming `op` for a shape the tensor-core kernels do not take.
+    pub(crate) fn check_coop(&self, op: &'static str) -> Result<(), GpuError> {
+        if self.coop_fits() {
+            return Ok(());
+        }
+        Err(GpuError::InvalidParams {
+            op,
+            detail: format!(
+                "dk {} dv {}: the tensor-core kernels need dk = dv, one of {HEAD_DIMS:?}",
+                self.dk, self.dv
+            ),
+        })
+    }
+
+    /// The tensor-core op of `pass` (the shape checked by [`TrainAttention::check_coop`]):
+    /// one workgroup per tile of 16 pairs (forward) of each kv head, per split (grid z).
+    pub(crate) fn coop_op(
+        &self,
+        pass: CoopPass,
+        params: &TrainAttentionParams,
+        buffers: &[&GpuBuffer],
+        splits: usize,
+    ) -> Op {
+        let tiles = match pass {
+            CoopPass::Forward => (self.n * (self.n_head / self.n_kv)).div_ceil(TILE),
+        };
+        let mut grid = grid_1d(tiles * self.n_kv);
+        grid[2] = splits as u32;
+        let kernel = AttentionTrainCoopKernel {
+            pass,
+            head_dim: self.dk as u32,
+        };
+        Op::new(kernel, WORKGROUP, params, buffers, grid)
+    }
+}
