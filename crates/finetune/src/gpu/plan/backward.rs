@@ -1,67 +1,109 @@
 //! The backward of a recorded step: each node's backward kernels, in reverse, from its
 //! output's gradient to its inputs' and the adapter's.
 
+use std::rc::Rc;
+
 use rullama_kernels::ops::attention_backward::TrainAttentionBackward;
 use rullama_kernels::ops::glu_backward::{GluBackward, glu_backward};
 use rullama_kernels::ops::matmul::Strides;
 use rullama_kernels::ops::matmul_input_grad::MatmulInputGrad;
 use rullama_kernels::ops::matmul_weight_grad::MatmulWeightGrad;
+use rullama_kernels::ops::unary::UnaryOp;
 use rullama_kernels::ops::{dropout, elementwise, unary};
 use rullama_kernels::{GpuTensor, GpuWeight, View};
 use rullama_model::ModelError;
 
-use super::{Lower, attention_splits, captures, splits, tiles};
+use super::{Grad, Lower, attention_splits, captures, splits, tiles};
 use crate::error::Result;
 use crate::gpu::record::{Node, ValueId};
 
 impl Lower<'_> {
-    /// Adds gradient `g` into value `x`'s: it becomes it where `x` has none yet (`owned`:
-    /// `g` is the caller's to give; otherwise a copy), else it is added and, if owned,
-    /// handed back.
-    fn give_grad(
-        &mut self,
-        x: ValueId,
-        g: GpuTensor,
-        owned: bool,
-        trainable: &[bool],
-    ) -> Result<()> {
-        let len = self.len(x);
-        if !trainable[x] {
-            if owned {
-                self.pool.give(g);
-            }
-            return Ok(());
+    /// Gives up one hold of a gradient buffer: after the last, it goes back to the pool.
+    fn release(&mut self, g: Grad) {
+        if let Ok(t) = Rc::try_unwrap(g) {
+            self.pool.give(t);
         }
-        match &self.grads[x] {
-            None if owned => self.grads[x] = Some(g),
-            None => {
+    }
+
+    /// `g` as a buffer no other value's gradient holds, for a kernel to write over: `g`'s own
+    /// where it is the only hold, else a copy of its first `len` values.
+    fn own(&mut self, g: Grad, len: usize) -> Result<GpuTensor> {
+        match Rc::try_unwrap(g) {
+            Ok(t) => Ok(t),
+            Err(shared) => {
                 let t = self.pool.take(self.gpu, len)?;
                 self.push(
-                    elementwise::copy((&g).into(), (&t).into(), len),
+                    elementwise::copy((&*shared).into(), (&t).into(), len),
                     "gradient copy",
                 )?;
-                self.grads[x] = Some(t);
-            }
-            Some(acc) => {
-                let op = elementwise::add_inplace(acc.into(), (&g).into(), len);
-                self.push(op, "gradient sum")?;
-                if owned {
-                    self.pool.give(g);
-                }
+                self.release(shared);
+                Ok(t)
             }
         }
+    }
+
+    /// `op(g)` with `value`, over `g` where it is the only hold, else into a new buffer.
+    fn map_grad(&mut self, op: UnaryOp, g: Grad, len: usize, value: f32) -> Result<Grad> {
+        match Rc::try_unwrap(g) {
+            Ok(t) => {
+                self.push(unary::unary(op, (&t).into(), len, value), "gradient map")?;
+                Ok(Rc::new(t))
+            }
+            Err(shared) => {
+                let t = self.pool.take(self.gpu, len)?;
+                let op = unary::unary_out(op, (&*shared).into(), (&t).into(), len, value);
+                self.push(op, "gradient map")?;
+                self.release(shared);
+                Ok(Rc::new(t))
+            }
+        }
+    }
+
+    /// Adds gradient `g` into value `x`'s: it becomes it where `x` has none yet (shared, if
+    /// another value holds it too: no copy), else the two are summed into whichever of them
+    /// only this sum holds (the sum is commutative in f32, so either way gives the same bits),
+    /// or into a new buffer where both are shared.
+    fn give_grad(&mut self, x: ValueId, g: Grad, trainable: &[bool]) -> Result<()> {
+        let len = self.len(x);
+        if !trainable[x] {
+            self.release(g);
+            return Ok(());
+        }
+        let Some(acc) = self.grads[x].take() else {
+            self.grads[x] = Some(g);
+            return Ok(());
+        };
+        let (into, other) = match (Rc::try_unwrap(acc), Rc::try_unwrap(g)) {
+            (Ok(acc), Ok(g)) => (acc, Rc::new(g)),
+            (Ok(acc), Err(g)) | (Err(g), Ok(acc)) => (acc, g),
+            (Err(a), Err(b)) => {
+                let t = self.pool.take(self.gpu, len)?;
+                let op = elementwise::add((&*a).into(), (&*b).into(), (&t).into(), len);
+                self.push(op, "gradient sum")?;
+                self.release(a);
+                self.release(b);
+                self.grads[x] = Some(Rc::new(t));
+                return Ok(());
+            }
+        };
+        let op = elementwise::add_inplace((&into).into(), (&*other).into(), len);
+        self.push(op, "gradient sum")?;
+        self.release(other);
+        self.grads[x] = Some(Rc::new(into));
         Ok(())
     }
 
     /// `dx (+)= dy · W` into `x`'s gradient, for a product by `w` (all its rows).
     fn input_grad(&mut self, w: &GpuWeight, dy: &GpuTensor, x: ValueId, rows: usize) -> Result<()> {
+        let len = self.len(x);
         let accumulate = self.grads[x].is_some();
-        if !accumulate {
-            let t = self.pool.take(self.gpu, self.len(x))?;
-            self.grads[x] = Some(t);
-        }
-        let dx = self.grads[x].clone().expect("made above");
-        self.input_grad_into(w, dy, (&dx).into(), accumulate, rows)
+        let dx = match self.grads[x].take() {
+            Some(g) => self.own(g, len)?,
+            None => self.pool.take(self.gpu, len)?,
+        };
+        self.input_grad_into(w, dy, (&dx).into(), accumulate, rows)?;
+        self.grads[x] = Some(Rc::new(dx));
+        Ok(())
     }
 
     /// `dx (+)= dy · W` for `rows` rows (the LM head's: the vocabulary), its sum over W's
@@ -96,19 +138,20 @@ impl Lower<'_> {
         })
     }
 
-    /// Node `i`'s backward from its output's gradient `dy` (the caller's to give).
-    pub(super) fn backward(&mut self, i: usize, dy: GpuTensor, trainable: &[bool]) -> Result<()> {
+    /// Node `i`'s backward from its output's gradient `dy` (one hold of it, the caller's to
+    /// give).
+    pub(super) fn backward(&mut self, i: usize, dy: Grad, trainable: &[bool]) -> Result<()> {
         let gpu = self.gpu;
         let rows = self.shapes[i][0];
         let len = self.len(i);
-        let mut dy = Some(dy);
-        match &self.nodes[i] {
-            Node::Embed { .. } => {}
+        let nodes = self.nodes;
+        match &nodes[i] {
+            Node::Embed { .. } => self.release(dy),
             Node::Matmul { w, x } => {
                 if trainable[*x] {
-                    let dy = dy.as_ref().expect("held");
-                    self.input_grad(w, dy, *x, rows)?;
+                    self.input_grad(w, &dy, *x, rows)?;
                 }
+                self.release(dy);
             }
             &Node::Param {
                 id,
@@ -116,19 +159,11 @@ impl Lower<'_> {
                 dropout,
                 x,
             } => {
-                let dy_ref = dy.as_ref().expect("held");
-                let scaled = if scale != 1.0 {
-                    let t = self.pool.take(gpu, len)?;
-                    self.push(
-                        elementwise::copy(dy_ref.into(), (&t).into(), len),
-                        "adapter scale",
-                    )?;
-                    self.push(unary::scale((&t).into(), len, scale), "adapter scale")?;
-                    Some(t)
+                let g = if scale == 1.0 {
+                    dy
                 } else {
-                    None
+                    self.map_grad(UnaryOp::Scale, dy, len, scale)?
                 };
-                let g = scaled.as_ref().unwrap_or(dy_ref).clone();
                 let w = &self.params.weights[id];
                 let weight_grad = MatmulWeightGrad {
                     n_tokens: rows,
@@ -147,8 +182,8 @@ impl Lower<'_> {
                 self.extend_with_scratch(len, "adapter gradient", |l, scratch| {
                     let input = masked.as_ref().unwrap_or_else(|| l.value(x));
                     match scratch {
-                        None => weight_grad.ops((&g).into(), input.into(), dw),
-                        Some(t) => weight_grad.split_ops((&g).into(), input.into(), t, split, dw),
+                        None => weight_grad.ops((&*g).into(), input.into(), dw),
+                        Some(t) => weight_grad.split_ops((&*g).into(), input.into(), t, split, dw),
                     }
                 })?;
                 match masked {
@@ -161,34 +196,29 @@ impl Lower<'_> {
                             let op = dropout::dropout((&dx).into(), n, dropout, 0);
                             let op = self.push(op, "dropout backward")?;
                             self.dropout_ops.push((op, i));
-                            self.give_grad(x, dx, true, trainable)?;
+                            self.give_grad(x, Rc::new(dx), trainable)?;
                         }
                         self.pool.give(t);
                     }
                     None if trainable[x] => self.input_grad(w, &g, x, rows)?,
                     None => {}
                 }
-                if let Some(t) = scaled {
-                    self.pool.give(t);
-                }
+                self.release(g);
             }
-            &Node::AddBias { x, .. } => {
-                let g = dy.take().expect("held");
-                self.give_grad(x, g, true, trainable)?;
-            }
+            &Node::AddBias { x, .. } => self.give_grad(x, dy, trainable)?,
             &Node::RmsNorm { x, norm, ref gain } => {
                 if trainable[x] {
                     let dx = self.pool.take(gpu, self.len(x))?;
-                    let dy = dy.as_ref().expect("held");
                     let op = norm.backward_op(
                         self.value(x).into(),
-                        dy.into(),
+                        (&*dy).into(),
                         (&dx).into(),
                         gain.as_deref(),
                     );
                     self.push(op, "norm backward")?;
-                    self.give_grad(x, dx, true, trainable)?;
+                    self.give_grad(x, Rc::new(dx), trainable)?;
                 }
+                self.release(dy);
             }
             &Node::Rope {
                 x,
@@ -196,10 +226,10 @@ impl Lower<'_> {
                 positions,
                 ref freqs,
             } => {
-                let g = dy.take().expect("held");
+                let g = self.own(dy, len)?;
                 let op = rope.backward_op((&g).into(), (&self.ids[positions]).into(), freqs);
                 self.push(op, "rope backward")?;
-                self.give_grad(x, g, true, trainable)?;
+                self.give_grad(x, Rc::new(g), trainable)?;
             }
             &Node::Attention {
                 q,
@@ -213,7 +243,6 @@ impl Lower<'_> {
                 let dv = self.pool.take(gpu, self.len(v))?;
                 let start = self.start(positions);
                 let splits = attention_splits(&attn);
-                let d_o = dy.as_ref().expect("held");
                 let len = attn.backward_scratch_len(splits);
                 self.extend_with_scratch(len, "attention backward", |l, scratch| {
                     let backward = TrainAttentionBackward {
@@ -222,7 +251,7 @@ impl Lower<'_> {
                         v: l.value(v).into(),
                         o: l.value(i).into(),
                         lse: l.lse.get(&i).expect("kept for the backward").into(),
-                        d_o: d_o.into(),
+                        d_o: (&*dy).into(),
                         start: (&start).into(),
                         dq: (&dq).into(),
                         dk: (&dk).into(),
@@ -230,9 +259,10 @@ impl Lower<'_> {
                     };
                     attn.backward_split_ops(backward, scratch, splits)
                 })?;
-                self.give_grad(q, dq, true, trainable)?;
-                self.give_grad(k, dk, true, trainable)?;
-                self.give_grad(v, dv, true, trainable)?;
+                self.release(dy);
+                self.give_grad(q, Rc::new(dq), trainable)?;
+                self.give_grad(k, Rc::new(dk), trainable)?;
+                self.give_grad(v, Rc::new(dv), trainable)?;
             }
             &Node::Glu { gate, up, act } => {
                 let dg = self.pool.take(gpu, len)?;
@@ -242,25 +272,25 @@ impl Lower<'_> {
                     GluBackward {
                         gate: self.value(gate).into(),
                         up: self.value(up).into(),
-                        dy: dy.as_ref().expect("held").into(),
+                        dy: (&*dy).into(),
                         dgate: (&dg).into(),
                         dup: (&du).into(),
                     },
                     len,
                 );
                 self.push(op, "glu backward")?;
-                self.give_grad(gate, dg, true, trainable)?;
-                self.give_grad(up, du, true, trainable)?;
+                self.release(dy);
+                self.give_grad(gate, Rc::new(dg), trainable)?;
+                self.give_grad(up, Rc::new(du), trainable)?;
             }
+            // Both inputs' gradient is dy: one buffer, held by each.
             &Node::Add { a, b } => {
-                let g = dy.take().expect("held");
-                self.give_grad(b, g.clone(), false, trainable)?;
-                self.give_grad(a, g, true, trainable)?;
+                self.give_grad(b, Rc::clone(&dy), trainable)?;
+                self.give_grad(a, dy, trainable)?;
             }
             &Node::Scale { x, s } => {
-                let g = dy.take().expect("held");
-                self.push(unary::scale((&g).into(), len, s), "scale backward")?;
-                self.give_grad(x, g, true, trainable)?;
+                let g = self.map_grad(UnaryOp::Scale, dy, len, s)?;
+                self.give_grad(x, g, trainable)?;
             }
             Node::Softcap { .. } | Node::Rows { .. } => {
                 return Err(ModelError::Unsupported(
@@ -268,9 +298,6 @@ impl Lower<'_> {
                 )
                 .into());
             }
-        }
-        if let Some(g) = dy {
-            self.pool.give(g);
         }
         for x in captures(self.nodes, i) {
             self.read_done(x);

@@ -11,6 +11,7 @@
 //! buffers it shares, so a reused buffer is never written while an earlier op reads it.
 
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use rullama_kernels::ops::attention_backward::BackwardSplits;
 use rullama_kernels::ops::attention_train::TrainAttention;
@@ -43,6 +44,11 @@ pub(crate) struct ParamBindings<'a> {
     /// Where parameter `id`'s gradient starts in `grads`.
     pub offsets: &'a [usize],
 }
+
+/// A gradient buffer, which may be the gradient of several values at once (an Add's inputs
+/// both get its output's): a kernel writes over it only where it is the one hold
+/// ([`Rc::try_unwrap`]), and it goes back to the pool after the last.
+type Grad = Rc<GpuTensor>;
 
 /// A built step over one recording's shape.
 #[derive(Debug)]
@@ -141,7 +147,7 @@ struct Lower<'a> {
     /// A training step (dropout applies).
     train: bool,
     /// Each value's gradient while it is being gathered.
-    grads: Vec<Option<GpuTensor>>,
+    grads: Vec<Option<Grad>>,
     /// Readers left of each value: forward ops, then backward ops.
     readers: Vec<usize>,
     ids: Vec<GpuTensor>,
