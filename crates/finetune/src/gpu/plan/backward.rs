@@ -8,12 +8,13 @@ use rullama_kernels::ops::glu_backward::{GluBackward, glu_backward};
 use rullama_kernels::ops::matmul::Strides;
 use rullama_kernels::ops::matmul_input_grad::MatmulInputGrad;
 use rullama_kernels::ops::matmul_weight_grad::MatmulWeightGrad;
+use rullama_kernels::ops::split_sum::SplitSum;
 use rullama_kernels::ops::unary::UnaryOp;
 use rullama_kernels::ops::{dropout, elementwise, unary};
 use rullama_kernels::{GpuTensor, GpuWeight, View};
 use rullama_model::ModelError;
 
-use super::{Grad, Lower, attention_splits, captures, splits, tiles};
+use super::{Grad, Lower, PairSum, attention_splits, captures, err, splits, tiles};
 use crate::error::Result;
 use crate::gpu::record::{Node, ValueId};
 
@@ -138,6 +139,91 @@ impl Lower<'_> {
         })
     }
 
+    /// Adds parameter `id`'s gradient `gᵀ · input` (node `i`'s, over `rows` tokens; `x` the
+    /// node's input value) into its slice of the gradient buffer, its sum over the tokens split
+    /// where the output has few tiles ([`splits`]). A LoRA pair's B (its input A's product,
+    /// their gradients adjacent) whose tokens split as A's leaves its partials in a scratch
+    /// beside room for A's, and A's backward (the next node back) adds both with one split sum.
+    fn weight_grad(
+        &mut self,
+        i: ValueId,
+        id: usize,
+        x: ValueId,
+        g: &GpuTensor,
+        input: &GpuTensor,
+        rows: usize,
+    ) -> Result<()> {
+        let params = self.params;
+        let w = &params.weights[id];
+        let grad = weight_grad(w, rows);
+        let len = w.shape.n_out * w.shape.n_in;
+        let split = splits(tiles(w.shape.n_out) * tiles(w.shape.n_in), rows);
+        let dw = View::at(params.grads, params.offsets[id]);
+        if let Some(pair) = self.pair_sums.remove(&i) {
+            // A, whose B waits: A's partials first in each slice, then both summed.
+            let stride = len + pair.b_len;
+            let (mut ops, slices) = grad
+                .partial_ops(
+                    g.into(),
+                    input.into(),
+                    (&pair.scratch).into(),
+                    split,
+                    stride,
+                )
+                .map_err(err("adapter gradient"))?;
+            let sum = SplitSum {
+                n_rows: 1,
+                n_cols: stride,
+                slices,
+                out_stride: stride,
+                accumulate: true,
+            };
+            ops.push(
+                sum.op((&pair.scratch).into(), dw)
+                    .map_err(err("adapter gradient"))?,
+            );
+            self.pool.give_scratch(pair.scratch);
+            return self.extend(Ok(ops), "adapter gradient");
+        }
+        if let Node::Param { id: a, .. } = self.nodes[x]
+            && split > 1
+            && a + 1 == id
+        {
+            let wa = &params.weights[a];
+            let a_len = wa.shape.n_out * wa.shape.n_in;
+            let a_split = splits(tiles(wa.shape.n_out) * tiles(wa.shape.n_in), rows);
+            if params.offsets[a] + a_len == params.offsets[id] && a_split == split {
+                let stride = a_len + len;
+                let scratch = self
+                    .pool
+                    .take_scratch(self.gpu, grad.slices(split) * stride)?;
+                let at = View::at(&scratch, a_len);
+                let (ops, _) = grad
+                    .partial_ops(g.into(), input.into(), at, split, stride)
+                    .map_err(err("adapter gradient"))?;
+                self.extend(Ok(ops), "adapter gradient")?;
+                let pair = PairSum {
+                    scratch,
+                    b_len: len,
+                };
+                self.pair_sums.insert(x, pair);
+                return Ok(());
+            }
+        }
+        let scratch_len = match split {
+            1 => 0,
+            _ => split * len,
+        };
+        self.extend_with_scratch(
+            scratch_len,
+            "adapter gradient",
+            |_, scratch| match scratch {
+                None => grad.ops(g.into(), input.into(), dw),
+                Some(t) => grad.split_ops(g.into(), input.into(), t, split, dw),
+            },
+        )
+    }
+
     /// Node `i`'s backward from its output's gradient `dy` (one hold of it, the caller's to
     /// give).
     pub(super) fn backward(&mut self, i: usize, dy: Grad, trainable: &[bool]) -> Result<()> {
@@ -165,27 +251,9 @@ impl Lower<'_> {
                     self.map_grad(UnaryOp::Scale, dy, len, scale)?
                 };
                 let w = &self.params.weights[id];
-                let weight_grad = MatmulWeightGrad {
-                    n_tokens: rows,
-                    n_in: w.shape.n_in,
-                    n_out: w.shape.n_out,
-                    strides: Strides::default(),
-                    accumulate: true,
-                };
-                let dw = View::at(self.params.grads, self.params.offsets[id]);
-                let split = splits(tiles(w.shape.n_out) * tiles(w.shape.n_in), rows);
-                let len = match split {
-                    1 => 0,
-                    _ => split * w.shape.n_out * w.shape.n_in,
-                };
                 let masked = self.masked.remove(&i);
-                self.extend_with_scratch(len, "adapter gradient", |l, scratch| {
-                    let input = masked.as_ref().unwrap_or_else(|| l.value(x));
-                    match scratch {
-                        None => weight_grad.ops((&*g).into(), input.into(), dw),
-                        Some(t) => weight_grad.split_ops((&*g).into(), input.into(), t, split, dw),
-                    }
-                })?;
+                let input = masked.clone().unwrap_or_else(|| self.value(x).clone());
+                self.weight_grad(i, id, x, &g, &input, rows)?;
                 match masked {
                     // The product read x ⊙ mask: x's gradient is masked in turn.
                     Some(t) => {
@@ -303,5 +371,16 @@ impl Lower<'_> {
             self.read_done(x);
         }
         Ok(())
+    }
+}
+
+/// `dW += dyᵀ · x` over `rows` tokens for parameter `w`.
+fn weight_grad(w: &GpuWeight, rows: usize) -> MatmulWeightGrad {
+    MatmulWeightGrad {
+        n_tokens: rows,
+        n_in: w.shape.n_in,
+        n_out: w.shape.n_out,
+        strides: Strides::default(),
+        accumulate: true,
     }
 }

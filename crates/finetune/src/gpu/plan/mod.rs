@@ -50,6 +50,13 @@ pub(crate) struct ParamBindings<'a> {
 /// ([`Rc::try_unwrap`]), and it goes back to the pool after the last.
 type Grad = Rc<GpuTensor>;
 
+/// A LoRA pair's weight gradients summed by one split sum: B's partials, in a scratch whose
+/// slices hold A's and then B's (`b_len` values), wait for A's backward.
+struct PairSum {
+    scratch: GpuTensor,
+    b_len: usize,
+}
+
 /// A built step over one recording's shape.
 #[derive(Debug)]
 pub(crate) struct Plan {
@@ -148,6 +155,8 @@ struct Lower<'a> {
     train: bool,
     /// Each value's gradient while it is being gathered.
     grads: Vec<Option<Grad>>,
+    /// LoRA pairs' B partial weight gradients waiting for A's, by A's node.
+    pair_sums: HashMap<ValueId, PairSum>,
     /// Readers left of each value: forward ops, then backward ops.
     readers: Vec<usize>,
     ids: Vec<GpuTensor>,
@@ -205,6 +214,7 @@ pub(crate) fn build(
         dropout_ops: Vec::new(),
         train,
         grads: vec![None; nodes.len()],
+        pair_sums: HashMap::new(),
         readers,
         ids,
         starts: Vec::new(),
@@ -224,6 +234,10 @@ pub(crate) fn build(
             }
         }
     }
+    debug_assert!(
+        lower.pair_sums.is_empty(),
+        "a LoRA B's partials left unsummed"
+    );
     let step = lower.ops.build(gpu);
     lower.pool.reset();
     Ok(Plan {
