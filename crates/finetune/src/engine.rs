@@ -7,7 +7,7 @@
 //! model of either backend trainable, so the loop, the schedule and the checkpoints are one
 //! code path over both.
 
-use rullama_kernels::StepProfile;
+use rullama_kernels::{Kernel, StepProfile};
 use rullama_model::{Backend, Model};
 
 use crate::error::Result;
@@ -63,6 +63,13 @@ pub trait Engine: std::fmt::Debug {
     /// `None` where there is no device timer.
     fn profile(&mut self) -> Result<Option<StepProfile>> {
         Ok(None)
+    }
+
+    /// The kernel of each dispatch of the last step run, in order: what the lowering made
+    /// of the graph (`tests/gpu_dispatches.rs` counts them). Empty where the engine builds
+    /// no steps of kernels.
+    fn step_kernels(&self) -> Vec<Kernel> {
+        Vec::new()
     }
 
     /// Bytes the engine holds on its device (weights, parameters, optimizer state and the

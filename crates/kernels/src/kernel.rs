@@ -164,11 +164,12 @@ families! {
     RmsNorm(norm::RmsNormKernel),
     /// The RMS norm's backward: dx from x, the gain and dy, per row.
     RmsNormBackward(rms_norm_backward::RmsNormBackwardKernel),
-    /// `dst += src` (src repeating with a period: bias rows), and `dst = src`.
+    /// `dst += src` (src repeating with a period: bias rows), `out = a + b`, and `dst = src`.
     Elementwise(elementwise::ElementwiseKernel),
-    /// In-place scale or soft-cap.
+    /// Scale or soft-cap, in place or out of place.
     Unary(unary::UnaryKernel),
-    /// LoRA dropout in place: a mask hashed from a seed and each element's index.
+    /// LoRA dropout, in place or out of place: a mask hashed from a seed and each element's
+    /// index.
     Dropout(dropout::DropoutKernel),
     /// Write K and V rows into a cache.
     KvAppend(kv::KvAppendKernel),

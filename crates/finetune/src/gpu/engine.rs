@@ -7,8 +7,8 @@ use rullama_kernels::ops::adamw::{AdamW as AdamWKernel, AdamWParams, GradNormSq}
 use rullama_kernels::ops::cross_entropy::{CrossEntropyParams, MASKED};
 use rullama_kernels::ops::dropout::DropoutParams;
 use rullama_kernels::{
-    Dtype, Gpu, GpuFormat, GpuTensor, GpuWeight, OpId, Readback, Step, StepBuilder, StepProfile,
-    View, WeightChunk, WeightShape,
+    Dtype, Gpu, GpuFormat, GpuTensor, GpuWeight, Kernel, OpId, Readback, Step, StepBuilder,
+    StepProfile, View, WeightChunk, WeightShape,
 };
 use rullama_model::{Model, Session};
 
@@ -478,6 +478,12 @@ impl Engine for GpuEngine<'_> {
         };
         let profile = plan.step.profile_dispatches(&self.gpu);
         Ok(Some(profile.map_err(gpu_err("profiling a training step"))?))
+    }
+
+    fn step_kernels(&self) -> Vec<Kernel> {
+        self.plans
+            .last()
+            .map_or_else(Vec::new, |(_, plan)| plan.step.kernels().collect())
     }
 
     fn device_bytes(&self) -> Option<u64> {

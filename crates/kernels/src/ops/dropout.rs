@@ -1,9 +1,12 @@
-//! LoRA dropout in place (PEFT's `lora_dropout` on the adapter's input): each element zeroed
-//! with probability `p` and the rest scaled by `1 / (1 - p)`, the draw a hash of a seed and
-//! the element's index ([`keep_factor`] is the CPU twin, bit for bit), so the backward applies
-//! the forward's mask again from the same seed.
+//! LoRA dropout (PEFT's `lora_dropout` on the adapter's input): each element zeroed with
+//! probability `p` and the rest scaled by `1 / (1 - p)`, the draw a hash of a seed and the
+//! element's index ([`keep_factor`] is the CPU twin, bit for bit), so the backward applies the
+//! forward's mask again from the same seed. In place (the backward's gradient) or out of place
+//! (the forward's masked copy of an input other ops read unmasked: one dispatch, not a copy
+//! and a mask).
 //!
-//! WGSL: `elementwise/dropout.wgsl`. 256 invocations per workgroup, one element each.
+//! WGSL: `elementwise/dropout_mask.wgsl` (the mask) with `elementwise/dropout.wgsl` (in place)
+//! or `elementwise/dropout_out.wgsl`. 256 invocations per workgroup, one element each.
 
 use crate::error::GpuError;
 use crate::kernel::KernelFamily;
@@ -27,7 +30,9 @@ pub struct DropoutParams {
     seed_hi: u32,
     p: f32,
     keep_scale: f32,
-    _pad: [u32; 2],
+    /// The output's offset (out of place only).
+    y_offset: u32,
+    _pad: u32,
 }
 
 impl DropoutParams {
@@ -38,27 +43,43 @@ impl DropoutParams {
     }
 }
 
-static SHADER: ShaderFile = shader_file!("elementwise/dropout.wgsl");
+static MASK: ShaderFile = shader_file!("elementwise/dropout_mask.wgsl");
+static IN_PLACE: ShaderFile = shader_file!("elementwise/dropout.wgsl");
+static OUT: ShaderFile = shader_file!("elementwise/dropout_out.wgsl");
 
 const BINDINGS: &[BindingKind] = &[BindingKind::Uniform, BindingKind::StorageReadWrite];
+const OUT_BINDINGS: &[BindingKind] = &[
+    BindingKind::Uniform,
+    BindingKind::StorageRead,
+    BindingKind::StorageReadWrite,
+];
 
 const WORKGROUP: u32 = 256;
 
-/// The dropout kernel.
+/// The dropout kernel, in place or not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct DropoutKernel;
+pub struct DropoutKernel {
+    /// `y = x ⊙ mask` into another tensor (else `x ⊙= mask`).
+    pub out_of_place: bool,
+}
 
 impl KernelFamily for DropoutKernel {
     fn variants() -> Vec<DropoutKernel> {
-        vec![DropoutKernel]
+        [false, true]
+            .map(|out_of_place| DropoutKernel { out_of_place })
+            .to_vec()
     }
 
     fn program(self) -> Program {
+        let (name, main, bindings) = match self.out_of_place {
+            false => ("dropout", &IN_PLACE, BINDINGS),
+            true => ("dropout_out", &OUT, OUT_BINDINGS),
+        };
         Program {
-            name: "dropout".into(),
-            files: vec![&SHADER],
+            name: name.into(),
+            files: vec![&MASK, main],
             entry: "main",
-            bindings: BINDINGS,
+            bindings,
             params_size: size_of::<DropoutParams>(),
         }
     }
@@ -88,6 +109,21 @@ pub fn keep_factor(seed: u64, i: u32, p: f32, keep_scale: f32) -> f32 {
 
 /// `x[..n] *= mask` in place, the mask of `seed` with drop probability `p` in `[0, 1)`.
 pub fn dropout(x: View<'_>, n: usize, p: f32, seed: u64) -> Result<Op, GpuError> {
+    dropout_op(x, None, n, p, seed)
+}
+
+/// `y[..n] = x[..n] * mask`, the mask as [`dropout`]'s; `y` must be another tensor than `x`.
+pub fn dropout_out(x: View<'_>, y: View<'_>, n: usize, p: f32, seed: u64) -> Result<Op, GpuError> {
+    dropout_op(x, Some(y), n, p, seed)
+}
+
+fn dropout_op(
+    x: View<'_>,
+    y: Option<View<'_>>,
+    n: usize,
+    p: f32,
+    seed: u64,
+) -> Result<Op, GpuError> {
     if !(0.0..1.0).contains(&p) {
         return Err(GpuError::InvalidParams {
             op: "dropout",
@@ -95,6 +131,9 @@ pub fn dropout(x: View<'_>, n: usize, p: f32, seed: u64) -> Result<Op, GpuError>
         });
     }
     x.check("dropout x", n)?;
+    if let Some(y) = y {
+        y.check("dropout y", n)?;
+    }
     let mut params = DropoutParams {
         n: n as u32,
         offset: x.offset as u32,
@@ -102,15 +141,22 @@ pub fn dropout(x: View<'_>, n: usize, p: f32, seed: u64) -> Result<Op, GpuError>
         seed_hi: 0,
         p,
         keep_scale: 1.0 / (1.0 - p),
-        _pad: [0; 2],
+        y_offset: y.map_or(0, |y| y.offset as u32),
+        _pad: 0,
     };
     params.set_seed(seed);
     let grid = grid_1d(n.div_ceil(WORKGROUP as usize));
-    Ok(Op::new(
-        DropoutKernel,
-        WORKGROUP,
-        &params,
-        &[&x.t.buf],
-        grid,
-    ))
+    let kernel = DropoutKernel {
+        out_of_place: y.is_some(),
+    };
+    match y {
+        None => Ok(Op::new(kernel, WORKGROUP, &params, &[&x.t.buf], grid)),
+        Some(y) => Ok(Op::new(
+            kernel,
+            WORKGROUP,
+            &params,
+            &[&x.t.buf, &y.t.buf],
+            grid,
+        )),
+    }
 }

@@ -165,17 +165,18 @@ impl MatmulWeightGrad {
     /// and written in a dispatch). Zero tokens with `accumulate` leave dW as it is (no op);
     /// without it, dW is zeroed.
     pub fn ops(self, dy: View<'_>, x: View<'_>, dw: View<'_>) -> Result<Vec<Op>, GpuError> {
-        self.dispatch(dy, x, dw, 1)
+        self.dispatch(dy, x, dw, 1, self.n_out * self.n_in)
     }
 
     /// The dispatch, its tokens split `splits` ways (the grid's z): split z writes (or adds)
-    /// its dW `z × n_out × n_in` elements after dw's offset. One split is the whole product.
+    /// its dW `z × stride` elements after dw's offset. One split is the whole product.
     fn dispatch(
         self,
         dy: View<'_>,
         x: View<'_>,
         dw: View<'_>,
         splits: usize,
+        stride: usize,
     ) -> Result<Vec<Op>, GpuError> {
         const OP: &str = "matmul_weight_grad";
         let (dys, xs) = (
@@ -206,7 +207,13 @@ impl MatmulWeightGrad {
         }
         let len = self.n_out * self.n_in;
         let (per, parts) = split_tokens(self.n_tokens, splits);
-        dw.check("matmul_weight_grad dw", parts * len)?;
+        if parts > 1 && stride < len {
+            return Err(GpuError::InvalidParams {
+                op: OP,
+                detail: format!("split stride {stride} under a dW of {len}"),
+            });
+        }
+        dw.check("matmul_weight_grad dw", (parts - 1) * stride + len)?;
         if self.n_tokens == 0 && self.accumulate {
             return Ok(Vec::new());
         }
@@ -226,7 +233,7 @@ impl MatmulWeightGrad {
             dw_offset: dw.offset as u32,
             accumulate: u32::from(self.accumulate),
             tokens_per_split: per as u32,
-            split_stride: if parts > 1 { len as u32 } else { 0 },
+            split_stride: if parts > 1 { stride as u32 } else { 0 },
             _pad: 0,
         };
         let kernel = MatmulWeightGradKernel::for_shape(self.n_out, self.n_in);
@@ -272,20 +279,44 @@ impl MatmulWeightGrad {
                 detail: "the split scratch in dW's tensor".into(),
             });
         }
-        let partial = MatmulWeightGrad {
-            accumulate: false,
-            ..self
-        };
-        let mut ops = partial.dispatch(dy, x, scratch, splits)?;
+        let (mut ops, slices) = self.partial_ops(dy, x, scratch, splits, self.n_out * self.n_in)?;
         let sum = SplitSum {
             n_rows: self.n_out,
             n_cols: self.n_in,
-            slices: split_tokens(self.n_tokens, splits).1,
+            slices,
             out_stride: self.n_in,
             accumulate: self.accumulate,
         };
         ops.push(sum.op(scratch, dw)?);
         Ok(ops)
+    }
+
+    /// The first half of [`MatmulWeightGrad::split_ops`] alone: the tokens split `splits` ways,
+    /// split z's partial dW (written, not added) at `z × stride` after scratch's offset
+    /// (`stride` at least `n_out × n_in`); returns the op and the number of slices. For a
+    /// caller whose one [`SplitSum`] adds up several weights' partials: two weights whose
+    /// gradients lie one after the other (a LoRA pair's A and B) and whose tokens split alike
+    /// write their partials side by side in slices of both, and one sum over both gives each
+    /// element the same additions in the same order as two would.
+    pub fn partial_ops(
+        self,
+        dy: View<'_>,
+        x: View<'_>,
+        scratch: View<'_>,
+        splits: usize,
+        stride: usize,
+    ) -> Result<(Vec<Op>, usize), GpuError> {
+        let partial = MatmulWeightGrad {
+            accumulate: false,
+            ..self
+        };
+        let ops = partial.dispatch(dy, x, scratch, splits, stride)?;
+        Ok((ops, self.slices(splits)))
+    }
+
+    /// The slices [`MatmulWeightGrad::partial_ops`] writes for `splits` splits.
+    pub fn slices(self, splits: usize) -> usize {
+        split_tokens(self.n_tokens, splits.clamp(1, self.n_tokens.max(1))).1
     }
 }
 

@@ -1,8 +1,10 @@
-//! In-place unary maps: scale (`x *= s`) and logit soft-cap (`x = c * tanh(x / c)`, Gemma 2's
-//! attention and Gemma's final logits).
+//! Unary maps: scale (`x *= s`) and logit soft-cap (`x = c * tanh(x / c)`, Gemma 2's
+//! attention and Gemma's final logits), in place or out of place (`y = f(x)`, for an input
+//! that lives on: one dispatch where a copy and the in-place map made two).
 //!
-//! WGSL: `elementwise/unary.wgsl`, the map chosen by the `OP` override (part of the pipeline
-//! key). 256 invocations per workgroup, one element each.
+//! WGSL: `elementwise/unary_map.wgsl` (the map, chosen by the `OP` override, part of the
+//! pipeline key) with `elementwise/unary.wgsl` (in place) or `elementwise/unary_out.wgsl`. 256
+//! invocations per workgroup, one element each.
 
 use crate::error::GpuError;
 use crate::kernel::KernelFamily;
@@ -39,36 +41,56 @@ pub(crate) struct UnaryParams {
     pub n: u32,
     pub offset: u32,
     pub value: f32,
-    pub _pad: u32,
+    /// The output's offset (out of place only).
+    pub y_offset: u32,
 }
 
-static SHADER: ShaderFile = shader_file!("elementwise/unary.wgsl");
+static MAP: ShaderFile = shader_file!("elementwise/unary_map.wgsl");
+static IN_PLACE: ShaderFile = shader_file!("elementwise/unary.wgsl");
+static OUT: ShaderFile = shader_file!("elementwise/unary_out.wgsl");
 
 const BINDINGS: &[BindingKind] = &[BindingKind::Uniform, BindingKind::StorageReadWrite];
+const OUT_BINDINGS: &[BindingKind] = &[
+    BindingKind::Uniform,
+    BindingKind::StorageRead,
+    BindingKind::StorageReadWrite,
+];
 
 pub(crate) const WORKGROUP: u32 = 256;
 
-/// The unary kernel: its map (the `OP` override).
+/// The unary kernel: its map (the `OP` override), in place or not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct UnaryKernel(pub UnaryOp);
+pub struct UnaryKernel {
+    /// The map.
+    pub op: UnaryOp,
+    /// `y = f(x)` into another tensor (else `x = f(x)`).
+    pub out_of_place: bool,
+}
 
 impl KernelFamily for UnaryKernel {
     fn variants() -> Vec<UnaryKernel> {
-        vec![UnaryKernel(UnaryOp::Scale), UnaryKernel(UnaryOp::SoftCap)]
+        [UnaryOp::Scale, UnaryOp::SoftCap]
+            .into_iter()
+            .flat_map(|op| [false, true].map(|out_of_place| UnaryKernel { op, out_of_place }))
+            .collect()
     }
 
     fn program(self) -> Program {
+        let (name, main, bindings) = match self.out_of_place {
+            false => ("unary", &IN_PLACE, BINDINGS),
+            true => ("unary_out", &OUT, OUT_BINDINGS),
+        };
         Program {
-            name: "unary".to_string(),
-            files: vec![&SHADER],
+            name: name.to_string(),
+            files: vec![&MAP, main],
             entry: "main",
-            bindings: BINDINGS,
+            bindings,
             params_size: size_of::<UnaryParams>(),
         }
     }
 
     fn constants(self) -> Vec<(&'static str, f64)> {
-        vec![("OP", self.0.code())]
+        vec![("OP", self.op.code())]
     }
 
     #[cfg(any(test, feature = "parity"))]
@@ -84,14 +106,42 @@ pub fn unary(op: UnaryOp, x: View<'_>, n: usize, value: f32) -> Result<Op, GpuEr
         n: n as u32,
         offset: x.offset as u32,
         value,
-        _pad: 0,
+        y_offset: 0,
     };
     let grid = grid_1d(n.div_ceil(WORKGROUP as usize));
+    let kernel = UnaryKernel {
+        op,
+        out_of_place: false,
+    };
+    Ok(Op::new(kernel, WORKGROUP, &params, &[&x.t.buf], grid))
+}
+
+/// `y[..n] = op(x[..n], value)`; `y` must be another tensor than `x`.
+pub fn unary_out(
+    op: UnaryOp,
+    x: View<'_>,
+    y: View<'_>,
+    n: usize,
+    value: f32,
+) -> Result<Op, GpuError> {
+    x.check("unary x", n)?;
+    y.check("unary y", n)?;
+    let params = UnaryParams {
+        n: n as u32,
+        offset: x.offset as u32,
+        value,
+        y_offset: y.offset as u32,
+    };
+    let grid = grid_1d(n.div_ceil(WORKGROUP as usize));
+    let kernel = UnaryKernel {
+        op,
+        out_of_place: true,
+    };
     Ok(Op::new(
-        UnaryKernel(op),
+        kernel,
         WORKGROUP,
         &params,
-        &[&x.t.buf],
+        &[&x.t.buf, &y.t.buf],
         grid,
     ))
 }
@@ -104,4 +154,14 @@ pub fn scale(x: View<'_>, n: usize, s: f32) -> Result<Op, GpuError> {
 /// `x = cap * tanh(x / cap)`.
 pub fn softcap(x: View<'_>, n: usize, cap: f32) -> Result<Op, GpuError> {
     unary(UnaryOp::SoftCap, x, n, cap)
+}
+
+/// `y = x * s`.
+pub fn scale_out(x: View<'_>, y: View<'_>, n: usize, s: f32) -> Result<Op, GpuError> {
+    unary_out(UnaryOp::Scale, x, y, n, s)
+}
+
+/// `y = cap * tanh(x / cap)`.
+pub fn softcap_out(x: View<'_>, y: View<'_>, n: usize, cap: f32) -> Result<Op, GpuError> {
+    unary_out(UnaryOp::SoftCap, x, y, n, cap)
 }

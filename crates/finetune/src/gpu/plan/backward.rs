@@ -1,70 +1,114 @@
 //! The backward of a recorded step: each node's backward kernels, in reverse, from its
 //! output's gradient to its inputs' and the adapter's.
 
+use std::rc::Rc;
+
 use rullama_kernels::ops::attention_backward::TrainAttentionBackward;
 use rullama_kernels::ops::glu_backward::{GluBackward, glu_backward};
 use rullama_kernels::ops::matmul::Strides;
 use rullama_kernels::ops::matmul_input_grad::MatmulInputGrad;
 use rullama_kernels::ops::matmul_thin::{MatmulThin, ThinWeight};
 use rullama_kernels::ops::matmul_weight_grad::MatmulWeightGrad;
+use rullama_kernels::ops::split_sum::SplitSum;
+use rullama_kernels::ops::unary::UnaryOp;
 use rullama_kernels::ops::{dropout, elementwise, unary};
 use rullama_kernels::{GpuTensor, GpuWeight, View};
 use rullama_model::ModelError;
 
 use super::{
-    Lower, MIN_SPLIT_SUM, attention_splits, captures, split_count, splits, thin_matrix, tiles,
+    Grad, Lower, MIN_SPLIT_SUM, PairSum, attention_splits, captures, err, split_count, splits,
+    thin_matrix, tiles,
 };
 use crate::error::Result;
 use crate::gpu::record::{Node, ValueId};
 
 impl Lower<'_> {
-    /// Adds gradient `g` into value `x`'s: it becomes it where `x` has none yet (`owned`:
-    /// `g` is the caller's to give; otherwise a copy), else it is added and, if owned,
-    /// handed back.
-    fn give_grad(
-        &mut self,
-        x: ValueId,
-        g: GpuTensor,
-        owned: bool,
-        trainable: &[bool],
-    ) -> Result<()> {
-        let len = self.len(x);
-        if !trainable[x] {
-            if owned {
-                self.pool.give(g);
-            }
-            return Ok(());
+    /// Gives up one hold of a gradient buffer: after the last, it goes back to the pool.
+    fn release(&mut self, g: Grad) {
+        if let Ok(t) = Rc::try_unwrap(g) {
+            self.pool.give(t);
         }
-        match &self.grads[x] {
-            None if owned => self.grads[x] = Some(g),
-            None => {
+    }
+
+    /// `g` as a buffer no other value's gradient holds, for a kernel to write over: `g`'s own
+    /// where it is the only hold, else a copy of its first `len` values.
+    fn own(&mut self, g: Grad, len: usize) -> Result<GpuTensor> {
+        match Rc::try_unwrap(g) {
+            Ok(t) => Ok(t),
+            Err(shared) => {
                 let t = self.pool.take(self.gpu, len)?;
                 self.push(
-                    elementwise::copy((&g).into(), (&t).into(), len),
+                    elementwise::copy((&*shared).into(), (&t).into(), len),
                     "gradient copy",
                 )?;
-                self.grads[x] = Some(t);
-            }
-            Some(acc) => {
-                let op = elementwise::add_inplace(acc.into(), (&g).into(), len);
-                self.push(op, "gradient sum")?;
-                if owned {
-                    self.pool.give(g);
-                }
+                self.release(shared);
+                Ok(t)
             }
         }
+    }
+
+    /// `op(g)` with `value`, over `g` where it is the only hold, else into a new buffer.
+    fn map_grad(&mut self, op: UnaryOp, g: Grad, len: usize, value: f32) -> Result<Grad> {
+        match Rc::try_unwrap(g) {
+            Ok(t) => {
+                self.push(unary::unary(op, (&t).into(), len, value), "gradient map")?;
+                Ok(Rc::new(t))
+            }
+            Err(shared) => {
+                let t = self.pool.take(self.gpu, len)?;
+                let op = unary::unary_out(op, (&*shared).into(), (&t).into(), len, value);
+                self.push(op, "gradient map")?;
+                self.release(shared);
+                Ok(Rc::new(t))
+            }
+        }
+    }
+
+    /// Adds gradient `g` into value `x`'s: it becomes it where `x` has none yet (shared, if
+    /// another value holds it too: no copy), else the two are summed into whichever of them
+    /// only this sum holds (the sum is commutative in f32, so either way gives the same bits),
+    /// or into a new buffer where both are shared.
+    fn give_grad(&mut self, x: ValueId, g: Grad, trainable: &[bool]) -> Result<()> {
+        let len = self.len(x);
+        if !trainable[x] {
+            self.release(g);
+            return Ok(());
+        }
+        let Some(acc) = self.grads[x].take() else {
+            self.grads[x] = Some(g);
+            return Ok(());
+        };
+        let (into, other) = match (Rc::try_unwrap(acc), Rc::try_unwrap(g)) {
+            (Ok(acc), Ok(g)) => (acc, Rc::new(g)),
+            (Ok(acc), Err(g)) | (Err(g), Ok(acc)) => (acc, g),
+            (Err(a), Err(b)) => {
+                let t = self.pool.take(self.gpu, len)?;
+                let op = elementwise::add((&*a).into(), (&*b).into(), (&t).into(), len);
+                self.push(op, "gradient sum")?;
+                self.release(a);
+                self.release(b);
+                self.grads[x] = Some(Rc::new(t));
+                return Ok(());
+            }
+        };
+        let op = elementwise::add_inplace((&into).into(), (&*other).into(), len);
+        self.push(op, "gradient sum")?;
+        self.release(other);
+        self.grads[x] = Some(Rc::new(into));
         Ok(())
     }
 
     /// `dx (+)= dy · W` into `x`'s gradient, for a product by `w` (all its rows).
     fn input_grad(&mut self, w: &GpuWeight, dy: &GpuTensor, x: ValueId, rows: usize) -> Result<()> {
+        let len = self.len(x);
         let accumulate = self.grads[x].is_some();
-        if !accumulate {
-            let t = self.pool.take(self.gpu, self.len(x))?;
-            self.grads[x] = Some(t);
-        }
-        let dx = self.grads[x].clone().expect("made above");
-        self.input_grad_into(w, dy, (&dx).into(), accumulate, rows)
+        let dx = match self.grads[x].take() {
+            Some(g) => self.own(g, len)?,
+            None => self.pool.take(self.gpu, len)?,
+        };
+        self.input_grad_into(w, dy, (&dx).into(), accumulate, rows)?;
+        self.grads[x] = Some(Rc::new(dx));
+        Ok(())
     }
 
     /// `dx (+)= dy · W` for `rows` rows (the LM head's: the vocabulary), its sum over W's
@@ -113,19 +157,105 @@ impl Lower<'_> {
         })
     }
 
-    /// Node `i`'s backward from its output's gradient `dy` (the caller's to give).
-    pub(super) fn backward(&mut self, i: usize, dy: GpuTensor, trainable: &[bool]) -> Result<()> {
+    /// Adds parameter `id`'s gradient `gᵀ · input` (node `i`'s, over `rows` tokens; `x` the
+    /// node's input value) into its slice of the gradient buffer, its sum over the tokens split
+    /// where the kernel has few workgroups ([`weight_grad_splits`]). A LoRA pair's B (its input A's product,
+    /// their gradients adjacent) whose tokens split as A's leaves its partials in a scratch
+    /// beside room for A's, and A's backward (the next node back) adds both with one split sum.
+    fn weight_grad(
+        &mut self,
+        i: ValueId,
+        id: usize,
+        x: ValueId,
+        g: &GpuTensor,
+        input: &GpuTensor,
+        rows: usize,
+    ) -> Result<()> {
+        let params = self.params;
+        let w = &params.weights[id];
+        let grad = weight_grad(w, rows);
+        let len = w.shape.n_out * w.shape.n_in;
+        let split = weight_grad_splits(&grad);
+        let dw = View::at(params.grads, params.offsets[id]);
+        if let Some(pair) = self.pair_sums.remove(&i) {
+            // A, whose B waits: A's partials first in each slice, then both summed.
+            let stride = len + pair.b_len;
+            let (mut ops, slices) = grad
+                .partial_ops(
+                    g.into(),
+                    input.into(),
+                    (&pair.scratch).into(),
+                    split,
+                    stride,
+                )
+                .map_err(err("adapter gradient"))?;
+            let sum = SplitSum {
+                n_rows: 1,
+                n_cols: stride,
+                slices,
+                out_stride: stride,
+                accumulate: true,
+            };
+            ops.push(
+                sum.op((&pair.scratch).into(), dw)
+                    .map_err(err("adapter gradient"))?,
+            );
+            self.pool.give_scratch(pair.scratch);
+            return self.extend(Ok(ops), "adapter gradient");
+        }
+        if let Node::Param { id: a, .. } = self.nodes[x]
+            && split > 1
+            && a + 1 == id
+        {
+            let wa = &params.weights[a];
+            let a_len = wa.shape.n_out * wa.shape.n_in;
+            let a_split = weight_grad_splits(&weight_grad(wa, rows));
+            if params.offsets[a] + a_len == params.offsets[id] && a_split == split {
+                let stride = a_len + len;
+                let scratch = self
+                    .pool
+                    .take_scratch(self.gpu, grad.slices(split) * stride)?;
+                let at = View::at(&scratch, a_len);
+                let (ops, _) = grad
+                    .partial_ops(g.into(), input.into(), at, split, stride)
+                    .map_err(err("adapter gradient"))?;
+                self.extend(Ok(ops), "adapter gradient")?;
+                let pair = PairSum {
+                    scratch,
+                    b_len: len,
+                };
+                self.pair_sums.insert(x, pair);
+                return Ok(());
+            }
+        }
+        let scratch_len = match split {
+            1 => 0,
+            _ => split * len,
+        };
+        self.extend_with_scratch(
+            scratch_len,
+            "adapter gradient",
+            |_, scratch| match scratch {
+                None => grad.ops(g.into(), input.into(), dw),
+                Some(t) => grad.split_ops(g.into(), input.into(), t, split, dw),
+            },
+        )
+    }
+
+    /// Node `i`'s backward from its output's gradient `dy` (one hold of it, the caller's to
+    /// give).
+    pub(super) fn backward(&mut self, i: usize, dy: Grad, trainable: &[bool]) -> Result<()> {
         let gpu = self.gpu;
         let rows = self.shapes[i][0];
         let len = self.len(i);
-        let mut dy = Some(dy);
-        match &self.nodes[i] {
-            Node::Embed { .. } => {}
+        let nodes = self.nodes;
+        match &nodes[i] {
+            Node::Embed { .. } => self.release(dy),
             Node::Matmul { w, x } => {
                 if trainable[*x] {
-                    let dy = dy.as_ref().expect("held");
-                    self.input_grad(w, dy, *x, rows)?;
+                    self.input_grad(w, &dy, *x, rows)?;
                 }
+                self.release(dy);
             }
             &Node::Param {
                 id,
@@ -133,41 +263,15 @@ impl Lower<'_> {
                 dropout,
                 x,
             } => {
-                let dy_ref = dy.as_ref().expect("held");
-                let scaled = if scale != 1.0 {
-                    let t = self.pool.take(gpu, len)?;
-                    self.push(
-                        elementwise::copy(dy_ref.into(), (&t).into(), len),
-                        "adapter scale",
-                    )?;
-                    self.push(unary::scale((&t).into(), len, scale), "adapter scale")?;
-                    Some(t)
+                let g = if scale == 1.0 {
+                    dy
                 } else {
-                    None
+                    self.map_grad(UnaryOp::Scale, dy, len, scale)?
                 };
-                let g = scaled.as_ref().unwrap_or(dy_ref).clone();
                 let w = &self.params.weights[id];
-                let weight_grad = MatmulWeightGrad {
-                    n_tokens: rows,
-                    n_in: w.shape.n_in,
-                    n_out: w.shape.n_out,
-                    strides: Strides::default(),
-                    accumulate: true,
-                };
-                let dw = View::at(self.params.grads, self.params.offsets[id]);
-                let split = split_count(weight_grad.workgroups(), rows / MIN_SPLIT_SUM);
-                let len = match split {
-                    1 => 0,
-                    _ => split * w.shape.n_out * w.shape.n_in,
-                };
                 let masked = self.masked.remove(&i);
-                self.extend_with_scratch(len, "adapter gradient", |l, scratch| {
-                    let input = masked.as_ref().unwrap_or_else(|| l.value(x));
-                    match scratch {
-                        None => weight_grad.ops((&g).into(), input.into(), dw),
-                        Some(t) => weight_grad.split_ops((&g).into(), input.into(), t, split, dw),
-                    }
-                })?;
+                let input = masked.clone().unwrap_or_else(|| self.value(x).clone());
+                self.weight_grad(i, id, x, &g, &input, rows)?;
                 match masked {
                     // The product read x ⊙ mask: x's gradient is masked in turn.
                     Some(t) => {
@@ -178,34 +282,29 @@ impl Lower<'_> {
                             let op = dropout::dropout((&dx).into(), n, dropout, 0);
                             let op = self.push(op, "dropout backward")?;
                             self.dropout_ops.push((op, i));
-                            self.give_grad(x, dx, true, trainable)?;
+                            self.give_grad(x, Rc::new(dx), trainable)?;
                         }
                         self.pool.give(t);
                     }
                     None if trainable[x] => self.input_grad(w, &g, x, rows)?,
                     None => {}
                 }
-                if let Some(t) = scaled {
-                    self.pool.give(t);
-                }
+                self.release(g);
             }
-            &Node::AddBias { x, .. } => {
-                let g = dy.take().expect("held");
-                self.give_grad(x, g, true, trainable)?;
-            }
+            &Node::AddBias { x, .. } => self.give_grad(x, dy, trainable)?,
             &Node::RmsNorm { x, norm, ref gain } => {
                 if trainable[x] {
                     let dx = self.pool.take(gpu, self.len(x))?;
-                    let dy = dy.as_ref().expect("held");
                     let op = norm.backward_op(
                         self.value(x).into(),
-                        dy.into(),
+                        (&*dy).into(),
                         (&dx).into(),
                         gain.as_deref(),
                     );
                     self.push(op, "norm backward")?;
-                    self.give_grad(x, dx, true, trainable)?;
+                    self.give_grad(x, Rc::new(dx), trainable)?;
                 }
+                self.release(dy);
             }
             &Node::Rope {
                 x,
@@ -213,10 +312,10 @@ impl Lower<'_> {
                 positions,
                 ref freqs,
             } => {
-                let g = dy.take().expect("held");
+                let g = self.own(dy, len)?;
                 let op = rope.backward_op((&g).into(), (&self.ids[positions]).into(), freqs);
                 self.push(op, "rope backward")?;
-                self.give_grad(x, g, true, trainable)?;
+                self.give_grad(x, Rc::new(g), trainable)?;
             }
             &Node::Attention {
                 q,
@@ -230,7 +329,6 @@ impl Lower<'_> {
                 let dv = self.pool.take(gpu, self.len(v))?;
                 let start = self.start(positions);
                 let splits = attention_splits(&attn);
-                let d_o = dy.as_ref().expect("held");
                 let len = attn.backward_scratch_len(splits);
                 self.extend_with_scratch(len, "attention backward", |l, scratch| {
                     let backward = TrainAttentionBackward {
@@ -239,7 +337,7 @@ impl Lower<'_> {
                         v: l.value(v).into(),
                         o: l.value(i).into(),
                         lse: l.lse.get(&i).expect("kept for the backward").into(),
-                        d_o: d_o.into(),
+                        d_o: (&*dy).into(),
                         start: (&start).into(),
                         dq: (&dq).into(),
                         dk: (&dk).into(),
@@ -247,9 +345,10 @@ impl Lower<'_> {
                     };
                     attn.backward_split_ops(backward, scratch, splits)
                 })?;
-                self.give_grad(q, dq, true, trainable)?;
-                self.give_grad(k, dk, true, trainable)?;
-                self.give_grad(v, dv, true, trainable)?;
+                self.release(dy);
+                self.give_grad(q, Rc::new(dq), trainable)?;
+                self.give_grad(k, Rc::new(dk), trainable)?;
+                self.give_grad(v, Rc::new(dv), trainable)?;
             }
             &Node::Glu { gate, up, act } => {
                 let dg = self.pool.take(gpu, len)?;
@@ -259,25 +358,25 @@ impl Lower<'_> {
                     GluBackward {
                         gate: self.value(gate).into(),
                         up: self.value(up).into(),
-                        dy: dy.as_ref().expect("held").into(),
+                        dy: (&*dy).into(),
                         dgate: (&dg).into(),
                         dup: (&du).into(),
                     },
                     len,
                 );
                 self.push(op, "glu backward")?;
-                self.give_grad(gate, dg, true, trainable)?;
-                self.give_grad(up, du, true, trainable)?;
+                self.release(dy);
+                self.give_grad(gate, Rc::new(dg), trainable)?;
+                self.give_grad(up, Rc::new(du), trainable)?;
             }
+            // Both inputs' gradient is dy: one buffer, held by each.
             &Node::Add { a, b } => {
-                let g = dy.take().expect("held");
-                self.give_grad(b, g.clone(), false, trainable)?;
-                self.give_grad(a, g, true, trainable)?;
+                self.give_grad(b, Rc::clone(&dy), trainable)?;
+                self.give_grad(a, dy, trainable)?;
             }
             &Node::Scale { x, s } => {
-                let g = dy.take().expect("held");
-                self.push(unary::scale((&g).into(), len, s), "scale backward")?;
-                self.give_grad(x, g, true, trainable)?;
+                let g = self.map_grad(UnaryOp::Scale, dy, len, s)?;
+                self.give_grad(x, g, trainable)?;
             }
             Node::Softcap { .. } | Node::Rows { .. } => {
                 return Err(ModelError::Unsupported(
@@ -286,12 +385,26 @@ impl Lower<'_> {
                 .into());
             }
         }
-        if let Some(g) = dy {
-            self.pool.give(g);
-        }
         for x in captures(self.nodes, i) {
             self.read_done(x);
         }
         Ok(())
+    }
+}
+
+/// `dW += dyᵀ · x` over `rows` tokens for parameter `w`.
+/// How many ways a weight gradient's tokens split: until the splits fill the device, by the
+/// workgroups of the kernel it runs on (the thin kernels' differ from the tiles').
+fn weight_grad_splits(grad: &MatmulWeightGrad) -> usize {
+    split_count(grad.workgroups(), grad.n_tokens / MIN_SPLIT_SUM)
+}
+
+fn weight_grad(w: &GpuWeight, rows: usize) -> MatmulWeightGrad {
+    MatmulWeightGrad {
+        n_tokens: rows,
+        n_in: w.shape.n_in,
+        n_out: w.shape.n_out,
+        strides: Strides::default(),
+        accumulate: true,
     }
 }

@@ -1,5 +1,7 @@
 //! The forward of a recorded step and its loss head, emitted node by node.
 
+use std::rc::Rc;
+
 use rullama_kernels::ops::attention_train::TrainAttentionForward;
 use rullama_kernels::ops::cross_entropy::CrossEntropy;
 use rullama_kernels::ops::{dropout, elementwise, embed, glu, unary};
@@ -45,17 +47,21 @@ pub(super) fn head<'a>(nodes: &'a [Node], logits: ValueId) -> Result<Head<'a>> {
 impl Lower<'_> {
     pub(super) fn forward(&mut self, i: usize) -> Result<()> {
         let gpu = self.gpu;
-        let out = self.pool.take(gpu, self.len(i))?;
         let (rows, len) = (self.shapes[i][0], self.len(i));
-        let o = View::from(&out);
-        match &self.nodes[i] {
+        let nodes = self.nodes;
+        let out = match &nodes[i] {
             Node::Embed { table, ids } => {
-                let ops = embed::embed_rows(table, (&self.ids[*ids]).into(), rows, o, 1.0);
+                let out = self.fresh(i)?;
+                let ops =
+                    embed::embed_rows(table, (&self.ids[*ids]).into(), rows, (&out).into(), 1.0);
                 self.extend(ops, "embedding")?;
+                out
             }
             Node::Matmul { w, x } => {
+                let out = self.fresh(i)?;
                 let x = self.value(*x).clone();
-                self.product(w, &x, o, rows, "product")?;
+                self.product(w, &x, (&out).into(), rows, "product")?;
+                out
             }
             &Node::Param {
                 id,
@@ -69,38 +75,46 @@ impl Lower<'_> {
                     true => {
                         let n = self.len(x);
                         let t = self.pool.take(gpu, n)?;
-                        self.push(
-                            elementwise::copy(self.value(x).into(), (&t).into(), n),
-                            "dropout",
-                        )?;
                         let op =
-                            self.push(dropout::dropout((&t).into(), n, dropout, 0), "dropout")?;
+                            dropout::dropout_out(self.value(x).into(), (&t).into(), n, dropout, 0);
+                        let op = self.push(op, "dropout")?;
                         self.dropout_ops.push((op, i));
                         Some(t)
                     }
                     false => None,
                 };
+                let out = self.fresh(i)?;
                 let input = masked.clone().unwrap_or_else(|| self.value(x).clone());
                 let params = self.params;
-                self.product(&params.weights[id], &input, o, rows, "adapter product")?;
+                self.product(
+                    &params.weights[id],
+                    &input,
+                    (&out).into(),
+                    rows,
+                    "adapter product",
+                )?;
                 if let Some(t) = masked {
                     self.masked.insert(i, t);
                 }
                 if scale != 1.0 {
-                    self.push(unary::scale(o, len, scale), "adapter scale")?;
+                    self.push(unary::scale((&out).into(), len, scale), "adapter scale")?;
                 }
+                out
             }
             Node::AddBias { x, bias } => {
-                self.push(elementwise::copy(self.value(*x).into(), o, len), "bias")?;
+                let out = self.in_place(*x, i, "bias")?;
                 let cols = self.shapes[i][1];
                 self.push(
-                    elementwise::add_rows(o, (&**bias).into(), rows, cols),
+                    elementwise::add_rows((&out).into(), (&**bias).into(), rows, cols),
                     "bias",
                 )?;
+                out
             }
             Node::RmsNorm { x, norm, gain } => {
-                let op = norm.op(self.value(*x).into(), o, gain.as_deref());
+                let out = self.fresh(i)?;
+                let op = norm.op(self.value(*x).into(), (&out).into(), gain.as_deref());
                 self.push(op, "norm")?;
+                out
             }
             Node::Rope {
                 x,
@@ -108,9 +122,10 @@ impl Lower<'_> {
                 positions,
                 freqs,
             } => {
-                self.push(elementwise::copy(self.value(*x).into(), o, len), "rope")?;
-                let op = rope.op(o, (&self.ids[*positions]).into(), freqs);
+                let out = self.in_place(*x, i, "rope")?;
+                let op = rope.op((&out).into(), (&self.ids[*positions]).into(), freqs);
                 self.push(op, "rope")?;
+                out
             }
             Node::Attention {
                 q,
@@ -119,12 +134,14 @@ impl Lower<'_> {
                 attn,
                 positions,
             } => {
+                let out = self.fresh(i)?;
                 let lse = self.pool.take(gpu, attn.n * attn.n_head)?;
                 let start = self.start(*positions);
                 // The forward walks the pair tiles as the backward's dq pass does: the same
                 // split of their keys.
                 let splits = attention_splits(attn).dq;
                 let (q, k, v) = (*q, *k, *v);
+                let o = View::from(&out);
                 self.extend_with_scratch(
                     attn.forward_scratch_len(splits),
                     "attention",
@@ -142,47 +159,116 @@ impl Lower<'_> {
                     },
                 )?;
                 self.lse.insert(i, lse);
+                out
             }
             Node::Glu { gate, up, act } => {
+                let out = self.fresh(i)?;
                 let op = glu::glu(
                     *act,
                     self.value(*gate).into(),
                     self.value(*up).into(),
-                    o,
+                    (&out).into(),
                     len,
                 );
                 self.push(op, "glu")?;
+                out
             }
-            Node::Add { a, b } => {
-                self.push(elementwise::copy(self.value(*a).into(), o, len), "add")?;
-                self.push(
-                    elementwise::add_inplace(o, self.value(*b).into(), len),
-                    "add",
-                )?;
+            &Node::Add { a, b } => {
+                // Into whichever input dies here (b + a is a + b, bit for bit), else into a
+                // new buffer.
+                if let Some(t) = self.dying(a) {
+                    self.push(
+                        elementwise::add_inplace((&t).into(), self.value(b).into(), len),
+                        "add",
+                    )?;
+                    t
+                } else if let Some(t) = self.dying(b) {
+                    self.push(
+                        elementwise::add_inplace((&t).into(), self.value(a).into(), len),
+                        "add",
+                    )?;
+                    t
+                } else {
+                    let out = self.fresh(i)?;
+                    let op = elementwise::add(
+                        self.value(a).into(),
+                        self.value(b).into(),
+                        (&out).into(),
+                        len,
+                    );
+                    self.push(op, "add")?;
+                    out
+                }
             }
-            Node::Scale { x, s } => {
-                self.push(elementwise::copy(self.value(*x).into(), o, len), "scale")?;
-                self.push(unary::scale(o, len, *s), "scale")?;
-            }
-            Node::Softcap { x, cap } => {
-                self.push(elementwise::copy(self.value(*x).into(), o, len), "softcap")?;
-                self.push(unary::softcap(o, len, *cap), "softcap")?;
-            }
+            &Node::Scale { x, s } => self.map(unary::UnaryOp::Scale, x, i, s, "scale")?,
+            &Node::Softcap { x, cap } => self.map(unary::UnaryOp::SoftCap, x, i, cap, "softcap")?,
             Node::Rows { x, start } => {
+                let out = self.fresh(i)?;
                 let from = View::at(self.value(*x), start * self.shapes[i][1]);
-                self.push(elementwise::copy(from, o, len), "rows")?;
+                self.push(elementwise::copy(from, (&out).into(), len), "rows")?;
+                out
             }
-        }
+        };
         self.values[i] = Some(out);
         if self.readers[i] == 0 {
             // Nothing reads it (a value the graph made and left).
             self.readers[i] = 1;
             self.read_done(i);
         }
-        for x in self.nodes[i].inputs() {
+        for x in nodes[i].inputs() {
             self.read_done(x);
         }
         Ok(())
+    }
+
+    /// A new buffer for node `i`'s output.
+    fn fresh(&mut self, i: ValueId) -> Result<GpuTensor> {
+        self.pool.take(self.gpu, self.len(i))
+    }
+
+    /// `x`'s buffer, if the node being lowered is its last reader (forward or backward): the
+    /// node may then write its output over it. [`Lower::read_done`] finds it gone.
+    fn dying(&mut self, x: ValueId) -> Option<GpuTensor> {
+        match self.readers[x] {
+            1 => self.values[x].take(),
+            _ => None,
+        }
+    }
+
+    /// A buffer holding `x`'s values for node `i` to change in place: `x`'s own where `i` is
+    /// its last reader, else a copy.
+    fn in_place(&mut self, x: ValueId, i: ValueId, what: &'static str) -> Result<GpuTensor> {
+        if let Some(t) = self.dying(x) {
+            return Ok(t);
+        }
+        let out = self.fresh(i)?;
+        let len = self.len(i);
+        self.push(
+            elementwise::copy(self.value(x).into(), (&out).into(), len),
+            what,
+        )?;
+        Ok(out)
+    }
+
+    /// `op(x, value)` for node `i`: over `x` where `i` is its last reader, else into a new
+    /// buffer.
+    fn map(
+        &mut self,
+        op: unary::UnaryOp,
+        x: ValueId,
+        i: ValueId,
+        value: f32,
+        what: &'static str,
+    ) -> Result<GpuTensor> {
+        let len = self.len(i);
+        if let Some(t) = self.dying(x) {
+            self.push(unary::unary(op, (&t).into(), len, value), what)?;
+            return Ok(t);
+        }
+        let out = self.fresh(i)?;
+        let op = unary::unary_out(op, self.value(x).into(), (&out).into(), len, value);
+        self.push(op, what)?;
+        Ok(out)
     }
 
     /// The LM head and the loss, in chunks of rows: each chunk's logits, their
@@ -229,7 +315,7 @@ impl Lower<'_> {
         }
         self.pool.give(logits);
         self.read_done(head.x);
-        self.grads[head.x] = dx;
+        self.grads[head.x] = dx.map(Rc::new);
         Ok(loss_ops)
     }
 }

@@ -11,6 +11,7 @@
 //! buffers it shares, so a reused buffer is never written while an earlier op reads it.
 
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use rullama_kernels::ops::attention_backward::BackwardSplits;
 use rullama_kernels::ops::attention_train::TrainAttention;
@@ -44,6 +45,18 @@ pub(crate) struct ParamBindings<'a> {
     pub grads: &'a GpuTensor,
     /// Where parameter `id`'s gradient starts in `grads`.
     pub offsets: &'a [usize],
+}
+
+/// A gradient buffer, which may be the gradient of several values at once (an Add's inputs
+/// both get its output's): a kernel writes over it only where it is the one hold
+/// ([`Rc::try_unwrap`]), and it goes back to the pool after the last.
+type Grad = Rc<GpuTensor>;
+
+/// A LoRA pair's weight gradients summed by one split sum: B's partials, in a scratch whose
+/// slices hold A's and then B's (`b_len` values), wait for A's backward.
+struct PairSum {
+    scratch: GpuTensor,
+    b_len: usize,
 }
 
 /// A built step over one recording's shape.
@@ -158,7 +171,9 @@ struct Lower<'a> {
     /// A training step (dropout applies).
     train: bool,
     /// Each value's gradient while it is being gathered.
-    grads: Vec<Option<GpuTensor>>,
+    grads: Vec<Option<Grad>>,
+    /// LoRA pairs' B partial weight gradients waiting for A's, by A's node.
+    pair_sums: HashMap<ValueId, PairSum>,
     /// Readers left of each value: forward ops, then backward ops.
     readers: Vec<usize>,
     ids: Vec<GpuTensor>,
@@ -216,6 +231,7 @@ pub(crate) fn build(
         dropout_ops: Vec::new(),
         train,
         grads: vec![None; nodes.len()],
+        pair_sums: HashMap::new(),
         readers,
         ids,
         starts: Vec::new(),
@@ -235,6 +251,10 @@ pub(crate) fn build(
             }
         }
     }
+    debug_assert!(
+        lower.pair_sums.is_empty(),
+        "a LoRA B's partials left unsummed"
+    );
     let step = lower.ops.build(gpu);
     lower.pool.reset();
     Ok(Plan {

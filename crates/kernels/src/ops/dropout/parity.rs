@@ -21,13 +21,22 @@ fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
     let seed = rng.next_u64();
     let x = random_f32(n + off, rng.next_u64());
     let t = GpuTensor::from_f32(gpu, &[x.len()], &x);
-    let got: Vec<f32> = run_read(
-        gpu,
-        vec![dropout(View::at(&t, off), n, p, seed)?],
-        &t,
-        0,
-        x.len(),
-    )?;
+    // Half the cases out of place, into another tensor with the same offset and its other
+    // elements as x's (so one comparison serves both).
+    let got: Vec<f32> = match rng.bool() {
+        false => run_read(
+            gpu,
+            vec![dropout(View::at(&t, off), n, p, seed)?],
+            &t,
+            0,
+            x.len(),
+        )?,
+        true => {
+            let y = GpuTensor::from_f32(gpu, &[x.len()], &x);
+            let op = dropout_out(View::at(&t, off), View::at(&y, off), n, p, seed)?;
+            run_read(gpu, vec![op], &y, 0, x.len())?
+        }
+    };
     let scale = 1.0 / (1.0 - p);
     let mut c = Compare::default();
     for (i, (g, &v)) in got.iter().zip(&x).enumerate() {

@@ -46,6 +46,36 @@ fn add_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
     Ok(c)
 }
 
+/// Tolerance: exact. One f32 addition is correctly rounded on both sides.
+pub const ADD_OUT_CHECK: Check = Check {
+    name: "add_out",
+    tolerance: "exact",
+    case: add_out_case,
+};
+
+fn add_out_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    let n = rng.range(1, 3000);
+    let (ao, bo, oo) = (rng.range(0, 5), rng.range(0, 5), rng.range(0, 5));
+    let a = random_f32(n + ao, rng.next_u64());
+    let b = random_f32(n + bo, rng.next_u64());
+    let at = GpuTensor::from_f32(gpu, &[a.len()], &a);
+    let bt = GpuTensor::from_f32(gpu, &[b.len()], &b);
+    let ot = GpuTensor::from_f32(gpu, &[n + oo], &vec![7.0; n + oo]);
+    let op = add(View::at(&at, ao), View::at(&bt, bo), View::at(&ot, oo), n)?;
+    let y: Vec<f32> = run_read(gpu, vec![op], &ot, 0, n + oo)?;
+    let mut c = Compare::default();
+    for (i, g) in y.iter().enumerate() {
+        let want = match i.checked_sub(oo) {
+            Some(e) => a[ao + e] + b[bo + e],
+            None => 7.0,
+        };
+        c.exact(f64::from(*g), f64::from(want), || {
+            format!("add {n} elem {i}")
+        });
+    }
+    Ok(c)
+}
+
 /// Tolerance: exact (words are moved, not computed).
 pub const COPY_CHECK: Check = Check {
     name: "copy",
@@ -83,6 +113,11 @@ mod tests {
     #[test]
     fn add_matches_reference() {
         testutil::parity("add / add_rows", 6, 21);
+    }
+
+    #[test]
+    fn add_out_matches_reference() {
+        testutil::parity("add_out", 6, 23);
     }
 
     #[test]

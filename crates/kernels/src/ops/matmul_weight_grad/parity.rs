@@ -229,6 +229,84 @@ mod tests {
         }
     }
 
+    /// A LoRA pair's A and B gradients (adjacent in one buffer) from their partials side by
+    /// side in one scratch and one split sum over both: the bits two `split_ops` give.
+    #[test]
+    fn a_pair_of_partials_in_one_split_sum_gives_the_same_bits() {
+        let Some(gpu) = testutil::gpu() else { return };
+        let (n, r, n_in, n_out, splits) = (150, 4, 40, 24, 4);
+        let x = GpuTensor::from_f32(gpu, &[n * n_in], &random_f32(n * n_in, 41));
+        let ax = GpuTensor::from_f32(gpu, &[n * r], &random_f32(n * r, 42));
+        let d_ax = GpuTensor::from_f32(gpu, &[n * r], &random_f32(n * r, 43));
+        let dy = GpuTensor::from_f32(gpu, &[n * n_out], &random_f32(n * n_out, 44));
+        let grad = |n_out, n_in| MatmulWeightGrad {
+            n_tokens: n,
+            n_in,
+            n_out,
+            strides: Strides::default(),
+            accumulate: true,
+        };
+        let (a, b) = (grad(r, n_in), grad(n_out, r));
+        let (len_a, len_b) = (r * n_in, n_out * r);
+        let start = random_f32(1 + len_a + len_b, 45);
+        let scratch = GpuTensor::zeros(gpu, &[1 + splits * (len_a + len_b)], Dtype::F32);
+
+        let two = GpuTensor::from_f32(gpu, &[start.len()], &start);
+        let mut ops = b
+            .split_ops(
+                (&dy).into(),
+                (&ax).into(),
+                View::at(&scratch, 1),
+                splits,
+                View::at(&two, 1 + len_a),
+            )
+            .unwrap();
+        let a_ops = a.split_ops(
+            (&d_ax).into(),
+            (&x).into(),
+            View::at(&scratch, 1),
+            splits,
+            View::at(&two, 1),
+        );
+        ops.extend(a_ops.unwrap());
+        let want: Vec<f32> = run_read(gpu, ops, &two, 0, start.len()).unwrap();
+
+        let one = GpuTensor::from_f32(gpu, &[start.len()], &start);
+        let stride = len_a + len_b;
+        let (mut ops, slices) = b
+            .partial_ops(
+                (&dy).into(),
+                (&ax).into(),
+                View::at(&scratch, 1 + len_a),
+                splits,
+                stride,
+            )
+            .unwrap();
+        let (a_ops, a_slices) = a
+            .partial_ops(
+                (&d_ax).into(),
+                (&x).into(),
+                View::at(&scratch, 1),
+                splits,
+                stride,
+            )
+            .unwrap();
+        assert_eq!((slices, a_slices), (splits, splits));
+        ops.extend(a_ops);
+        let sum = SplitSum {
+            n_rows: 1,
+            n_cols: stride,
+            slices,
+            out_stride: stride,
+            accumulate: true,
+        };
+        ops.push(sum.op(View::at(&scratch, 1), View::at(&one, 1)).unwrap());
+        let got: Vec<f32> = run_read(gpu, ops, &one, 0, start.len()).unwrap();
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&got), bits(&want));
+        assert_ne!(bits(&got), bits(&start), "the gradients were added");
+    }
+
     /// Bad input is a typed error: dW in x's tensor, x too short, dW too short.
     #[test]
     fn matmul_weight_grad_rejects_bad_input() {

@@ -48,13 +48,23 @@ fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
         .map(|v| v * 100.0)
         .collect();
     let xt = GpuTensor::from_f32(gpu, &[n + off], &x);
-    let y: Vec<f32> = run_read(
-        gpu,
-        vec![unary(op, View::at(&xt, off), n, value)?],
-        &xt,
-        off,
-        n,
-    )?;
+    // Half the cases out of place, into another tensor at another offset (the input then
+    // left as it was).
+    let y: Vec<f32> = match rng.bool() {
+        false => run_read(
+            gpu,
+            vec![unary(op, View::at(&xt, off), n, value)?],
+            &xt,
+            off,
+            n,
+        )?,
+        true => {
+            let y_off = rng.range(0, 4);
+            let yt = GpuTensor::zeros(gpu, &[n + y_off], crate::tensor::Dtype::F32);
+            let op = unary_out(op, View::at(&xt, off), View::at(&yt, y_off), n, value)?;
+            run_read(gpu, vec![op], &yt, y_off, n)?
+        }
+    };
     let mut c = Compare::default();
     for i in 0..n {
         let xi = f64::from(x[off + i]);
