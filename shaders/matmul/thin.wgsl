@@ -16,10 +16,10 @@
 // invocation's 16 outputs are 4 named vec4 accumulators; at the end the 16 phases are added
 // in order.
 // `thin_sum` (n_in <= 16): workgroup (column block, token block) of 256 takes 64 outputs j of
-// TB = 64 tokens: invocation (c, f) = (tid % 64, tid / 64) holds w(j, 0..15) in 4 vec4
-// registers and computes y[t, j] for tokens t = 4 m + f (m < 16) of the block, whose a rows
+// TB = 16 tokens: invocation (c, f) = (tid % 64, tid / 64) holds w(j, 0..15) in 4 vec4
+// registers and computes y[t, j] for tokens t = 4 f .. 4 f + 3 of the block, whose a rows
 // are staged as [token][16] vec4s: 16 FMAs an output, a subgroup's stores 32 consecutive
-// floats of a token's row.
+// floats of a token's row, the four outputs' loads (accumulating) issued together.
 // Each output sums its products in a fixed order, one rounding a term.
 
 struct Params {
@@ -53,7 +53,7 @@ const KC: u32 = 256u;
 const AS: u32 = 257u;
 // thin_sum: outputs and tokens a workgroup.
 const TJ: u32 = 64u;
-const TB: u32 = 64u;
+const TB: u32 = 16u;
 
 var<workgroup> at: array<f32, 4112>; // TT * AS
 // thin_out: the chunk's w(0..15, k) at 4 k .. 4 k + 3, and at the end each invocation's
@@ -79,16 +79,24 @@ fn a_at(t: u32, k: u32) -> f32 {
     return a[p.a_offset + t * p.a_stride + k];
 }
 
+// What output (t, j) holds where the product accumulates, else 0 (0 outside y too).
+fn held(t: u32, j: u32) -> f32 {
+    if p.accumulate == 0u || t >= p.n_tokens || j >= p.n_out {
+        return 0.0;
+    }
+    return y[p.y_offset + t * p.y_stride + j];
+}
+
+// Stores one output (inside y).
+fn store(t: u32, j: u32, v: f32) {
+    if t < p.n_tokens && j < p.n_out {
+        y[p.y_offset + t * p.y_stride + j] = v;
+    }
+}
+
 // Stores or adds one output.
 fn put(t: u32, j: u32, v: f32) {
-    if t < p.n_tokens && j < p.n_out {
-        let i = p.y_offset + t * p.y_stride + j;
-        var s = v;
-        if p.accumulate != 0u {
-            s = y[i] + v;
-        }
-        y[i] = s;
-    }
+    store(t, j, held(t, j) + v);
 }
 
 @compute @workgroup_size(WG)
@@ -100,15 +108,62 @@ fn thin_out(
     let t = tid % TT;
     let f = tid / TT;
     for (var k0 = 0u; k0 < p.n_in; k0 += KC) {
-        // The chunk: invocation tid stages index k0 + tid of each of the block's tokens and
-        // w(0..15, k0 + tid).
-        for (var r = 0u; r < TT; r++) {
-            at[r * AS + tid] = a_at(t0 + r, k0 + tid);
-        }
-        rows[4u * tid] = vec4<f32>(w_at(0u, k0 + tid), w_at(1u, k0 + tid), w_at(2u, k0 + tid), w_at(3u, k0 + tid));
-        rows[4u * tid + 1u] = vec4<f32>(w_at(4u, k0 + tid), w_at(5u, k0 + tid), w_at(6u, k0 + tid), w_at(7u, k0 + tid));
-        rows[4u * tid + 2u] = vec4<f32>(w_at(8u, k0 + tid), w_at(9u, k0 + tid), w_at(10u, k0 + tid), w_at(11u, k0 + tid));
-        rows[4u * tid + 3u] = vec4<f32>(w_at(12u, k0 + tid), w_at(13u, k0 + tid), w_at(14u, k0 + tid), w_at(15u, k0 + tid));
+        // The chunk: invocation tid stages index k = k0 + tid of each of the block's tokens and
+        // w(0..15, k), every load issued before any store (a store waits for its load: one
+        // after the other, each load's latency would be paid in turn).
+        let k = k0 + tid;
+        let x0 = a_at(t0 + 0u, k);
+        let x1 = a_at(t0 + 1u, k);
+        let x2 = a_at(t0 + 2u, k);
+        let x3 = a_at(t0 + 3u, k);
+        let x4 = a_at(t0 + 4u, k);
+        let x5 = a_at(t0 + 5u, k);
+        let x6 = a_at(t0 + 6u, k);
+        let x7 = a_at(t0 + 7u, k);
+        let x8 = a_at(t0 + 8u, k);
+        let x9 = a_at(t0 + 9u, k);
+        let x10 = a_at(t0 + 10u, k);
+        let x11 = a_at(t0 + 11u, k);
+        let x12 = a_at(t0 + 12u, k);
+        let x13 = a_at(t0 + 13u, k);
+        let x14 = a_at(t0 + 14u, k);
+        let x15 = a_at(t0 + 15u, k);
+        let w0 = w_at(0u, k);
+        let w1 = w_at(1u, k);
+        let w2 = w_at(2u, k);
+        let w3 = w_at(3u, k);
+        let w4 = w_at(4u, k);
+        let w5 = w_at(5u, k);
+        let w6 = w_at(6u, k);
+        let w7 = w_at(7u, k);
+        let w8 = w_at(8u, k);
+        let w9 = w_at(9u, k);
+        let w10 = w_at(10u, k);
+        let w11 = w_at(11u, k);
+        let w12 = w_at(12u, k);
+        let w13 = w_at(13u, k);
+        let w14 = w_at(14u, k);
+        let w15 = w_at(15u, k);
+        at[0u * AS + tid] = x0;
+        at[1u * AS + tid] = x1;
+        at[2u * AS + tid] = x2;
+        at[3u * AS + tid] = x3;
+        at[4u * AS + tid] = x4;
+        at[5u * AS + tid] = x5;
+        at[6u * AS + tid] = x6;
+        at[7u * AS + tid] = x7;
+        at[8u * AS + tid] = x8;
+        at[9u * AS + tid] = x9;
+        at[10u * AS + tid] = x10;
+        at[11u * AS + tid] = x11;
+        at[12u * AS + tid] = x12;
+        at[13u * AS + tid] = x13;
+        at[14u * AS + tid] = x14;
+        at[15u * AS + tid] = x15;
+        rows[4u * tid + 0u] = vec4<f32>(w0, w1, w2, w3);
+        rows[4u * tid + 1u] = vec4<f32>(w4, w5, w6, w7);
+        rows[4u * tid + 2u] = vec4<f32>(w8, w9, w10, w11);
+        rows[4u * tid + 3u] = vec4<f32>(w12, w13, w14, w15);
         workgroupBarrier();
         for (var kk = 0u; kk < R; kk++) {
             let k = R * f + kk;
@@ -143,22 +198,41 @@ fn thin_sum(
     let j = wid.x * TJ + tid % TJ;
     let f = tid / TJ;
     let t0 = wid.y * TB;
+    // The block's a rows: invocation tid < TB * 4 stages the 4 values k = 4 (tid % 4) .. + 3
+    // of token tid / 4.
+    if tid < TB * 4u {
+        let q = tid % 4u;
+        let r = tid / 4u;
+        let v0 = a_at(t0 + r, 4u * q);
+        let v1 = a_at(t0 + r, 4u * q + 1u);
+        let v2 = a_at(t0 + r, 4u * q + 2u);
+        let v3 = a_at(t0 + r, 4u * q + 3u);
+        rows[tid] = vec4<f32>(v0, v1, v2, v3);
+    }
     let w0 = vec4<f32>(w_at(j, 0u), w_at(j, 1u), w_at(j, 2u), w_at(j, 3u));
     let w1 = vec4<f32>(w_at(j, 4u), w_at(j, 5u), w_at(j, 6u), w_at(j, 7u));
     let w2 = vec4<f32>(w_at(j, 8u), w_at(j, 9u), w_at(j, 10u), w_at(j, 11u));
     let w3 = vec4<f32>(w_at(j, 12u), w_at(j, 13u), w_at(j, 14u), w_at(j, 15u));
-    // The block's a rows: invocation tid stages the 4 values k = 4 (tid % 4) .. + 3 of tokens
-    // tid / 4 and tid / 4 + 64 ... (TB * 4 vec4s in all, one each).
-    let q = tid % 4u;
-    let r = tid / 4u;
-    rows[tid] = vec4<f32>(a_at(t0 + r, 4u * q), a_at(t0 + r, 4u * q + 1u), a_at(t0 + r, 4u * q + 2u), a_at(t0 + r, 4u * q + 3u));
     workgroupBarrier();
-    for (var m = 0u; m < TB / 4u; m++) {
-        let k = 4u * m + f;
-        var s = dot(rows[4u * k], w0);
-        s += dot(rows[4u * k + 1u], w1);
-        s += dot(rows[4u * k + 2u], w2);
-        s += dot(rows[4u * k + 3u], w3);
-        put(t0 + k, j, s);
-    }
+    // Tokens 4 f .. 4 f + 3 of the block: the four sums first, then (accumulating) the four
+    // loads of what y holds, then the stores.
+    let s0 = row_dot(4u * f, w0, w1, w2, w3);
+    let s1 = row_dot(4u * f + 1u, w0, w1, w2, w3);
+    let s2 = row_dot(4u * f + 2u, w0, w1, w2, w3);
+    let s3 = row_dot(4u * f + 3u, w0, w1, w2, w3);
+    let t = t0 + 4u * f;
+    let h = vec4<f32>(held(t, j), held(t + 1u, j), held(t + 2u, j), held(t + 3u, j));
+    store(t, j, h.x + s0);
+    store(t + 1u, j, h.y + s1);
+    store(t + 2u, j, h.z + s2);
+    store(t + 3u, j, h.w + s3);
+}
+
+// sum_k a[k, ..] w(j, k) for the block's token k (its staged row).
+fn row_dot(k: u32, w0: vec4<f32>, w1: vec4<f32>, w2: vec4<f32>, w3: vec4<f32>) -> f32 {
+    var s = dot(rows[4u * k], w0);
+    s += dot(rows[4u * k + 1u], w1);
+    s += dot(rows[4u * k + 2u], w2);
+    s += dot(rows[4u * k + 3u], w3);
+    return s;
 }

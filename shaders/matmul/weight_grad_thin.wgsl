@@ -53,20 +53,28 @@ fn split_tokens(z: u32) -> vec2<u32> {
 // Stages the thin rows of tokens tb .. tb + BT (within `end`): S[t, k] is
 // buf[off + t * stride + k] for k < r; invocation tid writes values tid + 256 e (e < 4).
 fn stage_thin(from_dy: bool, tb: u32, end: u32, r: u32, tid: u32) {
-    for (var e = 0u; e < 4u; e++) {
-        let i = tid + WG * e;
-        let k = i % R;
-        let t = tb + i / R;
-        var v = 0.0;
-        if t < end && k < r {
-            if from_dy {
-                v = dy[p.dy_offset + t * p.dy_stride + k];
-            } else {
-                v = x[p.x_offset + t * p.x_stride + k];
-            }
-        }
-        thin[i / 4u][i % 4u] = v;
+    // The four loads first, then the stores (a store waits for its load).
+    let v0 = thin_at(from_dy, tb, end, r, tid);
+    let v1 = thin_at(from_dy, tb, end, r, tid + WG);
+    let v2 = thin_at(from_dy, tb, end, r, tid + 2u * WG);
+    let v3 = thin_at(from_dy, tb, end, r, tid + 3u * WG);
+    thin[tid / 4u][tid % 4u] = v0;
+    thin[(tid + WG) / 4u][tid % 4u] = v1;
+    thin[(tid + 2u * WG) / 4u][tid % 4u] = v2;
+    thin[(tid + 3u * WG) / 4u][tid % 4u] = v3;
+}
+
+// Value i of the block's thin rows (token tb + i / R, index i % R), 0 past the split or r.
+fn thin_at(from_dy: bool, tb: u32, end: u32, r: u32, i: u32) -> f32 {
+    let k = i % R;
+    let t = tb + i / R;
+    if t >= end || k >= r {
+        return 0.0;
     }
+    if from_dy {
+        return dy[p.dy_offset + t * p.dy_stride + k];
+    }
+    return x[p.x_offset + t * p.x_stride + k];
 }
 
 // W[t, j] (0 past the split's tokens or the wide side).
