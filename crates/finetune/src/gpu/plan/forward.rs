@@ -4,8 +4,10 @@ use std::rc::Rc;
 
 use rullama_kernels::ops::attention_train::TrainAttentionForward;
 use rullama_kernels::ops::cross_entropy::CrossEntropy;
+use rullama_kernels::ops::f16_copy::{f16_copy, f16_copy_len};
+use rullama_kernels::ops::matmul_dense::{self, DenseTile};
 use rullama_kernels::ops::{dropout, elementwise, embed, glu, unary};
-use rullama_kernels::{GpuTensor, GpuWeight, OpId, View};
+use rullama_kernels::{GpuFormat, GpuTensor, GpuWeight, OpId, View, WeightChunk, WeightShape};
 use rullama_model::ModelError;
 
 use super::{Lower, attention_splits};
@@ -292,13 +294,16 @@ impl Lower<'_> {
             true => Some(self.pool.take(gpu, n * d)?),
             false => None,
         };
+        let dense = self.head_dense(head.w, chunk, n.div_ceil(chunk))?;
         let mut loss_ops = Vec::new();
         for c0 in (0..n).step_by(chunk) {
             let rows = chunk.min(n - c0);
             let x = View::at(self.value(head.x), c0 * d);
-            let ops = self
-                .matmul(rows)
-                .ops(&gpu.caps, head.w, x, None, (&logits).into());
+            let m = self.matmul(rows);
+            let ops = match (&dense, DenseTile::for_shape(vocab, rows)) {
+                (Some((_, copy)), Some(tile)) => m.dense_ops(tile, copy, x, None, (&logits).into()),
+                _ => m.ops(&gpu.caps, head.w, x, None, (&logits).into()),
+            };
             self.extend(ops, "LM head")?;
             let ce = CrossEntropy {
                 n: rows,
@@ -314,8 +319,57 @@ impl Lower<'_> {
             }
         }
         self.pool.give(logits);
+        if let Some((t, _)) = dense {
+            self.pool.give(t);
+        }
         self.read_done(head.x);
         self.grads[head.x] = dx.map(Rc::new);
         Ok(loss_ops)
     }
+
+    /// The LM head's weight copied to f16 once for the step's chunks (a buffer from the pool
+    /// and the F16 weight over it), where the head's product takes the dense tensor-core kernel
+    /// (`Matmul::dense_ops`): on the tensor cores, over at least [`HEAD_DENSE_MIN_CHUNKS`]
+    /// chunks of `chunk` rows, with rows the dense kernel and one binding take. `None`: the
+    /// product reads the weight as stored.
+    fn head_dense(
+        &mut self,
+        w: &GpuWeight,
+        chunk: usize,
+        chunks: usize,
+    ) -> Result<Option<(GpuTensor, GpuWeight)>> {
+        let gpu = self.gpu;
+        let s = w.shape;
+        let len = f16_copy_len(w.all_rows());
+        let fits = (len as u64) * 4 <= gpu.max_binding_bytes();
+        let dense = self.tensor_cores
+            && gpu.caps.coop_f16
+            && chunks >= HEAD_DENSE_MIN_CHUNKS
+            && matmul_dense::supports(GpuFormat::F16, s.n_in)
+            && DenseTile::for_shape(s.n_out, chunk).is_some()
+            && fits;
+        if !dense {
+            return Ok(None);
+        }
+        let t = self.pool.take(gpu, len)?;
+        self.extend(f16_copy(w.all_rows(), (&t).into()), "LM head f16 copy")?;
+        let copy = GpuWeight {
+            shape: WeightShape {
+                format: GpuFormat::F16,
+                ..s
+            },
+            chunks: vec![WeightChunk {
+                buf: t.buf.clone(),
+                first_row: 0,
+                n_rows: s.n_out,
+            }],
+        };
+        Ok(Some((t, copy)))
+    }
 }
+
+/// The fewest chunks of the loss head over which its weight is copied to f16 for the dense
+/// kernel: the copy (a pass over the weight, its f16 bytes held through the head) pays once
+/// the product runs over several chunks, and at a single sequence the memory it holds is what
+/// the step must not grow (a batch of one at 512 tokens is two chunks of gemma-3-270m's head).
+const HEAD_DENSE_MIN_CHUNKS: usize = 4;
