@@ -16,10 +16,11 @@
 // invocation's 16 outputs are 4 named vec4 accumulators; at the end the 16 phases are added
 // in order.
 // `thin_sum` (n_in <= 16): workgroup (column block, token block) of 256 takes 64 outputs j of
-// TB = 16 tokens: invocation (c, f) = (tid % 64, tid / 64) holds w(j, 0..15) in 4 vec4
-// registers and computes y[t, j] for tokens t = 4 f .. 4 f + 3 of the block, whose a rows
-// are staged as [token][16] vec4s: 16 FMAs an output, a subgroup's stores 32 consecutive
-// floats of a token's row, the four outputs' loads (accumulating) issued together.
+// TB = 64 tokens: invocation (c, f) = (tid % 64, tid / 64) holds w(j, 0..15) in 4 vec4
+// registers (loaded once for 16 tokens) and computes y[t, j] for tokens t = 16 f .. 16 f + 15
+// of the block, whose a rows are staged as [token][16] vec4s: 16 FMAs an output, a
+// subgroup's stores 32 consecutive floats of a token's row, four outputs' loads
+// (accumulating) issued together.
 // Each output sums its products in a fixed order, one rounding a term.
 
 struct Params {
@@ -53,7 +54,7 @@ const KC: u32 = 256u;
 const AS: u32 = 257u;
 // thin_sum: outputs and tokens a workgroup.
 const TJ: u32 = 64u;
-const TB: u32 = 16u;
+const TB: u32 = 64u;
 
 var<workgroup> at: array<f32, 4112>; // TT * AS
 // thin_out: the chunk's w(0..15, k) at 4 k .. 4 k + 3, and at the end each invocation's
@@ -198,34 +199,35 @@ fn thin_sum(
     let j = wid.x * TJ + tid % TJ;
     let f = tid / TJ;
     let t0 = wid.y * TB;
-    // The block's a rows: invocation tid < TB * 4 stages the 4 values k = 4 (tid % 4) .. + 3
-    // of token tid / 4.
-    if tid < TB * 4u {
-        let q = tid % 4u;
-        let r = tid / 4u;
-        let v0 = a_at(t0 + r, 4u * q);
-        let v1 = a_at(t0 + r, 4u * q + 1u);
-        let v2 = a_at(t0 + r, 4u * q + 2u);
-        let v3 = a_at(t0 + r, 4u * q + 3u);
-        rows[tid] = vec4<f32>(v0, v1, v2, v3);
-    }
+    // The block's a rows: invocation tid stages the 4 values k = 4 (tid % 4) .. + 3 of token
+    // tid / 4 (TB * 4 = WG vec4s).
+    let q = tid % 4u;
+    let r = tid / 4u;
+    let v0 = a_at(t0 + r, 4u * q);
+    let v1 = a_at(t0 + r, 4u * q + 1u);
+    let v2 = a_at(t0 + r, 4u * q + 2u);
+    let v3 = a_at(t0 + r, 4u * q + 3u);
     let w0 = vec4<f32>(w_at(j, 0u), w_at(j, 1u), w_at(j, 2u), w_at(j, 3u));
     let w1 = vec4<f32>(w_at(j, 4u), w_at(j, 5u), w_at(j, 6u), w_at(j, 7u));
     let w2 = vec4<f32>(w_at(j, 8u), w_at(j, 9u), w_at(j, 10u), w_at(j, 11u));
     let w3 = vec4<f32>(w_at(j, 12u), w_at(j, 13u), w_at(j, 14u), w_at(j, 15u));
+    rows[tid] = vec4<f32>(v0, v1, v2, v3);
     workgroupBarrier();
-    // Tokens 4 f .. 4 f + 3 of the block: the four sums first, then (accumulating) the four
-    // loads of what y holds, then the stores.
-    let s0 = row_dot(4u * f, w0, w1, w2, w3);
-    let s1 = row_dot(4u * f + 1u, w0, w1, w2, w3);
-    let s2 = row_dot(4u * f + 2u, w0, w1, w2, w3);
-    let s3 = row_dot(4u * f + 3u, w0, w1, w2, w3);
-    let t = t0 + 4u * f;
-    let h = vec4<f32>(held(t, j), held(t + 1u, j), held(t + 2u, j), held(t + 3u, j));
-    store(t, j, h.x + s0);
-    store(t + 1u, j, h.y + s1);
-    store(t + 2u, j, h.z + s2);
-    store(t + 3u, j, h.w + s3);
+    // Tokens 16 f .. 16 f + 15 of the block, four at a time: the four sums first, then
+    // (accumulating) the four loads of what y holds, then the stores.
+    for (var g = 0u; g < 4u; g++) {
+        let k = 16u * f + 4u * g;
+        let s0 = row_dot(k, w0, w1, w2, w3);
+        let s1 = row_dot(k + 1u, w0, w1, w2, w3);
+        let s2 = row_dot(k + 2u, w0, w1, w2, w3);
+        let s3 = row_dot(k + 3u, w0, w1, w2, w3);
+        let t = t0 + k;
+        let h = vec4<f32>(held(t, j), held(t + 1u, j), held(t + 2u, j), held(t + 3u, j));
+        store(t, j, h.x + s0);
+        store(t + 1u, j, h.y + s1);
+        store(t + 2u, j, h.z + s2);
+        store(t + 3u, j, h.w + s3);
+    }
 }
 
 // sum_k a[k, ..] w(j, k) for the block's token k (its staged row).

@@ -27,7 +27,7 @@ const WORKGROUP: u32 = 256;
 const OUT_TOKENS: usize = 16;
 /// Outputs and tokens a `thin_sum` workgroup takes (`TJ`, `TB`).
 const SUM_OUTPUTS: usize = 64;
-const SUM_TOKENS: usize = 16;
+const SUM_TOKENS: usize = 64;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
@@ -60,7 +60,7 @@ const BINDINGS: &[BindingKind] = &[
 pub enum MatmulThinKernel {
     /// At most [`THIN`] outputs: 16 tokens a workgroup, the sum in chunks of 256.
     Out,
-    /// At most [`THIN`] summed indices: 64 outputs x 16 tokens a workgroup.
+    /// At most [`THIN`] summed indices: 64 outputs x 64 tokens a workgroup.
     Sum,
 }
 
