@@ -315,7 +315,9 @@ impl Lower<'_> {
             loss_ops.push(self.push(op, "cross-entropy")?);
             if let Some(dx) = &dx {
                 let dx = View::at(dx, c0 * d);
-                self.input_grad_into(head.w, &logits, dx, false, rows)?;
+                // Through the f16 copy where there is one: nothing to decode while staging.
+                let w = dense.as_ref().map_or(head.w, |(_, copy)| copy);
+                self.input_grad_into(w, &logits, dx, false, rows)?;
             }
         }
         self.pool.give(logits);
