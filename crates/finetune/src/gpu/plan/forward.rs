@@ -315,9 +315,10 @@ impl Lower<'_> {
             loss_ops.push(self.push(op, "cross-entropy")?);
             if let Some(dx) = &dx {
                 let dx = View::at(dx, c0 * d);
-                // Through the f16 copy where there is one: nothing to decode while staging.
-                let w = dense.as_ref().map_or(head.w, |(_, copy)| copy);
-                self.input_grad_into(w, &logits, dx, false, rows)?;
+                // Through the weight as stored, not the f16 copy: the tensor-core input
+                // gradient ran slower over F16 rows than over Q8_0's (docs/PERF.md,
+                // X-head-grad-f16).
+                self.input_grad_into(head.w, &logits, dx, false, rows)?;
             }
         }
         self.pool.give(logits);

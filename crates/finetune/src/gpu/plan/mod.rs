@@ -15,7 +15,9 @@ use std::rc::Rc;
 
 use rullama_kernels::ops::attention_backward::BackwardSplits;
 use rullama_kernels::ops::attention_train::TrainAttention;
+use rullama_kernels::ops::f16_copy::f16_copy_len;
 use rullama_kernels::ops::matmul::{Matmul, Strides};
+use rullama_kernels::ops::matmul_dense::{self, DenseTile};
 use rullama_kernels::ops::matmul_thin::{MatmulThin, ThinWeight};
 use rullama_kernels::ops::split::Out;
 use rullama_kernels::{
@@ -78,6 +80,12 @@ pub(crate) struct Plan {
     pub dropout_ops: Vec<(OpId, ValueId)>,
     pub readback: Readback,
 }
+
+/// The fewest tokens of a training step whose frozen products take the dense tensor-core
+/// kernel over an f16 copy of each weight, made for the product (a pass over the weight,
+/// repaid by the larger tiles once the step has thousands of tokens; inference's threshold,
+/// `DENSE_MIN_TOKENS` with a floor on the weight's size, is set for a prompt of hundreds).
+const DENSE_MIN_ROWS: usize = 2048;
 
 /// A split product aims at about this many workgroups (8 an SM of an H100), in at most
 /// [`MAX_SPLITS`] splits of at least [`MIN_SPLIT_SUM`] terms each.
@@ -364,6 +372,13 @@ impl Lower<'_> {
         }
         let m = self.matmul(rows);
         let all = w.all_rows();
+        if let Some(tile) = self.dense_tile(w, rows) {
+            let outs = [Out::new(o, w.shape.n_out)];
+            return self.extend_with_scratch(f16_copy_len(all), what, |_, scratch| {
+                let scratch = scratch.expect("a scratch of the copy's length");
+                m.dense_route_ops(tile, all, x.into(), None, &outs, scratch)
+            });
+        }
         let split = m.split_k(&self.gpu.caps, all);
         let len = split.map_or(0, |k| m.split_k_scratch(all, k));
         self.extend_with_scratch(len, what, |l, scratch| match split.zip(scratch) {
@@ -373,6 +388,20 @@ impl Lower<'_> {
             }
             None => m.ops(&l.gpu.caps, w, x.into(), None, o),
         })
+    }
+
+    /// The dense kernel's tile for a frozen weight's product over `rows` tokens where the step
+    /// copies the weight to f16 for it (`Matmul::dense_route_ops`): on the tensor cores, a
+    /// step of at least [`DENSE_MIN_ROWS`] tokens, rows the dense kernel and one binding take.
+    fn dense_tile(&self, w: &GpuWeight, rows: usize) -> Option<DenseTile> {
+        let s = w.shape;
+        let fits = (f16_copy_len(w.all_rows()) as u64) * 4 <= self.gpu.max_binding_bytes();
+        let dense = self.tensor_cores
+            && self.gpu.caps.coop_f16
+            && rows >= DENSE_MIN_ROWS
+            && matmul_dense::supports(GpuFormat::F16, s.n_in)
+            && fits;
+        dense.then(|| DenseTile::for_shape(s.n_out, rows)).flatten()
     }
 
     fn matmul(&self, rows: usize) -> Matmul {
