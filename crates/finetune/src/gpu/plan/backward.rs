@@ -245,7 +245,7 @@ impl Lower<'_> {
                         dk: (&dk).into(),
                         dv: (&dv).into(),
                     };
-                    attn.backward_split_ops(backward, scratch, splits)
+                    attn.backward_ops_on(&l.gpu.caps, l.tensor_cores, backward, scratch, splits)
                 })?;
                 self.give_grad(q, dq, true, trainable)?;
                 self.give_grad(k, dk, true, trainable)?;
