@@ -25,16 +25,18 @@
 //! do . v product (whose staging reads the do rows anyway), rather than stored. The two passes
 //! recompute the scores each: twice the forward's arithmetic.
 
+use crate::device::Caps;
 use crate::error::GpuError;
 use crate::kernel::KernelFamily;
 use crate::op::Op;
 use crate::ops::attention_train::{PARAMS, TILES, TrainAttention, TrainAttentionParams, WORKGROUP};
+use crate::ops::attention_train_coop::CoopPass;
 use crate::ops::split_sum::SplitSum;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::View;
 
 #[cfg(any(test, feature = "parity"))]
-mod parity;
+pub(crate) mod parity;
 #[cfg(any(test, feature = "parity"))]
 pub use parity::{CHECK, attention_backward_ref};
 
@@ -43,7 +45,7 @@ static DKDV: ShaderFile = shader_file!("attention/train_backward_dkdv.wgsl");
 static BACKWARD_TILES: ShaderFile = shader_file!("attention/train_backward_tiles.wgsl");
 
 /// q, k, v, o, lse, do, start read; dq written.
-const BINDINGS_DQ: &[BindingKind] = &[
+pub(crate) const BINDINGS_DQ: &[BindingKind] = &[
     BindingKind::Uniform,
     BindingKind::StorageRead,
     BindingKind::StorageRead,
@@ -56,7 +58,7 @@ const BINDINGS_DQ: &[BindingKind] = &[
 ];
 
 /// q, k, v, o, lse, do, start read; dk, dv written.
-const BINDINGS_DKDV: &[BindingKind] = &[
+pub(crate) const BINDINGS_DKDV: &[BindingKind] = &[
     BindingKind::Uniform,
     BindingKind::StorageRead,
     BindingKind::StorageRead,
@@ -180,8 +182,40 @@ impl TrainAttention {
         scratch: Option<View<'_>>,
         splits: BackwardSplits,
     ) -> Result<Vec<Op>, GpuError> {
+        self.backward_ops_with(false, b, scratch, splits)
+    }
+
+    /// [`TrainAttention::backward_split_ops`] on a device with `caps`: the dk/dv pass on the
+    /// tensor cores where [`TrainAttention::uses_tensor_cores`] says so (the same outputs, the
+    /// same scratch and splits), else the f32 kernels.
+    pub fn backward_ops_on(
+        &self,
+        caps: &Caps,
+        tensor_cores: bool,
+        b: TrainAttentionBackward<'_>,
+        scratch: Option<View<'_>>,
+        splits: BackwardSplits,
+    ) -> Result<Vec<Op>, GpuError> {
+        let coop = self.uses_tensor_cores(caps, tensor_cores);
+        self.backward_ops_with(coop, b, scratch, splits)
+    }
+
+    /// As [`TrainAttention::backward_split_ops`] with the kernels named: `coop` runs the
+    /// dk/dv pass on the tensor-core kernel ([`crate::ops::attention_train_coop`]) on any
+    /// device (on one without cooperative matrices, its emulated program: tests only), for
+    /// the shapes [`TrainAttention::coop_fits`] accepts.
+    pub(crate) fn backward_ops_with(
+        &self,
+        coop: bool,
+        b: TrainAttentionBackward<'_>,
+        scratch: Option<View<'_>>,
+        splits: BackwardSplits,
+    ) -> Result<Vec<Op>, GpuError> {
         const OP: &str = "attention_backward";
         self.validate(OP)?;
+        if coop {
+            self.check_coop(OP)?;
+        }
         let n = self.n;
         let (q_len, k_len) = (n * self.n_head * self.dk, n * self.n_kv * self.dk);
         let (o_len, v_len) = (n * self.n_head * self.dv, n * self.n_kv * self.dv);
@@ -277,13 +311,16 @@ impl TrainAttention {
                 &dq_buffers,
                 self.pair_grid(splits.dq),
             ),
-            Op::new(
-                AttentionBackwardKernel::DkDv,
-                WORKGROUP,
-                &params,
-                &dkdv_buffers,
-                self.key_grid(splits.dkdv),
-            ),
+            match coop {
+                true => self.coop_op(CoopPass::DkDv, &params, &dkdv_buffers, splits.dkdv),
+                false => Op::new(
+                    AttentionBackwardKernel::DkDv,
+                    WORKGROUP,
+                    &params,
+                    &dkdv_buffers,
+                    self.key_grid(splits.dkdv),
+                ),
+            },
         ];
         let sums = [
             (splits.dq, dq_out, b.dq, n * self.n_head, self.dk),

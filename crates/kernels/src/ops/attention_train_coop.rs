@@ -2,7 +2,10 @@
 //! [`crate::ops::attention_train`] (the forward: o and lse, or with split keys each split's
 //! partial results for the same combine) with q, k, v and the softmax weights rounded to f16
 //! and the products on 16 x 16 x 16 cooperative matrices with f32 sums
-//! (`attention/train_forward_coop.wgsl` with `attention/train_coop_tiles.wgsl`). Picked where
+//! (`attention/train_forward_coop.wgsl` with `attention/train_coop_tiles.wgsl`), and the
+//! backward's dk/dv pass ([`crate::ops::attention_backward`]'s contract, with q, k, v, do, P
+//! and ds rounded to f16: `attention/train_backward_dkdv_coop.wgsl`, do scaled by 2^12 so that
+//! a mean loss's gradients stay among f16's normals; its header says why). Picked where
 //! the device has [`Caps::coop_f16`], the caller allows the tensor cores and the shape fits
 //! ([`TrainAttention::coop_fits`]: dk = dv, one of [`HEAD_DIMS`]); everywhere else the f32
 //! kernels run, which stay the exact path (`--no-tensor-cores`).
@@ -27,6 +30,7 @@ use crate::device::Caps;
 use crate::error::GpuError;
 use crate::kernel::KernelFamily;
 use crate::op::{Op, grid_1d};
+use crate::ops::attention_backward;
 use crate::ops::attention_train::{self, PARAMS, TrainAttention, TrainAttentionParams};
 use crate::shader::{COOP_EMUL, COOP_OPS, Program, ShaderFile, shader_file};
 use crate::tensor::GpuBuffer;
@@ -34,7 +38,7 @@ use crate::tensor::GpuBuffer;
 #[cfg(any(test, feature = "parity"))]
 pub(crate) mod parity;
 #[cfg(any(test, feature = "parity"))]
-pub use parity::FORWARD_CHECK;
+pub use parity::{DKDV_CHECK, FORWARD_CHECK};
 
 /// The head dimensions (dk = dv) the tensor-core kernels take (`HD`, an override).
 pub const HEAD_DIMS: [usize; 3] = [64, 128, 256];
@@ -42,7 +46,7 @@ pub const HEAD_DIMS: [usize; 3] = [64, 128, 256];
 /// Four subgroups of 32 (`Caps::coop_f16` holds only where the subgroup is 32 wide).
 pub(crate) const WORKGROUP: u32 = 128;
 
-/// Rows of a workgroup's fixed tile: (row, head) pairs for the forward.
+/// Rows of a workgroup's fixed tile: (row, head) pairs for the forward, key rows for dk/dv.
 const TILE: usize = 16;
 
 static TILES: ShaderFile = shader_file!("attention/train_coop_tiles.wgsl");
@@ -52,12 +56,15 @@ static IO: ShaderFile = shader_file!("attention/train_coop_io.wgsl");
 /// tensor cores (tests).
 static IO_EMULATED: ShaderFile = shader_file!("attention/train_coop_io_emul.wgsl");
 static FORWARD: ShaderFile = shader_file!("attention/train_forward_coop.wgsl");
+static DKDV: ShaderFile = shader_file!("attention/train_backward_dkdv_coop.wgsl");
 
 /// Which of the training attention's programs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CoopPass {
     /// o and lse (or a split's partial results): `attention_train_coop`.
     Forward,
+    /// The backward's dk and dv (or a split's partial sums): `attention_backward_dkdv_coop`.
+    DkDv,
 }
 
 /// A tensor-core training attention kernel: the pass and `HD` = dk = dv.
@@ -75,6 +82,11 @@ impl AttentionTrainCoopKernel {
     fn program_with(self, emulated: bool) -> Program {
         let (name, body, bindings) = match self.pass {
             CoopPass::Forward => ("attention_train_coop", &FORWARD, attention_train::BINDINGS),
+            CoopPass::DkDv => (
+                "attention_backward_dkdv_coop",
+                &DKDV,
+                attention_backward::BINDINGS_DKDV,
+            ),
         };
         let (name, ops, io) = match emulated {
             true => (format!("{name}_emulated"), &COOP_EMUL, &IO_EMULATED),
@@ -93,7 +105,7 @@ impl AttentionTrainCoopKernel {
 impl KernelFamily for AttentionTrainCoopKernel {
     /// Head dim 128 stands for every head dim (an override: one program for all).
     fn variants() -> Vec<AttentionTrainCoopKernel> {
-        [CoopPass::Forward]
+        [CoopPass::Forward, CoopPass::DkDv]
             .into_iter()
             .map(|pass| AttentionTrainCoopKernel {
                 pass,
@@ -121,7 +133,7 @@ impl KernelFamily for AttentionTrainCoopKernel {
 
     #[cfg(any(test, feature = "parity"))]
     fn checks() -> Vec<crate::parity::Check> {
-        vec![FORWARD_CHECK]
+        vec![FORWARD_CHECK, DKDV_CHECK]
     }
 }
 
@@ -168,7 +180,8 @@ impl TrainAttention {
     }
 
     /// The tensor-core op of `pass` (the shape checked by [`TrainAttention::check_coop`]):
-    /// one workgroup per tile of 16 pairs (forward) of each kv head, per split (grid z).
+    /// one workgroup per tile of 16 pairs (forward) or 16 key rows (dk/dv) of each kv head, per
+    /// split (grid z).
     pub(crate) fn coop_op(
         &self,
         pass: CoopPass,
@@ -178,6 +191,7 @@ impl TrainAttention {
     ) -> Op {
         let tiles = match pass {
             CoopPass::Forward => (self.n * (self.n_head / self.n_kv)).div_ceil(TILE),
+            CoopPass::DkDv => self.n.div_ceil(TILE),
         };
         let mut grid = grid_1d(tiles * self.n_kv);
         grid[2] = splits as u32;

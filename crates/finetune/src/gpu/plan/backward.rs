@@ -343,7 +343,7 @@ impl Lower<'_> {
                         dk: (&dk).into(),
                         dv: (&dv).into(),
                     };
-                    attn.backward_split_ops(backward, scratch, splits)
+                    attn.backward_ops_on(&l.gpu.caps, l.tensor_cores, backward, scratch, splits)
                 })?;
                 self.release(dy);
                 self.give_grad(q, Rc::new(dq), trainable)?;

@@ -4,6 +4,8 @@
 use super::*;
 use crate::device::Gpu;
 use crate::ops::attention_train::{Inputs, attention_train_ref, dot, padded, score_bound};
+use crate::ops::attention_train_coop::parity::coop_score_bound;
+use crate::ops::matmul_coop::f16_err;
 use crate::parity::data::{Rng, random_f32};
 use crate::parity::{Check, Compare, U, run_read};
 use crate::tensor::{Dtype, GpuTensor};
@@ -79,8 +81,19 @@ struct PairErr {
     eds: f64,
 }
 
-/// The forward's values and the backward's inputs in f64, for the bounds.
+/// How far `x` may move rounded to f16 after scaling by `2^12` (the tensor-core kernels' do
+/// and ds scale, exact in binary) and unscaled: one f16 ulp, or all of it near the flush line.
+fn e16_scaled(x: f64) -> f64 {
+    f16_err(x.abs() * DO_SCALE) / DO_SCALE
+}
+
+/// The tensor-core backward's factor on do and ds (`DO_SCALE` of its WGSL).
+const DO_SCALE: f64 = 4096.0;
+
+/// The forward's values and the backward's inputs in f64, for the bounds; `coop`: the
+/// tensor-core kernels' (f16 operands, see `ops::attention_train_coop`).
 struct Wide<'a> {
+    coop: bool,
     p: TrainAttention,
     q: &'a [f64],
     k: &'a [f64],
@@ -93,7 +106,10 @@ struct Wide<'a> {
 impl Wide<'_> {
     fn pair(&self, i: usize, h: usize, j: usize) -> PairErr {
         let p = &self.p;
-        let big_s = score_bound(p, self.q, self.k, i, h, j);
+        let big_s = match self.coop {
+            true => coop_score_bound(p, self.q, self.k, i, h, j),
+            false => score_bound(p, self.q, self.k, i, h, j),
+        };
         let (s, g) = p.score(self.q, self.k, i, h, j);
         let lse = self.lse[i * p.n_head + h];
         let x = s - lse;
@@ -103,7 +119,19 @@ impl Wide<'_> {
         let vj = p.v_row(self.v, j, h);
         let oi = p.o_row(self.o, i, h);
         let abs = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| (x * y).abs()).sum::<f64>();
-        let e_dp = (p.dv + 2) as f64 * U * abs(doi, vj);
+        let e_dp = match self.coop {
+            // do (scaled) and v rounded to f16, the products' sums on the tensor cores.
+            true => {
+                let (mut first, mut mags) = (0.0, 0.0);
+                for (&a, &b) in doi.iter().zip(vj) {
+                    let (ea, eb) = (e16_scaled(a), f16_err(b.abs()));
+                    first += a.abs() * eb + b.abs() * ea + ea * eb;
+                    mags += (a.abs() + ea) * (b.abs() + eb);
+                }
+                first + (4 * p.dv + 5) as f64 * U * mags
+            }
+            false => (p.dv + 2) as f64 * U * abs(doi, vj),
+        };
         let e_d = (p.dv + 3) as f64 * U * abs(doi, oi);
         let y = dot(doi, vj) - dot(doi, oi);
         let e_y = e_dp + e_d + U * (y.abs() + e_dp + e_d);
@@ -116,11 +144,16 @@ impl Wide<'_> {
         };
         let ds = pr * y * g;
         let mag = (pr + ep) * (y.abs() + e_y) * (g + e_g);
-        PairErr {
-            p: pr,
-            ep,
-            ds,
-            eds: mag * (1.0 + 2.0 * U) - ds.abs(),
+        let eds = mag * (1.0 + 2.0 * U) - ds.abs();
+        match self.coop {
+            // P and ds (scaled) rounded to f16 for the second products.
+            true => PairErr {
+                p: pr,
+                ep: ep + f16_err(pr + ep),
+                ds,
+                eds: eds + e16_scaled(mag * (1.0 + 2.0 * U)),
+            },
+            false => PairErr { p: pr, ep, ds, eds },
         }
     }
 }
@@ -135,8 +168,10 @@ struct Acc {
 }
 
 impl Acc {
-    fn bound(&self, extra: f64, factor: f64) -> f64 {
-        factor * (self.a + (self.m as f64 + extra) * U * self.b)
+    /// `sums`: u's a term of the sums, 1 in f32 (any order, fma or not), 4 on the tensor cores
+    /// (as `ops::attention_train_coop`'s bound on o).
+    fn bound(&self, extra: f64, factor: f64, sums: f64) -> f64 {
+        factor * (self.a + (sums * self.m as f64 + extra) * U * self.b)
     }
 }
 
@@ -147,16 +182,18 @@ fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
         dq: rng.pick(&[1, 1, 2, 3, 16]),
         dkdv: rng.pick(&[1, 1, 2, 3, 16]),
     };
-    compare(gpu, &c, &d_o, splits)
+    compare(gpu, &c, &d_o, splits, false)
 }
 
 /// The GPU's gradients against the reference, the passes split as `splits` says (through a
-/// scratch at an offset).
-fn compare(
+/// scratch at an offset); `coop`: the tensor-core kernels (their emulated programs on a device
+/// without cooperative matrices) and their bound (the module doc of `ops::attention_train_coop`).
+pub(crate) fn compare(
     gpu: &Gpu,
     c: &Inputs,
     d_o: &[f32],
     splits: BackwardSplits,
+    coop: bool,
 ) -> Result<Compare, GpuError> {
     let p = c.p;
     let (q, k, v) = c.wide();
@@ -191,12 +228,13 @@ fn compare(
         dk: View::at(&grads, 1 + nq),
         dv: View::at(&grads, 1 + nq + nk),
     };
-    let ops = p.backward_split_ops(backward, scratch, splits)?;
+    let ops = p.backward_ops_with(coop, backward, scratch, splits)?;
     let got: Vec<f32> = run_read(gpu, ops, &grads, 1, nq + nk + nv)?;
     let d_o: Vec<f64> = d_o.iter().map(|&x| f64::from(x)).collect();
     let (want_dq, want_dk, want_dv) = attention_backward_ref(&p, &q, &k, &v, &c.start, &d_o);
     let lse_in: Vec<f64> = lse32.iter().map(|&x| f64::from(x)).collect();
     let w = Wide {
+        coop,
         p,
         q: &q,
         k: &k,
@@ -205,6 +243,8 @@ fn compare(
         lse: &lse_in,
         d_o: &d_o,
     };
+    // The dq pass runs the f32 kernel either way: its pairs' errors are the f32 ones.
+    let w32 = Wide { coop: false, ..w };
     let (mut bq, mut bk, mut bv) = (
         vec![Acc::default(); nq],
         vec![Acc::default(); nk],
@@ -215,32 +255,61 @@ fn compare(
             let g = p.kv_head(h);
             for j in p.keys(&c.start, i) {
                 let e = w.pair(i, h, j);
-                let add = |acc: &mut [Acc], err: f64, val: f64, x: &[f64]| {
+                let e32 = w32.pair(i, h, j);
+                // x's own f16 rounding on the tensor cores (`scaled`: do's, by 2^12).
+                let add = |acc: &mut [Acc], err: f64, val: f64, x: &[f64], coop, scaled| {
                     for (a, xd) in acc.iter_mut().zip(x) {
-                        a.a += err * xd.abs();
-                        a.b += (val.abs() + err) * xd.abs();
+                        let ex = match (coop, scaled) {
+                            (false, _) => 0.0,
+                            (true, true) => e16_scaled(*xd),
+                            (true, false) => f16_err(xd.abs()),
+                        };
+                        a.a += err * xd.abs() + (val.abs() + err) * ex;
+                        a.b += (val.abs() + err) * (xd.abs() + ex);
                         a.m += 1;
                     }
                 };
                 let qi = (i * p.n_head + h) * p.dk;
-                add(&mut bq[qi..][..p.dk], e.eds, e.ds, p.k_row(&k, j, h));
+                add(
+                    &mut bq[qi..][..p.dk],
+                    e32.eds,
+                    e32.ds,
+                    p.k_row(&k, j, h),
+                    false,
+                    false,
+                );
                 let kj = (j * p.n_kv + g) * p.dk;
-                add(&mut bk[kj..][..p.dk], e.eds, e.ds, p.q_row(&q, i, h));
+                add(
+                    &mut bk[kj..][..p.dk],
+                    e.eds,
+                    e.ds,
+                    p.q_row(&q, i, h),
+                    coop,
+                    false,
+                );
                 let vj = (j * p.n_kv + g) * p.dv;
-                add(&mut bv[vj..][..p.dv], e.ep, e.p, p.o_row(&d_o, i, h));
+                add(
+                    &mut bv[vj..][..p.dv],
+                    e.ep,
+                    e.p,
+                    p.o_row(&d_o, i, h),
+                    coop,
+                    true,
+                );
             }
         }
     }
     let scale = f64::from(p.scale).abs();
     let mut cmp = Compare::default();
+    let sums = if coop { 4.0 } else { 1.0 };
     let parts = [
-        ("dq", &want_dq, &bq, 0, 3.0, scale, p.n_head * p.dk),
-        ("dk", &want_dk, &bk, nq, 3.0, scale, p.n_kv * p.dk),
-        ("dv", &want_dv, &bv, nq + nk, 2.0, 1.0, p.n_kv * p.dv),
+        ("dq", &want_dq, &bq, 0, 3.0, scale, 1.0, p.n_head * p.dk),
+        ("dk", &want_dk, &bk, nq, 3.0, scale, sums, p.n_kv * p.dk),
+        ("dv", &want_dv, &bv, nq + nk, 2.0, 1.0, sums, p.n_kv * p.dv),
     ];
-    for (name, want, acc, at, extra, factor, row) in parts {
+    for (name, want, acc, at, extra, factor, sums, row) in parts {
         for (e, (wv, a)) in want.iter().zip(acc).enumerate() {
-            let bound = a.bound(extra, factor);
+            let bound = a.bound(extra, factor, sums);
             cmp.add(f64::from(got[at + e]), *wv, bound, || {
                 format!("{p:?} {name} row {} col {}", e / row, e % row)
             });
@@ -289,7 +358,7 @@ mod tests {
                 dq: 1 + 3 * case,
                 dkdv: 1 + 2 * case,
             };
-            let c = compare(gpu, &inputs, &d_o, splits).unwrap();
+            let c = compare(gpu, &inputs, &d_o, splits, false).unwrap();
             assert!(c.n > 0 && c.max_ratio <= 1.0, "{}", c.worst);
         }
     }

@@ -6,6 +6,7 @@
 
 use super::*;
 use crate::device::Gpu;
+use crate::ops::attention_backward::BackwardSplits;
 use crate::ops::attention_train::{Inputs, dot};
 use crate::ops::matmul_coop::f16_err;
 use crate::ops::unary::{self, UnaryOp};
@@ -119,6 +120,35 @@ fn forward_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
     crate::ops::attention_train::compare_with(gpu, &c, splits, true)
 }
 
+/// The backward's dk/dv pass on the tensor cores (dq on the f32 kernel) against
+/// `attention_backward_ref`.
+pub const DKDV_CHECK: Check = Check {
+    name: "attention_backward_dkdv_coop",
+    tolerance: "attention_backward's with the tensor-core score's D, dp over f16 do (x2^12) and v ((4dv+5)u dots), P and ds (x2^12) rounded to f16, q and do f16 in the sums ((4m+2..3)u)",
+    case: dkdv_case,
+};
+
+/// An output gradient as a mean loss gives it: `random_f32` (in (-1, 1)) times `gain`.
+pub(crate) fn small_grad(len: usize, gain: f32, seed: u64) -> Vec<f32> {
+    random_f32(len, seed)
+        .into_iter()
+        .map(|x| x * gain)
+        .collect()
+}
+
+fn dkdv_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    f16_device(gpu)?;
+    let c = random_inputs(rng);
+    // A loss averaged over 2^10 tokens, and over 2^20 (do itself below f16's normals).
+    let gain = rng.pick(&[1.0 / 1024.0, 1.0 / 1048576.0]);
+    let d_o = small_grad(c.p.n * c.p.n_head * c.p.dv, gain, rng.next_u64());
+    let splits = BackwardSplits {
+        dq: rng.pick(&[1, 1, 2, 3, 16]),
+        dkdv: rng.pick(&[1, 1, 2, 3, 16]),
+    };
+    crate::ops::attention_backward::parity::compare(gpu, &c, &d_o, splits, true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,6 +157,11 @@ mod tests {
     #[test]
     fn forward_matches_reference() {
         testutil::parity("attention_train_coop", 6, 171);
+    }
+
+    #[test]
+    fn dkdv_matches_reference() {
+        testutil::parity("attention_backward_dkdv_coop", 6, 173);
     }
 
     /// The models' shapes: gemma-3-270m's (4 heads over 1 kv head of 256, a window, two
@@ -165,6 +200,46 @@ mod tests {
                 start: (0..n as u32).map(|i| if i < 17 { 0 } else { 17 }).collect(),
             };
             let c = crate::ops::attention_train::compare_with(gpu, &inputs, splits, true).unwrap();
+            assert!(c.n > 0 && c.max_ratio <= 1.0, "{p:?}: {}", c.worst);
+        }
+    }
+
+    /// The backward's dk/dv pass on the models' shapes: gemma-3-270m's (4 heads over 1 kv head
+    /// of 256, a window, two sequences, split pairs) and 64 under GQA of 7 with a cap, the output
+    /// gradient of a loss averaged over 2^12 tokens.
+    #[test]
+    fn dkdv_model_shapes() {
+        let Some(gpu) = testutil::coop_body_device(
+            "dkdv_model_shapes",
+            "common/coop_emul.wgsl, attention/train_coop_io_emul.wgsl",
+        ) else {
+            return;
+        };
+        let shapes = [(40, 4, 1, 256, 24, 0.0, 3), (37, 14, 2, 64, 0, 30.0, 1)];
+        for (case, &(n, n_head, n_kv, hd, window, softcap, split)) in shapes.iter().enumerate() {
+            let mut rng = Rng::new(50 + case as u64);
+            let p = TrainAttention {
+                n,
+                n_head,
+                n_kv,
+                dk: hd,
+                dv: hd,
+                scale: 1.0 / (hd as f32).sqrt(),
+                window,
+                softcap,
+            };
+            let inputs = Inputs {
+                p,
+                q: random_f32(n * n_head * hd, rng.next_u64()),
+                k: random_f32(n * n_kv * hd, rng.next_u64()),
+                v: random_f32(n * n_kv * hd, rng.next_u64()),
+                start: (0..n as u32).map(|i| if i < 17 { 0 } else { 17 }).collect(),
+            };
+            let d_o = small_grad(n * n_head * hd, 1.0 / 4096.0, rng.next_u64());
+            let splits = BackwardSplits { dq: 1, dkdv: split };
+            let c =
+                crate::ops::attention_backward::parity::compare(gpu, &inputs, &d_o, splits, true)
+                    .unwrap();
             assert!(c.n > 0 && c.max_ratio <= 1.0, "{p:?}: {}", c.worst);
         }
     }
@@ -224,5 +299,17 @@ mod tests {
             "attention_train_coop_emulated"
         );
         assert_eq!(k.program_for(&caps(true)).name, "attention_train_coop");
+        let k = crate::Kernel::from(AttentionTrainCoopKernel {
+            pass: CoopPass::DkDv,
+            head_dim: 64,
+        });
+        assert_eq!(
+            k.program_for(&caps(false)).name,
+            "attention_backward_dkdv_coop_emulated"
+        );
+        assert_eq!(
+            k.program_for(&caps(true)).name,
+            "attention_backward_dkdv_coop"
+        );
     }
 }
