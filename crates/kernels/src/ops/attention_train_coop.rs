@@ -4,7 +4,7 @@
 //! and the products on 16 x 16 x 16 cooperative matrices with f32 sums
 //! (`attention/train_forward_coop.wgsl` with `attention/train_coop_tiles.wgsl`), and the
 //! backward's dk/dv pass ([`crate::ops::attention_backward`]'s contract, with q, k, v, do, P
-//! and ds rounded to f16: `attention/train_backward_dkdv_coop.wgsl`, do scaled by 2^12 so that
+//! and ds rounded to f16: `attention/train_backward_dkdv_coop.wgsl`, do scaled by 2^8 so that
 //! a mean loss's gradients stay among f16's normals; its header says why). Picked where
 //! the device has [`Caps::coop_f16`], the caller allows the tensor cores and the shape fits
 //! ([`TrainAttention::coop_fits`]: dk = dv, one of [`HEAD_DIMS`]); everywhere else the f32
