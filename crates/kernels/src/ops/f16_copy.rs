@@ -9,12 +9,12 @@ use crate::format::GpuFormat;
 use crate::kernel::KernelFamily;
 use crate::op::{Op, grid_1d};
 use crate::shader::{BLOCKS, BindingKind, Program, ShaderFile, shader_file};
-use crate::tensor::{View, WeightRows};
+use crate::tensor::{GpuWeight, View, WeightRows};
 
 #[cfg(any(test, feature = "parity"))]
 mod parity;
 #[cfg(any(test, feature = "parity"))]
-pub use parity::{CHECK, f16_copy_ref};
+pub use parity::{CHECK, CHECK_TRANSPOSED, f16_copy_ref};
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
@@ -28,6 +28,7 @@ struct F16CopyParams {
 }
 
 static SHADER: ShaderFile = shader_file!("matmul/f16_copy.wgsl");
+static TRANSPOSED: ShaderFile = shader_file!("matmul/f16_copy_t.wgsl");
 
 const WORKGROUP: u32 = 256;
 
@@ -39,23 +40,29 @@ const BINDINGS: &[BindingKind] = &[
     BindingKind::StorageRead,
 ];
 
-/// The f16 copy of a weight of one format.
+/// The f16 copy of a weight of one format, as stored (`false`) or transposed (`true`,
+/// [`f16_copy_transposed`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct F16CopyKernel(pub GpuFormat);
+pub struct F16CopyKernel(pub GpuFormat, pub bool);
 
 impl KernelFamily for F16CopyKernel {
     fn variants() -> Vec<F16CopyKernel> {
-        crate::shader::weight_formats()
-            .iter()
-            .map(|&f| F16CopyKernel(f))
+        let formats = crate::shader::weight_formats();
+        [false, true]
+            .into_iter()
+            .flat_map(|t| formats.iter().map(move |&f| F16CopyKernel(f, t)))
             .collect()
     }
 
     fn program(self) -> Program {
-        let f = self.0;
+        let F16CopyKernel(f, transposed) = self;
+        let (name, shader) = match transposed {
+            false => (format!("f16_copy_{}", f.name()), &SHADER),
+            true => (format!("f16_copy_t_{}", f.name()), &TRANSPOSED),
+        };
         Program {
-            name: format!("f16_copy_{}", f.name()),
-            files: [&SHADER, &BLOCKS]
+            name,
+            files: [shader, &BLOCKS]
                 .into_iter()
                 .chain(f.decoder().iter().copied())
                 .collect(),
@@ -67,7 +74,7 @@ impl KernelFamily for F16CopyKernel {
 
     #[cfg(any(test, feature = "parity"))]
     fn checks() -> Vec<crate::parity::Check> {
-        vec![CHECK]
+        vec![CHECK, CHECK_TRANSPOSED]
     }
 }
 
@@ -118,7 +125,7 @@ pub fn f16_copy(rows: WeightRows<'_>, out: View<'_>) -> Result<Vec<Op>, GpuError
             let halves = n_rows * (s.n_in / 16);
             let grid = grid_1d(halves.div_ceil(WORKGROUP as usize));
             Op::new(
-                F16CopyKernel(s.format),
+                F16CopyKernel(s.format, false),
                 WORKGROUP,
                 &params,
                 &[&c.buf, &out.t.buf, &c.buf],
@@ -126,4 +133,60 @@ pub fn f16_copy(rows: WeightRows<'_>, out: View<'_>) -> Result<Vec<Op>, GpuError
             )
         });
     Ok(ops.collect())
+}
+
+/// A whole weight `w` decoded and rounded to f16 into `out` from its offset, transposed: the
+/// layout of an F16 weight of `n_in` rows of `n_out` inputs (`W^T`), element (row, i) at half
+/// `i * n_out + row` ([`f16_copy_len`] words). One op per chunk. `n_in` must be a multiple of
+/// 32, `n_out` and every chunk's rows even (a word holds two rows' values), `out.offset` even.
+pub fn f16_copy_transposed(w: &GpuWeight, out: View<'_>) -> Result<Vec<Op>, GpuError> {
+    const OP: &str = "f16_copy_t";
+    let s = w.shape;
+    let invalid = |detail: String| GpuError::InvalidParams { op: OP, detail };
+    if !s.n_in.is_multiple_of(32) {
+        return Err(invalid(format!(
+            "{} inputs a row, not whole units of 32",
+            s.n_in
+        )));
+    }
+    if !s.n_out.is_multiple_of(2) || w.chunks.iter().any(|c| !c.n_rows.is_multiple_of(2)) {
+        return Err(invalid(format!("{} rows or a chunk's rows odd", s.n_out)));
+    }
+    out.check("f16_copy_t out", f16_copy_len(w.all_rows()))?;
+    if !out.offset.is_multiple_of(2) || u32::try_from(out.offset + s.n_out * s.n_in / 2).is_err() {
+        return Err(invalid(format!("out from element {}", out.offset)));
+    }
+    let ops = w.chunks.iter().map(|c| {
+        let params = F16CopyTParams {
+            n_in: s.n_in as u32,
+            row_bytes: s.format.row_bytes(s.n_in) as u32,
+            first_row: 0,
+            n_pairs: (c.n_rows / 2) as u32,
+            out_offset: (out.offset + c.first_row / 2) as u32,
+            out_stride: (s.n_out / 2) as u32,
+            _pad: [0; 2],
+        };
+        let invocations = c.n_rows / 2 * (s.n_in / 16);
+        let grid = grid_1d(invocations.div_ceil(WORKGROUP as usize));
+        Op::new(
+            F16CopyKernel(s.format, true),
+            WORKGROUP,
+            &params,
+            &[&c.buf, &out.t.buf, &c.buf],
+            grid,
+        )
+    });
+    Ok(ops.collect())
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+struct F16CopyTParams {
+    n_in: u32,
+    row_bytes: u32,
+    first_row: u32,
+    n_pairs: u32,
+    out_offset: u32,
+    out_stride: u32,
+    _pad: [u32; 2],
 }

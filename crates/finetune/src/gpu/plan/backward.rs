@@ -4,15 +4,17 @@
 use std::rc::Rc;
 
 use rullama_kernels::ops::attention_backward::TrainAttentionBackward;
+use rullama_kernels::ops::f16_copy::{f16_copy_len, f16_copy_transposed};
 use rullama_kernels::ops::glu_backward::{GluBackward, glu_backward};
 use rullama_kernels::ops::matmul::Strides;
+use rullama_kernels::ops::matmul_dense::DenseTile;
 use rullama_kernels::ops::matmul_input_grad::MatmulInputGrad;
 use rullama_kernels::ops::matmul_thin::{MatmulThin, ThinWeight};
 use rullama_kernels::ops::matmul_weight_grad::MatmulWeightGrad;
 use rullama_kernels::ops::split_sum::SplitSum;
 use rullama_kernels::ops::unary::UnaryOp;
 use rullama_kernels::ops::{dropout, elementwise, unary};
-use rullama_kernels::{GpuTensor, GpuWeight, View};
+use rullama_kernels::{GpuFormat, GpuTensor, GpuWeight, View, WeightChunk, WeightShape};
 use rullama_model::ModelError;
 
 use super::{
@@ -137,6 +139,9 @@ impl Lower<'_> {
             self.push(op, "input gradient")?;
             return Ok(());
         }
+        if let Some(tile) = self.dense_grad_tile(w, rows) {
+            return self.dense_input_grad(tile, w, dy, dx, accumulate, rows);
+        }
         let split = splits(tiles(n_in) * tiles(rows), w.shape.n_out);
         let grad = MatmulInputGrad {
             n_tokens: rows,
@@ -240,6 +245,72 @@ impl Lower<'_> {
                 Some(t) => grad.split_ops(g.into(), input.into(), t, split, dw),
             },
         )
+    }
+
+    /// The dense kernel's tile for `dx = dy · W` as the forward product `dy (Wᵀ)ᵀ` over an
+    /// f16 copy of `Wᵀ` (`f16_copy_transposed`), where a step of `rows` tokens takes the dense
+    /// route ([`Lower::dense_tile`]'s rule, for `Wᵀ`'s shape) and the copy's layout can hold W
+    /// (whole 32-input units, rows in pairs).
+    fn dense_grad_tile(&self, w: &GpuWeight, rows: usize) -> Option<DenseTile> {
+        let s = w.shape;
+        let rows_in_pairs = w.chunks.iter().all(|c| c.n_rows.is_multiple_of(2));
+        let copies = s.n_in.is_multiple_of(32) && s.n_out.is_multiple_of(2) && rows_in_pairs;
+        let transposed = WeightShape {
+            format: GpuFormat::F16,
+            n_in: s.n_out,
+            n_out: s.n_in,
+        };
+        copies
+            .then(|| self.dense_tile_for(transposed, rows))
+            .flatten()
+    }
+
+    /// `dx (+)= dy · W` on the dense kernel over `Wᵀ` copied to f16 in a scratch; accumulating,
+    /// the product goes to a buffer of its own and is added into dx (the dense kernel stores).
+    fn dense_input_grad(
+        &mut self,
+        tile: DenseTile,
+        w: &GpuWeight,
+        dy: &GpuTensor,
+        dx: View<'_>,
+        accumulate: bool,
+        rows: usize,
+    ) -> Result<()> {
+        let s = w.shape;
+        let n = rows * s.n_in;
+        let sum = match accumulate {
+            true => Some(self.pool.take(self.gpu, n)?),
+            false => None,
+        };
+        let out = sum.as_ref().map_or(dx, View::from);
+        let m = self.matmul(rows);
+        let len = f16_copy_len(w.all_rows());
+        self.extend_with_scratch(len, "input gradient", |_, scratch| {
+            let scratch = scratch.expect("a scratch of the copy's length");
+            let mut ops = f16_copy_transposed(w, scratch)?;
+            let transposed = GpuWeight {
+                shape: WeightShape {
+                    format: GpuFormat::F16,
+                    n_in: s.n_out,
+                    n_out: s.n_in,
+                },
+                chunks: vec![WeightChunk {
+                    buf: scratch.t.buf.clone(),
+                    first_row: 0,
+                    n_rows: s.n_in,
+                }],
+            };
+            ops.extend(m.dense_ops(tile, &transposed, dy.into(), None, out)?);
+            Ok(ops)
+        })?;
+        if let Some(t) = sum {
+            self.push(
+                elementwise::add_inplace(dx, (&t).into(), n),
+                "input gradient",
+            )?;
+            self.pool.give(t);
+        }
+        Ok(())
     }
 
     /// Node `i`'s backward from its output's gradient `dy` (one hold of it, the caller's to

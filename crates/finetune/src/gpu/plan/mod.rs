@@ -22,7 +22,7 @@ use rullama_kernels::ops::matmul_thin::{MatmulThin, ThinWeight};
 use rullama_kernels::ops::split::Out;
 use rullama_kernels::{
     Dtype, Gpu, GpuError, GpuFormat, GpuTensor, GpuWeight, Op, OpId, Readback, Step, StepBuilder,
-    View,
+    View, WeightShape,
 };
 use rullama_model::ModelError;
 
@@ -394,8 +394,12 @@ impl Lower<'_> {
     /// copies the weight to f16 for it (`Matmul::dense_route_ops`): on the tensor cores, a
     /// step of at least [`DENSE_MIN_ROWS`] tokens, rows the dense kernel and one binding take.
     fn dense_tile(&self, w: &GpuWeight, rows: usize) -> Option<DenseTile> {
-        let s = w.shape;
-        let fits = (f16_copy_len(w.all_rows()) as u64) * 4 <= self.gpu.max_binding_bytes();
+        self.dense_tile_for(w.shape, rows)
+    }
+
+    /// [`Lower::dense_tile`] for a weight of shape `s` (its f16 copy: `n_out x n_in` halves).
+    fn dense_tile_for(&self, s: WeightShape, rows: usize) -> Option<DenseTile> {
+        let fits = (s.n_out * s.n_in * 2) as u64 <= self.gpu.max_binding_bytes();
         let dense = self.tensor_cores
             && self.gpu.caps.coop_f16
             && rows >= DENSE_MIN_ROWS

@@ -83,6 +83,53 @@ fn compare(
     Ok(c)
 }
 
+/// The transposed copy ([`f16_copy_transposed`]): the same rounding of each weight as
+/// [`CHECK`], each at its transposed place.
+pub const CHECK_TRANSPOSED: Check = Check {
+    name: "f16_copy_t",
+    tolerance: "f16 rounding (1 ulp; subnormals may flush)+8*2^-24*|w|",
+    case: transposed_case,
+};
+
+fn transposed_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    let f = rng.pick(&GpuFormat::ALL);
+    let n_in = rng.range(1, 3) * f.block_weights().max(32);
+    let n_out = 2 * rng.range(1, 40);
+    let chunk_rows = 2 * rng.range(1, 20);
+    let pad = 2 * rng.range(0, 3);
+    let (bytes, values) = random_weight(f, n_out, n_in, rng.next_u64());
+    let shape = WeightShape {
+        format: f,
+        n_in,
+        n_out,
+    };
+    let w = GpuWeight::upload_chunked(gpu, shape, &bytes, chunk_rows)?;
+    let len = f16_copy_len(w.all_rows());
+    let out = GpuTensor::zeros(gpu, &[pad + len], Dtype::F32);
+    let ops = f16_copy_transposed(&w, View::at(&out, pad))?;
+    let words: Vec<u32> = run_read(gpu, ops, &out, pad, len)?;
+    let want = f16_copy_ref(&values, n_in, 0, n_out);
+    let mut c = Compare::default();
+    let got: Vec<f32> = words
+        .iter()
+        .flat_map(|&w| [w as u16, (w >> 16) as u16])
+        .map(|h| f16::from_bits(h).to_f32())
+        .collect();
+    for row in 0..n_out {
+        for i in 0..n_in {
+            let v = f64::from(values[row * n_in + i]).abs();
+            let tol = f16_err(v) + 8.0 * U * v;
+            c.add(
+                f64::from(got[i * n_out + row]),
+                f64::from(want[row * n_in + i]),
+                tol,
+                || format!("{f:?} {n_out}x{n_in} (chunks of {chunk_rows}) row {row} input {i}"),
+            );
+        }
+    }
+    Ok(c)
+}
+
 #[cfg(test)]
 mod tests {
     use crate::testutil;
@@ -90,5 +137,10 @@ mod tests {
     #[test]
     fn f16_copy_matches_reference() {
         testutil::parity("f16_copy", 8, 71);
+    }
+
+    #[test]
+    fn f16_copy_transposed_matches_reference() {
+        testutil::parity("f16_copy_t", 8, 72);
     }
 }
