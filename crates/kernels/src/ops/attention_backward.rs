@@ -185,7 +185,7 @@ impl TrainAttention {
         self.backward_ops_with(false, b, scratch, splits)
     }
 
-    /// [`TrainAttention::backward_split_ops`] on a device with `caps`: the dk/dv pass on the
+    /// [`TrainAttention::backward_split_ops`] on a device with `caps`: both passes on the
     /// tensor cores where [`TrainAttention::uses_tensor_cores`] says so (the same outputs, the
     /// same scratch and splits), else the f32 kernels.
     pub fn backward_ops_on(
@@ -201,7 +201,7 @@ impl TrainAttention {
     }
 
     /// As [`TrainAttention::backward_split_ops`] with the kernels named: `coop` runs the
-    /// dk/dv pass on the tensor-core kernel ([`crate::ops::attention_train_coop`]) on any
+    /// dq and dk/dv passes on the tensor-core kernels ([`crate::ops::attention_train_coop`]) on any
     /// device (on one without cooperative matrices, its emulated program: tests only), for
     /// the shapes [`TrainAttention::coop_fits`] accepts.
     pub(crate) fn backward_ops_with(
@@ -304,13 +304,16 @@ impl TrainAttention {
             .chain([&dk_out.t.buf, &dv_out.t.buf])
             .collect();
         let mut ops = vec![
-            Op::new(
-                AttentionBackwardKernel::Dq,
-                WORKGROUP,
-                &params,
-                &dq_buffers,
-                self.pair_grid(splits.dq),
-            ),
+            match coop {
+                true => self.coop_op(CoopPass::Dq, &params, &dq_buffers, splits.dq),
+                false => Op::new(
+                    AttentionBackwardKernel::Dq,
+                    WORKGROUP,
+                    &params,
+                    &dq_buffers,
+                    self.pair_grid(splits.dq),
+                ),
+            },
             match coop {
                 true => self.coop_op(CoopPass::DkDv, &params, &dkdv_buffers, splits.dkdv),
                 false => Op::new(

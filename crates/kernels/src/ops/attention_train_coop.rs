@@ -3,9 +3,10 @@
 //! partial results for the same combine) with q, k, v and the softmax weights rounded to f16
 //! and the products on 16 x 16 x 16 cooperative matrices with f32 sums
 //! (`attention/train_forward_coop.wgsl` with `attention/train_coop_tiles.wgsl`), and the
-//! backward's dk/dv pass ([`crate::ops::attention_backward`]'s contract, with q, k, v, do, P
-//! and ds rounded to f16: `attention/train_backward_dkdv_coop.wgsl`, do scaled by 2^8 so that
-//! a mean loss's gradients stay among f16's normals; its header says why). Picked where
+//! backward's two passes ([`crate::ops::attention_backward`]'s contract, with q, k, v, do, P
+//! and ds rounded to f16: `attention/train_backward_dq_coop.wgsl` and
+//! `attention/train_backward_dkdv_coop.wgsl`, do scaled by 2^8 so that a mean loss's
+//! gradients stay among f16's normals; the dk/dv header says why). Picked where
 //! the device has [`Caps::coop_f16`], the caller allows the tensor cores and the shape fits
 //! ([`TrainAttention::coop_fits`]: dk = dv, one of [`HEAD_DIMS`]); everywhere else the f32
 //! kernels run, which stay the exact path (`--no-tensor-cores`).
@@ -38,7 +39,7 @@ use crate::tensor::GpuBuffer;
 #[cfg(any(test, feature = "parity"))]
 pub(crate) mod parity;
 #[cfg(any(test, feature = "parity"))]
-pub use parity::{DKDV_CHECK, FORWARD_CHECK};
+pub use parity::{DKDV_CHECK, DQ_CHECK, FORWARD_CHECK};
 
 /// The head dimensions (dk = dv) the tensor-core kernels take (`HD`, an override).
 pub const HEAD_DIMS: [usize; 3] = [64, 128, 256];
@@ -46,7 +47,8 @@ pub const HEAD_DIMS: [usize; 3] = [64, 128, 256];
 /// Four subgroups of 32 (`Caps::coop_f16` holds only where the subgroup is 32 wide).
 pub(crate) const WORKGROUP: u32 = 128;
 
-/// Rows of a workgroup's fixed tile: (row, head) pairs for the forward, key rows for dk/dv.
+/// Rows of a workgroup's fixed tile: (row, head) pairs for the forward and dq, key rows for
+/// dk/dv.
 const TILE: usize = 16;
 
 static TILES: ShaderFile = shader_file!("attention/train_coop_tiles.wgsl");
@@ -56,6 +58,7 @@ static IO: ShaderFile = shader_file!("attention/train_coop_io.wgsl");
 /// tensor cores (tests).
 static IO_EMULATED: ShaderFile = shader_file!("attention/train_coop_io_emul.wgsl");
 static FORWARD: ShaderFile = shader_file!("attention/train_forward_coop.wgsl");
+static DQ: ShaderFile = shader_file!("attention/train_backward_dq_coop.wgsl");
 static DKDV: ShaderFile = shader_file!("attention/train_backward_dkdv_coop.wgsl");
 
 /// Which of the training attention's programs.
@@ -63,6 +66,8 @@ static DKDV: ShaderFile = shader_file!("attention/train_backward_dkdv_coop.wgsl"
 pub enum CoopPass {
     /// o and lse (or a split's partial results): `attention_train_coop`.
     Forward,
+    /// The backward's dq (or a split's partial sums): `attention_backward_dq_coop`.
+    Dq,
     /// The backward's dk and dv (or a split's partial sums): `attention_backward_dkdv_coop`.
     DkDv,
 }
@@ -82,6 +87,11 @@ impl AttentionTrainCoopKernel {
     fn program_with(self, emulated: bool) -> Program {
         let (name, body, bindings) = match self.pass {
             CoopPass::Forward => ("attention_train_coop", &FORWARD, attention_train::BINDINGS),
+            CoopPass::Dq => (
+                "attention_backward_dq_coop",
+                &DQ,
+                attention_backward::BINDINGS_DQ,
+            ),
             CoopPass::DkDv => (
                 "attention_backward_dkdv_coop",
                 &DKDV,
@@ -105,7 +115,7 @@ impl AttentionTrainCoopKernel {
 impl KernelFamily for AttentionTrainCoopKernel {
     /// Head dim 128 stands for every head dim (an override: one program for all).
     fn variants() -> Vec<AttentionTrainCoopKernel> {
-        [CoopPass::Forward, CoopPass::DkDv]
+        [CoopPass::Forward, CoopPass::Dq, CoopPass::DkDv]
             .into_iter()
             .map(|pass| AttentionTrainCoopKernel {
                 pass,
@@ -133,7 +143,7 @@ impl KernelFamily for AttentionTrainCoopKernel {
 
     #[cfg(any(test, feature = "parity"))]
     fn checks() -> Vec<crate::parity::Check> {
-        vec![FORWARD_CHECK, DKDV_CHECK]
+        vec![FORWARD_CHECK, DQ_CHECK, DKDV_CHECK]
     }
 }
 
@@ -180,8 +190,8 @@ impl TrainAttention {
     }
 
     /// The tensor-core op of `pass` (the shape checked by [`TrainAttention::check_coop`]):
-    /// one workgroup per tile of 16 pairs (forward) or 16 key rows (dk/dv) of each kv head, per
-    /// split (grid z).
+    /// one workgroup per tile of 16 pairs (forward, dq) or 16 key rows (dk/dv) of each kv head,
+    /// per split (grid z).
     pub(crate) fn coop_op(
         &self,
         pass: CoopPass,
@@ -190,7 +200,7 @@ impl TrainAttention {
         splits: usize,
     ) -> Op {
         let tiles = match pass {
-            CoopPass::Forward => (self.n * (self.n_head / self.n_kv)).div_ceil(TILE),
+            CoopPass::Forward | CoopPass::Dq => (self.n * (self.n_head / self.n_kv)).div_ceil(TILE),
             CoopPass::DkDv => self.n.div_ceil(TILE),
         };
         let mut grid = grid_1d(tiles * self.n_kv);

@@ -243,8 +243,6 @@ pub(crate) fn compare(
         lse: &lse_in,
         d_o: &d_o,
     };
-    // The dq pass runs the f32 kernel either way: its pairs' errors are the f32 ones.
-    let w32 = Wide { coop: false, ..w };
     let (mut bq, mut bk, mut bv) = (
         vec![Acc::default(); nq],
         vec![Acc::default(); nk],
@@ -255,7 +253,6 @@ pub(crate) fn compare(
             let g = p.kv_head(h);
             for j in p.keys(&c.start, i) {
                 let e = w.pair(i, h, j);
-                let e32 = w32.pair(i, h, j);
                 // x's own f16 rounding on the tensor cores (`scaled`: do's, by 2^8).
                 let add = |acc: &mut [Acc], err: f64, val: f64, x: &[f64], coop, scaled| {
                     for (a, xd) in acc.iter_mut().zip(x) {
@@ -272,10 +269,10 @@ pub(crate) fn compare(
                 let qi = (i * p.n_head + h) * p.dk;
                 add(
                     &mut bq[qi..][..p.dk],
-                    e32.eds,
-                    e32.ds,
+                    e.eds,
+                    e.ds,
                     p.k_row(&k, j, h),
-                    false,
+                    coop,
                     false,
                 );
                 let kj = (j * p.n_kv + g) * p.dk;
@@ -303,7 +300,7 @@ pub(crate) fn compare(
     let mut cmp = Compare::default();
     let sums = if coop { 4.0 } else { 1.0 };
     let parts = [
-        ("dq", &want_dq, &bq, 0, 3.0, scale, 1.0, p.n_head * p.dk),
+        ("dq", &want_dq, &bq, 0, 3.0, scale, sums, p.n_head * p.dk),
         ("dk", &want_dk, &bk, nq, 3.0, scale, sums, p.n_kv * p.dk),
         ("dv", &want_dv, &bv, nq + nk, 2.0, 1.0, sums, p.n_kv * p.dv),
     ];

@@ -120,13 +120,35 @@ fn forward_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
     crate::ops::attention_train::compare_with(gpu, &c, splits, true)
 }
 
-/// The backward's dk/dv pass on the tensor cores (dq on the f32 kernel) against
-/// `attention_backward_ref`.
+/// The backward on the tensor cores (both passes) against `attention_backward_ref`, the
+/// dk/dv pass's splits varied.
 pub const DKDV_CHECK: Check = Check {
     name: "attention_backward_dkdv_coop",
-    tolerance: "attention_backward's with the tensor-core score's D, dp over f16 do (x2^8) and v ((4dv+5)u dots), P and ds (x2^8) rounded to f16, q and do f16 in the sums ((4m+2..3)u)",
+    tolerance: "attention_backward's with the tensor-core score's D, dp over f16 do (x2^8) and v ((4dv+5)u dots), P and ds (x2^8) rounded to f16, q, k and do f16 in the sums ((4m+2..3)u)",
     case: dkdv_case,
 };
+
+/// The backward on the tensor cores (both passes) against `attention_backward_ref`, the dq
+/// pass's splits varied: dq = scale sum f16(2^8 ds) f16(k) / 2^8 with [`DKDV_CHECK`]'s bound
+/// on ds (the same score, dp and D), k's rounding and the sums on the tensor cores
+/// ((4m+3)u).
+pub const DQ_CHECK: Check = Check {
+    name: "attention_backward_dq_coop",
+    tolerance: "attention_backward's with the tensor-core score's D, dp over f16 do (x2^8) and v ((4dv+5)u dots), ds (x2^8) and k rounded to f16, sums (4m+3)u",
+    case: dq_case,
+};
+
+fn dq_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    f16_device(gpu)?;
+    let c = random_inputs(rng);
+    let gain = rng.pick(&[1.0 / 1024.0, 1.0 / 1048576.0]);
+    let d_o = small_grad(c.p.n * c.p.n_head * c.p.dv, gain, rng.next_u64());
+    let splits = BackwardSplits {
+        dq: rng.pick(&[1, 2, 3, 16]),
+        dkdv: 1,
+    };
+    crate::ops::attention_backward::parity::compare(gpu, &c, &d_o, splits, true)
+}
 
 /// An output gradient as a mean loss gives it: `random_f32` (in (-1, 1)) times `gain`.
 pub(crate) fn small_grad(len: usize, gain: f32, seed: u64) -> Vec<f32> {
@@ -162,6 +184,11 @@ mod tests {
     #[test]
     fn dkdv_matches_reference() {
         testutil::parity("attention_backward_dkdv_coop", 6, 173);
+    }
+
+    #[test]
+    fn dq_matches_reference() {
+        testutil::parity("attention_backward_dq_coop", 6, 179);
     }
 
     /// The models' shapes: gemma-3-270m's (4 heads over 1 kv head of 256, a window, two
@@ -204,13 +231,13 @@ mod tests {
         }
     }
 
-    /// The backward's dk/dv pass on the models' shapes: gemma-3-270m's (4 heads over 1 kv head
-    /// of 256, a window, two sequences, split pairs) and 64 under GQA of 7 with a cap, the output
-    /// gradient of a loss averaged over 2^12 tokens.
+    /// The backward's passes on the models' shapes: gemma-3-270m's (4 heads over 1 kv head of
+    /// 256, a window, two sequences, split keys and pairs) and 64 under GQA of 7 with a cap,
+    /// the output gradient of a loss averaged over 2^12 tokens.
     #[test]
-    fn dkdv_model_shapes() {
+    fn backward_model_shapes() {
         let Some(gpu) = testutil::coop_body_device(
-            "dkdv_model_shapes",
+            "backward_model_shapes",
             "common/coop_emul.wgsl, attention/train_coop_io_emul.wgsl",
         ) else {
             return;
@@ -236,7 +263,10 @@ mod tests {
                 start: (0..n as u32).map(|i| if i < 17 { 0 } else { 17 }).collect(),
             };
             let d_o = small_grad(n * n_head * hd, 1.0 / 4096.0, rng.next_u64());
-            let splits = BackwardSplits { dq: 1, dkdv: split };
+            let splits = BackwardSplits {
+                dq: split,
+                dkdv: split,
+            };
             let c =
                 crate::ops::attention_backward::parity::compare(gpu, &inputs, &d_o, splits, true)
                     .unwrap();
@@ -310,6 +340,18 @@ mod tests {
         assert_eq!(
             k.program_for(&caps(true)).name,
             "attention_backward_dkdv_coop"
+        );
+        let k = crate::Kernel::from(AttentionTrainCoopKernel {
+            pass: CoopPass::Dq,
+            head_dim: 128,
+        });
+        assert_eq!(
+            k.program_for(&caps(false)).name,
+            "attention_backward_dq_coop_emulated"
+        );
+        assert_eq!(
+            k.program_for(&caps(true)).name,
+            "attention_backward_dq_coop"
         );
     }
 }
