@@ -4,9 +4,8 @@ use std::rc::Rc;
 
 use rullama_kernels::ops::attention_train::TrainAttentionForward;
 use rullama_kernels::ops::cross_entropy::CrossEntropy;
-use rullama_kernels::ops::f16_copy::{f16_copy, f16_copy_len, f16_copy_transposed};
+use rullama_kernels::ops::f16_copy::{f16_copy, f16_copy_len};
 use rullama_kernels::ops::matmul_dense::{self, DenseTile};
-use rullama_kernels::ops::split::Out;
 use rullama_kernels::ops::{dropout, elementwise, embed, glu, unary};
 use rullama_kernels::{GpuFormat, GpuTensor, GpuWeight, OpId, View, WeightChunk, WeightShape};
 use rullama_model::ModelError;
@@ -296,10 +295,6 @@ impl Lower<'_> {
             false => None,
         };
         let dense = self.head_dense(head.w, chunk, n.div_ceil(chunk))?;
-        let transposed = match (backward, &dense) {
-            (true, Some(_)) => self.head_transposed(head.w, chunk)?,
-            _ => None,
-        };
         let mut loss_ops = Vec::new();
         for c0 in (0..n).step_by(chunk) {
             let rows = chunk.min(n - c0);
@@ -320,26 +315,14 @@ impl Lower<'_> {
             loss_ops.push(self.push(op, "cross-entropy")?);
             if let Some(dx) = &dx {
                 let dx = View::at(dx, c0 * d);
-                let split = transposed
-                    .as_ref()
-                    .and_then(|(_, wt)| m.split_k(&gpu.caps, wt.all_rows()).map(|k| (wt, k)));
-                match split {
-                    // dX = dL W as the forward product dL (Wᵀ)ᵀ, its long sum over the
-                    // vocabulary split (the forward's split K).
-                    Some((wt, k)) => {
-                        let len = m.split_k_scratch(wt.all_rows(), k);
-                        let outs = [Out::new(dx, d)];
-                        self.extend_with_scratch(len, "LM head gradient", |_, scratch| {
-                            let scratch = scratch.expect("a scratch of the split's length");
-                            m.split_k_ops(wt.all_rows(), (&logits).into(), None, &outs, scratch, k)
-                        })?;
-                    }
-                    None => self.input_grad_into(head.w, &logits, dx, false, rows)?,
-                }
+                // Through the weight as stored, not the f16 copy: the tensor-core input
+                // gradient ran slower over F16 rows than over Q8_0's (docs/PERF.md,
+                // X-head-grad-f16).
+                self.input_grad_into(head.w, &logits, dx, false, rows)?;
             }
         }
         self.pool.give(logits);
-        for (t, _) in [dense, transposed].into_iter().flatten() {
+        if let Some((t, _)) = dense {
             self.pool.give(t);
         }
         self.read_done(head.x);
@@ -385,41 +368,6 @@ impl Lower<'_> {
             }],
         };
         Ok(Some((t, copy)))
-    }
-
-    /// The LM head's weight copied to f16 transposed (`Wᵀ`, [`f16_copy_transposed`]) once for
-    /// the step's chunks, where the head's forward takes the dense route: each chunk's input
-    /// gradient `dX = dL W` is then the forward product `dL (Wᵀ)ᵀ` on the tensor-core matmul
-    /// with its inputs (the vocabulary) split, which ran faster than the input-gradient kernel
-    /// over the weight as stored. `None` where the copy's layout cannot hold the weight.
-    fn head_transposed(
-        &mut self,
-        w: &GpuWeight,
-        chunk: usize,
-    ) -> Result<Option<(GpuTensor, GpuWeight)>> {
-        let gpu = self.gpu;
-        let s = w.shape;
-        let rows_in_pairs = w.chunks.iter().all(|c| c.n_rows.is_multiple_of(2));
-        let fits = (f16_copy_len(w.all_rows()) as u64) * 4 <= gpu.max_binding_bytes();
-        let copies = s.n_in.is_multiple_of(32) && s.n_out.is_multiple_of(2) && rows_in_pairs;
-        if !(copies && fits && chunk >= 2) {
-            return Ok(None);
-        }
-        let t = self.pool.take(gpu, f16_copy_len(w.all_rows()))?;
-        self.extend(f16_copy_transposed(w, (&t).into()), "LM head f16 copy")?;
-        let wt = GpuWeight {
-            shape: WeightShape {
-                format: GpuFormat::F16,
-                n_in: s.n_out,
-                n_out: s.n_in,
-            },
-            chunks: vec![WeightChunk {
-                buf: t.buf.clone(),
-                first_row: 0,
-                n_rows: s.n_in,
-            }],
-        };
-        Ok(Some((t, wt)))
     }
 }
 
