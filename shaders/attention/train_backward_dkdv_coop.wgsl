@@ -21,78 +21,15 @@
 // gradients of a mean over thousands of tokens (kept among the normals) and those of a few
 // tokens (kept far from overflow); `--no-tensor-cores` runs the exact f32 kernels.
 
-@group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> k: array<f32>;
-@group(0) @binding(3) var<storage, read> v: array<f32>;
-@group(0) @binding(4) var<storage, read> o: array<f32>;
-@group(0) @binding(5) var<storage, read> lse: array<f32>;
-@group(0) @binding(6) var<storage, read> dout: array<f32>;
-@group(0) @binding(7) var<storage, read> start: array<u32>;
+// Inputs, do's scale, the pairs' staging: attention/train_backward_coop_pairs.wgsl.
 @group(0) @binding(8) var<storage, read_write> dk_out: array<f32>;
 @group(0) @binding(9) var<storage, read_write> dv_out: array<f32>;
 
-// do's (and so ds's and the accumulators') factor: see the header.
-const DO_SCALE: f32 = 256.0;
 // Row stride of `wt` in vec4<f16> (32 weights + 8 of padding).
 const RW: u32 = 10u;
 
 // The block's weights, 16 keys x (16 pairs of P^T, then 16 of ds^T).
 var<workgroup> wt: array<vec4<f16>, 160>;
-// Each staging invocation's share of its pair's D (pair r's at 8 r .. 8 r + 7).
-var<workgroup> d_parts: array<f32, 128>;
-// The block's pairs' log-sum-exp.
-var<workgroup> pair_lse: array<f32, 16>;
-// The rows that may see the tile's keys (x .. y).
-var<workgroup> range_s: vec4<u32>;
-
-fn o4(base: u32) -> vec4<f32> {
-    return vec4<f32>(o[base], o[base + 1u], o[base + 2u], o[base + 3u]);
-}
-
-fn do4(base: u32) -> vec4<f32> {
-    return vec4<f32>(dout[base], dout[base + 1u], dout[base + 2u], dout[base + 3u]);
-}
-
-// Stages the q rows (tile rows 0..15) and the scaled do rows (16..31) of kv head g's pairs
-// e0.. (zeros past the block's pairs), each pair's lse, and the invocation's share of each
-// pair's D: invocation tid stages pair tid / 8, vec4s tid % 8 + 8 x.
-fn stage_pairs(g: u32, e0: u32, tid: u32) {
-    let r = tid / 8u;
-    let e = e0 + r;
-    let inside = e < pair_count();
-    var row = 0u;
-    if inside {
-        row = pair_row(g, e);
-    }
-    var part = 0.0;
-    for (var x = tid % 8u; x < HD / 4u; x += 8u) {
-        var a = vec4<f32>(0.0);
-        var d = vec4<f32>(0.0);
-        if inside {
-            a = q4(p.q_offset + row * HD + 4u * x);
-            d = do4(p.do_offset + row * HD + 4u * x);
-            part += dot(d, o4(p.o_offset + row * HD + 4u * x));
-        }
-        tile[r * RS + x] = vec4<f16>(a);
-        tile[(16u + r) * RS + x] = vec4<f16>(d * DO_SCALE);
-    }
-    d_parts[tid] = part;
-    if tid % 8u == 0u {
-        var l = 0.0;
-        if inside {
-            l = lse[p.lse_offset + row];
-        }
-        pair_lse[r] = l;
-    }
-}
-
-// Pair c's D = do . o, times DO_SCALE (after the barrier that follows stage_pairs).
-fn pair_delta(c: u32) -> f32 {
-    let at = 8u * c;
-    let a = (d_parts[at] + d_parts[at + 1u]) + (d_parts[at + 2u] + d_parts[at + 3u]);
-    let b = (d_parts[at + 4u] + d_parts[at + 5u]) + (d_parts[at + 6u] + d_parts[at + 7u]);
-    return (a + b) * DO_SCALE;
-}
 
 // Entry (key j, block pair c) of P^T (`ds`: of ds^T times DO_SCALE) from the block's partial
 // products, pairs from e0; zero where the pair does not see the key or lies past `e_end`.

@@ -16,77 +16,14 @@
 // staged times DO_SCALE = 2^8, D likewise, so dP, ds and the accumulators carry the factor,
 // taken off (exactly) when dq is written.
 
-@group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> k: array<f32>;
-@group(0) @binding(3) var<storage, read> v: array<f32>;
-@group(0) @binding(4) var<storage, read> o: array<f32>;
-@group(0) @binding(5) var<storage, read> lse: array<f32>;
-@group(0) @binding(6) var<storage, read> dout: array<f32>;
-@group(0) @binding(7) var<storage, read> start: array<u32>;
+// Inputs, do's scale, the pairs' staging: attention/train_backward_coop_pairs.wgsl.
 @group(0) @binding(8) var<storage, read_write> dq: array<f32>;
 
-// do's (and so ds's and the accumulators') factor: see the header.
-const DO_SCALE: f32 = 256.0;
 // Row stride of `wt` in vec4<f16> (16 weights + 8 of padding: rows 16-byte aligned).
 const RW: u32 = 6u;
 
 // The block's ds, 16 pairs x 16 keys (times DO_SCALE).
 var<workgroup> wt: array<vec4<f16>, 96>;
-// Each staging invocation's share of its pair's D (pair r's at 8 r .. 8 r + 7).
-var<workgroup> d_parts: array<f32, 128>;
-// The tile's pairs' log-sum-exp.
-var<workgroup> pair_lse: array<f32, 16>;
-// The keys the tile's pairs see (x .. y).
-var<workgroup> range_s: vec4<u32>;
-
-fn o4(base: u32) -> vec4<f32> {
-    return vec4<f32>(o[base], o[base + 1u], o[base + 2u], o[base + 3u]);
-}
-
-fn do4(base: u32) -> vec4<f32> {
-    return vec4<f32>(dout[base], dout[base + 1u], dout[base + 2u], dout[base + 3u]);
-}
-
-// Stages the q rows (tile rows 0..15) and the scaled do rows (16..31) of kv head g's pairs
-// e0.. (zeros past the block's pairs), each pair's lse, and the invocation's share of each
-// pair's D: invocation tid stages pair tid / 8, vec4s tid % 8 + 8 x.
-fn stage_pairs(g: u32, e0: u32, tid: u32) {
-    let r = tid / 8u;
-    let e = e0 + r;
-    let inside = e < pair_count();
-    var row = 0u;
-    if inside {
-        row = pair_row(g, e);
-    }
-    var part = 0.0;
-    for (var x = tid % 8u; x < HD / 4u; x += 8u) {
-        var a = vec4<f32>(0.0);
-        var d = vec4<f32>(0.0);
-        if inside {
-            a = q4(p.q_offset + row * HD + 4u * x);
-            d = do4(p.do_offset + row * HD + 4u * x);
-            part += dot(d, o4(p.o_offset + row * HD + 4u * x));
-        }
-        tile[r * RS + x] = vec4<f16>(a);
-        tile[(16u + r) * RS + x] = vec4<f16>(d * DO_SCALE);
-    }
-    d_parts[tid] = part;
-    if tid % 8u == 0u {
-        var l = 0.0;
-        if inside {
-            l = lse[p.lse_offset + row];
-        }
-        pair_lse[r] = l;
-    }
-}
-
-// Pair c's D = do . o, times DO_SCALE (after the barrier that follows stage_pairs).
-fn pair_delta(c: u32) -> f32 {
-    let at = 8u * c;
-    let a = (d_parts[at] + d_parts[at + 1u]) + (d_parts[at + 2u] + d_parts[at + 3u]);
-    let b = (d_parts[at + 4u] + d_parts[at + 5u]) + (d_parts[at + 6u] + d_parts[at + 7u]);
-    return (a + b) * DO_SCALE;
-}
 
 // Entry (block pair r, block key c) of ds times DO_SCALE from the block's partial products,
 // the block's keys from j0 (not a multiple of TR: the walk starts at the first key seen);

@@ -58,6 +58,7 @@ static IO: ShaderFile = shader_file!("attention/train_coop_io.wgsl");
 /// tensor cores (tests).
 static IO_EMULATED: ShaderFile = shader_file!("attention/train_coop_io_emul.wgsl");
 static FORWARD: ShaderFile = shader_file!("attention/train_forward_coop.wgsl");
+static PAIRS: ShaderFile = shader_file!("attention/train_backward_coop_pairs.wgsl");
 static DQ: ShaderFile = shader_file!("attention/train_backward_dq_coop.wgsl");
 static DKDV: ShaderFile = shader_file!("attention/train_backward_dkdv_coop.wgsl");
 
@@ -102,9 +103,14 @@ impl AttentionTrainCoopKernel {
             true => (format!("{name}_emulated"), &COOP_EMUL, &IO_EMULATED),
             false => (name.to_string(), &COOP_OPS, &IO),
         };
+        let mut files = vec![ops, io, &PARAMS, &TILES];
+        if self.pass != CoopPass::Forward {
+            files.push(&PAIRS);
+        }
+        files.push(body);
         Program {
             name,
-            files: vec![ops, io, &PARAMS, &TILES, body],
+            files,
             entry: "main",
             bindings,
             params_size: size_of::<TrainAttentionParams>(),
