@@ -29,7 +29,7 @@ fn main(
     @builtin(local_invocation_index) tid: u32,
 ) {
     let pairs = pair_count();
-    let tile = pair_tile(group_index(wid, nwg));
+    let tile = pair_tile(group_index(wid, nwg), BQ);
     if !tile.valid {
         return;
     }

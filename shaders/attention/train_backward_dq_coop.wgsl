@@ -46,14 +46,12 @@ fn main(
     let sg = tid / 32u;
     coop_lane(tid % 32u);
     let pairs = pair_count();
-    let blocks = (pairs + TR - 1u) / TR;
-    let idx = group_index(wid, nwg);
-    if idx >= blocks * p.n_kv {
+    let pairs_tile = pair_tile(group_index(wid, nwg), TR);
+    if !pairs_tile.valid {
         return;
     }
-    let g = idx / blocks;
-    // The last tiles see the most keys: launched first, they do not trail the grid.
-    let e0 = (blocks - 1u - idx % blocks) * TR;
+    let g = pairs_tile.g;
+    let e0 = pairs_tile.e0;
     let split = wid.z;
     stage_pairs(g, e0, tid);
     if tid == 0u {

@@ -114,3 +114,20 @@ fn sight(e: u32) -> Sight {
 fn group_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return wid.y * nwg.x + wid.x;
 }
+
+// The forward's and dq's tile of `rows` pairs for linear workgroup `idx` (the f32 kernels'
+// BQ, the tensor-core kernels' TR): its kv head and first pair. The last tiles see the most
+// keys: launched first, they do not trail the grid.
+struct PairTile {
+    g: u32,
+    e0: u32,
+    valid: bool,
+}
+
+fn pair_tile(idx: u32, rows: u32) -> PairTile {
+    let blocks = (pair_count() + rows - 1u) / rows;
+    if idx >= blocks * p.n_kv {
+        return PairTile(0u, 0u, false);
+    }
+    return PairTile(idx / blocks, (blocks - 1u - idx % blocks) * rows, true);
+}

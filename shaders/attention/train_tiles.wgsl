@@ -45,22 +45,6 @@ fn z_slice(z: u32) -> ZSlice {
     return ZSlice((z % chunks) * COLS, z / chunks);
 }
 
-// The forward's and dq's tile of pairs for linear workgroup `idx`: its kv head and first pair.
-// The last tiles see the most keys: launched first, they do not trail the grid.
-struct PairTile {
-    g: u32,
-    e0: u32,
-    valid: bool,
-}
-
-fn pair_tile(idx: u32) -> PairTile {
-    let blocks = (pair_count() + BQ - 1u) / BQ;
-    if idx >= blocks * p.n_kv {
-        return PairTile(0u, 0u, false);
-    }
-    return PairTile(idx / blocks, (blocks - 1u - idx % blocks) * BQ, true);
-}
-
 // Elements d .. d + 3 of the `row_len`-long row at `base`, zero past the row: four clamped
 // loads and a mask (no vector indexed by a loop variable: the driver would keep it in memory).
 fn row_mask(d: u32, row_len: u32) -> vec4<bool> {
