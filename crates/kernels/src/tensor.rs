@@ -193,6 +193,19 @@ pub struct GpuWeight {
 }
 
 impl GpuWeight {
+    /// A weight of `shape` held whole in `buf` from its start, in its GPU layout: one chunk of
+    /// every row (an f16 copy made into a scratch, an f32 matrix whose layout is its values).
+    pub fn in_buffer(shape: WeightShape, buf: GpuBuffer) -> GpuWeight {
+        GpuWeight {
+            shape,
+            chunks: vec![WeightChunk {
+                buf,
+                first_row: 0,
+                n_rows: shape.n_out,
+            }],
+        }
+    }
+
     /// Bytes of its chunks on the device (the GPU layout's padding included).
     pub fn bytes(&self) -> u64 {
         self.chunks.iter().map(|c| c.buf.bytes()).sum()

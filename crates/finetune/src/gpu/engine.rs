@@ -8,7 +8,7 @@ use rullama_kernels::ops::cross_entropy::{CrossEntropyParams, MASKED};
 use rullama_kernels::ops::dropout::DropoutParams;
 use rullama_kernels::{
     Dtype, Gpu, GpuFormat, GpuTensor, GpuWeight, Kernel, OpId, Readback, Step, StepBuilder,
-    StepProfile, View, WeightChunk, WeightShape,
+    StepProfile, View, WeightShape,
 };
 use rullama_model::{Model, Session};
 
@@ -88,18 +88,12 @@ impl Params {
             let t = alloc(p.data.len())?;
             t.write(gpu, 0, &f32s(&p.data));
             // An F32 matrix's GPU layout is its values as they are: the buffer is the matrix.
-            weights.push(GpuWeight {
-                shape: WeightShape {
-                    format: GpuFormat::F32,
-                    n_in: p.cols,
-                    n_out: p.rows,
-                },
-                chunks: vec![WeightChunk {
-                    buf: t.buf.clone(),
-                    first_row: 0,
-                    n_rows: p.rows,
-                }],
-            });
+            let shape = WeightShape {
+                format: GpuFormat::F32,
+                n_in: p.cols,
+                n_out: p.rows,
+            };
+            weights.push(GpuWeight::in_buffer(shape, t.buf.clone()));
             values.push(t);
         }
         let scratch = GradNormSq { n: total }.scratch_len();

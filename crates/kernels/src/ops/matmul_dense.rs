@@ -20,7 +20,7 @@ use crate::ops::f16_copy::{f16_copy, f16_copy_len};
 use crate::ops::matmul::{Matmul, Path, Tile, program_with};
 use crate::ops::split::Out;
 use crate::shader::{COOP_EMUL, COOP_OPS, Program, ShaderFile, shader_file};
-use crate::tensor::{GpuWeight, View, WeightChunk, WeightRows, WeightShape};
+use crate::tensor::{GpuWeight, View, WeightRows, WeightShape};
 
 #[cfg(any(test, feature = "parity"))]
 mod parity;
@@ -256,18 +256,12 @@ impl Matmul {
             });
         }
         let mut ops = f16_copy(w, scratch)?;
-        let copy = GpuWeight {
-            shape: WeightShape {
-                format: GpuFormat::F16,
-                n_in: w.w.shape.n_in,
-                n_out: w.n,
-            },
-            chunks: vec![WeightChunk {
-                buf: scratch.t.buf.clone(),
-                first_row: 0,
-                n_rows: w.n,
-            }],
+        let shape = WeightShape {
+            format: GpuFormat::F16,
+            n_in: w.w.shape.n_in,
+            n_out: w.n,
         };
+        let copy = GpuWeight::in_buffer(shape, scratch.t.buf.clone());
         let path = Path::Coop(Some(Tile::Dense(tile)));
         ops.extend(match outs {
             [one] if w.is_whole() => self.ops_with(path, &copy, x, bias, one.y)?,

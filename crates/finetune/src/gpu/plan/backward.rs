@@ -14,7 +14,7 @@ use rullama_kernels::ops::matmul_weight_grad::MatmulWeightGrad;
 use rullama_kernels::ops::split_sum::SplitSum;
 use rullama_kernels::ops::unary::UnaryOp;
 use rullama_kernels::ops::{dropout, elementwise, unary};
-use rullama_kernels::{GpuFormat, GpuTensor, GpuWeight, View, WeightChunk, WeightShape};
+use rullama_kernels::{GpuFormat, GpuTensor, GpuWeight, View, WeightShape};
 use rullama_model::ModelError;
 
 use super::{
@@ -288,18 +288,12 @@ impl Lower<'_> {
         self.extend_with_scratch(len, "input gradient", |_, scratch| {
             let scratch = scratch.expect("a scratch of the copy's length");
             let mut ops = f16_copy_transposed(w, scratch)?;
-            let transposed = GpuWeight {
-                shape: WeightShape {
-                    format: GpuFormat::F16,
-                    n_in: s.n_out,
-                    n_out: s.n_in,
-                },
-                chunks: vec![WeightChunk {
-                    buf: scratch.t.buf.clone(),
-                    first_row: 0,
-                    n_rows: s.n_in,
-                }],
+            let shape = WeightShape {
+                format: GpuFormat::F16,
+                n_in: s.n_out,
+                n_out: s.n_in,
             };
+            let transposed = GpuWeight::in_buffer(shape, scratch.t.buf.clone());
             ops.extend(m.dense_ops(tile, &transposed, dy.into(), None, out)?);
             Ok(ops)
         })?;

@@ -7,7 +7,7 @@ use rullama_kernels::ops::cross_entropy::CrossEntropy;
 use rullama_kernels::ops::f16_copy::{f16_copy, f16_copy_len};
 use rullama_kernels::ops::matmul_dense::{self, DenseTile};
 use rullama_kernels::ops::{dropout, elementwise, embed, glu, unary};
-use rullama_kernels::{GpuFormat, GpuTensor, GpuWeight, OpId, View, WeightChunk, WeightShape};
+use rullama_kernels::{GpuFormat, GpuTensor, GpuWeight, OpId, View, WeightShape};
 use rullama_model::ModelError;
 
 use super::{Lower, attention_splits};
@@ -356,17 +356,11 @@ impl Lower<'_> {
         }
         let t = self.pool.take(gpu, len)?;
         self.extend(f16_copy(w.all_rows(), (&t).into()), "LM head f16 copy")?;
-        let copy = GpuWeight {
-            shape: WeightShape {
-                format: GpuFormat::F16,
-                ..s
-            },
-            chunks: vec![WeightChunk {
-                buf: t.buf.clone(),
-                first_row: 0,
-                n_rows: s.n_out,
-            }],
+        let shape = WeightShape {
+            format: GpuFormat::F16,
+            ..s
         };
+        let copy = GpuWeight::in_buffer(shape, t.buf.clone());
         Ok(Some((t, copy)))
     }
 }
