@@ -135,14 +135,15 @@ pub fn f16_copy(rows: WeightRows<'_>, out: View<'_>) -> Result<Vec<Op>, GpuError
     Ok(ops.collect())
 }
 
-/// A whole weight `w` decoded and rounded to f16 into `out` from its offset, transposed: the
-/// layout of an F16 weight of `n_in` rows of `n_out` inputs (`W^T`), element (row, i) at half
-/// `i * n_out + row` ([`f16_copy_len`] words). One op per chunk. `n_in` must be a multiple of
-/// 32, `n_out` and every chunk's rows even (a word holds two rows' values), `out.offset` even.
-pub fn f16_copy_transposed(w: &GpuWeight, out: View<'_>) -> Result<Vec<Op>, GpuError> {
-    const OP: &str = "f16_copy_t";
+/// Whether [`f16_copy_transposed`]'s layout can hold `w` (inputs in whole units of 32, rows
+/// in pairs, every chunk's too), else the error naming what it cannot: what a caller asks before
+/// choosing the transposed copy.
+pub fn check_transposable(w: &GpuWeight) -> Result<(), GpuError> {
     let s = w.shape;
-    let invalid = |detail: String| GpuError::InvalidParams { op: OP, detail };
+    let invalid = |detail: String| GpuError::InvalidParams {
+        op: "f16_copy_t",
+        detail,
+    };
     if !s.n_in.is_multiple_of(32) {
         return Err(invalid(format!(
             "{} inputs a row, not whole units of 32",
@@ -152,6 +153,18 @@ pub fn f16_copy_transposed(w: &GpuWeight, out: View<'_>) -> Result<Vec<Op>, GpuE
     if !s.n_out.is_multiple_of(2) || w.chunks.iter().any(|c| !c.n_rows.is_multiple_of(2)) {
         return Err(invalid(format!("{} rows or a chunk's rows odd", s.n_out)));
     }
+    Ok(())
+}
+
+/// A whole weight `w` decoded and rounded to f16 into `out` from its offset, transposed: the
+/// layout of an F16 weight of `n_in` rows of `n_out` inputs (`W^T`), element (row, i) at half
+/// `i * n_out + row` ([`f16_copy_len`] words). One op per chunk. `n_in` must be a multiple of
+/// 32, `n_out` and every chunk's rows even (a word holds two rows' values), `out.offset` even.
+pub fn f16_copy_transposed(w: &GpuWeight, out: View<'_>) -> Result<Vec<Op>, GpuError> {
+    const OP: &str = "f16_copy_t";
+    let s = w.shape;
+    let invalid = |detail: String| GpuError::InvalidParams { op: OP, detail };
+    check_transposable(w)?;
     out.check("f16_copy_t out", f16_copy_len(w.all_rows()))?;
     if !out.offset.is_multiple_of(2) || u32::try_from(out.offset + s.n_out * s.n_in / 2).is_err() {
         return Err(invalid(format!("out from element {}", out.offset)));

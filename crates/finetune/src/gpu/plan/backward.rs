@@ -4,7 +4,7 @@
 use std::rc::Rc;
 
 use rullama_kernels::ops::attention_backward::TrainAttentionBackward;
-use rullama_kernels::ops::f16_copy::{f16_copy_len, f16_copy_transposed};
+use rullama_kernels::ops::f16_copy::{check_transposable, f16_copy_len, f16_copy_transposed};
 use rullama_kernels::ops::glu_backward::{GluBackward, glu_backward};
 use rullama_kernels::ops::matmul::Strides;
 use rullama_kernels::ops::matmul_dense::DenseTile;
@@ -253,8 +253,7 @@ impl Lower<'_> {
     /// (whole 32-input units, rows in pairs).
     fn dense_grad_tile(&self, w: &GpuWeight, rows: usize) -> Option<DenseTile> {
         let s = w.shape;
-        let rows_in_pairs = w.chunks.iter().all(|c| c.n_rows.is_multiple_of(2));
-        let copies = s.n_in.is_multiple_of(32) && s.n_out.is_multiple_of(2) && rows_in_pairs;
+        let copies = check_transposable(w).is_ok();
         let transposed = WeightShape {
             format: GpuFormat::F16,
             n_in: s.n_out,
@@ -457,13 +456,13 @@ impl Lower<'_> {
     }
 }
 
-/// `dW += dyᵀ · x` over `rows` tokens for parameter `w`.
 /// How many ways a weight gradient's tokens split: until the splits fill the device, by the
 /// workgroups of the kernel it runs on (the thin kernels' differ from the tiles').
 fn weight_grad_splits(grad: &MatmulWeightGrad) -> usize {
     split_count(grad.workgroups(), grad.n_tokens / MIN_SPLIT_SUM)
 }
 
+/// `dW += dyᵀ · x` over `rows` tokens for parameter `w`.
 fn weight_grad(w: &GpuWeight, rows: usize) -> MatmulWeightGrad {
     MatmulWeightGrad {
         n_tokens: rows,

@@ -5,7 +5,7 @@ use std::rc::Rc;
 use rullama_kernels::ops::attention_train::TrainAttentionForward;
 use rullama_kernels::ops::cross_entropy::CrossEntropy;
 use rullama_kernels::ops::f16_copy::{f16_copy, f16_copy_len};
-use rullama_kernels::ops::matmul_dense::{self, DenseTile};
+use rullama_kernels::ops::matmul_dense::DenseTile;
 use rullama_kernels::ops::{dropout, elementwise, embed, glu, unary};
 use rullama_kernels::{GpuFormat, GpuTensor, GpuWeight, OpId, View, WeightShape};
 use rullama_model::ModelError;
@@ -341,20 +341,14 @@ impl Lower<'_> {
         chunk: usize,
         chunks: usize,
     ) -> Result<Option<(GpuTensor, GpuWeight)>> {
-        let gpu = self.gpu;
         let s = w.shape;
-        let len = f16_copy_len(w.all_rows());
-        let fits = (len as u64) * 4 <= gpu.max_binding_bytes();
-        let dense = self.tensor_cores
-            && gpu.caps.coop_f16
-            && chunks >= HEAD_DENSE_MIN_CHUNKS
-            && matmul_dense::supports(GpuFormat::F16, s.n_in)
-            && DenseTile::for_shape(s.n_out, chunk).is_some()
-            && fits;
+        let dense = chunks >= HEAD_DENSE_MIN_CHUNKS
+            && self.dense_copy_fits(s)
+            && DenseTile::for_shape(s.n_out, chunk).is_some();
         if !dense {
             return Ok(None);
         }
-        let t = self.pool.take(gpu, len)?;
+        let t = self.pool.take(self.gpu, f16_copy_len(w.all_rows()))?;
         self.extend(f16_copy(w.all_rows(), (&t).into()), "LM head f16 copy")?;
         let shape = WeightShape {
             format: GpuFormat::F16,

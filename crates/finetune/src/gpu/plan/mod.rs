@@ -399,13 +399,18 @@ impl Lower<'_> {
 
     /// [`Lower::dense_tile`] for a weight of shape `s` (its f16 copy: `n_out x n_in` halves).
     fn dense_tile_for(&self, s: WeightShape, rows: usize) -> Option<DenseTile> {
-        let fits = (s.n_out * s.n_in * 2) as u64 <= self.gpu.max_binding_bytes();
-        let dense = self.tensor_cores
-            && self.gpu.caps.coop_f16
-            && rows >= DENSE_MIN_ROWS
-            && matmul_dense::supports(GpuFormat::F16, s.n_in)
-            && fits;
+        let dense = rows >= DENSE_MIN_ROWS && self.dense_copy_fits(s);
         dense.then(|| DenseTile::for_shape(s.n_out, rows)).flatten()
+    }
+
+    /// Whether an f16 copy of a weight of shape `s` can go to the dense kernel: the step on the
+    /// tensor cores, rows of whole units the kernel takes, the copy within one binding.
+    fn dense_copy_fits(&self, s: WeightShape) -> bool {
+        let fits = (s.n_out * s.n_in * 2) as u64 <= self.gpu.max_binding_bytes();
+        self.tensor_cores
+            && self.gpu.caps.coop_f16
+            && matmul_dense::supports(GpuFormat::F16, s.n_in)
+            && fits
     }
 
     fn matmul(&self, rows: usize) -> Matmul {
