@@ -178,17 +178,13 @@ impl Lower<'_> {
             &Node::Add { a, b } => {
                 // Into whichever input dies here (b + a is a + b, bit for bit), else into a
                 // new buffer.
-                if let Some(t) = self.dying(a) {
-                    self.push(
-                        elementwise::add_inplace((&t).into(), self.value(b).into(), len),
-                        "add",
-                    )?;
-                    t
-                } else if let Some(t) = self.dying(b) {
-                    self.push(
-                        elementwise::add_inplace((&t).into(), self.value(a).into(), len),
-                        "add",
-                    )?;
+                let into = match self.dying(a) {
+                    Some(t) => Some((t, b)),
+                    None => self.dying(b).map(|t| (t, a)),
+                };
+                if let Some((t, other)) = into {
+                    let op = elementwise::add_inplace((&t).into(), self.value(other).into(), len);
+                    self.push(op, "add")?;
                     t
                 } else {
                     let out = self.fresh(i)?;
