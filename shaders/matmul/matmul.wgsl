@@ -22,7 +22,8 @@
 //   r, at the index above) or common/out_split.wgsl (a row range split over up to 3
 //   outputs, each with its own offset and token stride).
 
-// Params and bindings: matmul/params.wgsl.
+// Params and bindings: matmul/params.wgsl, X as f32s:
+@group(0) @binding(2) var<storage, read> x: array<f32>;
 
 // Must be 128 (8 x 16 invocations over 64 rows x 64 tokens).
 override WG: u32 = 128u;

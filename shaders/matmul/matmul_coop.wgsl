@@ -46,7 +46,8 @@
 // implementation), products exact in f32 and summed in f32 by the tensor cores (docs/KERNELS.md
 // has the bound). Values beyond f16's range (|v| > 65504) become infinite.
 
-// Params and bindings: matmul/params.wgsl.
+// Params and bindings: matmul/params.wgsl, X as f32s:
+@group(0) @binding(2) var<storage, read> x: array<f32>;
 
 // 128 or 256 (4 or 8 subgroups of 32): the tile follows.
 override WG: u32 = 128u;

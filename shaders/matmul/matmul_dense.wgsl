@@ -1,21 +1,25 @@
 // The prompt matmul on the tensor cores over f16 weights staged as they are stored: the
 // contract of matmul.wgsl (params.wgsl: Params, bindings, Y layout), for a weight in F16 whose
-// rows are whole units of 32 inputs (n_in % 32 == 0). With nothing to decode, a weight tile is
-// copied into workgroup memory 16 bytes at a time, so the workgroup can take a larger tile
-// than matmul_coop.wgsl's (whose every staged weight passes through `decode_half`), and every
+// rows are whole units of 32 inputs (n_in % 32 == 0), X read as vec4s (its offset and token
+// stride multiples of 4). With nothing to decode, a weight tile is copied into workgroup
+// memory 16 bytes at a time, so the workgroup can take a larger tile than matmul_coop.wgsl's
+// (whose every staged weight passes through `decode_half`), and every
 // subgroup a larger share of it: up to 64 x 64, sixteen 16 x 16 accumulators, which halves the
 // tile loads per product of the 32 x 32 share.
 // The cooperative-matrix types and ops come from common/coop_ops.wgsl and matmul/coop_io.wgsl
 // (common/coop_emul.wgsl and matmul/coop_io_emul.wgsl in the tests' emulation).
 //
-// Workgroup (row tile, token tile) of 256 invocations (8 subgroups of 32) computes TM rows x TN
-// tokens, one unit of 32 inputs per barrier:
-// - Staging: TM x 4 16-byte quarters of weights (8 f16 each) and TN x 8 quads of inputs (4 f32
-//   each, rounded to f16), spread over the invocations so that neighbours read neighbouring
+// Workgroup (row tile, token tile) of WG invocations (subgroups of 32) computes TM rows x TN
+// tokens, one unit of BK inputs (32 or 64, the host's choice per tile) per barrier:
+// - Staging: TM x BK / 8 16-byte pieces of weights (8 f16 each) and TN x BK / 4 vec4s of
+//   inputs (rounded to f16), spread over the invocations so that neighbours read neighbouring
 //   bytes; unit u + 1 is loaded into registers before unit u's products (as matmul_coop.wgsl).
-// - Tiles `[row][BK]` of vec4<f16>, rows RS = 10 vec4s (32 values + 8 of padding, 80 bytes)
-//   apart: a coop load reads 8 rows of 16 bytes, and rows 80 bytes apart start in 8 distinct
-//   groups of 4 banks; every row and every 16-input half starts 16-byte aligned.
+//   A unit's inputs past the sum's end (n_in, or split K's share) stage zeros.
+// - Tiles `[row][BK]` of vec4<f16>, rows RS = BK / 4 + 2 vec4s apart (80 or 144 bytes): a coop
+//   load reads 8 rows of 16 bytes, and rows that far apart start in 8 distinct groups of 4
+//   banks; every row and every 16-input part starts 16-byte aligned. 64 inputs a barrier
+//   halve the barriers and double the work each prefetch covers (docs/PERF.md, D-dense-bk64)
+//   where workgroup memory and the staging registers hold them.
 // - Subgroup s owns FR x FT accumulators: rows 16 FR (s % SG_R) .., tokens 16 FT (s / SG_R) ..
 // - Output as matmul_coop.wgsl: whole tiles of one output with the identity epilogue store
 //   straight into y, others through a 16 x 16 scratch of the subgroup and `y_out`.
@@ -33,8 +37,10 @@ override WG: u32 = 256u;
 // Tiles in workgroup memory: 1 (stage, barrier, multiply, barrier) or 2 (multiply one while
 // the next is stored into the other: one barrier a unit).
 override STAGES: u32 = 1u;
-const BK: u32 = 32u;
-const RS: u32 = 10u;
+// Inputs per barrier (the host's DenseTile::inputs_per_barrier): 32 or 64.
+override BK: u32 = 32u;
+// A tile row: BK / 4 vec4s and 2 of padding.
+override RS: u32 = BK / 4u + 2u;
 
 override WS_STAGE: u32 = TM * RS;
 override XS_STAGE: u32 = TN * RS;
@@ -45,9 +51,12 @@ var<workgroup> ws: array<vec4<f16>, WS_LEN>;
 var<workgroup> xs: array<vec4<f16>, XS_LEN>;
 var<workgroup> cs: array<f32, CS_LEN>;
 
-// Registers of one unit's staging: up to 4 weight quarters and 8 input quads an invocation
-// (TM * 4 and TN * 8 at most 4 and 8 times WG). Named fields, not arrays: a private array
-// indexed in a loop may live in local memory.
+// X as vec4s (params.wgsl leaves X to each kernel).
+@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
+
+// Registers of one unit's staging: up to 4 weight pieces and 8 input quads an invocation
+// (TM * BK / 8 and TN * BK / 4 at most 4 and 8 times WG). Named fields, not arrays: a private
+// array indexed in a loop may live in local memory.
 struct Staged {
     w0: vec4<u32>, w1: vec4<u32>, w2: vec4<u32>, w3: vec4<u32>,
     x0: vec4<f16>, x1: vec4<f16>, x2: vec4<f16>, x3: vec4<f16>,
@@ -68,39 +77,44 @@ fn store_partial(c: MatC, scratch: u32, lane: u32, row0: u32, tok0: u32, y0: u32
     workgroupBarrier();
 }
 
-// Quarter m of this invocation's share of unit u's weights; rows past the chunk read in
-// bounds and stage zeros.
-fn load_w(row0: u32, u: u32, tid: u32, m: u32) -> vec4<u32> {
+// Piece m of this invocation's share of the weights of the unit from input k0; rows past the
+// chunk and inputs past k_end read in bounds and stage zeros.
+fn load_w(row0: u32, k0: u32, tid: u32, m: u32, k_end: u32) -> vec4<u32> {
     let i = tid + WG * m;
-    let r = row0 + i / 4u;
-    let at = (w_row(min(r, p.n_rows - 1u)) * p.row_bytes + 64u * u) / 16u + i % 4u;
-    return select(vec4<u32>(0u), w[at], r < p.n_rows);
+    let q = BK / 8u;
+    let r = row0 + i / q;
+    let k = k0 + 8u * (i % q);
+    let at = (w_row(min(r, p.n_rows - 1u)) * p.row_bytes + 2u * min(k, p.n_in - 8u)) / 16u;
+    return select(vec4<u32>(0u), w[at], r < p.n_rows && k < k_end);
 }
 
-// Quad m of this invocation's share of unit u's inputs, rounded to f16; tokens past the last
-// read in bounds and stage zeros.
-fn load_x(tok0: u32, u: u32, tid: u32, m: u32) -> vec4<f16> {
+// Quad m of this invocation's share of the inputs of the unit from input k0, rounded to f16;
+// tokens past the last and inputs past k_end read in bounds and stage zeros.
+fn load_x(tok0: u32, k0: u32, tid: u32, m: u32, k_end: u32) -> vec4<f16> {
     let i = tid + WG * m;
-    let t = tok0 + i / 8u;
-    let at = p.x_offset + min(t, p.n_tokens - 1u) * p.x_stride + BK * u + 4u * (i % 8u);
-    let v = vec4<f32>(x[at], x[at + 1u], x[at + 2u], x[at + 3u]);
-    return vec4<f16>(select(vec4<f32>(0.0), v, vec4<bool>(t < p.n_tokens)));
+    let q = BK / 4u;
+    let t = tok0 + i / q;
+    let k = k0 + 4u * (i % q);
+    let at = p.x_offset + min(t, p.n_tokens - 1u) * p.x_stride + min(k, p.n_in - 4u);
+    let v = x[at / 4u];
+    return vec4<f16>(select(vec4<f32>(0.0), v, vec4<bool>(t < p.n_tokens && k < k_end)));
 }
 
-override NW: u32 = TM * 4u / WG;
-override NX: u32 = TN * 8u / WG;
+override NW: u32 = TM * BK / 8u / WG;
+override NX: u32 = TN * BK / 4u / WG;
 
-fn load_unit(row0: u32, tok0: u32, u: u32, tid: u32) -> Staged {
+// The staging of the unit from input u.
+fn load_unit(row0: u32, tok0: u32, u: u32, tid: u32, k_end: u32) -> Staged {
     var s: Staged;
-    s.w0 = load_w(row0, u, tid, 0u);
-    if NW > 1u { s.w1 = load_w(row0, u, tid, 1u); }
-    if NW > 2u { s.w2 = load_w(row0, u, tid, 2u); s.w3 = load_w(row0, u, tid, 3u); }
-    s.x0 = load_x(tok0, u, tid, 0u);
-    if NX > 1u { s.x1 = load_x(tok0, u, tid, 1u); }
-    if NX > 2u { s.x2 = load_x(tok0, u, tid, 2u); s.x3 = load_x(tok0, u, tid, 3u); }
+    s.w0 = load_w(row0, u, tid, 0u, k_end);
+    if NW > 1u { s.w1 = load_w(row0, u, tid, 1u, k_end); }
+    if NW > 2u { s.w2 = load_w(row0, u, tid, 2u, k_end); s.w3 = load_w(row0, u, tid, 3u, k_end); }
+    s.x0 = load_x(tok0, u, tid, 0u, k_end);
+    if NX > 1u { s.x1 = load_x(tok0, u, tid, 1u, k_end); }
+    if NX > 2u { s.x2 = load_x(tok0, u, tid, 2u, k_end); s.x3 = load_x(tok0, u, tid, 3u, k_end); }
     if NX > 4u {
-        s.x4 = load_x(tok0, u, tid, 4u); s.x5 = load_x(tok0, u, tid, 5u);
-        s.x6 = load_x(tok0, u, tid, 6u); s.x7 = load_x(tok0, u, tid, 7u);
+        s.x4 = load_x(tok0, u, tid, 4u, k_end); s.x5 = load_x(tok0, u, tid, 5u, k_end);
+        s.x6 = load_x(tok0, u, tid, 6u, k_end); s.x7 = load_x(tok0, u, tid, 7u, k_end);
     }
     return s;
 }
@@ -109,14 +123,14 @@ fn load_unit(row0: u32, tok0: u32, u: u32, tid: u32) -> Staged {
 // words to vec4<f16> that would keep them in f16.
 fn store_w(q: vec4<u32>, tid: u32, m: u32, stage: u32) {
     let i = tid + WG * m;
-    let at = stage * WS_STAGE + (i / 4u) * RS + 2u * (i % 4u);
+    let at = stage * WS_STAGE + (i / (BK / 8u)) * RS + 2u * (i % (BK / 8u));
     ws[at] = vec4<f16>(vec4<f32>(unpack2x16float(q.x), unpack2x16float(q.y)));
     ws[at + 1u] = vec4<f16>(vec4<f32>(unpack2x16float(q.z), unpack2x16float(q.w)));
 }
 
 fn store_x(v: vec4<f16>, tid: u32, m: u32, stage: u32) {
     let i = tid + WG * m;
-    xs[stage * XS_STAGE + (i / 8u) * RS + i % 8u] = v;
+    xs[stage * XS_STAGE + (i / (BK / 4u)) * RS + i % (BK / 4u)] = v;
 }
 
 fn store_unit(s: Staged, tid: u32, stage: u32) {
@@ -149,14 +163,19 @@ fn main(
     var c20 = MatC(); var c21 = MatC(); var c22 = MatC(); var c23 = MatC();
     var c30 = MatC(); var c31 = MatC(); var c32 = MatC(); var c33 = MatC();
 
-    var u_begin = 0u;
-    var u_end = p.n_in / BK;
+    // Inputs k_begin .. k_end (split K's share, in units of 32), in units of BK from the
+    // first; a unit's inputs past k_end stage zeros.
+    var k_begin = 0u;
+    var k_end = p.n_in;
     if p.k_units > 0u {
-        u_begin = min(wid.z * p.k_units, u_end);
-        u_end = min(u_begin + p.k_units, u_end);
+        k_begin = min(wid.z * p.k_units * 32u, p.n_in);
+        k_end = min(k_begin + p.k_units * 32u, p.n_in);
     }
+    // k_begin is a multiple of 32, not always of BK: units count from it.
+    let u_begin = 0u;
+    let u_end = (k_end - k_begin + BK - 1u) / BK;
     let y0 = p.y_offset + wid.z * p.k_slice;
-    var staged = load_unit(row0, tok0, min(u_begin, max(u_end, 1u) - 1u), tid);
+    var staged = load_unit(row0, tok0, k_begin, tid, k_end);
     if STAGES == 2u {
         store_unit(staged, tid, 0u);
         workgroupBarrier();
@@ -170,11 +189,11 @@ fn main(
             stage = (u - u_begin) % 2u;
         }
         if u + 1u < u_end {
-            staged = load_unit(row0, tok0, u + 1u, tid);
+            staged = load_unit(row0, tok0, k_begin + BK * (u + 1u), tid, k_end);
         }
         let a_at = stage * WS_STAGE + a_base;
         let b_at = stage * XS_STAGE + b_base;
-        for (var h = 0u; h < 2u; h++) {
+        for (var h = 0u; h < BK / 16u; h++) {
             let a0 = load_a(a_at + 4u * h);
             let a1 = load_a(a_at + 16u * RS + 4u * h);
             let b0 = load_b(b_at + 4u * h);

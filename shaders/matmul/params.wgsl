@@ -29,7 +29,7 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> w: array<vec4<u32>>;
-@group(0) @binding(2) var<storage, read> x: array<f32>;
+// X, at binding 2, is declared by each kernel: as f32s, or as vec4s by matmul_dense.wgsl.
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 // The weight chunk once more, as words, for the scalar reads of common/blocks.wgsl (a vec4
 // load there would fetch 16 bytes to use 4).

@@ -152,6 +152,22 @@ impl Path {
         }
     }
 
+    /// Checks that the kernel can read X from element `offset` with token stride `stride`:
+    /// the dense kernel reads it as vec4s, so both must be multiples of 4.
+    fn check_x(self, what: &'static str, offset: usize, stride: usize) -> Result<(), GpuError> {
+        let vec4s = matches!(self, Path::Coop(Some(Tile::Dense(_))));
+        if vec4s && !(offset.is_multiple_of(4) && stride.is_multiple_of(4)) {
+            return Err(GpuError::InvalidParams {
+                op: what,
+                detail: format!(
+                    "X from element {offset}, tokens {stride} apart: the dense kernel reads X \
+                     as vec4s, both must be multiples of 4"
+                ),
+            });
+        }
+        Ok(())
+    }
+
     fn kernel_and_tile(
         self,
         f: GpuFormat,
@@ -354,6 +370,7 @@ impl Matmul {
     ) -> Result<Vec<Op>, GpuError> {
         let s = w.w.shape;
         let xs = self.x_stride("matmul_split x", s, x)?;
+        path.check_x("matmul_split x", x.offset, xs)?;
         let parts = split::parts("matmul_split", w, bias, outs, self.n_tokens)?;
         let out = Epilogue {
             bias: bias.is_some(),
@@ -387,6 +404,7 @@ impl Matmul {
     ) -> Result<Vec<Op>, GpuError> {
         let s = w.shape;
         let xs = self.x_stride("matmul x", s, x)?;
+        path.check_x("matmul x", x.offset, xs)?;
         let ys = self.strides.y.unwrap_or(s.n_out);
         y.check("matmul y", (self.n_tokens.max(1) - 1) * ys + s.n_out)?;
         if let Some(b) = bias {

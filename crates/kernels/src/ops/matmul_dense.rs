@@ -89,6 +89,17 @@ impl DenseTile {
         }
     }
 
+    /// Inputs a workgroup stages per barrier: 64 for the one-stage 128 x 128 tile (its
+    /// staging registers and workgroup memory, 45 KB, hold them; fewer barriers and a longer
+    /// prefetch: docs/PERF.md, D-dense-bk64), 32 for the others (the 256-wide tiles would need
+    /// 55 KB, over the 48 KB a workgroup may have).
+    pub fn inputs_per_barrier(self) -> usize {
+        match self {
+            DenseTile::Square => 64,
+            _ => 32,
+        }
+    }
+
     fn stages(self) -> usize {
         match self {
             DenseTile::SquareStaged | DenseTile::SquareStaged8 => 2,
@@ -168,6 +179,7 @@ impl KernelFamily for MatmulDenseKernel {
             ("FR", t.row_blocks() as f64),
             ("FT", 4.0),
             ("STAGES", t.stages() as f64),
+            ("BK", t.inputs_per_barrier() as f64),
         ]
     }
 
@@ -193,17 +205,28 @@ const DENSE_MIN_WEIGHTS: usize = 1 << 22;
 /// small models' products at 922 tokens, D-dense-route).
 const DENSE_MIN_WORKGROUPS: usize = 128;
 
+/// The fewest workgroups of a product on the 256-row tile: below about four waves of an
+/// H100's 132 SMs the 128 x 128 tile, with 64 inputs a barrier, ran as fast or faster
+/// (gemma-3-270m's training products at 4,096 tokens, 256 workgroups: 72 against 86 TFLOP/s;
+/// qwen2.5-7b's q|k|v at 922 tokens, 144: 62 against 78; D-dense-bk64).
+const ROWS_MIN_WORKGROUPS: usize = 512;
+
 impl DenseTile {
     fn workgroups(self, n_rows: usize, n_tokens: usize) -> usize {
         n_rows.div_ceil(self.rows()) * n_tokens.div_ceil(self.tokens())
     }
 
     /// The tile of the dense route for `n_rows` x `n_tokens`: 256 rows where that still makes
-    /// `DENSE_MIN_WORKGROUPS` (128), else 128 x 128 where that does, else none.
+    /// `ROWS_MIN_WORKGROUPS` (512), else 128 x 128 where that makes `DENSE_MIN_WORKGROUPS`
+    /// (128), else none.
     pub fn for_shape(n_rows: usize, n_tokens: usize) -> Option<DenseTile> {
-        [DenseTile::Rows, DenseTile::Square]
-            .into_iter()
-            .find(|t| t.workgroups(n_rows, n_tokens) >= DENSE_MIN_WORKGROUPS)
+        [
+            (DenseTile::Rows, ROWS_MIN_WORKGROUPS),
+            (DenseTile::Square, DENSE_MIN_WORKGROUPS),
+        ]
+        .into_iter()
+        .find(|&(t, least)| t.workgroups(n_rows, n_tokens) >= least)
+        .map(|(t, _)| t)
     }
 }
 
