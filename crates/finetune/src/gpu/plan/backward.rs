@@ -8,7 +8,7 @@ use rullama_kernels::ops::f16_copy::{check_transposable, f16_copy_len, f16_copy_
 use rullama_kernels::ops::glu_backward::{GluBackward, glu_backward};
 use rullama_kernels::ops::matmul::Strides;
 use rullama_kernels::ops::matmul_dense::DenseTile;
-use rullama_kernels::ops::matmul_input_grad::MatmulInputGrad;
+use rullama_kernels::ops::matmul_input_grad::{InputGradTile, MatmulInputGrad};
 use rullama_kernels::ops::matmul_thin::{MatmulThin, ThinWeight};
 use rullama_kernels::ops::matmul_weight_grad::MatmulWeightGrad;
 use rullama_kernels::ops::split_sum::SplitSum;
@@ -148,6 +148,7 @@ impl Lower<'_> {
             strides: Strides::default(),
             accumulate,
             tensor_cores: self.tensor_cores,
+            tile: InputGradTile::Small,
         };
         let len = match split {
             1 => 0,
