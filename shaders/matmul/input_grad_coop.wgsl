@@ -10,9 +10,9 @@
 // Workgroup (input tile, token tile) of WG = 2 TM invocations (TM / 16 subgroups of 32)
 // computes TM inputs x TN tokens (ops/matmul_input_grad.rs, `InputGradTile`: 64 x 64 on 128
 // invocations, 128 x 64 or 128 x 128 on 256), walking the weight's rows BR = 64 at a time (4
-// products of 16 per barrier). The wider tiles read dY once per 128 inputs instead of 64 (the
-// LM head's dY, 262,144 f32 a token, is the bulk of what the kernel reads) and give each
-// subgroup 2 x 4 accumulators for 2 A and 4 B loads.
+// products of 16 per barrier). The 128-input tiles read dY once per 128 inputs instead of 64
+// (the LM head's dY, 262,144 f32 a token, is the bulk of what the kernel reads), and 128 x 128
+// gives each subgroup 2 x 4 accumulators for 2 A and 4 B loads (64 x 64's 2 x 2 take 2 and 2).
 // - `ws` holds the weights as decoded, `[step row][input]`: invocation i decodes unit
 //   (TM / 32) wid.x + i % (TM / 32) (both halves, `decode_half` in f32, the quant crate's
 //   arithmetic) of step row i / (TM / 32) (BR rows of TM / 32 units: one unit an invocation)
