@@ -8,10 +8,11 @@ fn load_a(at: u32) -> MatA {
     return coopLoadT<MatA>(&ws[at], RS);
 }
 
-// A from the weight tile `ws` at vec4 `at`, column-major, columns RS vec4s apart: the input
-// gradient's W^T from weights staged as decoded (a weight row's inputs consecutive).
-fn load_a_cols(at: u32) -> MatA {
-    return coopLoad<MatA>(&ws[at], RS);
+// A from the weight tile `ws` at vec4 `at`, column-major, columns `stride` vec4s apart: the
+// input gradient's W^T from weights staged as decoded (a weight row's inputs consecutive; its
+// weight rows are as long as its tile's inputs, wider than `xs`'s RS).
+fn load_a_cols(at: u32, stride: u32) -> MatA {
+    return coopLoad<MatA>(&ws[at], stride);
 }
 
 // B from the input tile `xs` at vec4 `at`: a token's inputs are consecutive, so column-major,

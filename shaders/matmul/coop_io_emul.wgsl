@@ -1,11 +1,13 @@
 // matmul/coop_io.wgsl's loads and stores for common/coop_emul.wgsl: a load records where its
 // tile is (and A its layout); element (r, k) of A is component k % 4 of vec4 at + r * RS + k / 4
-// of `ws` (row-major, `load_a`) or component r % 4 of vec4 at + k * RS + r / 4 (column-major,
-// `load_a_cols`), element (k, c) of B (column-major) component k % 4 of vec4 at + c * RS + k / 4
-// of `xs`.
+// of `ws` (row-major, `load_a`) or component r % 4 of vec4 at + k * stride + r / 4
+// (column-major, `load_a_cols`), element (k, c) of B (column-major) component k % 4 of vec4
+// at + c * RS + k / 4 of `xs`.
 
 struct MatA {
     at: u32,
+    // Vec4s between rows (row-major) or columns (column-major).
+    stride: u32,
     cols: bool,
 }
 
@@ -14,11 +16,11 @@ struct MatB {
 }
 
 fn load_a(at: u32) -> MatA {
-    return MatA(at, false);
+    return MatA(at, RS, false);
 }
 
-fn load_a_cols(at: u32) -> MatA {
-    return MatA(at, true);
+fn load_a_cols(at: u32, stride: u32) -> MatA {
+    return MatA(at, stride, true);
 }
 
 fn load_b(at: u32) -> MatB {
@@ -27,9 +29,9 @@ fn load_b(at: u32) -> MatB {
 
 fn a_elem(a: MatA, r: u32, k: u32) -> f16 {
     if a.cols {
-        return ws[a.at + k * RS + r / 4u][r % 4u];
+        return ws[a.at + k * a.stride + r / 4u][r % 4u];
     }
-    return ws[a.at + r * RS + k / 4u][k % 4u];
+    return ws[a.at + r * a.stride + k / 4u][k % 4u];
 }
 
 fn b_elem(b: MatB, k: u32, c: u32) -> f16 {

@@ -6,7 +6,8 @@
 //! split matmul beside the separate products), the prompt matmul (`matmul/...`: f32; beside
 //! it `matmul_coop/...`, the tensor-core kernel, where the device has cooperative matrices,
 //! and `matmul_dense_<tile>/...` on F16 weights), products of 8-64 token rows beside one
-//! (`small_m/...`), decode and prompt attention, the floor of one dependent dispatch
+//! (`small_m/...`), the training step's input gradient through a frozen weight on each tile
+//! (`matmul_input_grad[_coop_<tile>]/...`), decode and prompt attention, the floor of one dependent dispatch
 //! (`dispatch/...`), and the tensor cores' own pace through wgpu's cooperative matrices
 //! (`coop_peak/...`).
 //! Each measurement is one compute pass of `reps` identical dispatches,
@@ -29,6 +30,7 @@ use rullama_kernels::ops::head_norm_rope::{HeadNormRope, Heads};
 use rullama_kernels::ops::kv::{KvAppend, KvCache, KvDtype, KvLayout};
 use rullama_kernels::ops::matmul::{Matmul, Strides};
 use rullama_kernels::ops::matmul_dense::{self, DenseTile};
+use rullama_kernels::ops::matmul_input_grad::{InputGradTile, MatmulInputGrad};
 use rullama_kernels::ops::matvec::{
     Input, InputKind, MatvecParams, ROWS, lane_layout, lanes, matvec, matvec_glu, matvec_glu_out,
     matvec_input, q8_supported,
@@ -658,6 +660,107 @@ fn bench_small_m(ctx: &Ctx, c: &mut Criterion) {
     }
 }
 
+/// The training step's input gradient through a frozen weight (`dX = dY W`), on each tile of
+/// the tensor-core kernel at the splits the finetune plan gives it (`input_grad_tiling`) and
+/// at neighbouring ones, beside the f32 kernel: gemma-3-270m's LM head over one 256-token
+/// chunk of logits (the largest kernel of a batch-8 step), and its FFN's gate|up and down at
+/// a 512-token block (a batch-1 step's). Names: `matmul_input_grad[_coop_<tile>]/<format>/
+/// <tokens>x<n_in>x<n_out>/s<splits>`. Work: the weight's bytes and dY's f32.
+fn bench_input_grad(ctx: &Ctx, c: &mut Criterion) {
+    let gpu = &ctx.gpu;
+    let cpu = gpu.info.device_type == wgpu::DeviceType::Cpu;
+    use InputGradTile::{Large, Small, Wide};
+    // (format, n_in, n_out, tokens, the f32 kernel's splits, (tile, splits) on the tensor
+    // cores); the plan's choices first.
+    let mut cases = vec![
+        (
+            GpuFormat::Q8_0,
+            640,
+            262_144,
+            256,
+            16,
+            vec![
+                (Small, 16),
+                (Large, 26),
+                (Large, 16),
+                (Large, 32),
+                (Wide, 13),
+                (Wide, 26),
+            ],
+        ),
+        (
+            GpuFormat::Q5_0,
+            640,
+            4096,
+            512,
+            12,
+            vec![(Small, 12), (Large, 13), (Large, 8)],
+        ),
+        (
+            GpuFormat::Q4K,
+            2048,
+            640,
+            512,
+            4,
+            vec![(Small, 4), (Large, 4), (Large, 8)],
+        ),
+    ];
+    if cpu {
+        // One small product on the f32 kernel (lavapipe has no tensor cores).
+        cases = vec![(GpuFormat::Q8_0, 640, 1024, 64, 4, Vec::new())];
+    }
+    for (f, n_in, n_out, n_tokens, f32_splits, tiles) in cases {
+        let shape = format!("{}/{n_tokens}x{n_in}x{n_out}", f.name());
+        let mut kernels = vec![(format!("matmul_input_grad/{shape}"), None, f32_splits)];
+        if gpu.caps.coop_f16 {
+            kernels.extend(tiles.into_iter().map(|(t, splits)| {
+                let name = format!("matmul_input_grad_coop_{}/{shape}", t.name());
+                (name, Some(t), splits)
+            }));
+        }
+        kernels.retain(|(name, _, _)| {
+            ctx.filter
+                .as_ref()
+                .is_none_or(|s| name.contains(s.as_str()))
+        });
+        if kernels.is_empty() {
+            continue;
+        }
+        let w = weight(gpu, f, n_in, n_out);
+        let dy = GpuTensor::from_f32(gpu, &[n_tokens * n_out], &random_f32(n_tokens * n_out, 4));
+        let dx = GpuTensor::zeros(gpu, &[n_tokens * n_in], Dtype::F32);
+        let most = kernels.iter().map(|k| k.2).max().unwrap_or(1);
+        let scratch_len = w.chunks.len() * most * n_tokens * n_in;
+        let scratch = GpuTensor::zeros(gpu, &[scratch_len], Dtype::F32);
+        let work = Work {
+            bytes: (f.row_bytes(n_in) * n_out + 4 * n_tokens * n_out) as u64,
+            flops: 2.0 * (n_tokens * n_in * n_out) as f64,
+        };
+        for (name, tile, splits) in kernels {
+            let grad = MatmulInputGrad {
+                n_tokens,
+                strides: Strides::default(),
+                accumulate: false,
+                tensor_cores: tile.is_some(),
+                tile: tile.unwrap_or(Small),
+            };
+            let rows = w.all_rows();
+            let ops = grad
+                .split_ops(
+                    &gpu.caps,
+                    rows,
+                    (&dy).into(),
+                    (&scratch).into(),
+                    splits,
+                    (&dx).into(),
+                )
+                .unwrap();
+            let reps = if n_out > 100_000 { 1 } else { 4 };
+            ctx.bench(c, &format!("{name}/s{splits}"), ops, work, reps);
+        }
+    }
+}
+
 /// Which prompt matmul a bench runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kernel {
@@ -1144,6 +1247,7 @@ fn main() {
     bench_coop_peak(&ctx);
     bench_matmul(&ctx, &mut c);
     bench_small_m(&ctx, &mut c);
+    bench_input_grad(&ctx, &mut c);
     bench_attention(&ctx, &mut c);
     bench_sample(&ctx, &mut c);
     bench_norms(&ctx, &mut c);

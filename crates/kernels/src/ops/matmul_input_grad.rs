@@ -8,12 +8,12 @@
 //! - `matmul/input_grad.wgsl` + `matmul/grad_tile.wgsl` (the f32 tile product it shares with
 //!   the weight gradient), every device: a workgroup of 128 computes 64 inputs x 64 tokens in
 //!   f32, summing the weight's rows 32 at a time from workgroup memory.
-//! - `matmul/input_grad_coop.wgsl` (devices with [`Caps::coop_f16`]): the same tile, the
-//!   weight's rows 64 at a time, staged as f16 (the weights as decoded, a row's inputs
-//!   consecutive, read by the tensor cores as a column-major A) and multiplied on the tensor
-//!   cores with f32 accumulation. f16 holds dY only within about 6e-5 .. 65504 at full precision: a caller
-//!   whose gradients are smaller scales its loss (as mixed-precision training does), or keeps
-//!   the f32 kernel.
+//! - `matmul/input_grad_coop.wgsl` (devices with [`Caps::coop_f16`]): the same tile or a
+//!   larger one ([`InputGradTile`], [`MatmulInputGrad::tile`]), the weight's rows 64 at a time,
+//!   staged as f16 (the weights as decoded, a row's inputs consecutive, read by the tensor
+//!   cores as a column-major A) and multiplied on the tensor cores with f32 accumulation. f16
+//!   holds dY only within about 6e-5 .. 65504 at full precision: a caller whose gradients are
+//!   smaller scales its loss (as mixed-precision training does), or keeps the f32 kernel.
 //!
 //! Both read the weight through the format's decoder, as the forward does. One dispatch per
 //! weight chunk the rows touch: the sum runs over rows, so every chunk after the first adds
@@ -39,10 +39,12 @@ use crate::tensor::{View, WeightRows};
 
 #[cfg(any(test, feature = "parity"))]
 mod parity;
+mod tile;
 #[cfg(test)]
 pub(crate) use parity::matmul_forward_f64;
 #[cfg(any(test, feature = "parity"))]
 pub use parity::{CHECK, COOP_CHECK, matmul_input_grad_ref};
+pub use tile::InputGradTile;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
@@ -71,18 +73,22 @@ static COOP_IO_EMULATED: ShaderFile = shader_file!("matmul/coop_io_emul.wgsl");
 /// The 64 x 64 f32 tile product both backward products share.
 pub(crate) static GRAD_TILE: ShaderFile = shader_file!("matmul/grad_tile.wgsl");
 
-/// Invocations per workgroup (8 x 16 over a 64 x 64 tile, `matmul/grad_tile.wgsl`).
+/// Invocations per workgroup of the f32 kernels (8 x 16 over a 64 x 64 tile,
+/// `matmul/grad_tile.wgsl`).
 pub(crate) const WORKGROUP: u32 = 128;
-/// The side of a workgroup's output tile.
+/// The side of the f32 kernels' output tile.
 pub(crate) const TILE: usize = 64;
 
-/// The input-gradient kernel over a weight of one format: the f32 one, or the tensor-core one.
+/// The input-gradient kernel over a weight of one format: the f32 one, or the tensor-core one
+/// with one of its tiles.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct MatmulInputGradKernel {
     /// The weight's format.
     pub format: GpuFormat,
     /// The tensor-core kernel (`matmul/input_grad_coop.wgsl`).
     pub tensor_cores: bool,
+    /// The tensor-core kernel's tile; the f32 kernel's is always [`InputGradTile::Small`].
+    pub tile: InputGradTile,
 }
 
 impl MatmulInputGradKernel {
@@ -90,11 +96,15 @@ impl MatmulInputGradKernel {
     /// emulated coop ops (needs only SHADER_F16; what a device without cooperative matrices
     /// builds, for tests).
     fn program_with(self, emulated: bool) -> Program {
-        let (name, own): (&str, &[&'static ShaderFile]) = match (self.tensor_cores, emulated) {
-            (false, _) => ("matmul_input_grad", &[&SHADER, &GRAD_TILE, &ACC8]),
-            (true, false) => ("matmul_input_grad_coop", &[&COOP_OPS, &COOP_IO, &COOP_BODY]),
+        let tile = self.tile.name();
+        let (name, own): (String, &[&'static ShaderFile]) = match (self.tensor_cores, emulated) {
+            (false, _) => ("matmul_input_grad".into(), &[&SHADER, &GRAD_TILE, &ACC8]),
+            (true, false) => (
+                format!("matmul_input_grad_coop_{tile}"),
+                &[&COOP_OPS, &COOP_IO, &COOP_BODY],
+            ),
             (true, true) => (
-                "matmul_input_grad_coop_emulated",
+                format!("matmul_input_grad_coop_emulated_{tile}"),
                 &[&COOP_EMUL, &COOP_IO_EMULATED, &COOP_BODY],
             ),
         };
@@ -118,10 +128,17 @@ impl KernelFamily for MatmulInputGradKernel {
         let formats = crate::shader::weight_formats().iter();
         formats
             .flat_map(|&format| {
-                [false, true].map(|tensor_cores| MatmulInputGradKernel {
+                let f32 = MatmulInputGradKernel {
                     format,
-                    tensor_cores,
-                })
+                    tensor_cores: false,
+                    tile: InputGradTile::Small,
+                };
+                let coop = InputGradTile::ALL.map(|tile| MatmulInputGradKernel {
+                    format,
+                    tensor_cores: true,
+                    tile,
+                });
+                std::iter::once(f32).chain(coop)
             })
             .collect()
     }
@@ -141,6 +158,13 @@ impl KernelFamily for MatmulInputGradKernel {
     // its body over emulated coop ops.
     fn program_for(self, caps: &Caps) -> Program {
         self.program_with(self.tensor_cores && !caps.coop_f16)
+    }
+
+    fn constants(self) -> Vec<(&'static str, f64)> {
+        match self.tensor_cores {
+            true => self.tile.constants(),
+            false => Vec::new(),
+        }
     }
 
     #[cfg(any(test, feature = "parity"))]
@@ -166,6 +190,8 @@ pub struct MatmulInputGrad {
     /// dy rounded to f16, f32 accumulation (see the module doc for dy's range). `false`
     /// keeps the f32 kernel everywhere.
     pub tensor_cores: bool,
+    /// The tensor-core kernel's tile (the f32 kernel's is always [`InputGradTile::Small`]).
+    pub tile: InputGradTile,
 }
 
 impl MatmulInputGrad {
@@ -303,9 +329,13 @@ impl MatmulInputGrad {
         dy.check("matmul_input_grad dy", last * dys + w.n)?;
         dx.check("matmul_input_grad dx", last * dxs + s.n_in)?;
         let end = w.first + w.n;
+        let tile = match tensor_cores {
+            true => self.tile,
+            false => InputGradTile::Small,
+        };
         let grid = [
-            s.n_in.div_ceil(TILE) as u32,
-            self.n_tokens.div_ceil(TILE) as u32,
+            s.n_in.div_ceil(tile.inputs()) as u32,
+            self.n_tokens.div_ceil(tile.tokens()) as u32,
             1,
         ];
         let split = splits > 1;
@@ -339,10 +369,11 @@ impl MatmulInputGrad {
             let kernel = MatmulInputGradKernel {
                 format: s.format,
                 tensor_cores,
+                tile,
             };
             let buffers = [&c.buf, &dy.t.buf, &dx.t.buf, &c.buf];
             let grid = [grid[0], grid[1], parts as u32];
-            ops.push(Op::new(kernel, WORKGROUP, &params, &buffers, grid));
+            ops.push(Op::new(kernel, tile.workgroup(), &params, &buffers, grid));
             if split {
                 slices += parts;
             }

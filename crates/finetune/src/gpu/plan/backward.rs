@@ -18,8 +18,8 @@ use rullama_kernels::{GpuFormat, GpuTensor, GpuWeight, View, WeightShape};
 use rullama_model::ModelError;
 
 use super::{
-    Grad, Lower, MIN_SPLIT_SUM, PairSum, attention_splits, captures, err, split_count, splits,
-    thin_matrix, tiles,
+    Grad, Lower, MIN_SPLIT_SUM, PairSum, attention_splits, captures, err, input_grad_tiling,
+    split_count, thin_matrix,
 };
 use crate::error::Result;
 use crate::gpu::record::{Node, ValueId};
@@ -114,8 +114,8 @@ impl Lower<'_> {
     }
 
     /// `dx (+)= dy · W` for `rows` rows (the LM head's: the vocabulary), its sum over W's
-    /// rows split where the output has few tiles ([`splits`]), on the tensor cores where the
-    /// step uses them.
+    /// rows split where the output has few tiles, on the tensor cores where the step uses
+    /// them, with the tile of [`input_grad_tiling`].
     pub(super) fn input_grad_into(
         &mut self,
         w: &GpuWeight,
@@ -142,12 +142,14 @@ impl Lower<'_> {
         if let Some(tile) = self.dense_grad_tile(w, rows) {
             return self.dense_input_grad(tile, w, dy, dx, accumulate, rows);
         }
-        let split = splits(tiles(n_in) * tiles(rows), w.shape.n_out);
+        let coop = self.tensor_cores && self.gpu.caps.coop_f16;
+        let (tile, split) = input_grad_tiling(n_in, rows, w.shape.n_out, coop);
         let grad = MatmulInputGrad {
             n_tokens: rows,
             strides: Strides::default(),
             accumulate,
             tensor_cores: self.tensor_cores,
+            tile,
         };
         let len = match split {
             1 => 0,

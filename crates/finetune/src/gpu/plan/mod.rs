@@ -18,6 +18,7 @@ use rullama_kernels::ops::attention_train::TrainAttention;
 use rullama_kernels::ops::f16_copy::f16_copy_len;
 use rullama_kernels::ops::matmul::{Matmul, Strides};
 use rullama_kernels::ops::matmul_dense::{self, DenseTile};
+use rullama_kernels::ops::matmul_input_grad::InputGradTile;
 use rullama_kernels::ops::matmul_thin::{MatmulThin, ThinWeight};
 use rullama_kernels::ops::split::Out;
 use rullama_kernels::{
@@ -93,15 +94,48 @@ const TARGET_WORKGROUPS: usize = 1024;
 const MAX_SPLITS: usize = 16;
 const MIN_SPLIT_SUM: usize = 64;
 
-/// 64-wide output tiles over `n` (the backward products' tile side).
-fn tiles(n: usize) -> usize {
-    n.div_ceil(64)
-}
+/// The tensor-core input gradient's 128-input tiles ([`InputGradTile::Large`], or
+/// [`InputGradTile::Wide`] for a block of at most 64 tokens) aim at about this many workgroups,
+/// with their rows split at most [`WIDE_MAX_SPLITS`] ways: each is four 64 x 64 tiles' work on
+/// 256 invocations with 43 KB of workgroup memory, of which an SM of an H100 (132 of them)
+/// holds about two at once. A product whose grid cannot reach it takes the 64 x 64 tile.
+const WIDE_TARGET_WORKGROUPS: usize = 256;
+const WIDE_MAX_SPLITS: usize = 32;
 
 /// How many ways to split a product of `tiles` output tiles whose sums run over `sum_len`
 /// terms: enough workgroups to fill the device where the output alone would not.
 fn splits(tiles: usize, sum_len: usize) -> usize {
     split_count(tiles, sum_len / MIN_SPLIT_SUM)
+}
+
+/// The tile and splits of an input gradient over `n_in` inputs x `rows` tokens summed over
+/// `sum_len` weight rows, on the tensor cores (`coop`) or not: a 128-input tile where its
+/// grid, split into at most [`WIDE_MAX_SPLITS`] of at least [`MIN_SPLIT_SUM`] rows, makes
+/// [`WIDE_TARGET_WORKGROUPS`] (the LM head's: 5 x 2 tiles of a 256-token chunk, 26 splits),
+/// else 64 x 64 (the f32 kernel's only tile) split as the other products ([`splits`]).
+fn input_grad_tiling(
+    n_in: usize,
+    rows: usize,
+    sum_len: usize,
+    coop: bool,
+) -> (InputGradTile, usize) {
+    if coop {
+        let wide = match rows <= 64 {
+            true => InputGradTile::Wide,
+            false => InputGradTile::Large,
+        };
+        let grid = wide.workgroups(n_in, rows);
+        let split = WIDE_TARGET_WORKGROUPS
+            .div_ceil(grid.max(1))
+            .min(WIDE_MAX_SPLITS)
+            .min(sum_len / MIN_SPLIT_SUM)
+            .max(1);
+        if grid * split >= WIDE_TARGET_WORKGROUPS {
+            return (wide, split);
+        }
+    }
+    let small = InputGradTile::Small;
+    (small, splits(small.workgroups(n_in, rows), sum_len))
 }
 
 /// Splits that bring `workgroups` up to [`TARGET_WORKGROUPS`], at most [`MAX_SPLITS`] and at
@@ -419,5 +453,25 @@ impl Lower<'_> {
             strides: Strides::default(),
             tensor_cores: self.tensor_cores,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The LM head's input gradient over a 256-token chunk (gemma-3-270m: 640 inputs, 262,144
+    /// rows) takes the 128 x 128 tile in 26 splits on the tensor cores (5 x 2 x 26 = 260
+    /// workgroups) and 64 x 64 in 16 without them; a block of at most 64 tokens takes 128 x
+    /// 64 where its grid fills the device (2,560 inputs) and 64 x 64 where it cannot (640);
+    /// a product with a short sum keeps 64 x 64 (its splits capped by the rows).
+    #[test]
+    fn input_grad_tiles() {
+        use InputGradTile::{Large, Small, Wide};
+        assert_eq!(input_grad_tiling(640, 256, 262_144, true), (Large, 26));
+        assert_eq!(input_grad_tiling(640, 256, 262_144, false), (Small, 16));
+        assert_eq!(input_grad_tiling(2560, 64, 262_144, true), (Wide, 13));
+        assert_eq!(input_grad_tiling(640, 64, 262_144, true), (Small, 16));
+        assert_eq!(input_grad_tiling(640, 512, 640, true), (Small, 10));
     }
 }

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::device::Gpu;
-use crate::ops::matmul_coop::{coop_device, f16_err};
+use crate::ops::matmul_coop::f16_err;
 use crate::parity::data::{Rng, n_in_block, random_f32, random_weight};
 use crate::parity::{Check, Compare, U, run_read};
 use crate::tensor::{Dtype, GpuTensor, GpuWeight, WeightShape};
@@ -54,14 +54,16 @@ pub const CHECK: Check = Check {
 
 fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
     let format = rng.pick(&GpuFormat::ALL);
-    Case::random(format, rng).run(gpu)
+    Case::random(format, InputGradTile::Small, rng).run(gpu)
 }
 
 /// Tolerance of the tensor-core kernel, per element (module doc): the f16 roundings of each
 /// weight and dy value (`e(v)`: one f16 ulp, or `|v| + 2^-24` below twice the smallest
 /// normal; a weight's f32 decode adds 8u |w|), `4n u` of the tensor cores' sum of the
-/// rounded products and one f32 addition onto dX a dispatch (k of them). Needs cooperative
-/// matrices (skips elsewhere; `coop_body_every_format` runs the kernel's body on any device).
+/// rounded products and one f32 addition onto dX a dispatch (k of them). Each case on a
+/// random tile ([`InputGradTile`]); on a device without cooperative matrices the kernel's
+/// body runs over the emulated coop ops (needs SHADER_F16), so the check covers its staging,
+/// masks and stores everywhere and the tensor cores' loads and products where they exist.
 pub const COOP_CHECK: Check = Check {
     name: "matmul_input_grad_coop",
     tolerance: "f16 inputs (1 ulp each)+(4n+k)*2^-24*(sum|w'dy'|+|d0|)",
@@ -69,11 +71,16 @@ pub const COOP_CHECK: Check = Check {
 };
 
 fn coop_parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
-    coop_device(gpu)?;
+    if !gpu.caps.shader_f16 {
+        return Err(GpuError::MissingFeature(
+            "SHADER_F16 (the tensor-core body's f16 tiles)",
+        ));
+    }
     let format = rng.pick(&GpuFormat::ALL);
+    let tile = rng.pick(&InputGradTile::ALL);
     let case = Case {
         tensor_cores: true,
-        ..Case::random(format, rng)
+        ..Case::random(format, tile, rng)
     };
     case.run(gpu)
 }
@@ -99,12 +106,21 @@ struct Case {
     seed: u64,
     /// The tensor-core kernel (emulated on a device without cooperative matrices).
     tensor_cores: bool,
+    /// Its tile (the f32 kernel's is always [`InputGradTile::Small`]).
+    tile: InputGradTile,
 }
 
 impl Case {
-    /// Random shapes over partial tiles and chunks: all rows or a range of them, strided
-    /// unaligned dy and dx.
-    fn random(format: GpuFormat, rng: &mut Rng) -> Case {
+    /// Random shapes over partial tiles of `tile` and chunks: all rows or a range of them,
+    /// strided unaligned dy and dx. Tokens up to a tile and a few more; inputs up to three
+    /// blocks of the format, or for a 128-input tile up to 1.5 tiles (three blocks of 32
+    /// would never reach its second).
+    fn random(format: GpuFormat, tile: InputGradTile, rng: &mut Rng) -> Case {
+        let block = n_in_block(format);
+        let blocks = match tile {
+            InputGradTile::Small => 3,
+            _ => (3 * tile.inputs() / 2 / block).max(3),
+        };
         let n_out = rng.range(1, 150);
         let (first, rows) = if rng.bool() {
             (0, n_out)
@@ -115,8 +131,8 @@ impl Case {
         Case {
             format,
             n_out,
-            n_in: rng.range(1, 4) * n_in_block(format),
-            n_tokens: rng.range(1, 71),
+            n_in: rng.range(1, blocks + 1) * block,
+            n_tokens: rng.range(1, tile.tokens() + 7),
             chunk_rows: rng.range(1, 200),
             first,
             rows,
@@ -127,6 +143,7 @@ impl Case {
             splits: [1, 1, 2, 3][rng.range(0, 4)],
             seed: rng.next_u64(),
             tensor_cores: false,
+            tile,
         }
     }
 
@@ -164,6 +181,7 @@ impl Case {
             },
             accumulate: self.accumulate,
             tensor_cores: self.tensor_cores,
+            tile: self.tile,
         };
         // Dispatches: the chunks the rows touch; split, each adds its splits' slices.
         let k = (first + rows).div_ceil(self.chunk_rows) - first / self.chunk_rows;
@@ -265,7 +283,7 @@ mod tests {
                     chunk_rows: 17,
                     accumulate,
                     splits,
-                    ..Case::random(f, &mut rng)
+                    ..Case::random(f, InputGradTile::Small, &mut rng)
                 };
                 let c = case.run(gpu).unwrap();
                 assert!(c.max_ratio <= 1.0, "{case:?}: {}", c.worst);
@@ -275,7 +293,7 @@ mod tests {
 
     /// The tensor-core kernel's body on every format (over emulated coop ops where the
     /// device has no cooperative matrices), rows over several chunks, both store modes (the
-    /// accumulating one with the rows split two ways).
+    /// accumulating one with the rows split two ways), the tiles in turn.
     #[test]
     fn coop_body_every_format() {
         let test = "matmul_input_grad coop_body_every_format";
@@ -283,14 +301,16 @@ mod tests {
             return;
         };
         let mut rng = Rng::new(321);
+        let mut tiles = InputGradTile::ALL.into_iter().cycle();
         for f in GpuFormat::ALL {
             for (accumulate, splits) in [(false, 1), (true, 2)] {
+                let tile = tiles.next().unwrap();
                 let case = Case {
                     chunk_rows: 37,
                     accumulate,
                     splits,
                     tensor_cores: true,
-                    ..Case::random(f, &mut rng)
+                    ..Case::random(f, tile, &mut rng)
                 };
                 let c = case.run(gpu).unwrap();
                 assert!(c.max_ratio <= 1.0, "{case:?}: {}", c.worst);
@@ -301,8 +321,8 @@ mod tests {
     /// The tensor-core kernel's body over several 64-row steps a dispatch (the random cases
     /// above stay within one: chunks of 37 rows), which its pipelined staging carries from
     /// one step to the next: 130..200 rows in chunks of 150 (a first chunk of three steps,
-    /// the last partial), whole and split two ways (two steps a split), over formats of
-    /// each block size.
+    /// the last partial), whole and split two ways (two steps a split), on every tile, over
+    /// formats of each block size.
     #[test]
     fn coop_body_several_steps() {
         let test = "matmul_input_grad coop_body_several_steps";
@@ -310,7 +330,11 @@ mod tests {
             return;
         };
         let mut rng = Rng::new(341);
-        for f in [GpuFormat::F16, GpuFormat::Q8_0, GpuFormat::Q4K] {
+        let formats = [GpuFormat::F16, GpuFormat::Q8_0, GpuFormat::Q4K];
+        let cases = InputGradTile::ALL
+            .into_iter()
+            .flat_map(|t| formats.map(|f| (t, f)));
+        for (tile, f) in cases {
             for (accumulate, splits) in [(false, 1), (true, 2)] {
                 let n_out = rng.range(130, 200);
                 let case = Case {
@@ -321,7 +345,7 @@ mod tests {
                     accumulate,
                     splits,
                     tensor_cores: true,
-                    ..Case::random(f, &mut rng)
+                    ..Case::random(f, tile, &mut rng)
                 };
                 let c = case.run(gpu).unwrap();
                 assert!(c.max_ratio <= 1.0, "{case:?}: {}", c.worst);
@@ -379,6 +403,7 @@ mod tests {
             strides: Strides::default(),
             accumulate: false,
             tensor_cores: false,
+            tile: InputGradTile::Small,
         };
         assert!(
             op.ops(&gpu.caps, w.all_rows(), View::at(&t, 0), View::at(&t, 100))
