@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::num::NonZeroU64;
+use std::ops::Range;
 use std::sync::Arc;
 
 use crate::device::Gpu;
@@ -232,7 +233,20 @@ impl Step {
 
     /// Records every dispatch into `pass`.
     pub fn encode(&self, pass: &mut wgpu::ComputePass<'_>) {
-        self.encode_with(pass, |_| true, |_, _| {});
+        self.encode_range(pass, 0..self.dispatches.len());
+    }
+
+    /// Records dispatches `range` into `pass`.
+    fn encode_range(&self, pass: &mut wgpu::ComputePass<'_>, range: Range<usize>) {
+        let mut current: Option<&Arc<Pipeline>> = None;
+        for d in &self.dispatches[range] {
+            if !current.is_some_and(|p| Arc::ptr_eq(p, &d.pipeline)) {
+                pass.set_pipeline(&d.pipeline.compute);
+                current = Some(&d.pipeline);
+            }
+            pass.set_bind_group(0, Some(&*d.bind_group), &[d.uniform_offset]);
+            pass.dispatch_workgroups(d.grid[0], d.grid[1], d.grid[2]);
+        }
     }
 
     /// Records every dispatch, with timestamp `i + 1` after dispatch `i` (and 0 before them).
@@ -305,28 +319,79 @@ fn create_bind_group(
     })
 }
 
+/// Steps of more dispatches than this together are recorded and submitted in pieces, so the
+/// GPU runs one piece while the host records the next: a training step's ~2,500 dispatches
+/// take the host ~10 ms to record (about 4 us each), time the GPU otherwise waits. Decode's
+/// submissions (four steps of at most ~160 dispatches) stay whole.
+const PIECES_FROM: usize = 1024;
+/// The first piece, small so that the GPU starts soon.
+const FIRST_PIECE: usize = 128;
+/// The later pieces: each submission costs the GPU ~20 us (docs/PERF.md, section 2).
+const PIECE: usize = 512;
+
+/// The pieces a submission of steps of `lens` dispatches is recorded in: (step, its
+/// dispatches) in order, the last piece ending the last step. One piece up to
+/// [`PIECES_FROM`] dispatches in all.
+fn pieces(lens: &[usize]) -> Vec<Vec<(usize, Range<usize>)>> {
+    let total: usize = lens.iter().sum();
+    let mut pieces = vec![Vec::new()];
+    let mut room = if total > PIECES_FROM {
+        FIRST_PIECE
+    } else {
+        total
+    };
+    for (i, &n) in lens.iter().enumerate() {
+        let mut at = 0;
+        while at < n {
+            if room == 0 {
+                pieces.push(Vec::new());
+                room = PIECE;
+            }
+            let take = room.min(n - at);
+            pieces
+                .last_mut()
+                .expect("one piece at least")
+                .push((i, at..at + take));
+            at += take;
+            room -= take;
+        }
+    }
+    pieces
+}
+
 impl Gpu {
-    /// Records `steps` in order as one compute pass of one command encoder, lets `after`
-    /// append copies, and submits. The steps' parameters must be flushed ([`Step::flush`]):
-    /// several steps of one submission cannot share a parameter arena, so a step appears at
-    /// most once.
+    /// Records `steps` in order, each piece of them ([`pieces`]: one, unless they are long)
+    /// as one compute pass of its own command encoder submitted as soon as it is recorded,
+    /// lets `after` append copies to the last, and returns the last submission. The steps'
+    /// parameters must be flushed ([`Step::flush`]): several steps of one submission cannot
+    /// share a parameter arena, so a step appears at most once.
     pub fn submit_steps(
         &self,
         steps: &[&Step],
         after: impl FnOnce(&mut wgpu::CommandEncoder),
     ) -> wgpu::SubmissionIndex {
-        let mut encoder = self
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-        {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("steps"),
-                timestamp_writes: None,
-            });
-            for step in steps {
-                step.encode(&mut pass);
+        let lens: Vec<usize> = steps.iter().map(|s| s.dispatches.len()).collect();
+        let mut pieces = pieces(&lens);
+        let last = pieces.pop().expect("one piece at least");
+        let record = |piece: &[(usize, Range<usize>)]| {
+            let mut encoder = self
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+            {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("steps"),
+                    timestamp_writes: None,
+                });
+                for (i, range) in piece {
+                    steps[*i].encode_range(&mut pass, range.clone());
+                }
             }
+            encoder
+        };
+        for piece in &pieces {
+            self.queue.submit(Some(record(piece).finish()));
         }
+        let mut encoder = record(&last);
         after(&mut encoder);
         self.queue.submit(Some(encoder.finish()))
     }
@@ -345,5 +410,51 @@ impl Gpu {
     /// Records and submits `step`.
     pub fn submit(&self, step: &mut Step) -> wgpu::SubmissionIndex {
         self.submit_with(step, |_| {})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every dispatch lands in exactly one piece, in order; decode-sized submissions stay
+    /// whole; a long step starts with a small piece.
+    #[test]
+    fn pieces_cover_every_dispatch_in_order() {
+        for lens in [
+            vec![],
+            vec![97; 4],
+            vec![PIECES_FROM],
+            vec![2467],
+            vec![600, 700, 5],
+            vec![0, 1500, 0],
+        ] {
+            let total: usize = lens.iter().sum();
+            let pieces = pieces(&lens);
+            let flat: Vec<(usize, usize)> = pieces
+                .iter()
+                .flatten()
+                .flat_map(|(i, r)| r.clone().map(move |d| (*i, d)))
+                .collect();
+            let want: Vec<(usize, usize)> = lens
+                .iter()
+                .enumerate()
+                .flat_map(|(i, &n)| (0..n).map(move |d| (i, d)))
+                .collect();
+            assert_eq!(flat, want, "{lens:?}");
+            let sizes: Vec<usize> = pieces
+                .iter()
+                .map(|p| p.iter().map(|(_, r)| r.len()).sum())
+                .collect();
+            if total <= PIECES_FROM {
+                assert_eq!(sizes.len(), 1, "{lens:?}");
+            } else {
+                assert_eq!(sizes[0], FIRST_PIECE, "{lens:?}");
+                assert!(
+                    sizes[1..].iter().all(|&s| s <= PIECE),
+                    "{lens:?}: {sizes:?}"
+                );
+            }
+        }
     }
 }
