@@ -21,6 +21,12 @@ fn load_b(at: u32) -> MatB {
     return coopLoad<MatB>(&xs[at], RS);
 }
 
+// C from y at element `at`, laid out as `store_y` stores it (what an accumulating product
+// adds to).
+fn load_y(at: u32, stride: u32) -> MatC {
+    return coopLoad<MatC>(&y[at], stride);
+}
+
 // C into y from element `at`, column-major (a token's rows are consecutive), columns `stride`
 // apart; `at` and `stride` multiples of 4 (16-byte aligned, as Vulkan requires).
 fn store_y(c: MatC, at: u32, stride: u32) {

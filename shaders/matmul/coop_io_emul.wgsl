@@ -38,6 +38,14 @@ fn b_elem(b: MatB, k: u32, c: u32) -> f16 {
     return xs[b.at + c * RS + k / 4u][k % 4u];
 }
 
+fn load_y(at: u32, stride: u32) -> MatC {
+    var c: MatC;
+    for (var j = 0u; j < 8u; j++) {
+        c.v[j] = y[c_index(j, at, stride)];
+    }
+    return c;
+}
+
 fn store_y(c: MatC, at: u32, stride: u32) {
     for (var j = 0u; j < 8u; j++) {
         y[c_index(j, at, stride)] = c.v[j];

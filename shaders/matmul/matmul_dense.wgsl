@@ -22,7 +22,9 @@
 //   where workgroup memory and the staging registers hold them.
 // - Subgroup s owns FR x FT accumulators: rows 16 FR (s % SG_R) .., tokens 16 FT (s / SG_R) ..
 // - Output as matmul_coop.wgsl: whole tiles of one output with the identity epilogue store
-//   straight into y, others through a 16 x 16 scratch of the subgroup and `y_out`.
+//   straight into y, others through a 16 x 16 scratch of the subgroup and `y_out`. With
+//   `accumulate` the product is added into y: whole tiles start their sums from y's values
+//   (loaded into the accumulators), the others add y's value to the finished output.
 // Precision: as matmul_coop.wgsl (the same f16 inputs: an F16 weight is exact in f16, and the
 // inputs are rounded once), f32 sums on the tensor cores.
 
@@ -71,7 +73,12 @@ fn store_partial(c: MatC, scratch: u32, lane: u32, row0: u32, tok0: u32, y0: u32
         let row = row0 + i % 16u;
         let t = tok0 + i / 16u;
         if row < p.n_rows && t < p.n_tokens {
-            y[y_index(row, t, y0 + t * p.y_stride + row)] = y_out(row, cs[scratch + i]);
+            let at = y_index(row, t, y0 + t * p.y_stride + row);
+            var v = y_out(row, cs[scratch + i]);
+            if p.accumulate != 0u {
+                v = y[at] + v;
+            }
+            y[at] = v;
         }
     }
     workgroupBarrier();
@@ -175,6 +182,37 @@ fn main(
     let u_begin = 0u;
     let u_end = (k_end - k_begin + BK - 1u) / BK;
     let y0 = p.y_offset + wid.z * p.k_slice;
+    // Whole tiles of one output with the identity epilogue go straight to y (and, adding
+    // into it, start their sums from it); the others through the scratch.
+    let r0 = row0 + 16u * FR * (sg % SG_R);
+    let t0 = tok0 + 16u * FT * (sg / SG_R);
+    let tile = y_tile(row0, row0 + TM - 1u, vec2<u32>(y0, p.y_stride));
+    let whole = Y_OUT_IDENTITY && tile.z == 1u && row0 + TM <= p.n_rows
+        && tok0 + TN <= p.n_tokens && tile.x % 4u == 0u && tile.y % 4u == 0u;
+    let ys = tile.y;
+    let at = tile.x + t0 * ys + r0;
+    if whole && p.accumulate != 0u {
+        c00 = load_y(at, ys);
+        c01 = load_y(at + 16u * ys, ys);
+        c10 = load_y(at + 16u, ys);
+        c11 = load_y(at + 16u * ys + 16u, ys);
+        if FT == 4u {
+            c02 = load_y(at + 32u * ys, ys);
+            c03 = load_y(at + 48u * ys, ys);
+            c12 = load_y(at + 32u * ys + 16u, ys);
+            c13 = load_y(at + 48u * ys + 16u, ys);
+            if FR == 4u {
+                c20 = load_y(at + 32u, ys);
+                c21 = load_y(at + 16u * ys + 32u, ys);
+                c22 = load_y(at + 32u * ys + 32u, ys);
+                c23 = load_y(at + 48u * ys + 32u, ys);
+                c30 = load_y(at + 48u, ys);
+                c31 = load_y(at + 16u * ys + 48u, ys);
+                c32 = load_y(at + 32u * ys + 48u, ys);
+                c33 = load_y(at + 48u * ys + 48u, ys);
+            }
+        }
+    }
     var staged = load_unit(row0, tok0, k_begin, tid, k_end);
     if STAGES == 2u {
         store_unit(staged, tid, 0u);
@@ -230,14 +268,7 @@ fn main(
         workgroupBarrier();
     }
 
-    let r0 = row0 + 16u * FR * (sg % SG_R);
-    let t0 = tok0 + 16u * FT * (sg / SG_R);
-    let tile = y_tile(row0, row0 + TM - 1u, vec2<u32>(y0, p.y_stride));
-    let whole = Y_OUT_IDENTITY && tile.z == 1u && row0 + TM <= p.n_rows
-        && tok0 + TN <= p.n_tokens && tile.x % 4u == 0u && tile.y % 4u == 0u;
     if whole {
-        let ys = tile.y;
-        let at = tile.x + t0 * ys + r0;
         store_y(c00, at, ys);
         store_y(c01, at + 16u * ys, ys);
         store_y(c10, at + 16u, ys);

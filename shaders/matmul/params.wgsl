@@ -22,7 +22,8 @@ struct Params {
     // into y than split 0 (a scratch that matmul/reduce_k.wgsl then adds up).
     k_units: u32,
     k_slice: u32,
-    _pad0: u32,
+    // matmul_dense.wgsl only: 1 adds the product into Y instead of storing it.
+    accumulate: u32,
     // Split outputs (common/split_params.wgsl). Unused by out_one.wgsl.
     split: SplitParams,
 }

@@ -53,7 +53,8 @@ pub(crate) struct MatmulParams {
     pub k_units: u32,
     /// Split K: how much further into y split z + 1 stores than split z.
     pub k_slice: u32,
-    pub _pad: u32,
+    /// The dense kernel only: add the product into Y instead of storing it (1).
+    pub accumulate: u32,
     /// Split outputs (the split epilogue only; zero otherwise).
     pub split: SplitParams,
 }
@@ -284,6 +285,21 @@ impl Matmul {
         bias: Option<View<'_>>,
         y: View<'_>,
     ) -> Result<Vec<Op>, GpuError> {
+        self.dense_ops_into(tile, w, x, bias, y, false)
+    }
+
+    /// As [`Matmul::dense_ops`], adding the product into Y where `accumulate` (`y += x wᵀ`,
+    /// each output's sum added once to what Y held: the same value as the product stored
+    /// elsewhere and added).
+    pub fn dense_ops_into(
+        self,
+        tile: DenseTile,
+        w: &GpuWeight,
+        x: View<'_>,
+        bias: Option<View<'_>>,
+        y: View<'_>,
+        accumulate: bool,
+    ) -> Result<Vec<Op>, GpuError> {
         if !matmul_dense::supports(w.shape.format, w.shape.n_in) {
             return Err(GpuError::InvalidParams {
                 op: "matmul_dense",
@@ -294,7 +310,8 @@ impl Matmul {
                 ),
             });
         }
-        self.ops_with(Path::Coop(Some(Tile::Dense(tile))), w, x, bias, y)
+        let path = Path::Coop(Some(Tile::Dense(tile)));
+        self.ops_into(path, w, x, bias, y, accumulate)
     }
 
     /// The parameters of a dispatch over `n_rows` rows of a weight shaped `s`, X at
@@ -402,6 +419,26 @@ impl Matmul {
         bias: Option<View<'_>>,
         y: View<'_>,
     ) -> Result<Vec<Op>, GpuError> {
+        self.ops_into(path, w, x, bias, y, false)
+    }
+
+    /// As [`Matmul::ops_with`], adding the product into Y where `accumulate` (the dense
+    /// kernel only).
+    fn ops_into(
+        self,
+        path: Path,
+        w: &GpuWeight,
+        x: View<'_>,
+        bias: Option<View<'_>>,
+        y: View<'_>,
+        accumulate: bool,
+    ) -> Result<Vec<Op>, GpuError> {
+        if accumulate && !matches!(path, Path::Coop(Some(Tile::Dense(_)))) {
+            return Err(GpuError::InvalidParams {
+                op: "matmul",
+                detail: "only the dense kernel adds its product into Y".into(),
+            });
+        }
         let s = w.shape;
         let xs = self.x_stride("matmul x", s, x)?;
         path.check_x("matmul x", x.offset, xs)?;
@@ -420,6 +457,7 @@ impl Matmul {
                 y_offset: (y.offset + c.first_row) as u32,
                 y_stride: ys as u32,
                 bias_offset: bias.map_or(0, |b| (b.offset + c.first_row) as u32),
+                accumulate: u32::from(accumulate),
                 ..self.params(s, c.n_rows, x.offset, xs)
             };
             let grid = tile.grid(c.n_rows, self.n_tokens);

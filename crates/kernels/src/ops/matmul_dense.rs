@@ -25,7 +25,7 @@ use crate::tensor::{GpuWeight, View, WeightRows, WeightShape};
 #[cfg(any(test, feature = "parity"))]
 mod parity;
 #[cfg(any(test, feature = "parity"))]
-pub use parity::CHECK;
+pub use parity::{CHECK, CHECK_ACCUMULATE};
 
 static BODY: ShaderFile = shader_file!("matmul/matmul_dense.wgsl");
 static IO: ShaderFile = shader_file!("matmul/coop_io.wgsl");
@@ -185,7 +185,7 @@ impl KernelFamily for MatmulDenseKernel {
 
     #[cfg(any(test, feature = "parity"))]
     fn checks() -> Vec<crate::parity::Check> {
-        vec![CHECK]
+        vec![CHECK, CHECK_ACCUMULATE]
     }
 }
 

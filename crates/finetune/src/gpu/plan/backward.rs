@@ -266,8 +266,8 @@ impl Lower<'_> {
             .flatten()
     }
 
-    /// `dx (+)= dy · W` on the dense kernel over `Wᵀ` copied to f16 in a scratch; accumulating,
-    /// the product goes to a buffer of its own and is added into dx (the dense kernel stores).
+    /// `dx (+)= dy · W` on the dense kernel over `Wᵀ` copied to f16 in a scratch (accumulating,
+    /// the kernel adds its product into dx).
     fn dense_input_grad(
         &mut self,
         tile: DenseTile,
@@ -278,12 +278,6 @@ impl Lower<'_> {
         rows: usize,
     ) -> Result<()> {
         let s = w.shape;
-        let n = rows * s.n_in;
-        let sum = match accumulate {
-            true => Some(self.pool.take(self.gpu, n)?),
-            false => None,
-        };
-        let out = sum.as_ref().map_or(dx, View::from);
         let m = self.matmul(rows);
         let len = f16_copy_len(w.all_rows());
         self.extend_with_scratch(len, "input gradient", |_, scratch| {
@@ -295,17 +289,9 @@ impl Lower<'_> {
                 n_out: s.n_in,
             };
             let transposed = GpuWeight::in_buffer(shape, scratch.t.buf.clone());
-            ops.extend(m.dense_ops(tile, &transposed, dy.into(), None, out)?);
+            ops.extend(m.dense_ops_into(tile, &transposed, dy.into(), None, dx, accumulate)?);
             Ok(ops)
-        })?;
-        if let Some(t) = sum {
-            self.push(
-                elementwise::add_inplace(dx, (&t).into(), n),
-                "input gradient",
-            )?;
-            self.pool.give(t);
-        }
-        Ok(())
+        })
     }
 
     /// Node `i`'s backward from its output's gradient `dy` (one hold of it, the caller's to

@@ -5,10 +5,13 @@
 use super::*;
 use crate::device::Gpu;
 use crate::error::GpuError;
+use crate::ops::matmul::Strides;
 use crate::ops::matmul::{Case, Tile};
 use crate::ops::matmul_coop::{ROUNDED, coop_device};
 use crate::parity::data::Rng;
-use crate::parity::{Check, Compare};
+use crate::parity::data::{random_f32, random_weight};
+use crate::parity::{Check, Compare, U, run_read};
+use crate::tensor::GpuTensor;
 
 /// Inputs as drawn (rounded to f16 by the kernel), against `matmul_coop`'s bound.
 pub const CHECK: Check = Check {
@@ -56,6 +59,76 @@ fn case(rng: &mut Rng) -> Case {
 fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
     coop_device(gpu)?;
     case(rng).run(gpu, true, &ROUNDED)
+}
+
+/// The product added into Y ([`Matmul::dense_ops_into`]): what Y held is one more term of
+/// each output's sum, `(4 n_in + 5) u |y|` beside [`CHECK`]'s bound (the f32 add, or the
+/// tensor cores' sum started from it).
+pub const CHECK_ACCUMULATE: Check = Check {
+    name: "matmul_dense_accumulate",
+    tolerance: "matmul_dense's + (4n_in+5)*2^-24*|y|",
+    case: accumulate_case,
+};
+
+fn accumulate_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    coop_device(gpu)?;
+    let tile = rng.pick(&DenseTile::ALL);
+    let whole = rng.bool();
+    let (n_out, n_tokens) = match whole {
+        true => (tile.rows(), tile.tokens()),
+        false => (rng.range(1, 300), rng.range(1, 300)),
+    };
+    accumulate(
+        gpu,
+        tile,
+        (n_out, 32 * rng.range(1, 4), n_tokens),
+        rng.next_u64(),
+    )
+}
+
+/// `y += x wᵀ` on `tile` for a random F16 weight of `n_out x n_in`, `n_tokens` inputs and a
+/// random Y, against the f64 sum.
+fn accumulate(
+    gpu: &Gpu,
+    tile: DenseTile,
+    (n_out, n_in, n_tokens): (usize, usize, usize),
+    seed: u64,
+) -> Result<Compare, GpuError> {
+    let (bytes, w) = random_weight(GpuFormat::F16, n_out, n_in, seed);
+    let shape = WeightShape {
+        format: GpuFormat::F16,
+        n_in,
+        n_out,
+    };
+    let wt = GpuWeight::upload(gpu, shape, &bytes)?;
+    let x = random_f32(n_tokens * n_in, seed ^ 1);
+    let y0 = random_f32(n_tokens * n_out, seed ^ 2);
+    let xt = GpuTensor::from_f32(gpu, &[x.len()], &x);
+    let yt = GpuTensor::from_f32(gpu, &[y0.len()], &y0);
+    let m = Matmul {
+        n_tokens,
+        strides: Strides::default(),
+        tensor_cores: true,
+    };
+    let ops = m.dense_ops_into(tile, &wt, (&xt).into(), None, (&yt).into(), true)?;
+    let y: Vec<f32> = run_read(gpu, ops, &yt, 0, y0.len())?;
+    let mut c = Compare::default();
+    for t in 0..n_tokens {
+        let xr = &x[t * n_in..][..n_in];
+        for (r, wr) in w.chunks_exact(n_in).enumerate() {
+            let held = f64::from(y0[t * n_out + r]);
+            let sum: f64 = wr
+                .iter()
+                .zip(xr)
+                .map(|(&a, &b)| f64::from(a) * f64::from(b))
+                .sum();
+            let bound = (ROUNDED.bound)(wr, xr, None) + (4 * n_in + 5) as f64 * U * held.abs();
+            c.add(f64::from(y[t * n_out + r]), held + sum, bound, || {
+                format!("{tile:?} {n_tokens}x{n_in}x{n_out}: token {t} row {r}")
+            });
+        }
+    }
+    Ok(c)
 }
 
 #[cfg(test)]
@@ -117,6 +190,11 @@ mod tests {
             for c in [whole, partial, route] {
                 let r = c.run(gpu, true, &ROUNDED).unwrap();
                 assert!(r.max_ratio <= 1.0, "{c:?}: {}", r.worst);
+            }
+            // Added into Y: a whole tile (its sums start from Y) and a partial one.
+            for shape in [(tile.rows(), 64, tile.tokens()), (37, 96, 45)] {
+                let r = accumulate(gpu, tile, shape, rng.next_u64()).unwrap();
+                assert!(r.max_ratio <= 1.0, "{tile:?} {shape:?}: {}", r.worst);
             }
         }
     }
