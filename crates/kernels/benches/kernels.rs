@@ -138,14 +138,17 @@ struct Work {
 }
 
 impl Ctx {
+    /// Whether the bench `name` runs (`RULLAMA_BENCH_FILTER` is a part of its name, or unset).
+    fn wants(&self, name: &str) -> bool {
+        self.filter
+            .as_ref()
+            .is_none_or(|f| name.contains(f.as_str()))
+    }
+
     /// Benchmarks `ops` (one dispatch's worth, possibly several ops) repeated `reps` times
     /// per pass.
     fn bench(&self, c: &mut Criterion, name: &str, ops: Vec<Op>, work: Work, reps: usize) {
-        if self
-            .filter
-            .as_ref()
-            .is_some_and(|f| !name.contains(f.as_str()))
-        {
+        if !self.wants(name) {
             return;
         }
         let mut b = StepBuilder::new();
@@ -243,9 +246,8 @@ fn bench_matvec(ctx: &Ctx, c: &mut Criterion) {
             }
             let name = format!("matvec/{}/{shape}", f.name());
             let q8_name = format!("matvec_q8/{}/{shape}", f.name());
-            let wanted = |n: &str| ctx.filter.as_ref().is_none_or(|s| n.contains(s.as_str()));
-            let q8 = q8_supported(f) && wanted(&q8_name);
-            if !wanted(&name) && !q8 {
+            let q8 = q8_supported(f) && ctx.wants(&q8_name);
+            if !ctx.wants(&name) && !q8 {
                 continue;
             }
             let w = weight(gpu, f, n_in, n_out);
@@ -257,7 +259,7 @@ fn bench_matvec(ctx: &Ctx, c: &mut Criterion) {
                 bytes: bytes as u64,
                 flops: 2.0 * (n_in * n_out) as f64,
             };
-            if wanted(&name) {
+            if ctx.wants(&name) {
                 let ops = matvec(&w, (&x).into(), (&y).into()).unwrap();
                 ctx.bench(c, &name, ops.clone(), work, reps_for(bytes));
                 // Lane layouts on the big shapes (what `matvec::lanes` should choose).
@@ -568,11 +570,7 @@ fn bench_matmul(ctx: &Ctx, c: &mut Criterion) {
                 }
             }
         }
-        kernels.retain(|(name, _)| {
-            ctx.filter
-                .as_ref()
-                .is_none_or(|s| name.contains(s.as_str()))
-        });
+        kernels.retain(|(name, _)| ctx.wants(name));
         if kernels.is_empty() {
             continue;
         }
@@ -718,11 +716,7 @@ fn bench_input_grad(ctx: &Ctx, c: &mut Criterion) {
                 (name, Some(t), splits)
             }));
         }
-        kernels.retain(|(name, _, _)| {
-            ctx.filter
-                .as_ref()
-                .is_none_or(|s| name.contains(s.as_str()))
-        });
+        kernels.retain(|(name, _, _)| ctx.wants(name));
         if kernels.is_empty() {
             continue;
         }
