@@ -10,6 +10,9 @@
 // with bc1 = 1 - b1^t, bc2 = 1 - b2^t. The host computes every per-step factor in f64 and
 // rounds it once (decay, step_size, bc2_sqrt), as torch computes them in Python floats.
 // norm_sq is read from a buffer (norm_sq.wgsl's total), so clipping costs no read-back.
+// A squared norm that is NaN or infinite (a gradient that overflowed) skips the step: every
+// invocation returns before writing, so w, m and v keep their bits, as torch's GradScaler
+// skips optimizer.step() on an overflow; the host sees the same norm and keeps its step count.
 // One invocation a parameter, WG a workgroup.
 
 struct Params {
@@ -40,6 +43,12 @@ struct Params {
 
 override WG: u32 = 256u;
 
+// Whether x is neither NaN nor infinite, from its exponent bits (all ones for both): WGSL lets
+// a compiler assume floats are finite, so a test like x != x may be folded away.
+fn is_finite(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u;
+}
+
 @compute @workgroup_size(WG)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -50,9 +59,13 @@ fn main(
     if i >= p.n {
         return;
     }
+    let norm2 = norm_sq[p.norm_offset];
+    if !is_finite(norm2) {
+        return;
+    }
     var clip = 1.0;
     if p.max_norm > 0.0 {
-        clip = min(1.0, p.max_norm / (sqrt(norm_sq[p.norm_offset]) + 1e-6));
+        clip = min(1.0, p.max_norm / (sqrt(norm2) + 1e-6));
     }
     let g = grad[p.g_offset + i] * clip;
     let m0 = m[p.m_offset + i];

@@ -42,7 +42,9 @@ pub trait Engine: std::fmt::Debug {
     fn loss(&mut self, examples: &[MaskedTokens<'_>], weight: f32) -> Result<f64>;
 
     /// One AdamW step at rate `lr` over the gradients gathered since the last one, which it
-    /// then clears; returns their global norm before clipping.
+    /// then clears; returns their global norm before clipping. A norm that is not finite
+    /// (NaN or infinite: the gradient overflowed) means the step was skipped: parameters,
+    /// moments and [`Engine::steps`] are as they were (`rullama_kernels::ops::adamw::applies`).
     fn update(&mut self, lr: f64) -> Result<f64>;
 
     /// The gradients gathered since the last update, one per parameter (the checks of one
@@ -55,7 +57,7 @@ pub trait Engine: std::fmt::Debug {
     /// AdamW's state: moments and steps taken.
     fn optimizer(&self) -> Result<AdamW>;
 
-    /// Optimizer steps taken.
+    /// Optimizer steps applied (skipped ones not counted).
     fn steps(&self) -> u64;
 
     /// Replays the last step run with a GPU timestamp around every dispatch (a report of

@@ -40,6 +40,22 @@ pub enum FinetuneError {
         /// The largest step found to fit, where the engine searched for one.
         fits: Option<Fit>,
     },
+    /// Optimizer steps whose gradient was not finite, [`crate::train::MAX_SKIPPED_IN_A_ROW`]
+    /// of them in a row: none was applied, so the adapter and AdamW's state are those of the
+    /// last step that was.
+    #[error(
+        "training stopped at step {step}: the gradient was not finite (NaN or infinite) {in_a_row} \
+         times in a row, and no such step was applied, so the adapter is as after step {}; \
+         an overflow this persistent is no unlucky batch: the GPU's products in f32 \
+         (--no-tensor-cores) or a lower --lr may avoid it",
+        step - 1
+    )]
+    NonFiniteGradient {
+        /// The step that could not be taken (the steps applied before it, plus one).
+        step: u64,
+        /// Consecutive steps skipped, this one included.
+        in_a_row: u32,
+    },
     /// A checkpoint that cannot be read or does not belong to this run.
     #[error("checkpoint {}: {what}", path.display())]
     Checkpoint {

@@ -85,7 +85,8 @@ pub struct AdamW {
     pub m: Vec<Matrix>,
     /// Second moments.
     pub v: Vec<Matrix>,
-    /// Steps taken.
+    /// Steps applied (a skipped step, its gradient not finite, is not one): the bias
+    /// corrections' `t` of the next step is one more.
     pub steps: u64,
 }
 
@@ -109,9 +110,14 @@ impl AdamW {
     /// One step at learning rate `lr`: the gradients clipped to the global norm (their
     /// norm before clipping is returned), then per value, in torch's order,
     /// `w -= lr wd w`, the moments, and `w -= lr / (1 - b1^t) · m / (sqrt(v) / sqrt(1 - b2^t) + eps)`.
+    /// A norm that is not finite (NaN or infinite) skips the step, as the GPU's kernel does:
+    /// parameters, moments and [`AdamW::steps`] stay as they were, and that norm is returned.
     pub fn step(&mut self, params: &mut [Matrix], grads: &[Matrix], lr: f64) -> f64 {
         let c = self.config;
         let norm_sq: f64 = grads.iter().map(|g| grad_norm_sq_ref(&g.data)).sum();
+        if !kernel::applies(norm_sq) {
+            return norm_sq.sqrt();
+        }
         self.steps += 1;
         let step = kernel::AdamW {
             lr,
@@ -188,6 +194,36 @@ mod tests {
         for w in &p[0].data {
             assert!((w - (1.9 - 0.1)).abs() < 1e-7, "{w}");
         }
+    }
+
+    /// A gradient holding a NaN or an infinity (or finite values whose squares overflow)
+    /// leaves the parameters, the moments and the step count as they were; the next finite
+    /// gradient then takes the step the skipped one would have, bit for bit.
+    #[test]
+    fn a_gradient_that_is_not_finite_is_skipped() {
+        let config = AdamWConfig {
+            lr: 0.1,
+            weight_decay: 0.01,
+            ..AdamWConfig::default()
+        };
+        let mut p = vec![Matrix::new(1, 3, vec![1.0, -2.0, 0.5])];
+        let mut opt = AdamW::new(config, &p);
+        opt.step(&mut p, &[Matrix::new(1, 3, vec![0.3, -0.1, 0.2])], 0.1);
+        let (p1, opt1) = (p.clone(), opt.clone());
+        let good = vec![Matrix::new(1, 3, vec![-0.2, 0.4, 0.1])];
+        let (mut want_p, mut want_opt) = (p1.clone(), opt1.clone());
+        want_opt.step(&mut want_p, &good, 0.1);
+        for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1e200] {
+            let g = vec![Matrix::new(1, 3, vec![0.1, bad, 0.2])];
+            let norm = opt.step(&mut p, &g, 0.1);
+            assert!(!norm.is_finite(), "{bad}: norm {norm}");
+            assert_eq!((&p, &opt), (&p1, &opt1), "{bad} changed the state");
+            assert_eq!(opt.steps, 1);
+        }
+        let norm = opt.step(&mut p, &good, 0.1);
+        assert!(norm.is_finite());
+        assert_eq!((&p, &opt), (&want_p, &want_opt));
+        assert_eq!(opt.steps, 2);
     }
 
     #[test]

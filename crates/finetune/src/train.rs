@@ -26,14 +26,30 @@ pub struct TrainConfig {
     pub seed: u64,
 }
 
+/// Skipped steps in a row after which [`Trainer::step`] stops with
+/// [`FinetuneError::NonFiniteGradient`].
+///
+/// A skipped step leaves the adapter as it was, so a trainer that went on would draw batch
+/// after batch without learning and, as its loop counts applied steps, never end. One
+/// overflow is an unlucky batch (the tensor cores' backward rounds some gradients to f16 at a
+/// fixed scale); five in a row, on the same parameters, say the overflow is systematic,
+/// which only the user can change (f32 products, a lower rate): stopping with an error that
+/// names the step tells them, and the last applied step's adapter is intact.
+pub const MAX_SKIPPED_IN_A_ROW: u32 = 5;
+
 /// What one optimizer step did.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StepReport {
-    /// Steps taken, this one included.
+    /// The optimizer step this was, from 1: steps applied before it, plus one. A skipped
+    /// step's number is taken again by the next step.
     pub step: u64,
-    /// Mean cross-entropy per trainable token of the step's batches.
+    /// Whether the step was skipped, not applied: its gradient was not finite (NaN or
+    /// infinite), so parameters, moments and the step count stayed as they were.
+    pub skipped: bool,
+    /// Mean cross-entropy per trainable token of the step's batches (computed whether or not
+    /// the step was applied).
     pub loss: f64,
-    /// The gradients' global norm before clipping.
+    /// The gradients' global norm before clipping (not finite where the step was skipped).
     pub grad_norm: f64,
     /// The learning rate the step used.
     pub lr: f64,
@@ -58,6 +74,9 @@ pub struct Trainer<'m> {
     engine: Box<dyn Engine + 'm>,
     lora: TrainableLora,
     config: TrainConfig,
+    /// Steps skipped since the last one applied (not saved in a checkpoint: a resumed run
+    /// counts afresh).
+    skipped_in_a_row: u32,
 }
 
 impl<'m> Trainer<'m> {
@@ -75,6 +94,7 @@ impl<'m> Trainer<'m> {
             engine,
             lora,
             config,
+            skipped_in_a_row: 0,
         })
     }
 
@@ -93,7 +113,7 @@ impl<'m> Trainer<'m> {
         self.engine.optimizer()
     }
 
-    /// Optimizer steps taken.
+    /// Optimizer steps applied (skipped ones not counted).
     pub fn steps(&self) -> u64 {
         self.engine.steps()
     }
@@ -116,12 +136,16 @@ impl<'m> Trainer<'m> {
     /// Puts back a checkpoint's parameters and optimizer state (shapes checked by the
     /// caller against [`Trainer::params`]).
     pub fn restore(&mut self, params: Vec<Matrix>, opt: AdamW) -> Result<()> {
+        self.skipped_in_a_row = 0;
         self.engine.restore(params, opt)
     }
 
     /// One optimizer step over `batches` (one, or several accumulated): the loss is the
     /// mean over all their trainable tokens, so accumulating `k` batches is the step of
-    /// their union.
+    /// their union. A gradient that is not finite is not applied: the report says
+    /// `skipped`, and the next call retries the same step number (same rate, same dropout
+    /// seeds) on its own batches; the [`MAX_SKIPPED_IN_A_ROW`]th skip in a row is
+    /// [`FinetuneError::NonFiniteGradient`] instead.
     pub fn step(&mut self, batches: &[Batch]) -> Result<StepReport> {
         let trainable: usize = batches.iter().map(Batch::trainable).sum();
         if trainable == 0 {
@@ -144,8 +168,21 @@ impl<'m> Trainer<'m> {
         let c = &self.config;
         let lr = c.optim.lr * c.schedule.factor(steps, c.warmup, c.steps);
         let grad_norm = self.engine.update(lr)?;
+        let skipped = !grad_norm.is_finite();
+        if skipped {
+            self.skipped_in_a_row += 1;
+            if self.skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW {
+                return Err(FinetuneError::NonFiniteGradient {
+                    step: steps + 1,
+                    in_a_row: self.skipped_in_a_row,
+                });
+            }
+        } else {
+            self.skipped_in_a_row = 0;
+        }
         Ok(StepReport {
-            step: self.engine.steps(),
+            step: steps + 1,
+            skipped,
             loss,
             grad_norm,
             lr,

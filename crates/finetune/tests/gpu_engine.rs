@@ -183,6 +183,62 @@ fn the_loss_head_in_chunks_of_a_few_rows_gives_the_same_step() {
     check_with(Tiny::Llama, 5 * vocab * 4);
 }
 
+fn bits(ms: &[Matrix]) -> Vec<u64> {
+    ms.iter()
+        .flat_map(|m| m.data.iter().map(|v| v.to_bits()))
+        .collect()
+}
+
+/// A gradient that is not finite (the loss's weight infinite, so the gradients are infinities
+/// and NaNs) is skipped alike by the GPU engine, on the device, and by the tape: parameters,
+/// moments and the step count keep their bits, and the gradients are cleared all the same.
+/// The next finite step is then applied by both, to the same loss.
+#[test]
+fn both_engines_skip_a_gradient_that_is_not_finite() {
+    if std::env::var_os("RULLAMA_NO_GPU_TESTS").is_some() {
+        eprintln!("RULLAMA_NO_GPU_TESTS is set: GPU engine tests skipped");
+        return;
+    }
+    let gpu = Arc::new(Gpu::open().expect("a GPU adapter (lavapipe will do)"));
+    let file = GgufFile::from_bytes(tiny_model(Tiny::Llama, 11)).unwrap();
+    let (mut cpu_model, mut gpu_model) = (None, None);
+    let mut cpu = engine(&mut cpu_model, &file, TapeBackend::new());
+    let mut dev = engine(&mut gpu_model, &file, GpuTapeBackend::new(gpu, false));
+    let (weight, seeds) = (1.0 / 9.0, [0, 0]);
+    for (name, e) in [("tape", &mut cpu), ("gpu", &mut dev)] {
+        // One step applied first, so that the moments are not zero.
+        e.accumulate(&examples(), weight, &seeds).unwrap();
+        assert!(e.update(1e-2).unwrap().is_finite());
+        let (params, opt) = (e.params().unwrap(), e.optimizer().unwrap());
+        e.accumulate(&examples(), f32::INFINITY, &seeds).unwrap();
+        let norm = e.update(1e-2).unwrap();
+        assert!(!norm.is_finite(), "{name}: gradient norm {norm}");
+        assert_eq!(e.steps(), 1, "{name}: a skipped step counted");
+        let now = e.optimizer().unwrap();
+        for (what, was, is) in [
+            ("parameters", &params, &e.params().unwrap()),
+            ("first moments", &opt.m, &now.m),
+            ("second moments", &opt.v, &now.v),
+        ] {
+            assert!(bits(was) == bits(is), "{name}: the {what} changed");
+        }
+        assert_eq!(now.steps, 1, "{name}: AdamW's steps");
+        let cleared = e.gradients().unwrap();
+        assert!(
+            cleared.iter().all(|g| g.data.iter().all(|&v| v == 0.0)),
+            "{name}: the skipped step's gradients were not cleared"
+        );
+    }
+    let want = cpu.accumulate(&examples(), weight, &seeds).unwrap();
+    let got = dev.accumulate(&examples(), weight, &seeds).unwrap();
+    assert!((got - want).abs() <= 1e-4 * want.abs(), "{got} vs {want}");
+    assert!(cpu.update(1e-2).unwrap().is_finite() && dev.update(1e-2).unwrap().is_finite());
+    assert_eq!((cpu.steps(), dev.steps()), (2, 2));
+    let want = cpu.loss(&examples(), weight).unwrap();
+    let got = dev.loss(&examples(), weight).unwrap();
+    assert!((got - want).abs() <= 1e-4 * want.abs(), "{got} vs {want}");
+}
+
 /// LoRA dropout on the GPU: evaluation drops nothing (the loss without dropout, bit for
 /// bit); a training step's masks are a function of its seed (the same seed, the same loss
 /// and gradients; another seed, another loss); and the gradients are those of the loss with

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use rullama_kernels::ops::adamw::{AdamW as AdamWKernel, AdamWParams, GradNormSq};
+use rullama_kernels::ops::adamw::{AdamW as AdamWKernel, AdamWParams, GradNormSq, applies};
 use rullama_kernels::ops::cross_entropy::{CrossEntropyParams, MASKED};
 use rullama_kernels::ops::dropout::DropoutParams;
 use rullama_kernels::{
@@ -201,6 +201,7 @@ struct GpuEngine<'m> {
     /// Reads the parameters and moments back (checkpoints, the adapter).
     read: Readback,
     config: AdamWConfig,
+    /// Optimizer steps applied: a skipped one (its gradient not finite) is taken back.
     steps: u64,
 }
 
@@ -413,7 +414,13 @@ impl Engine for GpuEngine<'_> {
         u.read
             .finish(&self.gpu, index, &mut norm_sq)
             .map_err(gpu_err("running the optimizer step"))?;
-        Ok(f64::from(norm_sq[0]).sqrt())
+        let norm_sq = f64::from(norm_sq[0]);
+        if !applies(norm_sq) {
+            // The update kernel read this same norm and wrote nothing: the step did not
+            // happen, so the next one keeps its bias corrections' t.
+            self.steps -= 1;
+        }
+        Ok(norm_sq.sqrt())
     }
 
     fn gradients(&self) -> Result<Vec<Matrix>> {

@@ -15,6 +15,11 @@
 //!   (sqrt(v)/sqrt(bc2) + eps)` with `bc1 = 1 - b1^t`, `bc2 = 1 - b2^t`: that is `w -= lr
 //!   (mhat / (sqrt(vhat) + eps) + wd w)` with `mhat = m / bc1`, `vhat = v / bc2`.
 //!   WGSL: `optim/adamw.wgsl`.
+//!
+//! A step whose squared norm is not finite (NaN or infinite: a gradient that overflowed) is
+//! skipped, as torch's `GradScaler` skips `optimizer.step()` on an overflow: the update kernel
+//! reads the norm and changes nothing, decided on the device with no read-back, and the
+//! caller keeps its step count ([`applies`] is the rule; [`adamw_ref`] follows it).
 
 use crate::error::GpuError;
 use crate::kernel::KernelFamily;
@@ -26,7 +31,7 @@ use crate::tensor::View;
 #[cfg(any(test, feature = "parity"))]
 mod parity;
 #[cfg(any(test, feature = "parity"))]
-pub use parity::{CHECK, NORM_CHECK, adamw_ref, grad_norm_sq_ref};
+pub use parity::{CHECK, NONFINITE_CHECK, NORM_CHECK, adamw_ref, grad_norm_sq_ref};
 
 static NORM_SQ: ShaderFile = shader_file!("optim/norm_sq.wgsl");
 static UPDATE: ShaderFile = shader_file!("optim/adamw.wgsl");
@@ -93,7 +98,7 @@ impl KernelFamily for AdamWKernel {
 
     #[cfg(any(test, feature = "parity"))]
     fn checks() -> Vec<crate::parity::Check> {
-        vec![NORM_CHECK, CHECK]
+        vec![NORM_CHECK, CHECK, NONFINITE_CHECK]
     }
 }
 
@@ -165,6 +170,13 @@ impl GradNormSq {
             ),
         ])
     }
+}
+
+/// Whether a step whose gradient has squared global norm `norm_sq` is applied: only where the
+/// norm is finite. Otherwise the update changes nothing (parameters and moments keep their
+/// bits) and the step must not count: the bias corrections' `t` stays where it was.
+pub fn applies(norm_sq: f64) -> bool {
+    norm_sq.is_finite()
 }
 
 /// AdamW's hyper-parameters for one step (torch's names and defaults' meaning). `lr` and
@@ -239,7 +251,8 @@ impl AdamW {
 
     /// The update of `n` parameters `w` with gradient `grad` and moments `m`, `v` (all f32,
     /// updated in place but `grad`), clipped by the squared norm at element 0 of `norm_sq`
-    /// ([`GradNormSq::ops`]'s scratch; only read where `max_norm > 0`). `w`, `m` and `v` must
+    /// ([`GradNormSq::ops`]'s scratch); a norm that is not finite leaves `w`, `m` and `v` as
+    /// they were ([`applies`]). `w`, `m` and `v` must
     /// be three tensors and none of them `grad`'s or `norm_sq`'s (wgpu forbids one buffer read
     /// and written in a dispatch).
     pub fn op(

@@ -6,7 +6,9 @@
 //! AdamW step each, a line of `OUT.log.jsonl` per step, an eval pass every `--eval-every`
 //! steps, a checkpoint (`OUT.ckpt.safetensors`), the adapter and the loss curve
 //! (`OUT.loss.png`) every `--save-every` steps, at the end, and on Ctrl-C. `--resume`
-//! continues from the checkpoint bit for bit.
+//! continues from the checkpoint bit for bit. A step whose gradient is not finite is skipped
+//! (a warning, `"skipped": true` in its log line, a count in the summary) and the next batch
+//! retries it; too many in a row stop the run with an error, the last applied step saved.
 
 mod args;
 mod bench;
@@ -18,6 +20,7 @@ mod progress;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+use rullama_finetune::FinetuneError;
 use rullama_finetune::checkpoint;
 use rullama_finetune::data::{Batch, BatchConfig, Batches, Dataset, Encoder, Layout, pad_id};
 use rullama_finetune::memory::{self, TapeMemory};
@@ -170,12 +173,24 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         let report = match trainer.step(&group) {
             // A step whose batches hold nothing to learn (all cut away) is skipped, not an
             // error: the data as a whole was checked to hold trainable tokens.
-            Err(rullama_finetune::FinetuneError::NothingToLearn) => continue,
+            Err(FinetuneError::NothingToLearn) => continue,
+            // Gradients not finite step after step: the adapter is the last applied step's,
+            // saved before the error so that the run's work is kept.
+            Err(e @ FinetuneError::NonFiniteGradient { .. }) => {
+                outputs.save(&trainer, batches.position(), &progress)?;
+                progress.finish();
+                eprintln!("saved {} and {}", out.display(), ckpt.display());
+                return Err(e.into());
+            }
             other => other?,
         };
         let step = report.step;
-        let eval_now =
-            !eval_batches.is_empty() && (step % args.eval_every.max(1) == 0 || step == total);
+        // A skipped step (gradient not finite) changed nothing: no eval or save is due, and
+        // the next step takes its number.
+        let applied = !report.skipped;
+        let eval_now = applied
+            && !eval_batches.is_empty()
+            && (step % args.eval_every.max(1) == 0 || step == total);
         if eval_now {
             last_eval = trainer.eval(&eval_batches)?;
         }
@@ -188,16 +203,18 @@ pub fn run(args: &Args) -> Result<(), CliError> {
             lr: report.lr,
             tokens: report.tokens,
             seconds: step_start.elapsed().as_secs_f64(),
+            skipped: report.skipped,
         };
         progress.step(&line)?;
         let interrupted = INTERRUPTED.load(Ordering::SeqCst);
-        if interrupted || (args.save_every > 0 && step % args.save_every == 0) {
+        if interrupted || (applied && args.save_every > 0 && step % args.save_every == 0) {
             outputs.save(&trainer, batches.position(), &progress)?;
         }
         if interrupted {
             progress.finish();
             eprintln!(
-                "interrupted at step {step}: saved {} and {}; --resume continues",
+                "interrupted at step {}: saved {} and {}; --resume continues",
+                trainer.steps(),
                 out.display(),
                 ckpt.display()
             );

@@ -52,8 +52,10 @@ pub fn png_path(out: &Path) -> PathBuf {
 impl Curve {
     /// The losses recorded in a log (`OUT.log.jsonl`). A step logged twice (a run resumed
     /// from a checkpoint older than its log's last line redoes steps) keeps its last value,
-    /// the one the adapter now carries. A line that is not a JSON object (one cut short by a
-    /// killed process) is skipped: the rest of the log still makes a curve.
+    /// the one the adapter now carries. A skipped step's line (`"skipped": true`: its
+    /// gradient was not finite, and the next step took its number) is left out, so the
+    /// curve holds the steps the adapter took. A line that is not a JSON object (one cut
+    /// short by a killed process) is skipped: the rest of the log still makes a curve.
     pub fn from_log(path: &Path) -> Result<Curve, PlotError> {
         let text = std::fs::read_to_string(path).map_err(|source| PlotError::Io {
             path: path.to_owned(),
@@ -68,6 +70,9 @@ impl Curve {
             let Some(step) = v.get("step").and_then(|s| s.as_u64()) else {
                 continue;
             };
+            if v.get("skipped").and_then(|s| s.as_bool()) == Some(true) {
+                continue;
+            }
             if let Some(loss) = v.get("loss").and_then(|l| l.as_f64()) {
                 train.insert(step, loss);
             }
@@ -239,7 +244,7 @@ mod tests {
     }
 
     #[test]
-    fn reads_a_log_keeping_a_redone_steps_last_value() {
+    fn reads_a_log_keeping_a_redone_steps_last_value_and_leaving_skipped_steps_out() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("a.gguf.log.jsonl");
         std::fs::write(
@@ -249,6 +254,7 @@ mod tests {
                 "{\"step\":1,\"epoch\":0,\"loss\":2.5}\n",
                 "{\"step\":2,\"epoch\":0,\"loss\":2.0,\"eval_loss\":2.2}\n",
                 "{\"step\":2,\"epoch\":0,\"loss\":1.9,\"eval_loss\":2.1}\n",
+                "{\"step\":3,\"epoch\":0,\"loss\":9.5,\"skipped\":true}\n",
                 "{\"step\":3,\"epo",
             ),
         )

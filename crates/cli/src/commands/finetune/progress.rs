@@ -22,6 +22,10 @@ pub struct StepLine {
     pub lr: f64,
     pub tokens: usize,
     pub seconds: f64,
+    /// The step was not applied: its gradient was not finite (written only where true; the
+    /// next line takes the same step number).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub skipped: bool,
 }
 
 pub struct Progress {
@@ -32,6 +36,8 @@ pub struct Progress {
     tokens: usize,
     seconds: f64,
     steps_run: u64,
+    /// Steps skipped, their gradient not finite (not among `steps_run`).
+    skipped: u64,
     first_loss: Option<f64>,
     last_loss: f64,
     last_eval: Option<f64>,
@@ -82,6 +88,7 @@ impl Progress {
             tokens: 0,
             seconds: 0.0,
             steps_run: 0,
+            skipped: 0,
             first_loss: None,
             last_loss: f64::NAN,
             last_eval: None,
@@ -106,12 +113,23 @@ impl Progress {
         Ok(())
     }
 
-    /// Records a step: the log line, the bar, and a plain line every 10% off a terminal.
+    /// Records a step: the log line, the bar, and a plain line every 10% off a terminal. A
+    /// skipped step is a line on stderr instead (whatever `--json`: it is a warning), and
+    /// neither moves the bar nor counts among the steps run or their losses.
     pub fn step(&mut self, line: &StepLine) -> Result<(), CliError> {
         writeln!(self.log, "{}", serde_json::to_string(line)?)?;
         self.tokens += line.tokens;
-        self.steps_run += 1;
         self.seconds += line.seconds;
+        if line.skipped {
+            self.skipped += 1;
+            self.warn(&format!(
+                "step {}: skipped, the gradient was not finite (NaN or infinite; loss {:.4}): \
+                 the adapter and AdamW's state are unchanged, the next batch retries the step",
+                line.step, line.loss
+            ));
+            return Ok(());
+        }
+        self.steps_run += 1;
         self.first_loss.get_or_insert(line.loss);
         self.last_loss = line.loss;
         if line.eval_loss.is_some() {
@@ -164,6 +182,7 @@ impl Progress {
             let v = serde_json::json!({
                 "steps": steps,
                 "steps_run": self.steps_run,
+                "skipped_steps": self.skipped,
                 "first_loss": self.first_loss,
                 "loss": self.last_loss,
                 "eval_loss": eval,
@@ -181,8 +200,15 @@ impl Progress {
                 (None, Some(e)) => format!(", eval loss {e:.4}"),
                 _ => String::new(),
             };
+            let skipped = match self.skipped {
+                0 => String::new(),
+                n => format!(
+                    "; {n} step{} skipped, the gradient not finite",
+                    if n == 1 { "" } else { "s" }
+                ),
+            };
             println!(
-                "trained {} steps (to step {steps}) in {seconds:.1} s ({rate:.0} tokens/s): loss {:.4} -> {:.4}{eval}",
+                "trained {} steps (to step {steps}) in {seconds:.1} s ({rate:.0} tokens/s): loss {:.4} -> {:.4}{eval}{skipped}",
                 self.steps_run,
                 self.first_loss.unwrap_or(f64::NAN),
                 self.last_loss
@@ -198,5 +224,49 @@ impl Progress {
             );
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(step: u64, loss: f64, skipped: bool) -> StepLine {
+        StepLine {
+            step,
+            epoch: 0,
+            loss,
+            eval_loss: None,
+            grad_norm: if skipped { f64::NAN } else { 0.5 },
+            lr: 1e-3,
+            tokens: 10,
+            seconds: 0.1,
+            skipped,
+        }
+    }
+
+    /// A skipped step's log line says so (an applied one's has no such field), keeps its
+    /// loss, and the step counts as skipped, not among the steps run or their losses.
+    #[test]
+    fn a_skipped_step_is_logged_and_counted_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("a.gguf");
+        let mut progress = Progress::new(&out, 4, 0, true, false).unwrap();
+        progress.step(&line(1, 2.5, false)).unwrap();
+        progress.step(&line(2, 7.0, true)).unwrap();
+        progress.step(&line(2, 2.0, false)).unwrap();
+        let log = std::fs::read_to_string(log_path(&out)).unwrap();
+        let lines: Vec<serde_json::Value> = log
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[1]["skipped"], true);
+        assert_eq!(lines[1]["loss"], 7.0);
+        assert!(lines[0].get("skipped").is_none() && lines[2].get("skipped").is_none());
+        assert_eq!((progress.steps_run, progress.skipped), (2, 1));
+        assert_eq!((progress.first_loss, progress.last_loss), (Some(2.5), 2.0));
+        assert_eq!(progress.bar.position(), 2);
+        assert_eq!(progress.tokens, 30);
     }
 }

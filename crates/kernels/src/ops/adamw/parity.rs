@@ -17,10 +17,14 @@ pub fn grad_norm_sq_ref(g: &[f64]) -> f64 {
 /// moments `m`, `v` (updated in place), the gradient clipped by its squared global norm
 /// `norm_sq` ([`AdamW::clip`]). In torch.optim.AdamW's order: `g *= clip`; `w *= 1 - lr wd`;
 /// `m = b1 m + (1 - b1) g`; `v = b2 v + (1 - b2) g^2`; `w -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) +
-/// eps)` with `(bc1, bc2)` = [`AdamW::bias_corrections`]: `w -= lr (mhat / (sqrt(vhat) + eps)
-/// + wd w_old)`, `mhat = m/bc1`, `vhat = v/bc2`. The parameters are taken as they are
-/// ([`AdamW::check`] says which the formulas need).
+/// eps)` with `(bc1, bc2)` = [`AdamW::bias_corrections`]: `w -= lr (mhat / (sqrt(vhat) +
+/// eps) + wd w_old)`, `mhat = m/bc1`, `vhat = v/bc2`. A `norm_sq` that is not finite changes
+/// nothing ([`applies`]). The parameters are taken as they are ([`AdamW::check`] says which
+/// the formulas need).
 pub fn adamw_ref(p: &AdamW, w: &mut [f64], g: &[f64], m: &mut [f64], v: &mut [f64], norm_sq: f64) {
+    if !applies(norm_sq) {
+        return;
+    }
     let clip = p.clip(norm_sq);
     let (bc1, bc2) = p.bias_corrections();
     for (((w, &g), m), v) in w.iter_mut().zip(g).zip(m.iter_mut()).zip(v.iter_mut()) {
@@ -179,15 +183,23 @@ fn update_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
     compare_update(gpu, &p, &state, None)
 }
 
-/// Runs the norm and the update in one step over `state` (each tensor at its own offset),
-/// and compares w, m and v with [`adamw_ref`] given the norm the GPU computed; `grid`
-/// replaces the update's grid.
-fn compare_update(
+/// What [`run_update`] reads back: `w`, `m` and `v` with the words before each (1, 3 and 0
+/// of them, set to 9), and the squared norm the GPU computed.
+struct Updated {
+    w: Vec<f32>,
+    m: Vec<f32>,
+    v: Vec<f32>,
+    norm_sq: f32,
+}
+
+/// Runs the norm and the update in one step over `state` (each tensor at its own offset, the
+/// words before it set to 9); `grid` replaces the update's grid.
+fn run_update(
     gpu: &Gpu,
     p: &AdamW,
     state: &[Vec<f32>; 4],
     grid: Option<[u32; 3]>,
-) -> Result<Compare, GpuError> {
+) -> Result<Updated, GpuError> {
     let [w, g, m, v] = state;
     let n = w.len();
     let pad = |v: &[f32], k: usize| [&vec![9.0; k][..], v].concat();
@@ -214,29 +226,99 @@ fn compare_update(
     if let Some(grid) = grid {
         update.grid = grid;
     }
-    let got_w: Vec<f32> = run_read(gpu, vec![a, b, update], &wt, 0, n + 1)?;
+    let w: Vec<f32> = run_read(gpu, vec![a, b, update], &wt, 0, n + 1)?;
     let read = |t: &GpuTensor, len: usize| -> Result<Vec<f32>, GpuError> {
         let mut out = vec![0f32; len];
         Readback::new(gpu, (len * 4) as u64).read(gpu, t, 0, &mut out)?;
         Ok(out)
     };
-    let got_m = read(&mt, n + 3)?;
-    let got_v = read(&vt, n)?;
-    let norm_sq = f64::from(read(&st, 2)?[1]);
+    Ok(Updated {
+        w,
+        m: read(&mt, n + 3)?,
+        v: read(&vt, n)?,
+        norm_sq: read(&st, 2)?[1],
+    })
+}
+
+/// Runs [`run_update`] and compares w, m and v with [`adamw_ref`] given the norm the GPU
+/// computed.
+fn compare_update(
+    gpu: &Gpu,
+    p: &AdamW,
+    state: &[Vec<f32>; 4],
+    grid: Option<[u32; 3]>,
+) -> Result<Compare, GpuError> {
+    let [w, g, m, v] = state;
+    let n = w.len();
+    let got = run_update(gpu, p, state, grid)?;
+    let norm_sq = f64::from(got.norm_sq);
     let (mut rw, rg, mut rm, mut rv) = (wide(w), wide(g), wide(m), wide(v));
     adamw_ref(p, &mut rw, &rg, &mut rm, &mut rv, norm_sq);
     let mut c = Compare::default();
-    c.exact(f64::from(got_w[0]), 9.0, || "the word before w".into());
-    for (k, &x) in got_m[..3].iter().enumerate() {
+    c.exact(f64::from(got.w[0]), 9.0, || "the word before w".into());
+    for (k, &x) in got.m[..3].iter().enumerate() {
         c.exact(f64::from(x), 9.0, || format!("m word {k}"));
     }
     let at = |what: &str, i: usize| format!("{what} n {n} elem {i} {p:?} norm_sq {norm_sq:e}");
     for i in 0..n {
         let (wi, mi, vi) = (f64::from(w[i]), f64::from(m[i]), f64::from(v[i]));
         let [bw, bm, bv] = update_bounds(p, wi, rg[i], mi, vi, norm_sq);
-        c.add(f64::from(got_w[1 + i]), rw[i], bw, || at("w", i));
-        c.add(f64::from(got_m[3 + i]), rm[i], bm, || at("m", i));
-        c.add(f64::from(got_v[i]), rv[i], bv, || at("v", i));
+        c.add(f64::from(got.w[1 + i]), rw[i], bw, || at("w", i));
+        c.add(f64::from(got.m[3 + i]), rm[i], bm, || at("m", i));
+        c.add(f64::from(got.v[i]), rv[i], bv, || at("v", i));
+    }
+    Ok(c)
+}
+
+/// Tolerance: none. A gradient holding a NaN, an infinity or a value whose square overflows
+/// f32 makes the squared norm not finite, and the update then leaves every word of w, m and
+/// v with the bits it had (compared as bits: a NaN written would fail, and so would -0 for 0),
+/// with and without clipping; the norm read back must itself be not finite, so the case
+/// checks the skip and not an update that happened to change nothing.
+pub const NONFINITE_CHECK: Check = Check {
+    name: "adamw_nonfinite",
+    tolerance: "exact: w, m, v keep their bits where norm_sq is NaN or inf",
+    case: nonfinite_case,
+};
+
+fn nonfinite_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    let n = random_len(rng);
+    let mut state = random_state(n, rng.pick(&[1e-3, 1.0]), rng.next_u64());
+    // 3e19 squared is 9e38, past f32's largest 3.4e38: finite, yet the norm overflows.
+    let bad = rng.pick(&[f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 3e19]);
+    let at = rng.range(0, n);
+    state[1][at] = bad;
+    let p = AdamW {
+        lr: rng.pick(&[1e-4, 0.1]),
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-8,
+        weight_decay: rng.pick(&[0.0, 0.1]),
+        max_norm: rng.pick(&[0.0, 1.0]),
+        step: rng.pick(&[1, 7]),
+    };
+    let got = run_update(gpu, &p, &state, None)?;
+    let mut c = Compare::default();
+    let norm_sq = got.norm_sq;
+    c.exact(f64::from(u8::from(norm_sq.is_finite())), 0.0, || {
+        format!("n {n}: gradient {bad:e} at {at} gave a finite norm_sq {norm_sq:e}")
+    });
+    let bits = |x: f32| f64::from(x.to_bits());
+    let [w, _, m, v] = &state;
+    let nine = [9.0f32; 3];
+    let kept = [
+        ("w", [&nine[..1], w].concat(), &got.w),
+        ("m", [&nine[..], m].concat(), &got.m),
+        ("v", v.clone(), &got.v),
+    ];
+    for (what, was, now) in &kept {
+        for (i, (&x, &y)) in now.iter().zip(was).enumerate() {
+            c.exact(bits(x), bits(y), || {
+                format!(
+                    "{what} word {i}: {x:e}, was {y:e} (n {n}, gradient {bad:e} at {at}, {p:?})"
+                )
+            });
+        }
     }
     Ok(c)
 }
@@ -254,6 +336,11 @@ mod tests {
     #[test]
     fn adamw_matches_reference() {
         testutil::parity("adamw", 8, 43);
+    }
+
+    #[test]
+    fn adamw_skips_a_gradient_that_is_not_finite() {
+        testutil::parity("adamw_nonfinite", 8, 47);
     }
 
     fn close(a: f64, b: f64) -> bool {
@@ -286,6 +373,32 @@ mod tests {
         // mhat = g, vhat = g^2: the step is lr g / (|g| + eps) whatever the clip.
         assert!(close(w[0], 0.999 - 0.1 * g / (g + 1e-8)), "{w:?}");
         assert!(close(p.clip(0.25), 1.0) && close(p.clip(4.0), 1.0 / (2.0 + 1e-6)));
+    }
+
+    /// A squared norm that is NaN or infinite changes nothing in the reference, with and
+    /// without clipping; a finite one, however large, is applied.
+    #[test]
+    fn reference_skips_a_norm_that_is_not_finite() {
+        for max_norm in [0.0, 1.0] {
+            let p = AdamW {
+                lr: 0.1,
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: 1e-8,
+                weight_decay: 0.01,
+                max_norm,
+                step: 3,
+            };
+            for norm_sq in [f64::NAN, f64::INFINITY] {
+                let (mut w, mut m, mut v) = ([1.0, -2.0], [0.1, 0.2], [0.01, 0.02]);
+                adamw_ref(&p, &mut w, &[f64::NAN, 0.5], &mut m, &mut v, norm_sq);
+                assert_eq!((w, m, v), ([1.0, -2.0], [0.1, 0.2], [0.01, 0.02]));
+                assert!(!applies(norm_sq));
+            }
+            let (mut w, mut m, mut v) = ([1.0], [0.1], [0.01]);
+            adamw_ref(&p, &mut w, &[1e200], &mut m, &mut v, f64::MAX);
+            assert!(applies(f64::MAX) && w[0] != 1.0 && m[0] != 0.1 && v[0] != 0.01);
+        }
     }
 
     /// Three steps of the reference against torch.optim.AdamW's documented algorithm written
