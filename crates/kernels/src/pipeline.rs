@@ -27,6 +27,34 @@ pub struct PipelineKey {
     pub parts: u32,
 }
 
+impl PipelineKey {
+    /// The key of `kernel` with `workgroup_size` invocations a workgroup and the matvec's
+    /// overrides unset (`quads` 1, `parts` 0).
+    pub fn new(kernel: impl Into<Kernel>, workgroup_size: u32) -> PipelineKey {
+        PipelineKey {
+            kernel: kernel.into(),
+            workgroup_size,
+            quads: 1,
+            parts: 0,
+        }
+    }
+
+    /// The WGSL override constants the pipeline is built with: the kernel's own
+    /// ([`crate::KernelFamily::constants`]), then the key's `WG`, `QUADS` (where not 1) and
+    /// `PARTS` (where set).
+    pub fn constants(&self) -> Vec<(&'static str, f64)> {
+        let mut constants = self.kernel.constants();
+        constants.push(("WG", f64::from(self.workgroup_size)));
+        if self.quads != 1 {
+            constants.push(("QUADS", f64::from(self.quads)));
+        }
+        if self.parts != 0 {
+            constants.push(("PARTS", f64::from(self.parts)));
+        }
+        constants
+    }
+}
+
 /// A bind group layout (shared by every kernel with the same binding kinds) and its pipeline layout.
 #[derive(Debug)]
 pub(crate) struct Layout {
@@ -128,14 +156,7 @@ impl Gpu {
                 label: Some(&program.name),
                 source: wgpu::ShaderSource::Wgsl(program.source().into()),
             });
-        let mut constants = key.kernel.constants();
-        constants.push(("WG", f64::from(key.workgroup_size)));
-        if key.quads != 1 {
-            constants.push(("QUADS", f64::from(key.quads)));
-        }
-        if key.parts != 0 {
-            constants.push(("PARTS", f64::from(key.parts)));
-        }
+        let constants = key.constants();
         let compute = self
             .device
             .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
