@@ -41,7 +41,9 @@ impl PipelineKey {
 
     /// The WGSL override constants the pipeline is built with: the kernel's own
     /// ([`crate::KernelFamily::constants`]), then the key's `WG`, `QUADS` (where not 1) and
-    /// `PARTS` (where set).
+    /// `PARTS` (where set). `cargo xtask wgsl` checks every kernel's programs under the
+    /// constants of each of its [`crate::KernelFamily::pipeline_keys`] through this same
+    /// function, so what it checks is what the device builds.
     pub fn constants(&self) -> Vec<(&'static str, f64)> {
         let mut constants = self.kernel.constants();
         constants.push(("WG", f64::from(self.workgroup_size)));
@@ -143,6 +145,11 @@ impl Gpu {
              power of two but for the matvec's, whose quads' first 4 lanes store the rows",
             key.workgroup_size,
             key.quads
+        );
+        // The matvec's lanes follow the shape (`ops::matvec::lanes`): it lists a few of them.
+        debug_assert!(
+            matvec || key.kernel.pipeline_keys().contains(&key),
+            "{key:?} is not among its kernel's pipeline_keys, which `cargo xtask wgsl` checks"
         );
         let program = key.kernel.program_for(&self.caps);
         let layout = t
