@@ -182,3 +182,28 @@ impl Gpu {
         p
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+
+    use super::*;
+    use crate::ops::argmax::{ArgmaxKernel, WORKGROUP};
+
+    /// A debug build refuses a key its kernel does not list (`cargo xtask wgsl` checked no
+    /// such build) and builds one it lists. On a device of its own: the refusal panics with
+    /// the table's lock held.
+    #[test]
+    #[cfg(debug_assertions)]
+    fn unlisted_key_is_refused() {
+        let Some(gpu) = crate::testutil::device_without(wgpu::Features::empty()) else {
+            return;
+        };
+        let listed = PipelineKey::new(ArgmaxKernel, WORKGROUP);
+        assert!(Kernel::from(ArgmaxKernel).pipeline_keys().contains(&listed));
+        gpu.pipeline(listed);
+        let unlisted = PipelineKey::new(ArgmaxKernel, WORKGROUP / 2);
+        let built = catch_unwind(AssertUnwindSafe(|| gpu.pipeline(unlisted)));
+        assert!(built.is_err(), "{unlisted:?} was built");
+    }
+}
