@@ -6,6 +6,7 @@ mod python_ref;
 mod spirv;
 mod synth;
 mod test;
+mod variants;
 mod wgsl;
 
 use std::path::PathBuf;

@@ -7,17 +7,23 @@
 //! - the globals its entry point uses must be exactly the bindings the Rust side binds
 //!   (group 0, binding i, uniform / storage read / storage read-write);
 //! - the uniform parameter struct must have the size of the Rust `#[repr(C)]` struct;
-//! - naga's SPIR-V backend must write it as wgpu's Vulkan backend would (`spirv.rs`).
+//! - naga's SPIR-V backend must write it as wgpu's Vulkan backend would (`spirv.rs`);
+//! - under the override constants of every kernel variant that builds it, it must still
+//!   validate and its workgroup memory fit in 48 KB (`variants.rs`).
 //!
-//! Every `.wgsl` file under `shaders/` must belong to some program, so none goes unchecked.
+//! A program many variants share (the same name: the same files) is parsed once. Every `.wgsl`
+//! file under `shaders/` must belong to some program, so none goes unchecked.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
+use naga::back::pipeline_constants::PipelineConstantError;
 use naga::valid::{Capabilities, SubgroupOperationSet, ValidationFlags, Validator};
-use rullama_kernels::shader::{BindingKind, Program, all_programs, bound};
+use rullama_kernels::Kernel;
+use rullama_kernels::shader::{BindingKind, Program, bound, coop_peak_program};
 
 use crate::spirv;
+use crate::variants::{self, Variant};
 
 /// Capabilities a device may give the kernels: the crate requests SHADER_F16, SUBGROUP and
 /// (for the tensor-core matmul) EXPERIMENTAL_COOPERATIVE_MATRIX; `pack/unpack2x16float` (f16
@@ -35,11 +41,11 @@ fn capabilities() -> Capabilities {
 pub fn run(repo_root: &Path) -> Result<(), String> {
     let shaders = repo_root.join("shaders");
     let mut errors = Vec::new();
-    let programs = all_programs();
+    let programs = builds()?;
 
     let used: BTreeSet<&str> = programs
         .iter()
-        .flat_map(|p| p.files.iter().map(|f| f.path))
+        .flat_map(|(p, _)| p.files.iter().map(|f| f.path))
         .collect();
     let mut on_disk = Vec::new();
     walk(&shaders, &mut on_disk).map_err(|e| format!("reading {}: {e}", shaders.display()))?;
@@ -56,21 +62,65 @@ pub fn run(repo_root: &Path) -> Result<(), String> {
         }
     }
 
-    for program in &programs {
-        if let Err(e) = check_program(&shaders, program) {
+    for (program, variants) in &programs {
+        if let Err(e) = check_program(&shaders, program, variants) {
             errors.push(e);
         }
     }
     println!(
-        "wgsl: {} programs from {} files checked (naga validation, bindings, workgroup memory, SPIR-V)",
+        "wgsl: {} programs from {} files checked (naga validation, bindings, SPIR-V), and under \
+         {} sets of their variants' override constants (validation, workgroup memory)",
         programs.len(),
-        on_disk.len()
+        on_disk.len(),
+        programs.iter().map(|(_, v)| v.len()).sum::<usize>()
     );
     if errors.is_empty() {
         Ok(())
     } else {
         Err(errors.join("\n"))
     }
+}
+
+/// Every program the crate can build, once each, with the distinct builds of it: the kernel
+/// table's programs under each of their variants' pipeline keys, and the bench's
+/// ([`coop_peak_program`]) under its defaults.
+fn builds() -> Result<Vec<(Program, Vec<Variant>)>, String> {
+    let mut builds: Vec<(Program, Vec<Variant>)> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for kernel in Kernel::all() {
+        let variants: Vec<Variant> = kernel
+            .pipeline_keys()
+            .into_iter()
+            .map(Variant::of)
+            .collect();
+        for program in kernel.programs() {
+            let i = *index.entry(program.name.clone()).or_insert_with(|| {
+                builds.push((program.clone(), Vec::new()));
+                builds.len() - 1
+            });
+            let first = &builds[i].0;
+            let paths = |p: &Program| p.files.iter().map(|f| f.path).collect::<Vec<_>>();
+            if paths(first) != paths(&program) || first.entry != program.entry {
+                return Err(format!(
+                    "two programs named {} differ ({:?} and {:?}): a program's name must \
+                     name its files",
+                    program.name,
+                    paths(first),
+                    paths(&program)
+                ));
+            }
+            builds[i].1.extend(variants.iter().cloned());
+        }
+    }
+    let bench = Variant {
+        kernel: None,
+        constants: Vec::new(),
+    };
+    builds.push((coop_peak_program(), vec![bench]));
+    Ok(builds
+        .into_iter()
+        .map(|(p, v)| (p, variants::distinct(v)))
+        .collect())
 }
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
@@ -107,7 +157,7 @@ fn source_from_disk(shaders: &Path, program: &Program) -> Result<String, String>
 }
 
 /// An error and its sources, joined by ": ".
-fn chain(e: &dyn std::error::Error) -> String {
+pub fn chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut next = e.source();
     while let Some(inner) = next {
@@ -153,54 +203,7 @@ fn check_coop_tiles(module: &naga::Module, name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The most workgroup memory a program may use: the 48 KB NVIDIA's Vulkan driver reports (an
-/// attention variant of 53.5 KB hung the H100 instead of failing: docs/PERF.md, X-kv-staging;
-/// wgpu does not count override-sized arrays against the limit).
-const MAX_WORKGROUP_BYTES: u64 = 48 * 1024;
-
-/// Overrides at the largest values the kernels are built with (a workgroup of 256 invocations,
-/// head dimension 256), where a program declares them: the arrays they size at their largest.
-const LARGEST_OVERRIDES: [(&str, f64); 2] = [("WG", 256.0), ("HD", 256.0)];
-
-/// The program's workgroup variables, with its overrides at [`LARGEST_OVERRIDES`], fit in
-/// [`MAX_WORKGROUP_BYTES`].
-fn check_workgroup_memory(
-    module: &naga::Module,
-    info: &naga::valid::ModuleInfo,
-    name: &str,
-) -> Result<(), String> {
-    let mut constants = naga::back::PipelineConstants::default();
-    for (_, o) in module.overrides.iter() {
-        if let Some(&(key, value)) = LARGEST_OVERRIDES
-            .iter()
-            .find(|(key, _)| o.name.as_deref() == Some(*key))
-        {
-            constants.insert(key.to_string(), value);
-        }
-    }
-    let (module, _) =
-        naga::back::pipeline_constants::process_overrides(module, info, None, &constants)
-            .map_err(|e| format!("program {name}: overrides {constants:?}: {e}"))?;
-    let mut layouter = naga::proc::Layouter::default();
-    layouter
-        .update(module.to_ctx())
-        .map_err(|e| format!("program {name}: {e}"))?;
-    let bytes: u64 = module
-        .global_variables
-        .iter()
-        .filter(|(_, v)| v.space == naga::AddressSpace::WorkGroup)
-        .map(|(_, v)| u64::from(layouter[v.ty].size))
-        .sum();
-    if bytes > MAX_WORKGROUP_BYTES {
-        return Err(format!(
-            "program {name}: {bytes} bytes of workgroup memory with {constants:?}, over \
-             {MAX_WORKGROUP_BYTES}"
-        ));
-    }
-    Ok(())
-}
-
-fn check_program(shaders: &Path, program: &Program) -> Result<(), String> {
+fn check_program(shaders: &Path, program: &Program, variants: &[Variant]) -> Result<(), String> {
     let source = source_from_disk(shaders, program)?;
     let name = &program.name;
     let module = naga::front::wgsl::parse_str(&source).map_err(|e| {
@@ -221,7 +224,6 @@ fn check_program(shaders: &Path, program: &Program) -> Result<(), String> {
             format!("{place}: {} (program {name})", chain(e.as_inner()))
         })?;
     check_coop_tiles(&module, name)?;
-    check_workgroup_memory(&module, &info, name)?;
     let index = module
         .entry_points
         .iter()
@@ -282,7 +284,43 @@ fn check_program(shaders: &Path, program: &Program) -> Result<(), String> {
     }
     spirv::write(&module, &info, program.entry)
         .map_err(|e| format!("program {name}: SPIR-V: {e}"))?;
-    Ok(())
+    check_variants(program, &source, &module, &info, variants)
+}
+
+/// The program under each of `variants`' constants ([`variants::check`]), every failure named
+/// with its variant (and, for a validation error, its place in the source).
+fn check_variants(
+    program: &Program,
+    source: &str,
+    module: &naga::Module,
+    info: &naga::valid::ModuleInfo,
+    variants: &[Variant],
+) -> Result<(), String> {
+    let errors: Vec<String> = variants
+        .iter()
+        .filter_map(|v| {
+            let e = variants::check(module, info, program.entry, v).err()?;
+            let place = match &e {
+                variants::Error::Overrides(o) => match &**o {
+                    PipelineConstantError::ValidationError(e) => e
+                        .spans()
+                        .next()
+                        .map(|(span, _)| format!("{}: ", at(program, span.location(source)))),
+                    _ => None,
+                },
+                _ => None,
+            };
+            let name = &program.name;
+            Some(format!(
+                "{}program {name}, {v}: {e}",
+                place.unwrap_or_default()
+            ))
+        })
+        .collect();
+    match errors.is_empty() {
+        true => Ok(()),
+        false => Err(errors.join("\n")),
+    }
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ use crate::ops::{
 };
 #[cfg(any(test, feature = "parity"))]
 use crate::parity::Check;
+use crate::pipeline::PipelineKey;
 use crate::shader::Program;
 
 /// What an op module says of its kernels: the variants it builds, their programs and their
@@ -51,6 +52,13 @@ pub trait KernelFamily: Copy + Into<Kernel> {
         Vec::new()
     }
 
+    /// The pipeline keys its ops build the variant with: its workgroup sizes (`WG`), and for
+    /// the matvec, whose lanes follow the shape, a few of its lane layouts. `cargo xtask wgsl`
+    /// checks the variant's programs under each key's constants ([`PipelineKey::constants`]:
+    /// workgroup memory, validation), and a debug build refuses to build a pipeline for a key
+    /// not listed, so no workgroup size goes unchecked.
+    fn pipeline_keys(self) -> Vec<PipelineKey>;
+
     /// The parity checks of the family's kernels (`crate::parity::checks` collects every
     /// family's).
     #[cfg(any(test, feature = "parity"))]
@@ -64,6 +72,7 @@ trait Family {
     fn programs(&self) -> Vec<Program>;
     fn program_for(&self, caps: &Caps) -> Program;
     fn constants(&self) -> Vec<(&'static str, f64)>;
+    fn pipeline_keys(&self) -> Vec<PipelineKey>;
 }
 
 impl<K: KernelFamily> Family for K {
@@ -81,6 +90,10 @@ impl<K: KernelFamily> Family for K {
 
     fn constants(&self) -> Vec<(&'static str, f64)> {
         KernelFamily::constants(*self)
+    }
+
+    fn pipeline_keys(&self) -> Vec<PipelineKey> {
+        KernelFamily::pipeline_keys(*self)
     }
 }
 
@@ -246,6 +259,11 @@ impl Kernel {
     pub(crate) fn constants(self) -> Vec<(&'static str, f64)> {
         self.family().constants()
     }
+
+    /// The pipeline keys its ops build this kernel with ([`KernelFamily::pipeline_keys`]).
+    pub fn pipeline_keys(self) -> Vec<PipelineKey> {
+        self.family().pipeline_keys()
+    }
 }
 
 #[cfg(test)]
@@ -255,7 +273,7 @@ mod tests {
 
     /// Every family lists variants, and every variant of [`Kernel::all`] has its programs
     /// from its family: `program` first among `programs`, and `program_for` one of them on
-    /// every kind of device.
+    /// every kind of device; and pipeline keys, its own.
     #[test]
     fn every_family_describes_its_kernels() {
         let all = Kernel::all();
@@ -284,6 +302,9 @@ mod tests {
                 let p = k.program_for(caps);
                 assert!(programs.iter().any(|q| same(q, &p)), "{k:?} on {caps:?}");
             }
+            let keys = k.pipeline_keys();
+            assert!(!keys.is_empty(), "{k:?} lists no pipeline key");
+            assert!(keys.iter().all(|key| key.kernel == k), "{k:?}: {keys:?}");
         }
     }
 

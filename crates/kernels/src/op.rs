@@ -33,12 +33,7 @@ impl Op {
         grid: [u32; 3],
     ) -> Op {
         Op {
-            key: PipelineKey {
-                kernel: kernel.into(),
-                workgroup_size,
-                quads: 1,
-                parts: 0,
-            },
+            key: PipelineKey::new(kernel, workgroup_size),
             params: bytemuck::bytes_of(params).to_vec(),
             buffers: buffers.iter().map(|&b| b.clone()).collect(),
             grid,

@@ -27,6 +27,36 @@ pub struct PipelineKey {
     pub parts: u32,
 }
 
+impl PipelineKey {
+    /// The key of `kernel` with `workgroup_size` invocations a workgroup and the matvec's
+    /// overrides unset (`quads` 1, `parts` 0).
+    pub fn new(kernel: impl Into<Kernel>, workgroup_size: u32) -> PipelineKey {
+        PipelineKey {
+            kernel: kernel.into(),
+            workgroup_size,
+            quads: 1,
+            parts: 0,
+        }
+    }
+
+    /// The WGSL override constants the pipeline is built with: the kernel's own
+    /// ([`crate::KernelFamily::constants`]), then the key's `WG`, `QUADS` (where not 1) and
+    /// `PARTS` (where set). `cargo xtask wgsl` checks every kernel's programs under the
+    /// constants of each of its [`crate::KernelFamily::pipeline_keys`] through this same
+    /// function, so what it checks is what the device builds.
+    pub fn constants(&self) -> Vec<(&'static str, f64)> {
+        let mut constants = self.kernel.constants();
+        constants.push(("WG", f64::from(self.workgroup_size)));
+        if self.quads != 1 {
+            constants.push(("QUADS", f64::from(self.quads)));
+        }
+        if self.parts != 0 {
+            constants.push(("PARTS", f64::from(self.parts)));
+        }
+        constants
+    }
+}
+
 /// A bind group layout (shared by every kernel with the same binding kinds) and its pipeline layout.
 #[derive(Debug)]
 pub(crate) struct Layout {
@@ -116,6 +146,11 @@ impl Gpu {
             key.workgroup_size,
             key.quads
         );
+        // The matvec's lanes follow the shape (`ops::matvec::lanes`): it lists a few of them.
+        debug_assert!(
+            matvec || key.kernel.pipeline_keys().contains(&key),
+            "{key:?} is not among its kernel's pipeline_keys, which `cargo xtask wgsl` checks"
+        );
         let program = key.kernel.program_for(&self.caps);
         let layout = t
             .layouts
@@ -128,14 +163,7 @@ impl Gpu {
                 label: Some(&program.name),
                 source: wgpu::ShaderSource::Wgsl(program.source().into()),
             });
-        let mut constants = key.kernel.constants();
-        constants.push(("WG", f64::from(key.workgroup_size)));
-        if key.quads != 1 {
-            constants.push(("QUADS", f64::from(key.quads)));
-        }
-        if key.parts != 0 {
-            constants.push(("PARTS", f64::from(key.parts)));
-        }
+        let constants = key.constants();
         let compute = self
             .device
             .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
@@ -152,5 +180,30 @@ impl Gpu {
         let p = Arc::new(Pipeline { compute, layout });
         t.pipelines.insert(key, p.clone());
         p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+
+    use super::*;
+    use crate::ops::argmax::{ArgmaxKernel, WORKGROUP};
+
+    /// A debug build refuses a key its kernel does not list (`cargo xtask wgsl` checked no
+    /// such build) and builds one it lists. On a device of its own: the refusal panics with
+    /// the table's lock held.
+    #[test]
+    #[cfg(debug_assertions)]
+    fn unlisted_key_is_refused() {
+        let Some(gpu) = crate::testutil::device_without(wgpu::Features::empty()) else {
+            return;
+        };
+        let listed = PipelineKey::new(ArgmaxKernel, WORKGROUP);
+        assert!(Kernel::from(ArgmaxKernel).pipeline_keys().contains(&listed));
+        gpu.pipeline(listed);
+        let unlisted = PipelineKey::new(ArgmaxKernel, WORKGROUP / 2);
+        let built = catch_unwind(AssertUnwindSafe(|| gpu.pipeline(unlisted)));
+        assert!(built.is_err(), "{unlisted:?} was built");
     }
 }

@@ -25,6 +25,7 @@ use crate::error::GpuError;
 use crate::kernel::KernelFamily;
 use crate::op::{Op, grid_1d};
 use crate::ops::norm::REDUCE;
+use crate::pipeline::PipelineKey;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::View;
 
@@ -94,6 +95,10 @@ impl KernelFamily for AdamWKernel {
                 params_size: size_of::<AdamWParams>(),
             },
         }
+    }
+
+    fn pipeline_keys(self) -> Vec<PipelineKey> {
+        vec![PipelineKey::new(self, WORKGROUP)]
     }
 
     #[cfg(any(test, feature = "parity"))]

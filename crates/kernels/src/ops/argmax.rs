@@ -8,6 +8,7 @@
 use crate::error::GpuError;
 use crate::kernel::KernelFamily;
 use crate::op::Op;
+use crate::pipeline::PipelineKey;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::View;
 
@@ -52,6 +53,10 @@ impl KernelFamily for ArgmaxKernel {
             bindings: BINDINGS,
             params_size: size_of::<ArgmaxParams>(),
         }
+    }
+
+    fn pipeline_keys(self) -> Vec<PipelineKey> {
+        vec![PipelineKey::new(self, WORKGROUP)]
     }
 
     #[cfg(any(test, feature = "parity"))]

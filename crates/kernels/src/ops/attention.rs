@@ -18,6 +18,7 @@ use crate::error::GpuError;
 use crate::kernel::{Kernel, KernelFamily};
 use crate::op::Op;
 use crate::ops::kv::{self, KvCache, KvDtype, KvLayout};
+use crate::pipeline::PipelineKey;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::{GpuBuffer, GpuTensor, View};
 
@@ -177,6 +178,10 @@ impl KernelFamily for AttentionKernel {
             ("HD", f64::from(self.head_dim)),
             ("KEY_GROUPS", f64::from(self.key_groups)),
         ]
+    }
+
+    fn pipeline_keys(self) -> Vec<PipelineKey> {
+        vec![PipelineKey::new(self, WORKGROUP)]
     }
 
     #[cfg(any(test, feature = "parity"))]

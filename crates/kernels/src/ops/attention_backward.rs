@@ -32,6 +32,7 @@ use crate::op::Op;
 use crate::ops::attention_train::{PARAMS, TILES, TrainAttention, TrainAttentionParams, WORKGROUP};
 use crate::ops::attention_train_coop::CoopPass;
 use crate::ops::split_sum::SplitSum;
+use crate::pipeline::PipelineKey;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::View;
 
@@ -97,6 +98,10 @@ impl KernelFamily for AttentionBackwardKernel {
             bindings,
             params_size: size_of::<TrainAttentionParams>(),
         }
+    }
+
+    fn pipeline_keys(self) -> Vec<PipelineKey> {
+        vec![PipelineKey::new(self, WORKGROUP)]
     }
 
     #[cfg(any(test, feature = "parity"))]

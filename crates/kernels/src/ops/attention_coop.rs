@@ -23,6 +23,7 @@ use crate::kernel::KernelFamily;
 use crate::op::Op;
 use crate::ops::attention::{self, Attention, AttentionParams, HEAD_DIMS};
 use crate::ops::kv::{KvCache, KvDtype, KvLayout};
+use crate::pipeline::PipelineKey;
 use crate::shader::{BindingKind, COOP_EMUL, COOP_OPS, Program, ShaderFile, shader_file};
 use crate::tensor::View;
 
@@ -82,6 +83,10 @@ impl KernelFamily for AttentionCoopKernel {
 
     fn constants(self) -> Vec<(&'static str, f64)> {
         vec![("HD", f64::from(self.head_dim))]
+    }
+
+    fn pipeline_keys(self) -> Vec<PipelineKey> {
+        vec![PipelineKey::new(self, WORKGROUP)]
     }
 
     #[cfg(any(test, feature = "parity"))]

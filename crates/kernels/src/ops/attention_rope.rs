@@ -21,6 +21,7 @@ use crate::ops::attention::{self, ATTENTION, Attention, Fold};
 use crate::ops::head_norm_rope::ROTATE;
 use crate::ops::kv::{self, KvCache, KvDtype};
 use crate::ops::rope::RopeStyle;
+use crate::pipeline::PipelineKey;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::{GpuTensor, View};
 
@@ -132,6 +133,10 @@ impl KernelFamily for AttentionRopeKernel {
             ("NORM", f64::from(u8::from(self.norm))),
             ("KEY_GROUPS", f64::from(self.key_groups)),
         ]
+    }
+
+    fn pipeline_keys(self) -> Vec<PipelineKey> {
+        vec![PipelineKey::new(self, attention::WORKGROUP)]
     }
 
     #[cfg(any(test, feature = "parity"))]

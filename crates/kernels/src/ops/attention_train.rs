@@ -31,6 +31,7 @@ use crate::error::GpuError;
 use crate::kernel::KernelFamily;
 use crate::op::{Op, grid_1d};
 use crate::ops::attention_train_coop::CoopPass;
+use crate::pipeline::PipelineKey;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::View;
 
@@ -175,6 +176,10 @@ impl KernelFamily for AttentionTrainKernel {
                 params_size: size_of::<CombineParams>(),
             },
         }
+    }
+
+    fn pipeline_keys(self) -> Vec<PipelineKey> {
+        vec![PipelineKey::new(self, WORKGROUP)]
     }
 
     #[cfg(any(test, feature = "parity"))]

@@ -33,6 +33,7 @@ use crate::kernel::KernelFamily;
 use crate::op::{Op, grid_1d};
 use crate::ops::attention_backward;
 use crate::ops::attention_train::{self, PARAMS, TrainAttention, TrainAttentionParams};
+use crate::pipeline::PipelineKey;
 use crate::shader::{COOP_EMUL, COOP_OPS, Program, ShaderFile, shader_file};
 use crate::tensor::GpuBuffer;
 
@@ -145,6 +146,10 @@ impl KernelFamily for AttentionTrainCoopKernel {
 
     fn constants(self) -> Vec<(&'static str, f64)> {
         vec![("HD", f64::from(self.head_dim))]
+    }
+
+    fn pipeline_keys(self) -> Vec<PipelineKey> {
+        vec![PipelineKey::new(self, WORKGROUP)]
     }
 
     #[cfg(any(test, feature = "parity"))]

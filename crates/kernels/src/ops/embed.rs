@@ -8,6 +8,7 @@ use crate::error::GpuError;
 use crate::format::GpuFormat;
 use crate::kernel::KernelFamily;
 use crate::op::{Op, grid_1d};
+use crate::pipeline::PipelineKey;
 use crate::shader::{BLOCKS, Program, ShaderFile, WEIGHT_KERNEL_BINDINGS, shader_file};
 use crate::tensor::{GpuWeight, View};
 
@@ -58,6 +59,10 @@ impl KernelFamily for EmbedKernel {
             bindings: WEIGHT_KERNEL_BINDINGS,
             params_size: size_of::<EmbedParams>(),
         }
+    }
+
+    fn pipeline_keys(self) -> Vec<PipelineKey> {
+        vec![PipelineKey::new(self, WORKGROUP)]
     }
 
     #[cfg(any(test, feature = "parity"))]

@@ -8,6 +8,7 @@ use crate::error::GpuError;
 use crate::format::GpuFormat;
 use crate::kernel::KernelFamily;
 use crate::op::{Op, grid_1d};
+use crate::pipeline::PipelineKey;
 use crate::shader::{BLOCKS, BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::{GpuWeight, View, WeightRows};
 
@@ -70,6 +71,10 @@ impl KernelFamily for F16CopyKernel {
             bindings: BINDINGS,
             params_size: size_of::<F16CopyParams>(),
         }
+    }
+
+    fn pipeline_keys(self) -> Vec<PipelineKey> {
+        vec![PipelineKey::new(self, WORKGROUP)]
     }
 
     #[cfg(any(test, feature = "parity"))]

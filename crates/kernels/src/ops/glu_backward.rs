@@ -9,6 +9,7 @@ use crate::error::GpuError;
 use crate::kernel::KernelFamily;
 use crate::op::{Op, grid_1d};
 use crate::ops::glu::{ACT, Activation};
+use crate::pipeline::PipelineKey;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::View;
 
@@ -67,6 +68,10 @@ impl KernelFamily for GluBackwardKernel {
 
     fn constants(self) -> Vec<(&'static str, f64)> {
         vec![("ACT", self.0.code())]
+    }
+
+    fn pipeline_keys(self) -> Vec<PipelineKey> {
+        vec![PipelineKey::new(self, WORKGROUP)]
     }
 
     #[cfg(any(test, feature = "parity"))]

@@ -19,6 +19,7 @@ use crate::ops::head_norm_rope_kv::{self, KvStore};
 use crate::ops::kv::{self, KvDtype};
 use crate::ops::norm::REDUCE;
 use crate::ops::rope::RopeStyle;
+use crate::pipeline::PipelineKey;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::{GpuTensor, View};
 
@@ -133,6 +134,10 @@ impl KernelFamily for HeadNormRopeKernel {
             ("NEOX", self.style.code()),
             ("NORM", f64::from(u8::from(self.norm))),
         ]
+    }
+
+    fn pipeline_keys(self) -> Vec<PipelineKey> {
+        vec![PipelineKey::new(self, WORKGROUP)]
     }
 
     #[cfg(any(test, feature = "parity"))]

@@ -24,6 +24,7 @@ use crate::ops::epilogue::Epilogue;
 use crate::ops::matmul_coop::MatmulCoopKernel;
 use crate::ops::matmul_dense::{self, DenseTile, MatmulDenseKernel};
 use crate::ops::split::{self, Out, SplitParams};
+use crate::pipeline::PipelineKey;
 use crate::shader::{BLOCKS, Program, SPLIT_PARAMS, ShaderFile, shader_file};
 use crate::tensor::{GpuWeight, View, WeightRows, WeightShape};
 
@@ -223,6 +224,10 @@ impl KernelFamily for MatmulKernel {
 
     fn program(self) -> Program {
         program_with("matmul", &[&SHADER, &ACC8], self.0, self.1)
+    }
+
+    fn pipeline_keys(self) -> Vec<PipelineKey> {
+        vec![PipelineKey::new(self, Tile::Small.workgroup())]
     }
 
     #[cfg(any(test, feature = "parity"))]

@@ -37,7 +37,8 @@ use crate::device::Caps;
 use crate::format::GpuFormat;
 use crate::kernel::KernelFamily;
 use crate::ops::epilogue::Epilogue;
-use crate::ops::matmul::program_with;
+use crate::ops::matmul::{Tile, program_with};
+use crate::pipeline::PipelineKey;
 use crate::shader::{COOP_EMUL, COOP_OPS, Program, ShaderFile, shader_file};
 
 #[cfg(any(test, feature = "parity"))]
@@ -96,6 +97,12 @@ impl KernelFamily for MatmulCoopKernel {
     // its body over emulated coop ops.
     fn program_for(self, caps: &Caps) -> Program {
         self.program_with(!caps.coop_f16)
+    }
+
+    fn pipeline_keys(self) -> Vec<PipelineKey> {
+        [Tile::Small, Tile::Wide]
+            .map(|t| PipelineKey::new(self, t.workgroup()))
+            .to_vec()
     }
 
     #[cfg(any(test, feature = "parity"))]

@@ -19,6 +19,7 @@ use crate::ops::epilogue::Epilogue;
 use crate::ops::f16_copy::{f16_copy, f16_copy_len};
 use crate::ops::matmul::{Matmul, Path, Tile, program_with};
 use crate::ops::split::Out;
+use crate::pipeline::PipelineKey;
 use crate::shader::{COOP_EMUL, COOP_OPS, Program, ShaderFile, shader_file};
 use crate::tensor::{GpuWeight, View, WeightRows, WeightShape};
 
@@ -181,6 +182,10 @@ impl KernelFamily for MatmulDenseKernel {
             ("STAGES", t.stages() as f64),
             ("BK", t.inputs_per_barrier() as f64),
         ]
+    }
+
+    fn pipeline_keys(self) -> Vec<PipelineKey> {
+        vec![PipelineKey::new(self, self.1.workgroup())]
     }
 
     #[cfg(any(test, feature = "parity"))]

@@ -32,6 +32,7 @@ use crate::kernel::KernelFamily;
 use crate::op::Op;
 use crate::ops::matmul::{ACC8, Strides};
 use crate::ops::split_sum::SplitSum;
+use crate::pipeline::PipelineKey;
 use crate::shader::{
     BLOCKS, COOP_EMUL, COOP_OPS, Program, ShaderFile, WEIGHT_KERNEL_BINDINGS, shader_file,
 };
@@ -165,6 +166,10 @@ impl KernelFamily for MatmulInputGradKernel {
             true => self.tile.constants(),
             false => Vec::new(),
         }
+    }
+
+    fn pipeline_keys(self) -> Vec<PipelineKey> {
+        vec![PipelineKey::new(self, self.tile.workgroup())]
     }
 
     #[cfg(any(test, feature = "parity"))]

@@ -12,6 +12,7 @@
 use crate::error::GpuError;
 use crate::kernel::KernelFamily;
 use crate::op::Op;
+use crate::pipeline::PipelineKey;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::View;
 
@@ -81,6 +82,10 @@ impl KernelFamily for MatmulThinKernel {
             bindings: BINDINGS,
             params_size: size_of::<ThinParams>(),
         }
+    }
+
+    fn pipeline_keys(self) -> Vec<PipelineKey> {
+        vec![PipelineKey::new(self, WORKGROUP)]
     }
 
     #[cfg(any(test, feature = "parity"))]

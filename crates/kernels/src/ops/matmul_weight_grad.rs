@@ -19,6 +19,7 @@ use crate::op::Op;
 use crate::ops::matmul::{ACC8, Strides};
 use crate::ops::matmul_input_grad::{GRAD_TILE, TILE, WORKGROUP};
 use crate::ops::split_sum::SplitSum;
+use crate::pipeline::PipelineKey;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::View;
 
@@ -84,20 +85,24 @@ impl MatmulWeightGradKernel {
         }
     }
 
+    /// Invocations per workgroup.
+    fn workgroup(self) -> u32 {
+        match self {
+            MatmulWeightGradKernel::Tiles => WORKGROUP,
+            MatmulWeightGradKernel::ThinRows | MatmulWeightGradKernel::ThinInputs => THIN_WORKGROUP,
+        }
+    }
+
     /// Workgroup size and grid (x, y) of one split of a dW of `n_out` rows of `n_in`.
     fn layout(self, n_out: usize, n_in: usize) -> (u32, [u32; 2]) {
-        match self {
-            MatmulWeightGradKernel::Tiles => (
-                WORKGROUP,
-                [n_out.div_ceil(TILE) as u32, n_in.div_ceil(TILE) as u32],
-            ),
-            MatmulWeightGradKernel::ThinRows => {
-                (THIN_WORKGROUP, [n_in.div_ceil(THIN_COLS) as u32, 1])
+        let grid = match self {
+            MatmulWeightGradKernel::Tiles => {
+                [n_out.div_ceil(TILE) as u32, n_in.div_ceil(TILE) as u32]
             }
-            MatmulWeightGradKernel::ThinInputs => {
-                (THIN_WORKGROUP, [n_out.div_ceil(THIN_COLS) as u32, 1])
-            }
-        }
+            MatmulWeightGradKernel::ThinRows => [n_in.div_ceil(THIN_COLS) as u32, 1],
+            MatmulWeightGradKernel::ThinInputs => [n_out.div_ceil(THIN_COLS) as u32, 1],
+        };
+        (self.workgroup(), grid)
     }
 }
 
@@ -135,6 +140,10 @@ impl KernelFamily for MatmulWeightGradKernel {
             bindings: BINDINGS,
             params_size: size_of::<WeightGradParams>(),
         }
+    }
+
+    fn pipeline_keys(self) -> Vec<PipelineKey> {
+        vec![PipelineKey::new(self, self.workgroup())]
     }
 
     #[cfg(any(test, feature = "parity"))]

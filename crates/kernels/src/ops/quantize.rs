@@ -43,6 +43,7 @@ use crate::error::GpuError;
 use crate::kernel::KernelFamily;
 use crate::op::{Op, grid_1d};
 use crate::ops::glu::{self, Activation};
+use crate::pipeline::PipelineKey;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::View;
 
@@ -153,6 +154,10 @@ impl KernelFamily for QuantizeKernel {
             QuantizeKernel::Q8 => Vec::new(),
             QuantizeKernel::Q8Glu(act) => vec![("ACT", act.code())],
         }
+    }
+
+    fn pipeline_keys(self) -> Vec<PipelineKey> {
+        vec![PipelineKey::new(self, WORKGROUP)]
     }
 
     #[cfg(any(test, feature = "parity"))]

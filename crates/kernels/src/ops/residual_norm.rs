@@ -16,6 +16,7 @@ use crate::kernel::KernelFamily;
 use crate::op::{Op, grid_1d};
 use crate::ops::norm::REDUCE;
 use crate::ops::{quantize, residual_norm_q8};
+use crate::pipeline::PipelineKey;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::{GpuTensor, View};
 
@@ -149,6 +150,10 @@ impl KernelFamily for ResidualNormKernel {
             ("PRE", f64::from(u8::from(self.pre_norm))),
             ("GROUPS", f64::from(self.groups)),
         ]
+    }
+
+    fn pipeline_keys(self) -> Vec<PipelineKey> {
+        vec![PipelineKey::new(self, WORKGROUP)]
     }
 
     #[cfg(any(test, feature = "parity"))]

@@ -12,6 +12,7 @@ use crate::error::GpuError;
 use crate::kernel::KernelFamily;
 use crate::op::{Op, grid_1d};
 use crate::ops::norm::{REDUCE, RmsNorm};
+use crate::pipeline::PipelineKey;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::{GpuTensor, View};
 
@@ -84,6 +85,10 @@ impl KernelFamily for RmsNormBackwardKernel {
             bindings,
             params_size: size_of::<RmsNormBackwardParams>(),
         }
+    }
+
+    fn pipeline_keys(self) -> Vec<PipelineKey> {
+        vec![PipelineKey::new(self, WORKGROUP)]
     }
 
     #[cfg(any(test, feature = "parity"))]

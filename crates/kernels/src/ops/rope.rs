@@ -9,6 +9,7 @@
 use crate::error::GpuError;
 use crate::kernel::KernelFamily;
 use crate::op::{Op, grid_1d};
+use crate::pipeline::PipelineKey;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::{GpuTensor, View};
 
@@ -87,6 +88,10 @@ impl KernelFamily for RopeKernel {
 
     fn constants(self) -> Vec<(&'static str, f64)> {
         vec![("NEOX", self.0.code())]
+    }
+
+    fn pipeline_keys(self) -> Vec<PipelineKey> {
+        vec![PipelineKey::new(self, WORKGROUP)]
     }
 
     #[cfg(any(test, feature = "parity"))]

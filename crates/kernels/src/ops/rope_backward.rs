@@ -8,6 +8,7 @@ use crate::error::GpuError;
 use crate::kernel::KernelFamily;
 use crate::op::Op;
 use crate::ops::rope::{BINDINGS, Rope, RopeParams, RopeStyle, SHADER, WORKGROUP};
+use crate::pipeline::PipelineKey;
 use crate::shader::Program;
 use crate::tensor::{GpuTensor, View};
 
@@ -40,6 +41,10 @@ impl KernelFamily for RopeBackwardKernel {
 
     fn constants(self) -> Vec<(&'static str, f64)> {
         vec![("NEOX", self.0.code()), ("BACKWARD", 1.0)]
+    }
+
+    fn pipeline_keys(self) -> Vec<PipelineKey> {
+        vec![PipelineKey::new(self, WORKGROUP)]
     }
 
     #[cfg(any(test, feature = "parity"))]

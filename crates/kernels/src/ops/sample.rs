@@ -23,6 +23,7 @@ use crate::device::Caps;
 use crate::error::GpuError;
 use crate::kernel::KernelFamily;
 use crate::op::{Op, grid_1d};
+use crate::pipeline::PipelineKey;
 use crate::shader::{BindingKind, Program, ShaderFile, shader_file};
 use crate::tensor::{GpuTensor, View};
 
@@ -223,6 +224,10 @@ impl KernelFamily for SampleKernel {
 
     fn program_for(self, caps: &Caps) -> Program {
         topk_program(sorts_in_subgroups(caps), self == SampleKernel::TopKDraw)
+    }
+
+    fn pipeline_keys(self) -> Vec<PipelineKey> {
+        vec![PipelineKey::new(self, WORKGROUP)]
     }
 
     #[cfg(any(test, feature = "parity"))]

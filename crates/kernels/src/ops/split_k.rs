@@ -27,6 +27,7 @@ use crate::ops::epilogue::Epilogue;
 use crate::ops::matmul::{Matmul, MatmulParams, Tile};
 use crate::ops::matmul_coop::MatmulCoopKernel;
 use crate::ops::split::{self, Out, SplitParams};
+use crate::pipeline::PipelineKey;
 use crate::shader::{BindingKind, Program, SPLIT_PARAMS, ShaderFile, shader_file};
 use crate::tensor::{View, WeightRows};
 
@@ -94,6 +95,10 @@ impl KernelFamily for ReduceKKernel {
             bindings: reduce_bindings(out),
             params_size: size_of::<ReduceParams>(),
         }
+    }
+
+    fn pipeline_keys(self) -> Vec<PipelineKey> {
+        vec![PipelineKey::new(self, REDUCE_WORKGROUP)]
     }
 
     #[cfg(any(test, feature = "parity"))]

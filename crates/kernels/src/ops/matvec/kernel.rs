@@ -8,9 +8,12 @@ use crate::ops::epilogue::Epilogue;
 use crate::ops::glu::Activation;
 #[cfg(any(test, feature = "parity"))]
 use crate::parity::Check;
+use crate::pipeline::PipelineKey;
 use crate::shader::Program;
 
-use super::{Addend, InputKind, Store, assemble, input_reads, q8_supported, whole_block_rows};
+use super::{
+    Addend, InputKind, Store, assemble, checked_lanes, input_reads, q8_supported, whole_block_rows,
+};
 
 /// A decode matvec kernel: the weight's format, what it multiplies and what it stores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -43,7 +46,13 @@ impl MatvecKernel {
     /// files differ between variants: one skeleton. A GLU input has no bias or split
     /// epilogue (its `up` takes binding 5, the bias's; no model stacks down projections).
     fn program_with(self, subgroup: bool) -> Program {
-        let (f, input, store) = match self {
+        let (f, input, store) = self.files();
+        assemble(f, input, store, subgroup)
+    }
+
+    /// The weight's format, the input and the store the program is assembled from.
+    fn files(self) -> (GpuFormat, InputKind, Store) {
+        match self {
             MatvecKernel::Plain(f, out) => (f, InputKind::Plain, Store::Rows(out)),
             MatvecKernel::Glu(f, _) => (f, InputKind::Glu, Store::Rows(Epilogue::STORE)),
             MatvecKernel::Q8(f, out) => (f, InputKind::Q8, Store::Rows(out)),
@@ -51,8 +60,7 @@ impl MatvecKernel {
             MatvecKernel::GluOut(f, input, _) => (f, input, Store::Glu),
             MatvecKernel::Scaled(f, out) => (f, InputKind::Scaled, Store::Rows(out)),
             MatvecKernel::Residual(f) => (f, InputKind::Plain, Store::Residual),
-        };
-        assemble(f, input, store, subgroup)
+        }
     }
 }
 
@@ -109,6 +117,14 @@ impl KernelFamily for MatvecKernel {
             MatvecKernel::GluOut(f, _, a) => vec![("ACT", a.code()), partial_units(f)],
             MatvecKernel::Q8(..) | MatvecKernel::Scaled(..) => Vec::new(),
         }
+    }
+
+    fn pipeline_keys(self) -> Vec<PipelineKey> {
+        let (f, input, _) = self.files();
+        checked_lanes(f, input)
+            .into_iter()
+            .map(|l| l.key(self))
+            .collect()
     }
 
     #[cfg(any(test, feature = "parity"))]

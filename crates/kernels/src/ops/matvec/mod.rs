@@ -50,6 +50,7 @@ use crate::ops::glu::{self, Activation};
 use crate::ops::norm::REDUCE;
 use crate::ops::quantize::q8_words;
 use crate::ops::split::{self, Out, SplitParams};
+use crate::pipeline::PipelineKey;
 use crate::shader::{BLOCKS, BindingKind, Program, SPLIT_PARAMS, ShaderFile, shader_file};
 use crate::tensor::{GpuBuffer, GpuTensor, GpuWeight, View, WeightRows, WeightShape};
 
@@ -485,6 +486,38 @@ pub fn lanes(f: GpuFormat, input: InputKind, n_in: usize, n_rows: usize) -> Lane
         .or_else(|| side_by_side(1))
         .or_else(|| side_by_side(3))
         .unwrap_or(one_quad)
+}
+
+impl Lanes {
+    /// The pipeline key of `kernel` laid out so.
+    pub(crate) fn key(self, kernel: MatvecKernel) -> PipelineKey {
+        PipelineKey {
+            quads: self.quads,
+            parts: self.parts,
+            ..PipelineKey::new(kernel, self.workgroup)
+        }
+    }
+}
+
+/// A few of the layouts [`lanes`] gives a matvec over `f` with input `input`, from each of
+/// its branches: rows of one slice (one warp: two quads to it, or twice the file's `PARTS`)
+/// and of 4,096 inputs, few (one quad of up to [`MAX_WORKGROUP`]) and [`QUADS_MIN_ROWS`]
+/// (quads side by side). The matvec's [`crate::KernelFamily::pipeline_keys`]: its layouts
+/// follow the shape, 10 to 27 of them for each (format, input), and checking every one would
+/// double `cargo xtask wgsl`'s time; its workgroup arrays have fixed sizes, so no layout
+/// changes its workgroup memory.
+pub(crate) fn checked_lanes(f: GpuFormat, input: InputKind) -> Vec<Lanes> {
+    let (_, slice_units) = lane_layout(f, input);
+    let mut all: Vec<Lanes> = Vec::new();
+    for n_in in [32 * slice_units, 4096] {
+        for n_rows in [1, QUADS_MIN_ROWS] {
+            let l = lanes(f, input, n_in, n_rows);
+            if !all.contains(&l) {
+                all.push(l);
+            }
+        }
+    }
+    all
 }
 
 fn gcd(a: usize, b: usize) -> usize {
@@ -984,8 +1017,7 @@ impl Bound<'_> {
             &buffers,
             grid_1d(place.n_rows.div_ceil(quad_rows)),
         );
-        op.key.quads = lanes.quads;
-        op.key.parts = lanes.parts;
+        op.key = lanes.key(self.kernel);
         op
     }
 }
