@@ -360,7 +360,7 @@ fn pieces(lens: &[usize]) -> Vec<Vec<(usize, Range<usize>)>> {
 }
 
 impl Gpu {
-    /// Records `steps` in order, each piece of them ([`pieces`]: one, unless they are long)
+    /// Records `steps` in order, each piece of them (one, unless they pass 1,024 dispatches)
     /// as one compute pass of its own command encoder submitted as soon as it is recorded,
     /// lets `after` append copies to the last, and returns the last submission. The steps'
     /// parameters must be flushed ([`Step::flush`]): several steps of one submission cannot

@@ -19,7 +19,8 @@
 //! A step whose squared norm is not finite (NaN or infinite: a gradient that overflowed) is
 //! skipped, as torch's `GradScaler` skips `optimizer.step()` on an overflow: the update kernel
 //! reads the norm and changes nothing, decided on the device with no read-back, and the
-//! caller keeps its step count ([`applies`] is the rule; [`adamw_ref`] follows it).
+//! caller keeps its step count ([`applies`] is the rule; `adamw_ref`, the parity reference,
+//! follows it).
 
 use crate::error::GpuError;
 use crate::kernel::KernelFamily;
