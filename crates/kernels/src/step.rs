@@ -370,30 +370,45 @@ impl Gpu {
         steps: &[&Step],
         after: impl FnOnce(&mut wgpu::CommandEncoder),
     ) -> wgpu::SubmissionIndex {
-        let lens: Vec<usize> = steps.iter().map(|s| s.dispatches.len()).collect();
-        let mut pieces = pieces(&lens);
-        let last = pieces.pop().expect("one piece at least");
-        let record = |piece: &[(usize, Range<usize>)]| {
-            let mut encoder = self
-                .device
-                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-            {
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: Some("steps"),
-                    timestamp_writes: None,
-                });
-                for (i, range) in piece {
-                    steps[*i].encode_range(&mut pass, range.clone());
-                }
+        let total: usize = steps.iter().map(|s| s.dispatches.len()).sum();
+        // Decode's submissions take the first branch: nothing allocated per token.
+        let mut encoder = if total <= PIECES_FROM {
+            let whole = steps.iter().enumerate();
+            self.record_pass(steps, whole.map(|(i, s)| (i, 0..s.dispatches.len())))
+        } else {
+            let lens: Vec<usize> = steps.iter().map(|s| s.dispatches.len()).collect();
+            let mut pieces = pieces(&lens);
+            let last = pieces.pop().expect("one piece at least");
+            for piece in pieces {
+                self.queue
+                    .submit(Some(self.record_pass(steps, piece).finish()));
             }
-            encoder
+            self.record_pass(steps, last)
         };
-        for piece in &pieces {
-            self.queue.submit(Some(record(piece).finish()));
-        }
-        let mut encoder = record(&last);
         after(&mut encoder);
         self.queue.submit(Some(encoder.finish()))
+    }
+
+    /// One compute pass of a new command encoder holding dispatches `piece` ((step, range of
+    /// its dispatches), in order) of `steps`.
+    fn record_pass(
+        &self,
+        steps: &[&Step],
+        piece: impl IntoIterator<Item = (usize, Range<usize>)>,
+    ) -> wgpu::CommandEncoder {
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("steps"),
+                timestamp_writes: None,
+            });
+            for (i, range) in piece {
+                steps[i].encode_range(&mut pass, range);
+            }
+        }
+        encoder
     }
 
     /// Flushes `step`'s parameters, records it as one pass, lets `after` append copies, and
