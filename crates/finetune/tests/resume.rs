@@ -1,10 +1,12 @@
 //! A run resumed from a checkpoint computes the same bits as one that never stopped: 10
 //! steps straight equal 5 steps, a checkpoint, a new process's worth of state, 5 steps.
 
+mod common;
+
 use std::path::Path;
 
 use rullama_finetune::checkpoint;
-use rullama_finetune::data::{BatchConfig, Batches, Dataset, Layout, Sequence};
+use rullama_finetune::data::{Batches, Dataset};
 use rullama_finetune::lora::{LoraSpec, Target};
 use rullama_finetune::optim::{AdamWConfig, Schedule};
 use rullama_finetune::tape::TapeBackend;
@@ -12,6 +14,8 @@ use rullama_finetune::train::{TrainConfig, Trainer, attach};
 use rullama_gguf::GgufFile;
 use rullama_model::Model;
 use rullama_synth::{Tiny, tiny_model};
+
+use common::{toy_batch_config, toy_data};
 
 const STEPS: u64 = 10;
 
@@ -42,14 +46,7 @@ fn run(
         seed: 9,
     };
     let mut trainer = Trainer::new(&model, lora, config, 16).unwrap();
-    let batch_config = BatchConfig {
-        batch: 2,
-        ctx: 16,
-        layout: Layout::Packed,
-        pad: 0,
-        shuffle: true,
-        seed: 4,
-    };
+    let batch_config = toy_batch_config();
     let mut batches = match resume {
         Some(path) => {
             let position = checkpoint::load(path)
@@ -80,14 +77,7 @@ fn run(
 #[test]
 fn ten_steps_equal_five_a_checkpoint_and_five() {
     let file = GgufFile::from_bytes(tiny_model(Tiny::Smollm2, 5)).unwrap();
-    let seqs = (0..9u32)
-        .map(|s| {
-            let tokens: Vec<u32> = (0..5 + s % 4).map(|i| 20 + (3 * s + i) % 30).collect();
-            let n = tokens.len();
-            Sequence::new(tokens, vec![true; n]).unwrap()
-        })
-        .collect();
-    let data = Dataset::from_sequences(Path::new("toy.jsonl"), seqs, 16).unwrap();
+    let data = toy_data();
     let dir = tempfile::tempdir().unwrap();
     let ckpt = dir.path().join("a.ckpt.safetensors");
     let straight = run(&file, &data, None, None);

@@ -5,11 +5,11 @@
 //! next applied step is the one a run that never skipped takes. The gradient is made NaN by
 //! a NaN in one of the adapter's B entries, put there through `Trainer::restore`.
 
-use std::path::Path;
+mod common;
 
 use rullama_finetune::FinetuneError;
 use rullama_finetune::checkpoint;
-use rullama_finetune::data::{BatchConfig, Batches, Dataset, Layout, Sequence};
+use rullama_finetune::data::{Batches, Dataset};
 use rullama_finetune::lora::{LoraSpec, Target};
 use rullama_finetune::optim::{AdamWConfig, Schedule};
 use rullama_finetune::tape::{Matrix, TapeBackend};
@@ -18,27 +18,10 @@ use rullama_gguf::GgufFile;
 use rullama_model::Model;
 use rullama_synth::{Tiny, tiny_model};
 
-fn data() -> Dataset {
-    let seqs = (0..9u32)
-        .map(|s| {
-            let tokens: Vec<u32> = (0..5 + s % 4).map(|i| 20 + (3 * s + i) % 30).collect();
-            let n = tokens.len();
-            Sequence::new(tokens, vec![true; n]).unwrap()
-        })
-        .collect();
-    Dataset::from_sequences(Path::new("toy.jsonl"), seqs, 16).unwrap()
-}
+use common::{toy_batch_config, toy_data};
 
 fn new_batches(data: &Dataset) -> Batches<'_> {
-    let config = BatchConfig {
-        batch: 2,
-        ctx: 16,
-        layout: Layout::Packed,
-        pad: 0,
-        shuffle: true,
-        seed: 4,
-    };
-    Batches::new(data, config).unwrap()
+    Batches::new(data, toy_batch_config()).unwrap()
 }
 
 /// A trainer over `model`, the adapter attached to it.
@@ -75,7 +58,7 @@ fn bits(params: &[Matrix]) -> Vec<u64> {
 #[test]
 fn a_gradient_that_is_not_finite_skips_the_step_and_five_in_a_row_stop_the_run() {
     let file = GgufFile::from_bytes(tiny_model(Tiny::Smollm2, 5)).unwrap();
-    let data = data();
+    let data = toy_data();
     let mut model = Model::load(&file, TapeBackend::new()).unwrap();
     let mut trainer = new_trainer(&mut model);
     let mut batches = new_batches(&data);
