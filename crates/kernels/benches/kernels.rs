@@ -7,7 +7,7 @@
 //! it `matmul_coop/...`, the tensor-core kernel, where the device has cooperative matrices,
 //! and `matmul_dense_<tile>/...` on F16 weights), products of 8-64 token rows beside one
 //! (`small_m/...`), the training step's input gradient through a frozen weight on each tile
-//! (`matmul_input_grad[_coop_<tile>]/...`), decode and prompt attention, the floor of one dependent dispatch
+//! (`matmul_input_grad[_coop_<tile>]/...`), LoRA's thin products (`thin/...`), decode and prompt attention, the floor of one dependent dispatch
 //! (`dispatch/...`), and the tensor cores' own pace through wgpu's cooperative matrices
 //! (`coop_peak/...`).
 //! Each measurement is one compute pass of `reps` identical dispatches,
@@ -31,6 +31,7 @@ use rullama_kernels::ops::kv::{KvAppend, KvCache, KvDtype, KvLayout};
 use rullama_kernels::ops::matmul::{Matmul, Strides};
 use rullama_kernels::ops::matmul_dense::{self, DenseTile};
 use rullama_kernels::ops::matmul_input_grad::{InputGradTile, MatmulInputGrad};
+use rullama_kernels::ops::matmul_thin::{MatmulThin, THIN, ThinWeight};
 use rullama_kernels::ops::matvec::{
     Input, InputKind, MatvecParams, ROWS, lane_layout, lanes, matvec, matvec_glu, matvec_glu_out,
     matvec_input, q8_supported,
@@ -755,6 +756,49 @@ fn bench_input_grad(ctx: &Ctx, c: &mut Criterion) {
     }
 }
 
+/// LoRA's thin products at gemma-3-270m's batch-8 training shapes (4,096 tokens, rank 16):
+/// `thin_out` (x A^T, dy B) and `thin_sum` (h B^T added into y, dh A), whose bytes bound them.
+fn bench_thin(ctx: &Ctx, c: &mut Criterion) {
+    let gpu = &ctx.gpu;
+    let cpu = gpu.info.device_type == wgpu::DeviceType::Cpu;
+    let n_tokens = if cpu { 64 } else { 4096 };
+    // (name, n_in, n_out, weight, accumulate)
+    let cases = [
+        ("out/x_at/640", 640, THIN, ThinWeight::Rows, false),
+        ("out/x_at/2048", 2048, THIN, ThinWeight::Rows, false),
+        ("out/dy_b/1024", 1024, THIN, ThinWeight::Transposed, false),
+        ("out/dy_b/2048", 2048, THIN, ThinWeight::Transposed, false),
+        ("sum/h_bt/640", THIN, 640, ThinWeight::Rows, true),
+        ("sum/h_bt/2048", THIN, 2048, ThinWeight::Rows, true),
+        ("sum/dh_a/640", THIN, 640, ThinWeight::Transposed, true),
+    ];
+    for (label, n_in, n_out, weight, accumulate) in cases {
+        let name = format!("thin/{label}/{n_tokens}");
+        if !ctx.wants(&name) {
+            continue;
+        }
+        let a = GpuTensor::from_f32(gpu, &[n_tokens * n_in], &random_f32(n_tokens * n_in, 5));
+        let w = GpuTensor::from_f32(gpu, &[n_in * n_out], &random_f32(n_in * n_out, 6));
+        let y = GpuTensor::zeros(gpu, &[n_tokens * n_out], Dtype::F32);
+        let thin = MatmulThin {
+            n_tokens,
+            n_in,
+            n_out,
+            weight,
+            a_stride: None,
+            y_stride: None,
+            accumulate,
+        };
+        let op = thin.op((&a).into(), (&w).into(), (&y).into()).unwrap();
+        let y_bytes = 4 * n_tokens * n_out * if accumulate { 2 } else { 1 };
+        let work = Work {
+            bytes: (4 * (n_tokens * n_in + n_in * n_out) + y_bytes) as u64,
+            flops: 2.0 * (n_tokens * n_in * n_out) as f64,
+        };
+        ctx.bench(c, &name, vec![op], work, 20);
+    }
+}
+
 /// Which prompt matmul a bench runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kernel {
@@ -1242,6 +1286,7 @@ fn main() {
     bench_matmul(&ctx, &mut c);
     bench_small_m(&ctx, &mut c);
     bench_input_grad(&ctx, &mut c);
+    bench_thin(&ctx, &mut c);
     bench_attention(&ctx, &mut c);
     bench_sample(&ctx, &mut c);
     bench_norms(&ctx, &mut c);
