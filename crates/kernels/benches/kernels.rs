@@ -25,10 +25,11 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, Throughput};
 use rullama_kernels::ops::attention::{Attention, DECODE_KEY_GROUPS};
 use rullama_kernels::ops::elementwise::add_inplace;
+use rullama_kernels::ops::f16_copy::{f16_copy_len, f16_copy_transposed};
 use rullama_kernels::ops::glu::{Activation, glu};
 use rullama_kernels::ops::head_norm_rope::{HeadNormRope, Heads};
 use rullama_kernels::ops::kv::{KvAppend, KvCache, KvDtype, KvLayout};
-use rullama_kernels::ops::matmul::{Matmul, Strides};
+use rullama_kernels::ops::matmul::{Matmul, Strides, Tile};
 use rullama_kernels::ops::matmul_dense::{self, DenseTile};
 use rullama_kernels::ops::matmul_input_grad::{InputGradTile, MatmulInputGrad};
 use rullama_kernels::ops::matmul_thin::{MatmulThin, THIN, ThinWeight};
@@ -42,6 +43,7 @@ use rullama_kernels::ops::residual_norm::{NormOut, ResidualNorm};
 use rullama_kernels::ops::rope::{Rope, RopeStyle, rope_freqs};
 use rullama_kernels::ops::sample::{Sample, Sampling};
 use rullama_kernels::ops::split::Out;
+use rullama_kernels::ops::split_k::SplitK;
 use rullama_kernels::parity::data::{random_f32, random_weight_bytes};
 use rullama_kernels::shader::coop_peak_program;
 use rullama_kernels::{
@@ -756,6 +758,81 @@ fn bench_input_grad(ctx: &Ctx, c: &mut Criterion) {
     }
 }
 
+/// The LM head's input gradient `dx = dy W` (gemma-3-270m: 262,144 rows of 640, 256 tokens a
+/// chunk) as the dense kernel's product over `W^T` copied to f16 (`f16_copy_transposed`, once
+/// a step: `f16_copy_t/...`), split K (`Matmul::split_k_ops`): beside
+/// `matmul_input_grad_coop_*`, which decodes the Q8_0 rows as stored.
+fn bench_head_grad_dense(ctx: &Ctx, c: &mut Criterion) {
+    let gpu = &ctx.gpu;
+    let (n_in, n_out, n_tokens) = (640, 262_144, 256);
+    let base = format!("Q8_0/{n_tokens}x{n_in}x{n_out}");
+    let splits = [13, 26, 40];
+    let wanted = splits
+        .iter()
+        .any(|k| ctx.wants(&format!("matmul_input_grad_dense/{base}/s{k}")))
+        || ctx.wants(&format!("f16_copy_t/{base}"));
+    if !gpu.caps.coop_f16 || !wanted {
+        return;
+    }
+    let w = weight(gpu, GpuFormat::Q8_0, n_in, n_out);
+    let copy_len = f16_copy_len(w.all_rows());
+    let copy = GpuTensor::zeros(gpu, &[copy_len], Dtype::F32);
+    let copy_ops = f16_copy_transposed(&w, (&copy).into()).unwrap();
+    let copy_work = Work {
+        bytes: (GpuFormat::Q8_0.row_bytes(n_in) * n_out + 4 * copy_len) as u64,
+        flops: 0.0,
+    };
+    ctx.bench(
+        c,
+        &format!("f16_copy_t/{base}"),
+        copy_ops.clone(),
+        copy_work,
+        1,
+    );
+    // The copy once, outside the timed passes.
+    let mut b = StepBuilder::new();
+    b.extend(copy_ops);
+    let mut step = b.build(gpu);
+    let _ = ctx.timer.pass(gpu, &mut step);
+    let shape = WeightShape {
+        format: GpuFormat::F16,
+        n_in: n_out,
+        n_out: n_in,
+    };
+    let wt = GpuWeight::in_buffer(shape, copy.buf.clone());
+    let dy = GpuTensor::from_f32(gpu, &[n_tokens * n_out], &random_f32(n_tokens * n_out, 4));
+    let dx = GpuTensor::zeros(gpu, &[n_tokens * n_in], Dtype::F32);
+    let m = Matmul {
+        n_tokens,
+        strides: Strides::default(),
+        tensor_cores: true,
+    };
+    let work = Work {
+        bytes: (2 * n_in * n_out + 4 * n_tokens * n_out) as u64,
+        flops: 2.0 * (n_tokens * n_in * n_out) as f64,
+    };
+    for k in splits {
+        let name = format!("matmul_input_grad_dense/{base}/s{k}");
+        let split = SplitK {
+            splits: k,
+            tile: Tile::Dense(DenseTile::Square),
+        };
+        let scratch = GpuTensor::zeros(gpu, &[m.split_k_scratch(wt.all_rows(), split)], Dtype::F32);
+        let out = Out::new((&dx).into(), n_in);
+        let ops = m
+            .split_k_ops(
+                wt.all_rows(),
+                (&dy).into(),
+                None,
+                &[out],
+                (&scratch).into(),
+                split,
+            )
+            .unwrap();
+        ctx.bench(c, &name, ops, work, 2);
+    }
+}
+
 /// LoRA's thin products at gemma-3-270m's batch-8 training shapes (4,096 tokens, rank 16):
 /// `thin_out` (x A^T, dy B) and `thin_sum` (h B^T added into y, dh A), whose bytes bound them.
 fn bench_thin(ctx: &Ctx, c: &mut Criterion) {
@@ -1287,6 +1364,7 @@ fn main() {
     bench_small_m(&ctx, &mut c);
     bench_input_grad(&ctx, &mut c);
     bench_thin(&ctx, &mut c);
+    bench_head_grad_dense(&ctx, &mut c);
     bench_attention(&ctx, &mut c);
     bench_sample(&ctx, &mut c);
     bench_norms(&ctx, &mut c);

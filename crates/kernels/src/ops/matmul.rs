@@ -128,7 +128,7 @@ impl Tile {
         }
     }
 
-    fn grid(self, n_rows: usize, n_tokens: usize) -> [u32; 3] {
+    pub(crate) fn grid(self, n_rows: usize, n_tokens: usize) -> [u32; 3] {
         [
             n_rows.div_ceil(self.side()) as u32,
             n_tokens.div_ceil(self.tokens()) as u32,
@@ -146,7 +146,7 @@ pub(crate) enum Path {
 }
 
 impl Path {
-    fn kernel(self, f: GpuFormat, out: Epilogue) -> Kernel {
+    pub(crate) fn kernel(self, f: GpuFormat, out: Epilogue) -> Kernel {
         match self {
             Path::F32 => MatmulKernel(f, out).into(),
             Path::Coop(Some(Tile::Dense(t))) => MatmulDenseKernel(out, t).into(),
@@ -156,7 +156,12 @@ impl Path {
 
     /// Checks that the kernel can read X from element `offset` with token stride `stride`:
     /// the dense kernel reads it as vec4s, so both must be multiples of 4.
-    fn check_x(self, what: &'static str, offset: usize, stride: usize) -> Result<(), GpuError> {
+    pub(crate) fn check_x(
+        self,
+        what: &'static str,
+        offset: usize,
+        stride: usize,
+    ) -> Result<(), GpuError> {
         let vec4s = matches!(self, Path::Coop(Some(Tile::Dense(_))));
         if vec4s && !(offset.is_multiple_of(4) && stride.is_multiple_of(4)) {
             return Err(GpuError::InvalidParams {

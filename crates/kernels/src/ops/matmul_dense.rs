@@ -26,7 +26,7 @@ use crate::tensor::{GpuWeight, View, WeightRows, WeightShape};
 #[cfg(any(test, feature = "parity"))]
 mod parity;
 #[cfg(any(test, feature = "parity"))]
-pub use parity::{CHECK, CHECK_ACCUMULATE};
+pub use parity::{CHECK, CHECK_ACCUMULATE, CHECK_SPLIT_K};
 
 static BODY: ShaderFile = shader_file!("matmul/matmul_dense.wgsl");
 static IO: ShaderFile = shader_file!("matmul/coop_io.wgsl");
@@ -190,7 +190,7 @@ impl KernelFamily for MatmulDenseKernel {
 
     #[cfg(any(test, feature = "parity"))]
     fn checks() -> Vec<crate::parity::Check> {
-        vec![CHECK, CHECK_ACCUMULATE]
+        vec![CHECK, CHECK_ACCUMULATE, CHECK_SPLIT_K]
     }
 }
 

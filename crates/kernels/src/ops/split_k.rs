@@ -24,8 +24,7 @@ use crate::error::GpuError;
 use crate::kernel::KernelFamily;
 use crate::op::{Op, grid_1d};
 use crate::ops::epilogue::Epilogue;
-use crate::ops::matmul::{Matmul, MatmulParams, Tile};
-use crate::ops::matmul_coop::MatmulCoopKernel;
+use crate::ops::matmul::{Matmul, MatmulParams, Path, Tile};
 use crate::ops::split::{self, Out, SplitParams};
 use crate::pipeline::PipelineKey;
 use crate::shader::{BindingKind, Program, SPLIT_PARAMS, ShaderFile, shader_file};
@@ -157,7 +156,8 @@ impl Matmul {
     /// output of a whole weight stores as [`Matmul::ops`] does), on the tensor-core kernel
     /// (its emulation on a device without cooperative matrices: tests) with its inputs split
     /// as `k` says, through `scratch` ([`Matmul::split_k_scratch`] values, another buffer
-    /// than x and y): two dispatches. The rows must start the weight's one chunk.
+    /// than x and y): two dispatches. The rows must start the weight's one chunk. A dense
+    /// tile ([`Tile::Dense`]) runs the dense kernel, over F16 rows only.
     pub fn split_k_ops(
         self,
         w: WeightRows<'_>,
@@ -201,14 +201,21 @@ impl Matmul {
             k_slice: slice as u32,
             ..self.params(s, w.n, x.offset, xs)
         };
-        let grid = [
-            w.n.div_ceil(tile.side()) as u32,
-            self.n_tokens.div_ceil(tile.side()) as u32,
-            k_splits as u32,
-        ];
+        if matches!(tile, Tile::Dense(_)) && !crate::ops::matmul_dense::supports(s.format, s.n_in) {
+            return Err(invalid(format!(
+                "a dense tile over {} rows of {} inputs: the dense kernel takes F16 rows of whole \
+                 32-input units",
+                s.format.name(),
+                s.n_in
+            )));
+        }
+        let path = Path::Coop(Some(tile));
+        path.check_x("matmul x", x.offset, xs)?;
+        let [rows, tokens, _] = tile.grid(w.n, self.n_tokens);
+        let grid = [rows, tokens, k_splits as u32];
         let chunk = &part.chunk.buf;
         let buffers = [chunk, &x.t.buf, &scratch.t.buf, chunk];
-        let kernel = MatmulCoopKernel(s.format, Epilogue::STORE);
+        let kernel = path.kernel(s.format, Epilogue::STORE);
         let product = Op::new(kernel, tile.workgroup(), &params, &buffers, grid);
         let out = Epilogue {
             bias: bias.is_some(),
