@@ -1,4 +1,4 @@
-// The training attention's tensor-core loads and stores (attention/train_coop_tiles.wgsl; the
+// The training attention backward's tensor-core loads and stores (attention/train_coop_tiles.wgsl; the
 // types and the product: common/coop_ops.wgsl). `tile` holds 32 rows of HD f16 values, RS
 // vec4s apart; `wt` each program's f16 weights (P or ds), RW vec4s apart; `parts` f32.
 

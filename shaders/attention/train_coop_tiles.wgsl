@@ -1,12 +1,13 @@
-// What the training attention's tensor-core programs share (attention/train_forward_coop.wgsl,
-// attention/train_backward_dq_coop.wgsl, attention/train_backward_dkdv_coop.wgsl, with
-// attention/train_params.wgsl): the f32 kernels' contract, the products on 16 x 16 x 16
+// What the training attention's tensor-core backward programs share
+// (attention/train_backward_dq_coop.wgsl, attention/train_backward_dkdv_coop.wgsl, with
+// attention/train_params.wgsl; the forward, attention/train_forward_coop.wgsl, tiles 64 pairs
+// on its own): the f32 kernels' contract, the products on 16 x 16 x 16
 // cooperative matrices (f16 operands, f32 sums; the types and ops from common/coop_ops.wgsl and
 // attention/train_coop_io.wgsl, or in the tests' emulation common/coop_emul.wgsl and
 // attention/train_coop_io_emul.wgsl).
 //
-// A workgroup of 128 invocations = 4 subgroups of 32 holds a fixed tile of TR = 16 rows (the
-// forward's and dq's: (row, head) pairs of one kv head; dk/dv's: key rows) and walks the rows
+// A workgroup of 128 invocations = 4 subgroups of 32 holds a fixed tile of TR = 16 rows (dq's:
+// (row, head) pairs of one kv head; dk/dv's: key rows) and walks the rows
 // it meets (keys, or pairs) through `tile`: 32 rows of HD values as f16, converted from the f32
 // activations while staging. The fixed rows are staged through `tile` once and then held in
 // registers as A operands (each subgroup the HD / 32 16-dim chunks of its half of the dims),
@@ -48,21 +49,6 @@ fn k4(base: u32) -> vec4<f32> {
 
 fn v4(base: u32) -> vec4<f32> {
     return vec4<f32>(v[base], v[base + 1u], v[base + 2u], v[base + 3u]);
-}
-
-// Rows `row0` .. `row0` + `count` - 1 of `tile` from the q rows of kv head g's pairs e0..
-// (zeros past the block's pairs).
-fn stage_q(g: u32, e0: u32, row0: u32, count: u32, tid: u32) {
-    let pairs = pair_count();
-    for (var i = tid; i < count * (HD / 4u); i += WG) {
-        let r = i / (HD / 4u);
-        let x = i % (HD / 4u);
-        var a = vec4<f32>(0.0);
-        if e0 + r < pairs {
-            a = q4(p.q_offset + pair_row(g, e0 + r) * HD + 4u * x);
-        }
-        tile[(row0 + r) * RS + x] = vec4<f16>(a);
-    }
 }
 
 // Rows `row0` .. of `tile` from `count` k rows (`from_v`: v rows) of kv head g from key j0

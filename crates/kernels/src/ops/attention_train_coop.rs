@@ -2,7 +2,7 @@
 //! [`crate::ops::attention_train`] (the forward: o and lse, or with split keys each split's
 //! partial results for the same combine) with q, k, v and the softmax weights rounded to f16
 //! and the products on 16 x 16 x 16 cooperative matrices with f32 sums
-//! (`attention/train_forward_coop.wgsl` with `attention/train_coop_tiles.wgsl`), and the
+//! (`attention/train_forward_coop.wgsl`), and the
 //! backward's two passes ([`crate::ops::attention_backward`]'s contract, with q, k, v, do, P
 //! and ds rounded to f16: `attention/train_backward_dq_coop.wgsl` and
 //! `attention/train_backward_dkdv_coop.wgsl`, do scaled by 2^8 so that a mean loss's
@@ -11,11 +11,14 @@
 //! ([`TrainAttention::coop_fits`]: dk = dv, one of [`HEAD_DIMS`]); everywhere else the f32
 //! kernels run, which stay the exact path (`--no-tensor-cores`).
 //!
-//! A workgroup of 128 (4 subgroups of 32) takes 16 (row, head) pairs of one kv head, holds
-//! their q as A operands in registers and walks the keys they see in blocks of 32 staged as f16
-//! in workgroup memory; the scores, the softmax's masks, soft-cap and scale are the f32 kernel's
-//! plain code over the products. The forward walks the keys twice (each pair's max and sum
-//! first, then P V with the final ones), since a cooperative matrix cannot be rescaled by row.
+//! The forward: a workgroup of 256 (8 subgroups of 32) takes 64 (row, head) pairs of one kv
+//! head, holds their q as A operands in registers (each subgroup its 16 pairs over all of the
+//! dims) and walks the keys they see in blocks of 32 staged as f16 in workgroup memory, each
+//! staged key feeding 64 pairs. The backward passes: a workgroup of 128 (4 subgroups) takes 16
+//! pairs (dq) or 16 key rows (dk/dv) and walks the other side in blocks. The scores, the
+//! softmax's masks, soft-cap and scale are the f32 kernel's plain code over the products. The
+//! forward walks the keys twice (each pair's max and sum first, then P V with the final ones),
+//! since a cooperative matrix cannot be rescaled by row.
 //! On a device without cooperative matrices the same body runs over plain-arithmetic coop ops
 //! (`common/coop_emul.wgsl`, `attention/train_coop_io_emul.wgsl`): what the parity check runs
 //! on lavapipe.
@@ -23,7 +26,7 @@
 //! The bound (the parity check's): the f32 kernel's, with each score's dot product over q and
 //! k rounded to f16 (`e(x) = 2^-10 |x|`, or `|x| + 2^-24` below 2^-13 where the device may flush
 //! f16 subnormals: `ops::matmul_coop`'s rule) and summed on the tensor cores (`(4 dk + 5) u`
-//! instead of `(dk + 5) u`), eight more rescalings a pair (the partial maxima combined), and
+//! instead of `(dk + 5) u`), four more rescalings a pair (the partial maxima combined), and
 //! for o the weights and v rounded to f16 and their sum on the tensor cores: `sum_j e16(w_j)
 //! (max|v| + e_v) + e_v + (4n + 1) u (1 + sum_j e16(w_j)) (max|v| + e_v)`.
 
@@ -45,20 +48,30 @@ pub use parity::{DKDV_CHECK, DQ_CHECK, FORWARD_CHECK};
 /// The head dimensions (dk = dv) the tensor-core kernels take (`HD`, an override).
 pub const HEAD_DIMS: [usize; 3] = [64, 128, 256];
 
-/// Four subgroups of 32 (`Caps::coop_f16` holds only where the subgroup is 32 wide).
+/// The backward passes' workgroup: four subgroups of 32 (`Caps::coop_f16` holds only where
+/// the subgroup is 32 wide).
 pub(crate) const WORKGROUP: u32 = 128;
 
-/// Rows of a workgroup's fixed tile: (row, head) pairs for the forward and dq, key rows for
-/// dk/dv.
+/// The forward's workgroup: eight subgroups of 32 (`WG` in attention/train_forward_coop.wgsl).
+const FORWARD_WORKGROUP: u32 = 256;
+
+/// (Row, head) pairs of a forward workgroup (`TP` in attention/train_forward_coop.wgsl).
+const FORWARD_TILE: usize = 64;
+
+/// Rows of a backward workgroup's fixed tile: (row, head) pairs for dq, key rows for dk/dv.
 const TILE: usize = 16;
 
 static TILES: ShaderFile = shader_file!("attention/train_coop_tiles.wgsl");
-/// The bodies' coop loads and stores (after [`COOP_OPS`]).
+/// The backward bodies' coop loads and stores (after [`COOP_OPS`]).
 static IO: ShaderFile = shader_file!("attention/train_coop_io.wgsl");
 /// The same in plain arithmetic (after [`COOP_EMUL`]): the bodies run on devices without
 /// tensor cores (tests).
 static IO_EMULATED: ShaderFile = shader_file!("attention/train_coop_io_emul.wgsl");
 static FORWARD: ShaderFile = shader_file!("attention/train_forward_coop.wgsl");
+/// The forward's coop loads and stores (after [`COOP_OPS`]), and their emulation (after
+/// [`COOP_EMUL`]).
+static FORWARD_IO: ShaderFile = shader_file!("attention/train_forward_coop_io.wgsl");
+static FORWARD_IO_EMULATED: ShaderFile = shader_file!("attention/train_forward_coop_io_emul.wgsl");
 static PAIRS: ShaderFile = shader_file!("attention/train_backward_coop_pairs.wgsl");
 static DQ: ShaderFile = shader_file!("attention/train_backward_dq_coop.wgsl");
 static DKDV: ShaderFile = shader_file!("attention/train_backward_dkdv_coop.wgsl");
@@ -72,6 +85,16 @@ pub enum CoopPass {
     Dq,
     /// The backward's dk and dv (or a split's partial sums): `attention_backward_dkdv_coop`.
     DkDv,
+}
+
+impl CoopPass {
+    /// Invocations of the pass's workgroup.
+    fn workgroup(self) -> u32 {
+        match self {
+            CoopPass::Forward => FORWARD_WORKGROUP,
+            CoopPass::Dq | CoopPass::DkDv => WORKGROUP,
+        }
+    }
 }
 
 /// A tensor-core training attention kernel: the pass and `HD` = dk = dv.
@@ -100,15 +123,16 @@ impl AttentionTrainCoopKernel {
                 attention_backward::BINDINGS_DKDV,
             ),
         };
-        let (name, ops, io) = match emulated {
-            true => (format!("{name}_emulated"), &COOP_EMUL, &IO_EMULATED),
-            false => (name.to_string(), &COOP_OPS, &IO),
+        let (name, ops) = match emulated {
+            true => (format!("{name}_emulated"), &COOP_EMUL),
+            false => (name.to_string(), &COOP_OPS),
         };
-        let mut files = vec![ops, io, &PARAMS, &TILES];
-        if self.pass != CoopPass::Forward {
-            files.push(&PAIRS);
-        }
-        files.push(body);
+        let files = match (self.pass, emulated) {
+            (CoopPass::Forward, true) => vec![ops, &FORWARD_IO_EMULATED, &PARAMS, body],
+            (CoopPass::Forward, false) => vec![ops, &FORWARD_IO, &PARAMS, body],
+            (_, true) => vec![ops, &IO_EMULATED, &PARAMS, &TILES, &PAIRS, body],
+            (_, false) => vec![ops, &IO, &PARAMS, &TILES, &PAIRS, body],
+        };
         Program {
             name,
             files,
@@ -149,7 +173,7 @@ impl KernelFamily for AttentionTrainCoopKernel {
     }
 
     fn pipeline_keys(self) -> Vec<PipelineKey> {
-        vec![PipelineKey::new(self, WORKGROUP)]
+        vec![PipelineKey::new(self, self.pass.workgroup())]
     }
 
     #[cfg(any(test, feature = "parity"))]
@@ -200,9 +224,17 @@ impl TrainAttention {
         })
     }
 
+    /// The tensor-core forward's workgroups without splits: one per (tile of 64 (row, head)
+    /// pairs, kv head). What the forward's key splits should bring up to the device's fill,
+    /// in place of [`TrainAttention::dq_workgroups`] where the forward runs on the tensor
+    /// cores.
+    pub fn coop_forward_workgroups(&self) -> usize {
+        (self.n * (self.n_head / self.n_kv)).div_ceil(FORWARD_TILE) * self.n_kv
+    }
+
     /// The tensor-core op of `pass` (the shape checked by [`TrainAttention::check_coop`]):
-    /// one workgroup per tile of 16 pairs (forward, dq) or 16 key rows (dk/dv) of each kv head,
-    /// per split (grid z).
+    /// one workgroup per tile of 64 pairs (forward), 16 pairs (dq) or 16 key rows (dk/dv) of
+    /// each kv head, per split (grid z).
     pub(crate) fn coop_op(
         &self,
         pass: CoopPass,
@@ -210,8 +242,10 @@ impl TrainAttention {
         buffers: &[&GpuBuffer],
         splits: usize,
     ) -> Op {
+        let pairs = self.n * (self.n_head / self.n_kv);
         let tiles = match pass {
-            CoopPass::Forward | CoopPass::Dq => (self.n * (self.n_head / self.n_kv)).div_ceil(TILE),
+            CoopPass::Forward => pairs.div_ceil(FORWARD_TILE),
+            CoopPass::Dq => pairs.div_ceil(TILE),
             CoopPass::DkDv => self.n.div_ceil(TILE),
         };
         let mut grid = grid_1d(tiles * self.n_kv);
@@ -220,6 +254,6 @@ impl TrainAttention {
             pass,
             head_dim: self.dk as u32,
         };
-        Op::new(kernel, WORKGROUP, params, buffers, grid)
+        Op::new(kernel, pass.workgroup(), params, buffers, grid)
     }
 }

@@ -94,6 +94,12 @@ const TARGET_WORKGROUPS: usize = 1024;
 const MAX_SPLITS: usize = 16;
 const MIN_SPLIT_SUM: usize = 64;
 
+/// The tensor-core attention forward's workgroups (64 (row, head) pairs on 256 invocations:
+/// four of the f32 kernel's 32-pair tiles' products, with registers for one or two an SM of
+/// an H100, 132 of them) aim at about this many: a block with fewer pair tiles (a short
+/// batch) splits their keys to fill the device; a longer one does not pay the combine.
+const COOP_FORWARD_TARGET_WORKGROUPS: usize = 256;
+
 /// The tensor-core input gradient's 128-input tiles ([`InputGradTile::Large`], or
 /// [`InputGradTile::Wide`] for a block of at most 64 tokens) aim at about this many workgroups,
 /// with their rows split at most [`WIDE_MAX_SPLITS`] ways: each is four 64 x 64 tiles' work on
@@ -143,6 +149,18 @@ fn input_grad_tiling(
 fn split_count(workgroups: usize, most: usize) -> usize {
     let want = (TARGET_WORKGROUPS / workgroups.max(1)).clamp(1, MAX_SPLITS);
     want.min(most).max(1)
+}
+
+/// How the attention forward splits each pair tile's keys: on the tensor cores, its 64-pair
+/// tiles up to [`COOP_FORWARD_TARGET_WORKGROUPS`]; in f32 its tiles walk the pairs as the
+/// backward's dq pass does, the same splits.
+fn forward_splits(attn: &TrainAttention, coop: bool) -> usize {
+    match coop {
+        true => (COOP_FORWARD_TARGET_WORKGROUPS / attn.coop_forward_workgroups().max(1))
+            .clamp(1, MAX_SPLITS)
+            .min(attn.dq_key_tiles()),
+        false => attention_splits(attn).dq,
+    }
 }
 
 /// How the attention backward splits its passes' sums: enough workgroups to fill the device
@@ -473,5 +491,26 @@ mod tests {
         assert_eq!(input_grad_tiling(2560, 64, 262_144, true), (Wide, 13));
         assert_eq!(input_grad_tiling(640, 64, 262_144, true), (Small, 16));
         assert_eq!(input_grad_tiling(640, 512, 640, true), (Small, 10));
+    }
+
+    /// gemma-3-270m's attention forward (4 heads over 1 kv head of 256): a batch of 8 x 512
+    /// tokens has 256 tensor-core tiles of 64 pairs and no split (the f32 kernel's 512 tiles
+    /// split 2 ways); one of 512 tokens, 32 tiles split 8 ways (the f32 kernel's 64, 16).
+    #[test]
+    fn attention_forward_splits() {
+        let attn = |n| TrainAttention {
+            n,
+            n_head: 4,
+            n_kv: 1,
+            dk: 256,
+            dv: 256,
+            scale: 0.0625,
+            window: 512,
+            softcap: 0.0,
+        };
+        assert_eq!(forward_splits(&attn(4096), true), 1);
+        assert_eq!(forward_splits(&attn(4096), false), 2);
+        assert_eq!(forward_splits(&attn(512), true), 8);
+        assert_eq!(forward_splits(&attn(512), false), 16);
     }
 }

@@ -1,0 +1,35 @@
+// The tensor-core training attention forward's loads and stores
+// (attention/train_forward_coop.wgsl; the types and the product: common/coop_ops.wgsl).
+// `tile` holds a block's 32 rows of HD f16 values RS vec4s apart, or half of the dims of the
+// 64 pairs' q QS apart; `wt` the block's f16 P, RW apart; `scores` f32.
+
+// 16 q rows of `tile` from vec4 `at` as A (rows x dims): row-major.
+fn load_q(at: u32) -> MatA {
+    return coopLoadT<MatA>(&tile[at], QS);
+}
+
+// 16 x 16 weights from vec4 `at` of `wt` as A: row-major.
+fn load_w(at: u32) -> MatA {
+    return coopLoadT<MatA>(&wt[at], RW);
+}
+
+// 16 key rows of `tile` from vec4 `at` as B = their transpose (dims x keys): a row's values
+// are consecutive, so column-major, columns RS vec4s apart.
+fn load_bt(at: u32) -> MatB {
+    return coopLoad<MatB>(&tile[at], RS);
+}
+
+// 16 value rows of `tile` from vec4 `at` as B (keys x dims): row-major.
+fn load_b_rows(at: u32) -> MatB {
+    return coopLoadT<MatB>(&tile[at], RS);
+}
+
+// A score tile into `scores` from element `at`: column-major, columns TP apart.
+fn store_scores(c: MatC, at: u32) {
+    coopStore(c, &scores[at], TP);
+}
+
+// C into `scores` from element `at`, row-major, rows 16 apart.
+fn store_rows(c: MatC, at: u32) {
+    coopStoreT(c, &scores[at], 16u);
+}
