@@ -1,33 +1,14 @@
-// What the tensor-core backward passes of the training attention share
-// (attention/train_backward_dq_coop.wgsl, attention/train_backward_dkdv_coop.wgsl): their
-// inputs' bindings (each adds its outputs at binding 8 on), do's scale, and the staging of a
-// block of 16 (row, head) pairs' q and scaled do into the tile with each pair's lse and D.
+// The tensor-core dk/dv pass's staging of a block of 16 (row, head) pairs
+// (attention/train_backward_dkdv_coop.wgsl, its inputs in
+// attention/train_backward_coop_inputs.wgsl): their q and scaled do into the tile with each
+// pair's lse and D.
 
-@group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> k: array<f32>;
-@group(0) @binding(3) var<storage, read> v: array<f32>;
-@group(0) @binding(4) var<storage, read> o: array<f32>;
-@group(0) @binding(5) var<storage, read> lse: array<f32>;
-@group(0) @binding(6) var<storage, read> dout: array<f32>;
-@group(0) @binding(7) var<storage, read> start: array<u32>;
-
-// do's (and so ds's and the accumulators') factor: attention/train_backward_dkdv_coop.wgsl's
-// header says why.
-const DO_SCALE: f32 = 256.0;
 // Each staging invocation's share of its pair's D (pair r's at 8 r .. 8 r + 7).
 var<workgroup> d_parts: array<f32, 128>;
 // The staged pairs' log-sum-exp.
 var<workgroup> pair_lse: array<f32, 16>;
-// The tile's range: dq's, the keys its pairs see; dk/dv's, the rows that may see its keys (x .. y).
+// The tile's range: the rows that may see its keys (x .. y).
 var<workgroup> range_s: vec4<u32>;
-
-fn o4(base: u32) -> vec4<f32> {
-    return vec4<f32>(o[base], o[base + 1u], o[base + 2u], o[base + 3u]);
-}
-
-fn do4(base: u32) -> vec4<f32> {
-    return vec4<f32>(dout[base], dout[base + 1u], dout[base + 2u], dout[base + 3u]);
-}
 
 // Stages the q rows (tile rows 0..15) and the scaled do rows (16..31) of kv head g's pairs
 // e0.. (zeros past the block's pairs), each pair's lse, and the invocation's share of each

@@ -37,20 +37,6 @@ var<workgroup> tile: array<vec4<f16>, 2112>; // 32 * RS at HD 256
 // subgroups' partial products, and the output accumulators on their way out.
 var<workgroup> parts: array<f32, 1024>;
 
-// The four f32 values d .. d + 3 of a row at `base` of `x` (offsets need not be multiples of
-// 4: four scalar loads). One function per binding: WGSL cannot pass a storage array.
-fn q4(base: u32) -> vec4<f32> {
-    return vec4<f32>(q[base], q[base + 1u], q[base + 2u], q[base + 3u]);
-}
-
-fn k4(base: u32) -> vec4<f32> {
-    return vec4<f32>(k[base], k[base + 1u], k[base + 2u], k[base + 3u]);
-}
-
-fn v4(base: u32) -> vec4<f32> {
-    return vec4<f32>(v[base], v[base + 1u], v[base + 2u], v[base + 3u]);
-}
-
 // Rows `row0` .. of `tile` from `count` k rows (`from_v`: v rows) of kv head g from key j0
 // (zeros past the block).
 fn stage_keys(g: u32, j0: u32, row0: u32, count: u32, from_v: bool, tid: u32) {

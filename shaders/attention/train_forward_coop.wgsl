@@ -1,9 +1,10 @@
-// The training attention forward on the tensor cores (with attention/train_params.wgsl and the
-// loads and stores of attention/train_forward_coop_io.wgsl, or in the tests' emulation
-// attention/train_forward_coop_io_emul.wgsl): attention/train_forward.wgsl's contract (o and
-// each pair's log-sum-exp, or with p.key_splits > 1 each split's unnormalised o, max and sum
-// for attention/train_combine.wgsl) for dk = dv = HD, with q, k, v and the weights rounded to
-// f16 and the products on 16 x 16 x 16 cooperative matrices with f32 sums.
+// The training attention forward on the tensor cores (with attention/train_params.wgsl,
+// attention/train_coop_rows.wgsl and the loads and stores of attention/train_coop64_io.wgsl,
+// or in the tests' emulation attention/train_coop64_io_emul.wgsl):
+// attention/train_forward.wgsl's contract (o and each pair's log-sum-exp, or with
+// p.key_splits > 1 each split's unnormalised o, max and sum for attention/train_combine.wgsl)
+// for dk = dv = HD, with q, k, v and the weights rounded to f16 and the products on
+// 16 x 16 x 16 cooperative matrices with f32 sums.
 //
 // One workgroup of 256 invocations = 8 subgroups of 32 per (tile of TP = 64 (row, head) pairs
 // of one kv head, split of its keys); the last tiles first, as the f32 kernel. Subgroup s owns
@@ -69,20 +70,6 @@ var<workgroup> wt: array<vec4<f16>, 640>;
 var<workgroup> range_s: vec4<u32>;
 // This invocation's share of the next rows to stage (HD / 32 vec4s of 32 rows of HD).
 var<private> staged: array<vec4<f16>, 8>;
-
-// The four f32 values d .. d + 3 of a row at `base` of `x` (offsets need not be multiples of
-// 4: four scalar loads). One function per binding: WGSL cannot pass a storage array.
-fn q4(base: u32) -> vec4<f32> {
-    return vec4<f32>(q[base], q[base + 1u], q[base + 2u], q[base + 3u]);
-}
-
-fn k4(base: u32) -> vec4<f32> {
-    return vec4<f32>(k[base], k[base + 1u], k[base + 2u], k[base + 3u]);
-}
-
-fn v4(base: u32) -> vec4<f32> {
-    return vec4<f32>(v[base], v[base + 1u], v[base + 2u], v[base + 3u]);
-}
 
 // `tile` from dims h HD / 2 .. + HD / 2 of the q rows of kv head g's pairs e0 .. e0 + 63
 // (zeros past the block's pairs), QS vec4s a row.

@@ -878,7 +878,8 @@ fn bench_attention(ctx: &Ctx, c: &mut Criterion) {
 /// The training attention at gemma-3-270m's fine-tuning shape (8 sequences of 512 tokens
 /// packed in one block, 4 query heads over 1 kv head of 256): the forward with 1, 2 and 4
 /// splits of each pair tile's keys (the plan picks among them by the tile count) and the
-/// backward's two passes with the plan's splits at this shape (dq 2, dk/dv 8), on the tensor
+/// backward's two passes with dk/dv's 8 splits (the plan's at this shape) and dq's 1 (the
+/// plan's for the 64-pair tensor-core tiles) or 2 (its pick for 32-pair tiles), on the tensor
 /// cores where the device has them (`tc` in the name), else in f32. FLOP/s count the useful
 /// products, 2 a score for the forward (S, P V) and 5 for the backward (S, dP, dQ, dK, dV;
 /// both passes recompute S and dP).
@@ -970,16 +971,22 @@ fn bench_train_attention(ctx: &Ctx, c: &mut Criterion) {
             .unwrap(),
     );
     gpu.submit(&mut fill.build(gpu));
-    let splits = BackwardSplits { dq: 2, dkdv: 8 };
-    let scratch = GpuTensor::zeros(gpu, &[attn.backward_scratch_len(splits)], Dtype::F32);
-    let ops = attn
-        .backward_ops_on(&gpu.caps, true, backward, Some((&scratch).into()), splits)
-        .unwrap();
-    let work = Work {
-        bytes: 2 * bytes,
-        flops: 5.0 * 2.0 * hd as f64 * seen,
-    };
-    ctx.bench(c, &format!("{base}/backward/dq2-dkdv8"), ops, work, 4);
+    for dq_splits in [1, 2] {
+        let splits = BackwardSplits {
+            dq: dq_splits,
+            dkdv: 8,
+        };
+        let scratch = GpuTensor::zeros(gpu, &[attn.backward_scratch_len(splits)], Dtype::F32);
+        let ops = attn
+            .backward_ops_on(&gpu.caps, true, backward, Some((&scratch).into()), splits)
+            .unwrap();
+        let work = Work {
+            bytes: 2 * bytes,
+            flops: 5.0 * 2.0 * hd as f64 * seen,
+        };
+        let name = format!("{base}/backward/dq{dq_splits}-dkdv8");
+        ctx.bench(c, &name, ops, work, 4);
+    }
 }
 
 fn parity(gpu: &Gpu) {

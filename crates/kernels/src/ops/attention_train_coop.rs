@@ -11,11 +11,11 @@
 //! ([`TrainAttention::coop_fits`]: dk = dv, one of [`HEAD_DIMS`]); everywhere else the f32
 //! kernels run, which stay the exact path (`--no-tensor-cores`).
 //!
-//! The forward: a workgroup of 256 (8 subgroups of 32) takes 64 (row, head) pairs of one kv
-//! head, holds their q as A operands in registers (each subgroup its 16 pairs over all of the
-//! dims) and walks the keys they see in blocks of 32 staged as f16 in workgroup memory, each
-//! staged key feeding 64 pairs. The backward passes: a workgroup of 128 (4 subgroups) takes 16
-//! pairs (dq) or 16 key rows (dk/dv) and walks the other side in blocks. The scores, the
+//! The forward and dq: a workgroup of 256 (8 subgroups of 32) takes 64 (row, head) pairs of one
+//! kv head, holds their q (dq: and do) as A operands in registers (each subgroup 16 pairs' rows
+//! over all of the dims) and walks the keys they see in blocks (32 keys, dq 16) staged as f16
+//! in workgroup memory, each staged key feeding 64 pairs. dk/dv: a workgroup of 128 (4
+//! subgroups) takes 16 key rows and walks the pairs that may see them in blocks of 16. The scores, the
 //! softmax's masks, soft-cap and scale are the f32 kernel's plain code over the products. The
 //! forward walks the keys twice (each pair's max and sum first, then P V with the final ones),
 //! since a cooperative matrix cannot be rescaled by row.
@@ -48,30 +48,34 @@ pub use parity::{DKDV_CHECK, DQ_CHECK, FORWARD_CHECK};
 /// The head dimensions (dk = dv) the tensor-core kernels take (`HD`, an override).
 pub const HEAD_DIMS: [usize; 3] = [64, 128, 256];
 
-/// The backward passes' workgroup: four subgroups of 32 (`Caps::coop_f16` holds only where
-/// the subgroup is 32 wide).
+/// The forward's and dq's workgroup: eight subgroups of 32 (`WG` in
+/// attention/train_forward_coop.wgsl and attention/train_backward_dq_coop.wgsl;
+/// `Caps::coop_f16` holds only where the subgroup is 32 wide).
+const PAIRS_WORKGROUP: u32 = 256;
+
+/// (Row, head) pairs of a forward or dq workgroup (`TP` in their programs).
+const PAIR_TILE: usize = 64;
+
+/// The dk/dv pass's workgroup: four subgroups of 32.
 pub(crate) const WORKGROUP: u32 = 128;
 
-/// The forward's workgroup: eight subgroups of 32 (`WG` in attention/train_forward_coop.wgsl).
-const FORWARD_WORKGROUP: u32 = 256;
+/// Key rows of a dk/dv workgroup (`TR` in attention/train_coop_tiles.wgsl).
+const KEY_TILE: usize = 16;
 
-/// (Row, head) pairs of a forward workgroup (`TP` in attention/train_forward_coop.wgsl).
-const FORWARD_TILE: usize = 64;
-
-/// Rows of a backward workgroup's fixed tile: (row, head) pairs for dq, key rows for dk/dv.
-const TILE: usize = 16;
-
+/// The reads of q, k and v rows every program makes.
+static ROWS: ShaderFile = shader_file!("attention/train_coop_rows.wgsl");
+/// The 64-pair programs' (forward, dq) coop loads and stores (after [`COOP_OPS`]), and the
+/// same in plain arithmetic (after [`COOP_EMUL`]): the bodies run on devices without tensor
+/// cores (tests).
+static IO64: ShaderFile = shader_file!("attention/train_coop64_io.wgsl");
+static IO64_EMULATED: ShaderFile = shader_file!("attention/train_coop64_io_emul.wgsl");
+/// The dk/dv pass's tiles (16 key rows), its coop loads and stores and their emulation.
 static TILES: ShaderFile = shader_file!("attention/train_coop_tiles.wgsl");
-/// The backward bodies' coop loads and stores (after [`COOP_OPS`]).
 static IO: ShaderFile = shader_file!("attention/train_coop_io.wgsl");
-/// The same in plain arithmetic (after [`COOP_EMUL`]): the bodies run on devices without
-/// tensor cores (tests).
 static IO_EMULATED: ShaderFile = shader_file!("attention/train_coop_io_emul.wgsl");
 static FORWARD: ShaderFile = shader_file!("attention/train_forward_coop.wgsl");
-/// The forward's coop loads and stores (after [`COOP_OPS`]), and their emulation (after
-/// [`COOP_EMUL`]).
-static FORWARD_IO: ShaderFile = shader_file!("attention/train_forward_coop_io.wgsl");
-static FORWARD_IO_EMULATED: ShaderFile = shader_file!("attention/train_forward_coop_io_emul.wgsl");
+/// The backward passes' inputs, do's scale; the dk/dv pass's staging of its pairs.
+static INPUTS: ShaderFile = shader_file!("attention/train_backward_coop_inputs.wgsl");
 static PAIRS: ShaderFile = shader_file!("attention/train_backward_coop_pairs.wgsl");
 static DQ: ShaderFile = shader_file!("attention/train_backward_dq_coop.wgsl");
 static DKDV: ShaderFile = shader_file!("attention/train_backward_dkdv_coop.wgsl");
@@ -91,8 +95,8 @@ impl CoopPass {
     /// Invocations of the pass's workgroup.
     fn workgroup(self) -> u32 {
         match self {
-            CoopPass::Forward => FORWARD_WORKGROUP,
-            CoopPass::Dq | CoopPass::DkDv => WORKGROUP,
+            CoopPass::Forward | CoopPass::Dq => PAIRS_WORKGROUP,
+            CoopPass::DkDv => WORKGROUP,
         }
     }
 }
@@ -127,11 +131,14 @@ impl AttentionTrainCoopKernel {
             true => (format!("{name}_emulated"), &COOP_EMUL),
             false => (name.to_string(), &COOP_OPS),
         };
-        let files = match (self.pass, emulated) {
-            (CoopPass::Forward, true) => vec![ops, &FORWARD_IO_EMULATED, &PARAMS, body],
-            (CoopPass::Forward, false) => vec![ops, &FORWARD_IO, &PARAMS, body],
-            (_, true) => vec![ops, &IO_EMULATED, &PARAMS, &TILES, &PAIRS, body],
-            (_, false) => vec![ops, &IO, &PARAMS, &TILES, &PAIRS, body],
+        let io = match emulated {
+            true => (&IO64_EMULATED, &IO_EMULATED),
+            false => (&IO64, &IO),
+        };
+        let files = match self.pass {
+            CoopPass::Forward => vec![ops, io.0, &PARAMS, &ROWS, body],
+            CoopPass::Dq => vec![ops, io.0, &PARAMS, &ROWS, &INPUTS, body],
+            CoopPass::DkDv => vec![ops, io.1, &PARAMS, &ROWS, &TILES, &INPUTS, &PAIRS, body],
         };
         Program {
             name,
@@ -224,17 +231,16 @@ impl TrainAttention {
         })
     }
 
-    /// The tensor-core forward's workgroups without splits: one per (tile of 64 (row, head)
-    /// pairs, kv head). What the forward's key splits should bring up to the device's fill,
-    /// in place of [`TrainAttention::dq_workgroups`] where the forward runs on the tensor
-    /// cores.
-    pub fn coop_forward_workgroups(&self) -> usize {
-        (self.n * (self.n_head / self.n_kv)).div_ceil(FORWARD_TILE) * self.n_kv
+    /// The tensor-core forward's and dq pass's workgroups without splits: one per (tile of
+    /// 64 (row, head) pairs, kv head). What their key splits should bring up to the device's
+    /// fill, in place of [`TrainAttention::dq_workgroups`] where they run on the tensor cores.
+    pub fn coop_pair_workgroups(&self) -> usize {
+        (self.n * (self.n_head / self.n_kv)).div_ceil(PAIR_TILE) * self.n_kv
     }
 
     /// The tensor-core op of `pass` (the shape checked by [`TrainAttention::check_coop`]):
-    /// one workgroup per tile of 64 pairs (forward), 16 pairs (dq) or 16 key rows (dk/dv) of
-    /// each kv head, per split (grid z).
+    /// one workgroup per tile of 64 pairs (forward, dq) or 16 key rows (dk/dv) of each kv
+    /// head, per split (grid z).
     pub(crate) fn coop_op(
         &self,
         pass: CoopPass,
@@ -244,9 +250,8 @@ impl TrainAttention {
     ) -> Op {
         let pairs = self.n * (self.n_head / self.n_kv);
         let tiles = match pass {
-            CoopPass::Forward => pairs.div_ceil(FORWARD_TILE),
-            CoopPass::Dq => pairs.div_ceil(TILE),
-            CoopPass::DkDv => self.n.div_ceil(TILE),
+            CoopPass::Forward | CoopPass::Dq => pairs.div_ceil(PAIR_TILE),
+            CoopPass::DkDv => self.n.div_ceil(KEY_TILE),
         };
         let mut grid = grid_1d(tiles * self.n_kv);
         grid[2] = splits as u32;

@@ -1,9 +1,10 @@
-// The tensor-core training attention forward's loads and stores
-// (attention/train_forward_coop.wgsl; the types and the product: common/coop_ops.wgsl).
-// `tile` holds a block's 32 rows of HD f16 values RS vec4s apart, or half of the dims of the
-// 64 pairs' q QS apart; `wt` the block's f16 P, RW apart; `scores` f32.
+// The loads and stores of the tensor-core training attention programs that tile 64 (row, head)
+// pairs (attention/train_forward_coop.wgsl, attention/train_backward_dq_coop.wgsl; the types
+// and the product: common/coop_ops.wgsl). `tile` holds a block's 32 rows of HD f16 values RS
+// vec4s apart, or a slice of the dims of the pairs' rows (q, do) QS apart; `wt` the block's
+// f16 weights (P, ds), RW apart; `scores` f32 (TP = 64 rows a column).
 
-// 16 q rows of `tile` from vec4 `at` as A (rows x dims): row-major.
+// 16 pair rows (q or do) of `tile` from vec4 `at` as A (rows x dims): row-major.
 fn load_q(at: u32) -> MatA {
     return coopLoadT<MatA>(&tile[at], QS);
 }
@@ -19,7 +20,7 @@ fn load_bt(at: u32) -> MatB {
     return coopLoad<MatB>(&tile[at], RS);
 }
 
-// 16 value rows of `tile` from vec4 `at` as B (keys x dims): row-major.
+// 16 key rows (k or v) of `tile` from vec4 `at` as B (keys x dims): row-major.
 fn load_b_rows(at: u32) -> MatB {
     return coopLoadT<MatB>(&tile[at], RS);
 }

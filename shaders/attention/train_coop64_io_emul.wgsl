@@ -1,5 +1,5 @@
-// attention/train_forward_coop_io.wgsl's loads and stores for common/coop_emul.wgsl. An A
-// operand is held by value, as the hardware holds it in registers: the forward keeps its q in
+// attention/train_coop64_io.wgsl's loads and stores for common/coop_emul.wgsl. An A operand is
+// held by value, as the hardware holds it in registers: the programs keep their pairs' rows in
 // A operands while `tile` is overwritten. The emulated product reads of A only this
 // invocation's row (`coop_emul.wgsl`: invocation `lane` holds elements of row lane % 16 of a
 // C), so an A is that row's 16 values. A B records where it was loaded from (it is used
