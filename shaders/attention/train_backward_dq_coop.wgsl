@@ -1,7 +1,7 @@
 // The training attention's backward, dq, on the tensor cores (with attention/train_params.wgsl,
 // attention/train_coop_rows.wgsl, attention/train_backward_coop_inputs.wgsl and the loads and
-// stores of attention/train_coop64_io.wgsl, or in the tests' emulation
-// attention/train_coop64_io_emul.wgsl): attention/train_backward_dq.wgsl's contract (dq, or
+// stores of attention/train_coop_io.wgsl, or in the tests' emulation
+// attention/train_coop_io_emul.wgsl): attention/train_backward_dq.wgsl's contract (dq, or
 // with p.key_splits > 1 each split's partial sums in its slice) for dk = dv = HD, with q, k,
 // v, do and ds rounded to f16.
 //
@@ -46,6 +46,8 @@ override RS: u32 = HD / 4u + 2u;
 // Row stride of `tile` holding a quarter of the dims of the pairs' q and do (no padding: 128
 // padded rows would not fit, and they are loaded once).
 override QS: u32 = HD / 16u;
+// Column stride of `scores` (a column: the block's pairs).
+const SC: u32 = TP;
 // Row stride of `wt` in vec4<f16> (16 weights + 8 of padding: rows 16-byte aligned).
 const RW: u32 = 6u;
 

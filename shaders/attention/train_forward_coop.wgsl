@@ -1,6 +1,6 @@
 // The training attention forward on the tensor cores (with attention/train_params.wgsl,
-// attention/train_coop_rows.wgsl and the loads and stores of attention/train_coop64_io.wgsl,
-// or in the tests' emulation attention/train_coop64_io_emul.wgsl):
+// attention/train_coop_rows.wgsl and the loads and stores of attention/train_coop_io.wgsl,
+// or in the tests' emulation attention/train_coop_io_emul.wgsl):
 // attention/train_forward.wgsl's contract (o and each pair's log-sum-exp, or with
 // p.key_splits > 1 each split's unnormalised o, max and sum for attention/train_combine.wgsl)
 // for dk = dv = HD, with q, k, v and the weights rounded to f16 and the products on
@@ -55,6 +55,8 @@ override RS: u32 = HD / 4u + 2u;
 // Row stride of `tile` holding half of the dims of the 64 pairs' q (no padding: 64 padded
 // rows would not fit, and q is loaded once).
 override QS: u32 = HD / 8u;
+// Column stride of `scores` (a column: the block's pairs).
+const SC: u32 = TP;
 // Row stride of `wt` in vec4<f16> (32 weights + 8 of padding).
 const RW: u32 = 10u;
 

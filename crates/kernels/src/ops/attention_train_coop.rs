@@ -11,14 +11,15 @@
 //! ([`TrainAttention::coop_fits`]: dk = dv, one of [`HEAD_DIMS`]); everywhere else the f32
 //! kernels run, which stay the exact path (`--no-tensor-cores`).
 //!
-//! The forward and dq: a workgroup of 256 (8 subgroups of 32) takes 64 (row, head) pairs of one
-//! kv head, holds their q (dq: and do) as A operands in registers (each subgroup 16 pairs' rows
-//! over all of the dims) and walks the keys they see in blocks (32 keys, dq 16) staged as f16
-//! in workgroup memory, each staged key feeding 64 pairs. dk/dv: a workgroup of 128 (4
-//! subgroups) takes 16 key rows and walks the pairs that may see them in blocks of 16. The scores, the
-//! softmax's masks, soft-cap and scale are the f32 kernel's plain code over the products. The
-//! forward walks the keys twice (each pair's max and sum first, then P V with the final ones),
-//! since a cooperative matrix cannot be rescaled by row.
+//! The forward and dq: a workgroup of 256 (8 subgroups of 32) takes 64 (row, head) pairs of
+//! one kv head, holds their q (dq: and do) as A operands in registers (each subgroup 16 pairs'
+//! rows over all of the dims) and walks the keys they see in blocks (32 keys, dq 16) staged as
+//! f16 in workgroup memory, each staged key feeding 64 pairs. dk/dv: a workgroup of 256 takes
+//! 32 key rows, holds their k and v, and walks the pairs that may see them in blocks of 16.
+//! Each block's global reads overlap the products before it. The scores, the softmax's masks,
+//! soft-cap and scale are the f32 kernel's plain code over the products. The forward walks the
+//! keys twice (each pair's max and sum first, then P V with the final ones), since a
+//! cooperative matrix cannot be rescaled by row.
 //! On a device without cooperative matrices the same body runs over plain-arithmetic coop ops
 //! (`common/coop_emul.wgsl`, `attention/train_coop_io_emul.wgsl`): what the parity check runs
 //! on lavapipe.
@@ -48,35 +49,25 @@ pub use parity::{DKDV_CHECK, DQ_CHECK, FORWARD_CHECK};
 /// The head dimensions (dk = dv) the tensor-core kernels take (`HD`, an override).
 pub const HEAD_DIMS: [usize; 3] = [64, 128, 256];
 
-/// The forward's and dq's workgroup: eight subgroups of 32 (`WG` in
-/// attention/train_forward_coop.wgsl and attention/train_backward_dq_coop.wgsl;
+/// Every program's workgroup: eight subgroups of 32 (`WG` in their programs;
 /// `Caps::coop_f16` holds only where the subgroup is 32 wide).
-const PAIRS_WORKGROUP: u32 = 256;
+const WORKGROUP: u32 = 256;
 
 /// (Row, head) pairs of a forward or dq workgroup (`TP` in their programs).
 const PAIR_TILE: usize = 64;
 
-/// The dk/dv pass's workgroup: four subgroups of 32.
-pub(crate) const WORKGROUP: u32 = 128;
-
-/// Key rows of a dk/dv workgroup (`TR` in attention/train_coop_tiles.wgsl).
-const KEY_TILE: usize = 16;
+/// Key rows of a dk/dv workgroup (`KT` in attention/train_backward_dkdv_coop.wgsl).
+const KEY_TILE: usize = 32;
 
 /// The reads of q, k and v rows every program makes.
 static ROWS: ShaderFile = shader_file!("attention/train_coop_rows.wgsl");
-/// The 64-pair programs' (forward, dq) coop loads and stores (after [`COOP_OPS`]), and the
-/// same in plain arithmetic (after [`COOP_EMUL`]): the bodies run on devices without tensor
-/// cores (tests).
-static IO64: ShaderFile = shader_file!("attention/train_coop64_io.wgsl");
-static IO64_EMULATED: ShaderFile = shader_file!("attention/train_coop64_io_emul.wgsl");
-/// The dk/dv pass's tiles (16 key rows), its coop loads and stores and their emulation.
-static TILES: ShaderFile = shader_file!("attention/train_coop_tiles.wgsl");
+/// The programs' coop loads and stores (after [`COOP_OPS`]), and the same in plain arithmetic
+/// (after [`COOP_EMUL`]): the bodies run on devices without tensor cores (tests).
 static IO: ShaderFile = shader_file!("attention/train_coop_io.wgsl");
 static IO_EMULATED: ShaderFile = shader_file!("attention/train_coop_io_emul.wgsl");
 static FORWARD: ShaderFile = shader_file!("attention/train_forward_coop.wgsl");
-/// The backward passes' inputs, do's scale; the dk/dv pass's staging of its pairs.
+/// The backward passes' inputs and do's scale.
 static INPUTS: ShaderFile = shader_file!("attention/train_backward_coop_inputs.wgsl");
-static PAIRS: ShaderFile = shader_file!("attention/train_backward_coop_pairs.wgsl");
 static DQ: ShaderFile = shader_file!("attention/train_backward_dq_coop.wgsl");
 static DKDV: ShaderFile = shader_file!("attention/train_backward_dkdv_coop.wgsl");
 
@@ -89,16 +80,6 @@ pub enum CoopPass {
     Dq,
     /// The backward's dk and dv (or a split's partial sums): `attention_backward_dkdv_coop`.
     DkDv,
-}
-
-impl CoopPass {
-    /// Invocations of the pass's workgroup.
-    fn workgroup(self) -> u32 {
-        match self {
-            CoopPass::Forward | CoopPass::Dq => PAIRS_WORKGROUP,
-            CoopPass::DkDv => WORKGROUP,
-        }
-    }
 }
 
 /// A tensor-core training attention kernel: the pass and `HD` = dk = dv.
@@ -132,14 +113,14 @@ impl AttentionTrainCoopKernel {
             false => (name.to_string(), &COOP_OPS),
         };
         let io = match emulated {
-            true => (&IO64_EMULATED, &IO_EMULATED),
-            false => (&IO64, &IO),
+            true => &IO_EMULATED,
+            false => &IO,
         };
-        let files = match self.pass {
-            CoopPass::Forward => vec![ops, io.0, &PARAMS, &ROWS, body],
-            CoopPass::Dq => vec![ops, io.0, &PARAMS, &ROWS, &INPUTS, body],
-            CoopPass::DkDv => vec![ops, io.1, &PARAMS, &ROWS, &TILES, &INPUTS, &PAIRS, body],
-        };
+        let mut files = vec![ops, io, &PARAMS, &ROWS];
+        if self.pass != CoopPass::Forward {
+            files.push(&INPUTS);
+        }
+        files.push(body);
         Program {
             name,
             files,
@@ -180,7 +161,7 @@ impl KernelFamily for AttentionTrainCoopKernel {
     }
 
     fn pipeline_keys(self) -> Vec<PipelineKey> {
-        vec![PipelineKey::new(self, self.pass.workgroup())]
+        vec![PipelineKey::new(self, WORKGROUP)]
     }
 
     #[cfg(any(test, feature = "parity"))]
@@ -239,7 +220,7 @@ impl TrainAttention {
     }
 
     /// The tensor-core op of `pass` (the shape checked by [`TrainAttention::check_coop`]):
-    /// one workgroup per tile of 64 pairs (forward, dq) or 16 key rows (dk/dv) of each kv
+    /// one workgroup per tile of 64 pairs (forward, dq) or 32 key rows (dk/dv) of each kv
     /// head, per split (grid z).
     pub(crate) fn coop_op(
         &self,
@@ -259,6 +240,6 @@ impl TrainAttention {
             pass,
             head_dim: self.dk as u32,
         };
-        Op::new(kernel, pass.workgroup(), params, buffers, grid)
+        Op::new(kernel, WORKGROUP, params, buffers, grid)
     }
 }
