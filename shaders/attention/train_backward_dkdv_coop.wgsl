@@ -238,17 +238,17 @@ fn main(
     // The subgroup's held rows, 16 dims an operand (those past HD / 64 a quarter are never
     // read).
     let ha = 16u * sg * QS;
-    let a00 = load_q(ha);
-    let a01 = load_q(ha + 4u);
-    let a02 = load_q(ha + 8u);
-    let a03 = load_q(ha + 12u);
+    let a00 = load_held(ha);
+    let a01 = load_held(ha + 4u);
+    let a02 = load_held(ha + 8u);
+    let a03 = load_held(ha + 12u);
     workgroupBarrier();
     stage_held_quarter(g, j0, 1u, tid);
     workgroupBarrier();
-    let a10 = load_q(ha);
-    let a11 = load_q(ha + 4u);
-    let a12 = load_q(ha + 8u);
-    let a13 = load_q(ha + 12u);
+    let a10 = load_held(ha);
+    let a11 = load_held(ha + 4u);
+    let a12 = load_held(ha + 8u);
+    let a13 = load_held(ha + 12u);
     if e_span.x < e_span.y {
         load_pairs(g, e_span.x, e_span.y, tid);
     }

@@ -211,31 +211,31 @@ fn main(
     // The subgroup's rows of the stack, 16 dims an operand (those past HD / 64 a quarter are
     // never read).
     let qa = 16u * sg * QS;
-    let a00 = load_q(qa);
-    let a01 = load_q(qa + 4u);
-    let a02 = load_q(qa + 8u);
-    let a03 = load_q(qa + 12u);
+    let a00 = load_held(qa);
+    let a01 = load_held(qa + 4u);
+    let a02 = load_held(qa + 8u);
+    let a03 = load_held(qa + 12u);
     workgroupBarrier();
     stage_pairs_quarter(g, e0, 1u, tid);
     workgroupBarrier();
-    let a10 = load_q(qa);
-    let a11 = load_q(qa + 4u);
-    let a12 = load_q(qa + 8u);
-    let a13 = load_q(qa + 12u);
+    let a10 = load_held(qa);
+    let a11 = load_held(qa + 4u);
+    let a12 = load_held(qa + 8u);
+    let a13 = load_held(qa + 12u);
     workgroupBarrier();
     stage_pairs_quarter(g, e0, 2u, tid);
     workgroupBarrier();
-    let a20 = load_q(qa);
-    let a21 = load_q(qa + 4u);
-    let a22 = load_q(qa + 8u);
-    let a23 = load_q(qa + 12u);
+    let a20 = load_held(qa);
+    let a21 = load_held(qa + 4u);
+    let a22 = load_held(qa + 8u);
+    let a23 = load_held(qa + 12u);
     workgroupBarrier();
     stage_pairs_quarter(g, e0, 3u, tid);
     workgroupBarrier();
-    let a30 = load_q(qa);
-    let a31 = load_q(qa + 4u);
-    let a32 = load_q(qa + 8u);
-    let a33 = load_q(qa + 12u);
+    let a30 = load_held(qa);
+    let a31 = load_held(qa + 4u);
+    let a32 = load_held(qa + 8u);
+    let a33 = load_held(qa + 12u);
     if keys.x < keys.y {
         load_block(g, keys.x, tid);
     }

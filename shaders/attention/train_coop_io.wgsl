@@ -6,7 +6,7 @@
 // apart; `scores` f32 tiles, column-major with columns SC apart.
 
 // 16 held rows of `tile` from vec4 `at` as A (rows x dims): row-major.
-fn load_q(at: u32) -> MatA {
+fn load_held(at: u32) -> MatA {
     return coopLoadT<MatA>(&tile[at], QS);
 }
 

@@ -15,7 +15,7 @@ struct MatB {
     src: u32,
 }
 
-fn load_q(at: u32) -> MatA {
+fn load_held(at: u32) -> MatA {
     var a: MatA;
     let r = emul_lane % 16u;
     for (var k = 0u; k < 16u; k++) {

@@ -197,25 +197,25 @@ fn main(
     let keys = split_share(range.x, range.y, BK, p.key_splits, split);
     // The row tile's q, 16 dims an operand (those past HD / 32 a half are never read).
     let qa = 16u * rt * QS;
-    let a0 = load_q(qa);
-    let a1 = load_q(qa + 4u);
-    let a2 = load_q(qa + 8u);
-    let a3 = load_q(qa + 12u);
-    let a4 = load_q(qa + 16u);
-    let a5 = load_q(qa + 20u);
-    let a6 = load_q(qa + 24u);
-    let a7 = load_q(qa + 28u);
+    let a0 = load_held(qa);
+    let a1 = load_held(qa + 4u);
+    let a2 = load_held(qa + 8u);
+    let a3 = load_held(qa + 12u);
+    let a4 = load_held(qa + 16u);
+    let a5 = load_held(qa + 20u);
+    let a6 = load_held(qa + 24u);
+    let a7 = load_held(qa + 28u);
     workgroupBarrier();
     stage_q_half(g, e0, 1u, tid);
     workgroupBarrier();
-    let b0 = load_q(qa);
-    let b1 = load_q(qa + 4u);
-    let b2 = load_q(qa + 8u);
-    let b3 = load_q(qa + 12u);
-    let b4 = load_q(qa + 16u);
-    let b5 = load_q(qa + 20u);
-    let b6 = load_q(qa + 24u);
-    let b7 = load_q(qa + 28u);
+    let b0 = load_held(qa);
+    let b1 = load_held(qa + 4u);
+    let b2 = load_held(qa + 8u);
+    let b3 = load_held(qa + 12u);
+    let b4 = load_held(qa + 16u);
+    let b5 = load_held(qa + 20u);
+    let b6 = load_held(qa + 24u);
+    let b7 = load_held(qa + 28u);
     if keys.x < keys.y {
         load_block(g, keys.x, false, tid);
     }

@@ -2,14 +2,13 @@
 //! [`crate::ops::attention_train`] (the forward: o and lse, or with split keys each split's
 //! partial results for the same combine) with q, k, v and the softmax weights rounded to f16
 //! and the products on 16 x 16 x 16 cooperative matrices with f32 sums
-//! (`attention/train_forward_coop.wgsl`), and the
-//! backward's two passes ([`crate::ops::attention_backward`]'s contract, with q, k, v, do, P
-//! and ds rounded to f16: `attention/train_backward_dq_coop.wgsl` and
-//! `attention/train_backward_dkdv_coop.wgsl`, do scaled by 2^8 so that a mean loss's
-//! gradients stay among f16's normals; the dk/dv header says why). Picked where
-//! the device has [`Caps::coop_f16`], the caller allows the tensor cores and the shape fits
-//! ([`TrainAttention::coop_fits`]: dk = dv, one of [`HEAD_DIMS`]); everywhere else the f32
-//! kernels run, which stay the exact path (`--no-tensor-cores`).
+//! (`attention/train_forward_coop.wgsl`), and the backward's two passes
+//! ([`crate::ops::attention_backward`]'s contract, with q, k, v, do, P and ds rounded to f16:
+//! `attention/train_backward_dq_coop.wgsl` and `attention/train_backward_dkdv_coop.wgsl`, do
+//! scaled by 2^8 so that a mean loss's gradients stay among f16's normals; the dk/dv header
+//! says why). Picked where the device has [`Caps::coop_f16`], the caller allows the tensor
+//! cores and the shape fits ([`TrainAttention::coop_fits`]: dk = dv, one of [`HEAD_DIMS`]);
+//! everywhere else the f32 kernels run, which stay the exact path (`--no-tensor-cores`).
 //!
 //! The forward and dq: a workgroup of 256 (8 subgroups of 32) takes 64 (row, head) pairs of
 //! one kv head, holds their q (dq: and do) as A operands in registers (each subgroup 16 pairs'
@@ -108,13 +107,9 @@ impl AttentionTrainCoopKernel {
                 attention_backward::BINDINGS_DKDV,
             ),
         };
-        let (name, ops) = match emulated {
-            true => (format!("{name}_emulated"), &COOP_EMUL),
-            false => (name.to_string(), &COOP_OPS),
-        };
-        let io = match emulated {
-            true => &IO_EMULATED,
-            false => &IO,
+        let (name, ops, io) = match emulated {
+            true => (format!("{name}_emulated"), &COOP_EMUL, &IO_EMULATED),
+            false => (name.to_string(), &COOP_OPS, &IO),
         };
         let mut files = vec![ops, io, &PARAMS, &ROWS];
         if self.pass != CoopPass::Forward {

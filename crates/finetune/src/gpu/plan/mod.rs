@@ -496,9 +496,10 @@ mod tests {
         assert_eq!(input_grad_tiling(640, 512, 640, true), (Small, 10));
     }
 
-    /// gemma-3-270m's attention forward (4 heads over 1 kv head of 256): a batch of 8 x 512
-    /// tokens has 256 tensor-core tiles of 64 pairs and no split (the f32 kernel's 512 tiles
-    /// split 2 ways); one of 512 tokens, 32 tiles split 8 ways (the f32 kernel's 64, 16).
+    /// gemma-3-270m's attention forward and dq pass (4 heads over 1 kv head of 256): a batch
+    /// of 8 x 512 tokens has 256 tensor-core tiles of 64 pairs and no split (the f32 kernels'
+    /// 512 tiles split 2 ways); one of 512 tokens, 32 tiles split 8 ways (the f32 kernels' 64,
+    /// 16).
     #[test]
     fn attention_pair_key_splits() {
         let attn = |n| TrainAttention {
