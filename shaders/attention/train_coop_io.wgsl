@@ -1,10 +1,13 @@
-// The training attention's tensor-core loads and stores (attention/train_coop_tiles.wgsl; the
-// types and the product: common/coop_ops.wgsl). `tile` holds 32 rows of HD f16 values, RS
-// vec4s apart; `wt` each program's f16 weights (P or ds), RW vec4s apart; `parts` f32.
+// The loads and stores of the training attention's tensor-core programs
+// (attention/train_forward_coop.wgsl, attention/train_backward_dq_coop.wgsl,
+// attention/train_backward_dkdv_coop.wgsl; the types and the product: common/coop_ops.wgsl).
+// `tile` holds a block's 32 rows of HD f16 values RS vec4s apart, or a slice of the dims of
+// the held rows (q and do, or k and v) QS apart; `wt` the block's f16 weights (P, ds), RW
+// apart; `scores` f32 tiles, column-major with columns SC apart.
 
-// 16 rows of `tile` from vec4 `at` as A (rows x dims): row-major.
-fn load_a_rows(at: u32) -> MatA {
-    return coopLoadT<MatA>(&tile[at], RS);
+// 16 held rows of `tile` from vec4 `at` as A (rows x dims): row-major.
+fn load_held(at: u32) -> MatA {
+    return coopLoadT<MatA>(&tile[at], QS);
 }
 
 // 16 x 16 weights from vec4 `at` of `wt` as A: row-major.
@@ -23,12 +26,12 @@ fn load_b_rows(at: u32) -> MatB {
     return coopLoadT<MatB>(&tile[at], RS);
 }
 
-// C into `parts` from element `at`, column-major, columns 16 apart.
-fn store_part(c: MatC, at: u32) {
-    coopStore(c, &parts[at], 16u);
+// A score tile into `scores` from element `at`: column-major, columns SC apart.
+fn store_scores(c: MatC, at: u32) {
+    coopStore(c, &scores[at], SC);
 }
 
-// C into `parts` from element `at`, row-major, rows 16 apart.
+// C into `scores` from element `at`, row-major, rows 16 apart.
 fn store_rows(c: MatC, at: u32) {
-    coopStoreT(c, &parts[at], 16u);
+    coopStoreT(c, &scores[at], 16u);
 }

@@ -1,6 +1,6 @@
 // attention/train_coop_io.wgsl's loads and stores for common/coop_emul.wgsl. An A operand is
-// held by value, as the hardware holds it in registers: the training kernels keep their fixed
-// rows in A operands while `tile` is overwritten. The emulated product reads of A only this
+// held by value, as the hardware holds it in registers: the programs keep their fixed rows in
+// A operands while `tile` is overwritten. The emulated product reads of A only this
 // invocation's row (`coop_emul.wgsl`: invocation `lane` holds elements of row lane % 16 of a
 // C), so an A is that row's 16 values. A B records where it was loaded from (it is used
 // between the same barriers as the real load) and `b_elem` reads an element there.
@@ -15,11 +15,11 @@ struct MatB {
     src: u32,
 }
 
-fn load_a_rows(at: u32) -> MatA {
+fn load_held(at: u32) -> MatA {
     var a: MatA;
     let r = emul_lane % 16u;
     for (var k = 0u; k < 16u; k++) {
-        a.v[k] = tile[at + r * RS + k / 4u][k % 4u];
+        a.v[k] = tile[at + r * QS + k / 4u][k % 4u];
     }
     return a;
 }
@@ -55,15 +55,15 @@ fn b_elem(b: MatB, k: u32, n: u32) -> f16 {
     return tile[b.at + k * RS + n / 4u][n % 4u];
 }
 
-fn store_part(c: MatC, at: u32) {
+fn store_scores(c: MatC, at: u32) {
     for (var j = 0u; j < 8u; j++) {
-        parts[c_index(j, at, 16u)] = c.v[j];
+        scores[c_index(j, at, SC)] = c.v[j];
     }
 }
 
 fn store_rows(c: MatC, at: u32) {
     for (var j = 0u; j < 8u; j++) {
         let e = emul_lane + 32u * j;
-        parts[at + (e % 16u) * 16u + e / 16u] = c.v[j];
+        scores[at + (e % 16u) * 16u + e / 16u] = c.v[j];
     }
 }

@@ -1,19 +1,37 @@
-// The training attention forward on the tensor cores (with attention/train_coop_tiles.wgsl and
-// attention/train_params.wgsl): attention/train_forward.wgsl's contract (o and each pair's
-// log-sum-exp, or with p.key_splits > 1 each split's unnormalised o, max and sum for
-// attention/train_combine.wgsl) for dk = dv = HD, with q, k, v and the weights rounded to f16.
+// The training attention forward on the tensor cores (with attention/train_params.wgsl,
+// attention/train_coop_rows.wgsl and the loads and stores of attention/train_coop_io.wgsl,
+// or in the tests' emulation attention/train_coop_io_emul.wgsl):
+// attention/train_forward.wgsl's contract (o and each pair's log-sum-exp, or with
+// p.key_splits > 1 each split's unnormalised o, max and sum for attention/train_combine.wgsl)
+// for dk = dv = HD, with q, k, v and the weights rounded to f16 and the products on
+// 16 x 16 x 16 cooperative matrices with f32 sums.
 //
-// One workgroup per (tile of 16 pairs of one kv head, split of its keys); the last tiles
-// first, as the f32 kernel. Subgroup s holds the pairs' q over its half s / 2 of the dims and
-// computes, for each block of 32 keys staged in `tile`, the partial scores of the block's key
-// tile s % 2. Two passes over the blocks, so that the output accumulators are never rescaled
-// (a cooperative matrix's elements cannot be addressed by row): pass 1 takes each pair's max
-// and sum of exp(s - max) (each of a pair's 8 invocations over its 4 keys of every block,
-// online, the 8 partials combined at the end); pass 2 recomputes the scores, rounds P =
-// exp(s - m) / l (split: exp(s - m)) to f16 and adds P V into f32 accumulators, subgroup s
-// owning dims s HD / 4 .. (s + 1) HD / 4. Rescaling through workgroup memory instead would move
-// the 16 x HD accumulators there and back at every block (16 KiB at HD 256, against the 8 KiB
-// of keys pass 1 stages) with two more barriers a block.
+// One workgroup of 256 invocations = 8 subgroups of 32 per (tile of TP = 64 (row, head) pairs
+// of one kv head, split of its keys); the last tiles first, as the f32 kernel. Subgroup s owns
+// row tile s % 4 (16 pairs). Its pairs' q is staged once through `tile` (half of the dims at
+// a time: 64 rows of HD values do not fit beside the rest) and held in registers as HD / 16 A
+// operands. The keys the tile sees are walked in blocks of BK = 32 staged as f16 in `tile`:
+// subgroup s computes the 16 x 16 score tile of its pairs and the block's key tile s / 4 over
+// all of the dims, into `scores` (f32); the plain code (invocation t: pair t % 64, keys
+// 8 (t / 64) .. + 7 of the block) applies the scale, soft-cap and masks. So that a staged key
+// feeds 64 pairs, a block costs few barriers per product (the 16-pair tiling fed 16 and spent
+// as many barriers on a quarter of the products).
+//
+// Two passes over the blocks, so that the output accumulators are never rescaled (a
+// cooperative matrix's elements cannot be addressed by row): pass 1 takes each pair's max and
+// sum of exp(s - max) (each of its 4 invocations online over its 8 keys of every block, the 4
+// partials combined at the end); pass 2 recomputes the scores, rounds P = exp(s - m) / l
+// (split: exp(s - m)) to f16 into `wt`, stages v in place of k and adds P V into f32
+// accumulators, subgroup s owning its row tile's dims (s / 4) HD / 2 .. + HD / 2 (HD / 32
+// accumulators). Rescaling through workgroup memory instead would move the 64 x HD
+// accumulators there and back at every block (64 KiB at HD 256, more than fits).
+//
+// Each block's global reads overlap the products before it: an invocation loads its share of
+// the next rows (the block's v during its scores, the next block's k during P V) into
+// registers (`staged`) and stores them to `tile` after the barrier that frees it. Every coop
+// op is reached in uniform control flow (loop bounds come from workgroupUniformLoad, HD is an
+// override). Workgroup memory at HD 256: `tile` 16.5 KiB, `scores` 8 KiB, `wt` 5 KiB, under
+// lavapipe's 32 KiB (the tests run the emulated body there).
 
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> k: array<f32>;
@@ -22,31 +40,129 @@
 @group(0) @binding(5) var<storage, read_write> o: array<f32>;
 @group(0) @binding(6) var<storage, read_write> lse: array<f32>;
 
-// Keys a block.
+// Must be 256 (8 subgroups of 32: `Caps::coop_f16` holds only where the subgroup is 32 wide).
+override WG: u32 = 256u;
+// Head dimension (dk = dv): 64, 128 or 256.
+override HD: u32 = 128u;
+// Pairs a workgroup (four row tiles).
+const TP: u32 = 64u;
+// Keys a block (two key tiles).
 const BK: u32 = 32u;
+// Row stride of `tile` holding a block's keys, in vec4<f16> (HD values + 8 of padding): every
+// row starts 16-byte aligned, as a coop load needs, and consecutive rows start in different
+// banks.
+override RS: u32 = HD / 4u + 2u;
+// Row stride of `tile` holding half of the dims of the 64 pairs' q (no padding: 64 padded
+// rows would not fit, and q is loaded once).
+override QS: u32 = HD / 8u;
+// Column stride of `scores` (a column: the block's pairs).
+const SC: u32 = TP;
 // Row stride of `wt` in vec4<f16> (32 weights + 8 of padding).
 const RW: u32 = 10u;
 
-// The block's P, 16 pairs x 32 keys.
-var<workgroup> wt: array<vec4<f16>, 160>;
-// Each invocation's running max and sum at the end of pass 1.
-var<workgroup> part_m: array<f32, 128>;
-var<workgroup> part_l: array<f32, 128>;
+// A block's keys (k, then v), 32 rows of HD; or half of the pairs' q, 64 rows of HD / 2.
+var<workgroup> tile: array<vec4<f16>, 2112>; // 32 * RS at HD 256
+// The block's scores, 64 pairs x 32 keys, column-major (pair r, key c at 64 c + r): the plain
+// code's reads are consecutive. Also pass 1's partial maxima and sums, and the accumulators on
+// their way out (eight 16 x 16 tiles).
+var<workgroup> scores: array<f32, 2048>;
+// The block's P, 64 pairs x 32 keys as f16.
+var<workgroup> wt: array<vec4<f16>, 640>;
 // The tile's keys (x .. y); a vec4 so that every workgroup variable is a multiple of 16 bytes.
 var<workgroup> range_s: vec4<u32>;
+// This invocation's share of the next rows to stage (HD / 32 vec4s of 32 rows of HD).
+var<private> staged: array<vec4<f16>, 8>;
 
-// The four scores of keys j0 + 4 c .. + 3 for pair `me` (tile row r) from the block's partial
-// products: scaled, soft-capped, LOW where the pair does not see the key.
-fn block_scores(j0: u32, r: u32, c: u32, me: Sight) -> vec4<f32> {
-    let t = c / 4u;
-    let col = 4u * (c % 4u);
+// `tile` from dims h HD / 2 .. + HD / 2 of the q rows of kv head g's pairs e0 .. e0 + 63
+// (zeros past the block's pairs), QS vec4s a row.
+fn stage_q_half(g: u32, e0: u32, h: u32, tid: u32) {
+    let pairs = pair_count();
+    for (var i = tid; i < TP * QS; i += WG) {
+        let r = i / QS;
+        let x = i % QS;
+        var a = vec4<f32>(0.0);
+        if e0 + r < pairs {
+            a = q4(p.q_offset + pair_row(g, e0 + r) * HD + h * (HD / 2u) + 4u * x);
+        }
+        tile[r * QS + x] = vec4<f16>(a);
+    }
+}
+
+// This invocation's share of the 32 k rows (`from_v`: v rows) of kv head g from key j0 into
+// `staged` (zeros past the block).
+fn load_block(g: u32, j0: u32, from_v: bool, tid: u32) {
+    for (var u = 0u; u < HD / 32u; u++) {
+        let i = tid + WG * u;
+        let r = i / (HD / 4u);
+        var a = vec4<f32>(0.0);
+        if j0 + r < p.n {
+            let at = ((j0 + r) * p.n_kv + g) * HD + 4u * (i % (HD / 4u));
+            if from_v {
+                a = v4(p.v_offset + at);
+            } else {
+                a = k4(p.k_offset + at);
+            }
+        }
+        staged[u] = vec4<f16>(a);
+    }
+}
+
+// `staged` into `tile` (after a barrier that frees it).
+fn store_block(tid: u32) {
+    for (var u = 0u; u < HD / 32u; u++) {
+        let i = tid + WG * u;
+        tile[(i / (HD / 4u)) * RS + i % (HD / 4u)] = staged[u];
+    }
+}
+
+// The 16 x 16 score tile (before the scale) of row tile `rt` and the block's key tile `kt`:
+// the held q (`a0..a7` dims 0 .. HD / 2, `b0..b7` the rest; HD / 32 of each used) times the
+// key tile's rows of `tile` as B, into `scores`.
+fn score_tile(
+    a0: MatA, a1: MatA, a2: MatA, a3: MatA, a4: MatA, a5: MatA, a6: MatA, a7: MatA,
+    b0: MatA, b1: MatA, b2: MatA, b3: MatA, b4: MatA, b5: MatA, b6: MatA, b7: MatA,
+    rt: u32, kt: u32,
+) {
+    let at = 16u * kt * RS;
+    let h = HD / 8u;
+    var s = MatC();
+    s = mma(a0, load_bt(at), s);
+    s = mma(a1, load_bt(at + 4u), s);
+    if HD >= 128u {
+        s = mma(a2, load_bt(at + 8u), s);
+        s = mma(a3, load_bt(at + 12u), s);
+    }
+    if HD >= 256u {
+        s = mma(a4, load_bt(at + 16u), s);
+        s = mma(a5, load_bt(at + 20u), s);
+        s = mma(a6, load_bt(at + 24u), s);
+        s = mma(a7, load_bt(at + 28u), s);
+    }
+    s = mma(b0, load_bt(at + h), s);
+    s = mma(b1, load_bt(at + h + 4u), s);
+    if HD >= 128u {
+        s = mma(b2, load_bt(at + h + 8u), s);
+        s = mma(b3, load_bt(at + h + 12u), s);
+    }
+    if HD >= 256u {
+        s = mma(b4, load_bt(at + h + 16u), s);
+        s = mma(b5, load_bt(at + h + 20u), s);
+        s = mma(b6, load_bt(at + h + 24u), s);
+        s = mma(b7, load_bt(at + h + 28u), s);
+    }
+    store_scores(s, TP * 16u * kt + 16u * rt);
+}
+
+// The four scores of keys j0 + c0 .. c0 + 3 for pair `me` (tile row r): scaled, soft-capped,
+// LOW where the pair does not see the key.
+fn block_scores(j0: u32, r: u32, c0: u32, me: Sight) -> vec4<f32> {
     let raw = vec4<f32>(
-        part_sum(t, r, col),
-        part_sum(t, r, col + 1u),
-        part_sum(t, r, col + 2u),
-        part_sum(t, r, col + 3u),
+        scores[TP * c0 + r],
+        scores[TP * (c0 + 1u) + r],
+        scores[TP * (c0 + 2u) + r],
+        scores[TP * (c0 + 3u) + r],
     );
-    let js = vec4<u32>(j0 + 4u * c) + vec4<u32>(0u, 1u, 2u, 3u);
+    let js = vec4<u32>(j0 + c0) + vec4<u32>(0u, 1u, 2u, 3u);
     let vis = vec4<bool>(me.valid) & (js >= vec4<u32>(me.first)) & (js <= vec4<u32>(me.i));
     return select(vec4<f32>(LOW), score4(p.scale * raw).s, vis);
 }
@@ -60,65 +176,93 @@ fn main(
     let sg = tid / 32u;
     coop_lane(tid % 32u);
     let pairs = pair_count();
-    let pairs_tile = pair_tile(group_index(wid, nwg), TR);
+    let pairs_tile = pair_tile(group_index(wid, nwg), TP);
     if !pairs_tile.valid {
         return;
     }
     let g = pairs_tile.g;
     let e0 = pairs_tile.e0;
     let split = wid.z;
-    stage_q(g, e0, 0u, TR, tid);
+    // This subgroup's row tile, and its key tile of a block (scores) or half of the dims (P V).
+    let rt = sg % 4u;
+    let half = sg / 4u;
+    stage_q_half(g, e0, 0u, tid);
     if tid == 0u {
         let i0 = e0 / group_size();
-        let hi = (min(e0 + TR, pairs) - 1u) / group_size() + 1u;
+        let hi = (min(e0 + TP, pairs) - 1u) / group_size() + 1u;
         range_s = vec4<u32>(first_key(i0, start[p.start_offset + i0]), hi, 0u, 0u);
     }
     // Uniform for the loops' barriers (start[] is a storage read); also the barrier after q.
     let range = workgroupUniformLoad(&range_s);
     let keys = split_share(range.x, range.y, BK, p.key_splits, split);
-    // This subgroup's key tile of a block and half of the dims; its q.
-    let t = sg % 2u;
-    let dh = sg / 2u;
-    let a0 = held(0u, dh, 0u);
-    let a1 = held(0u, dh, 1u);
-    let a2 = held(0u, dh, 2u);
-    let a3 = held(0u, dh, 3u);
-    let a4 = held(0u, dh, 4u);
-    let a5 = held(0u, dh, 5u);
-    let a6 = held(0u, dh, 6u);
-    let a7 = held(0u, dh, 7u);
+    // The row tile's q, 16 dims an operand (those past HD / 32 a half are never read).
+    let qa = 16u * rt * QS;
+    let a0 = load_held(qa);
+    let a1 = load_held(qa + 4u);
+    let a2 = load_held(qa + 8u);
+    let a3 = load_held(qa + 12u);
+    let a4 = load_held(qa + 16u);
+    let a5 = load_held(qa + 20u);
+    let a6 = load_held(qa + 24u);
+    let a7 = load_held(qa + 28u);
+    workgroupBarrier();
+    stage_q_half(g, e0, 1u, tid);
+    workgroupBarrier();
+    let b0 = load_held(qa);
+    let b1 = load_held(qa + 4u);
+    let b2 = load_held(qa + 8u);
+    let b3 = load_held(qa + 12u);
+    let b4 = load_held(qa + 16u);
+    let b5 = load_held(qa + 20u);
+    let b6 = load_held(qa + 24u);
+    let b7 = load_held(qa + 28u);
+    if keys.x < keys.y {
+        load_block(g, keys.x, false, tid);
+    }
     // q is held: `tile` may take the keys.
     workgroupBarrier();
 
-    // Plain-code role: pair e0 + r, keys 4 c .. 4 c + 3 of each block.
-    let r = tid % TR;
-    let c = tid / TR;
+    // Plain-code role: pair e0 + r, keys 8 c .. 8 c + 7 of each block.
+    let r = tid % TP;
+    let c = tid / TP;
     let me = sight(e0 + r);
 
     // Pass 1: each pair's max and sum.
     var m = LOW;
     var l = 0.0;
     for (var j0 = keys.x; j0 < keys.y; j0 += BK) {
-        stage_keys(g, j0, 0u, BK, false, tid);
+        store_block(tid);
         workgroupBarrier();
-        score_part(a0, a1, a2, a3, a4, a5, a6, a7, 16u * t, dh, sg);
+        if j0 + BK < keys.y {
+            load_block(g, j0 + BK, false, tid);
+        }
+        score_tile(a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7, rt, half);
         workgroupBarrier();
-        let s = block_scores(j0, r, c, me);
-        let mb = max(m, max(max(s.x, s.y), max(s.z, s.w)));
-        let w = select(vec4<f32>(0.0), exp(s - mb), s > vec4<f32>(LOW));
-        l = l * exp(m - mb) + ((w.x + w.y) + (w.z + w.w));
+        let s0 = block_scores(j0, r, 8u * c, me);
+        let s1 = block_scores(j0, r, 8u * c + 4u, me);
+        let s01 = max(s0, s1);
+        let mb = max(m, max(max(s01.x, s01.y), max(s01.z, s01.w)));
+        let w0 = select(vec4<f32>(0.0), exp(s0 - mb), s0 > vec4<f32>(LOW));
+        let w1 = select(vec4<f32>(0.0), exp(s1 - mb), s1 > vec4<f32>(LOW));
+        l = l * exp(m - mb) + (((w0.x + w0.y) + (w0.z + w0.w)) + ((w1.x + w1.y) + (w1.z + w1.w)));
         m = mb;
     }
-    part_m[tid] = m;
-    part_l[tid] = l;
+    // Pass 2 starts from the first block's k.
+    if keys.x < keys.y {
+        load_block(g, keys.x, false, tid);
+    }
+    // The last block's scores are read: `scores` takes the partials.
+    workgroupBarrier();
+    scores[tid] = m;
+    scores[WG + tid] = l;
     workgroupBarrier();
     var mr = LOW;
-    for (var x = 0u; x < 8u; x++) {
-        mr = max(mr, part_m[r + TR * x]);
+    for (var x = 0u; x < 4u; x++) {
+        mr = max(mr, scores[r + TP * x]);
     }
     var lr = 0.0;
-    for (var x = 0u; x < 8u; x++) {
-        lr += part_l[r + TR * x] * exp(part_m[r + TR * x] - mr);
+    for (var x = 0u; x < 4u; x++) {
+        lr += scores[WG + r + TP * x] * exp(scores[r + TP * x] - mr);
     }
     let split_out = p.key_splits > 1u;
     var inv = 1.0;
@@ -127,32 +271,49 @@ fn main(
     }
 
     // Pass 2: o = sum over the blocks of P V.
-    let d0 = sg * (HD / 4u);
     var o0 = MatC();
     var o1 = MatC();
     var o2 = MatC();
     var o3 = MatC();
+    var o4 = MatC();
+    var o5 = MatC();
+    var o6 = MatC();
+    var o7 = MatC();
+    let wa = 16u * rt * RW;
+    let va = half * (HD / 8u);
     for (var j0 = keys.x; j0 < keys.y; j0 += BK) {
-        stage_keys(g, j0, 0u, BK, false, tid);
+        store_block(tid);
+        // Also orders the partials' reads before the scores' stores.
         workgroupBarrier();
-        score_part(a0, a1, a2, a3, a4, a5, a6, a7, 16u * t, dh, sg);
+        load_block(g, j0, true, tid);
+        score_tile(a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7, rt, half);
         workgroupBarrier();
-        let s = block_scores(j0, r, c, me);
-        let w = select(vec4<f32>(0.0), exp(s - mr) * inv, s > vec4<f32>(LOW));
-        wt[r * RW + c] = vec4<f16>(w);
+        let s0 = block_scores(j0, r, 8u * c, me);
+        let s1 = block_scores(j0, r, 8u * c + 4u, me);
+        let w0 = select(vec4<f32>(0.0), exp(s0 - mr) * inv, s0 > vec4<f32>(LOW));
+        let w1 = select(vec4<f32>(0.0), exp(s1 - mr) * inv, s1 > vec4<f32>(LOW));
+        wt[r * RW + 2u * c] = vec4<f16>(w0);
+        wt[r * RW + 2u * c + 1u] = vec4<f16>(w1);
         // The scores' products are done with k: v takes its place.
-        stage_keys(g, j0, 0u, BK, true, tid);
+        store_block(tid);
         workgroupBarrier();
+        if j0 + BK < keys.y {
+            load_block(g, j0 + BK, false, tid);
+        }
         for (var kc = 0u; kc < 2u; kc++) {
-            let a = load_w(4u * kc);
-            let at = 16u * kc * RS + d0 / 4u;
+            let a = load_w(wa + 4u * kc);
+            let at = 16u * kc * RS + va;
             o0 = mma(a, load_b_rows(at), o0);
+            o1 = mma(a, load_b_rows(at + 4u), o1);
             if HD >= 128u {
-                o1 = mma(a, load_b_rows(at + 4u), o1);
-            }
-            if HD >= 256u {
                 o2 = mma(a, load_b_rows(at + 8u), o2);
                 o3 = mma(a, load_b_rows(at + 12u), o3);
+            }
+            if HD >= 256u {
+                o4 = mma(a, load_b_rows(at + 16u), o4);
+                o5 = mma(a, load_b_rows(at + 20u), o5);
+                o6 = mma(a, load_b_rows(at + 24u), o6);
+                o7 = mma(a, load_b_rows(at + 28u), o7);
             }
         }
         workgroupBarrier();
@@ -160,15 +321,21 @@ fn main(
 
     let rows = p.n * p.n_head;
     let o_at = p.o_offset + split * rows * HD;
+    // Without keys the loop left the partials' reads unordered before `put_o`'s stores.
+    workgroupBarrier();
     put_o(o0, 0u, sg, tid, g, e0, o_at);
+    put_o(o1, 16u, sg, tid, g, e0, o_at);
     if HD >= 128u {
-        put_o(o1, 16u, sg, tid, g, e0, o_at);
-    }
-    if HD >= 256u {
         put_o(o2, 32u, sg, tid, g, e0, o_at);
         put_o(o3, 48u, sg, tid, g, e0, o_at);
     }
-    if tid < TR && me.valid {
+    if HD >= 256u {
+        put_o(o4, 64u, sg, tid, g, e0, o_at);
+        put_o(o5, 80u, sg, tid, g, e0, o_at);
+        put_o(o6, 96u, sg, tid, g, e0, o_at);
+        put_o(o7, 112u, sg, tid, g, e0, o_at);
+    }
+    if tid < TP && me.valid {
         let row = pair_row(g, e0 + r);
         if split_out {
             lse[p.lse_offset + split * rows + row] = mr;
@@ -179,18 +346,19 @@ fn main(
     }
 }
 
-// Accumulator `acc` (dims dt .. dt + 15 of each subgroup's quarter) into o from `o_at`, the
-// pairs inside, through `parts`. Called by every invocation in uniform control flow (it holds
-// barriers).
+// Accumulator `acc` (dims dt .. dt + 15 of each subgroup's half) into o from `o_at`, the
+// pairs inside, through `scores` (tile sg at 256 sg, row-major). Called by every invocation in
+// uniform control flow (it holds barriers).
 fn put_o(acc: MatC, dt: u32, sg: u32, tid: u32, g: u32, e0: u32, o_at: u32) {
     store_rows(acc, 256u * sg);
     workgroupBarrier();
     let pairs = pair_count();
     for (var u = 0u; u < 8u; u++) {
         let i = tid + WG * u;
-        let e = e0 + (i % 256u) / 16u;
+        let t = i / 256u;
+        let e = e0 + 16u * (t % 4u) + (i % 256u) / 16u;
         if e < pairs {
-            o[o_at + pair_row(g, e) * HD + (i / 256u) * (HD / 4u) + dt + i % 16u] = parts[i];
+            o[o_at + pair_row(g, e) * HD + (t / 4u) * (HD / 2u) + dt + i % 16u] = scores[i];
         }
     }
     workgroupBarrier();

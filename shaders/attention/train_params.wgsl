@@ -1,9 +1,9 @@
 // What the training attention's programs share (attention/train_forward.wgsl,
 // attention/train_backward_dq.wgsl, attention/train_backward_dkdv.wgsl and their tensor-core
 // twins attention/train_*_coop.wgsl): the parameters (the WGSL twin of TrainAttentionParams),
-// the visibility and score rules, and the (row, head) pairs of a kv head (their tiles:
-// attention/train_tiles.wgsl, attention/train_coop_tiles.wgsl). Row i of the block sees key
-// rows j with start[i] <= j <= i and, with a window w > 0, i - j < w.
+// the visibility and score rules, and the (row, head) pairs of a kv head (the f32 kernels'
+// tiles: attention/train_tiles.wgsl; the tensor-core ones tile in their own programs). Row i
+// of the block sees key rows j with start[i] <= j <= i and, with a window w > 0, i - j < w.
 
 struct Params {
     n: u32,
@@ -116,7 +116,7 @@ fn group_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
 }
 
 // The forward's and dq's tile of `rows` pairs for linear workgroup `idx` (the f32 kernels'
-// BQ, the tensor-core kernels' TR): its kv head and first pair. The last tiles see the most
+// BQ, the tensor-core kernels' TP): its kv head and first pair. The last tiles see the most
 // keys: launched first, they do not trail the grid.
 struct PairTile {
     g: u32,

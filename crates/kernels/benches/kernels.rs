@@ -7,7 +7,10 @@
 //! it `matmul_coop/...`, the tensor-core kernel, where the device has cooperative matrices,
 //! and `matmul_dense_<tile>/...` on F16 weights), products of 8-64 token rows beside one
 //! (`small_m/...`), the training step's input gradient through a frozen weight on each tile
-//! (`matmul_input_grad[_coop_<tile>]/...`), LoRA's thin products (`thin/...`), decode and prompt attention, the floor of one dependent dispatch
+//! (`matmul_input_grad[_coop_<tile>]/...`, and `matmul_input_grad_dense/...`: the LM head's
+//! as split-K dense over its transposed f16 copy), LoRA's thin products (`thin/...`), decode
+//! and prompt attention, the training attention forward and backward
+//! (`train_attention/...`), the floor of one dependent dispatch
 //! (`dispatch/...`), and the tensor cores' own pace through wgpu's cooperative matrices
 //! (`coop_peak/...`).
 //! Each measurement is one compute pass of `reps` identical dispatches,
@@ -24,6 +27,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
 use rullama_kernels::ops::attention::{Attention, DECODE_KEY_GROUPS};
+use rullama_kernels::ops::attention_backward::{BackwardSplits, TrainAttentionBackward};
+use rullama_kernels::ops::attention_train::{TrainAttention, TrainAttentionForward};
 use rullama_kernels::ops::elementwise::add_inplace;
 use rullama_kernels::ops::f16_copy::{f16_copy_len, f16_copy_transposed};
 use rullama_kernels::ops::glu::{Activation, glu};
@@ -993,6 +998,120 @@ fn bench_attention(ctx: &Ctx, c: &mut Criterion) {
     }
 }
 
+/// The training attention at gemma-3-270m's fine-tuning shape (8 sequences of 512 tokens
+/// packed in one block, 4 query heads over 1 kv head of 256): the forward with 1, 2 and 4
+/// splits of each pair tile's keys (the plan picks among them by the tile count) and the
+/// backward's two passes with dk/dv's 8 splits (the plan's at this shape) and dq's 1 (the
+/// plan's for the 64-pair tensor-core tiles) or 2 (its pick for 32-pair tiles), on the tensor
+/// cores where the device has them (`tc` in the name), else in f32. FLOP/s count the useful
+/// products, 2 a score for the forward (S, P V) and 5 for the backward (S, dP, dQ, dK, dV;
+/// both passes recompute S and dP).
+fn bench_train_attention(ctx: &Ctx, c: &mut Criterion) {
+    let gpu = &ctx.gpu;
+    let cpu = gpu.info.device_type == wgpu::DeviceType::Cpu;
+    let (label, seqs, len) = match cpu {
+        true => ("gemma3-270m-b2x64", 2, 64),
+        false => ("gemma3-270m-b8", 8, 512),
+    };
+    let (n_head, n_kv, hd) = (4, 1, 256);
+    let n = seqs * len;
+    let attn = TrainAttention {
+        n,
+        n_head,
+        n_kv,
+        dk: hd,
+        dv: hd,
+        scale: 1.0 / (hd as f32).sqrt(),
+        window: 512,
+        softcap: 0.0,
+    };
+    let kind = match attn.uses_tensor_cores(&gpu.caps, true) {
+        true => "tc",
+        false => "f32",
+    };
+    let base = format!("train_attention/{label}/{kind}");
+    if !["forward", "backward"]
+        .iter()
+        .any(|pass| ctx.wants(&format!("{base}/{pass}")))
+    {
+        return;
+    }
+    let tensor = |len: usize, seed: u64| GpuTensor::from_f32(gpu, &[len], &random_f32(len, seed));
+    let (q_len, kv_len) = (n * n_head * hd, n * n_kv * hd);
+    let (q, k, v, d_o) = (
+        tensor(q_len, 11),
+        tensor(kv_len, 12),
+        tensor(kv_len, 13),
+        tensor(q_len, 14),
+    );
+    let starts: Vec<u32> = (0..n as u32).map(|i| i / len as u32 * len as u32).collect();
+    let start = GpuTensor::from_u32(gpu, &[n], &starts);
+    let o = GpuTensor::zeros(gpu, &[q_len], Dtype::F32);
+    let lse = GpuTensor::zeros(gpu, &[n * n_head], Dtype::F32);
+    let (dq, dk, dv) = (
+        GpuTensor::zeros(gpu, &[q_len], Dtype::F32),
+        GpuTensor::zeros(gpu, &[kv_len], Dtype::F32),
+        GpuTensor::zeros(gpu, &[kv_len], Dtype::F32),
+    );
+    // Keys a pair sees, over every pair: each sequence's causal triangle.
+    let seen = (seqs * n_head * len * (len + 1) / 2) as f64;
+    let bytes = (4 * (2 * q_len + 2 * kv_len)) as u64;
+    let forward = TrainAttentionForward {
+        q: (&q).into(),
+        k: (&k).into(),
+        v: (&v).into(),
+        start: (&start).into(),
+        o: (&o).into(),
+        lse: (&lse).into(),
+    };
+    for splits in [1, 2, 4] {
+        let scratch = GpuTensor::zeros(gpu, &[attn.forward_scratch_len(splits).max(1)], Dtype::F32);
+        let ops = attn
+            .forward_ops_on(&gpu.caps, true, forward, Some((&scratch).into()), splits)
+            .unwrap();
+        let work = Work {
+            bytes,
+            flops: 2.0 * 2.0 * hd as f64 * seen,
+        };
+        ctx.bench(c, &format!("{base}/forward/s{splits}"), ops, work, 4);
+    }
+    let backward = TrainAttentionBackward {
+        q: (&q).into(),
+        k: (&k).into(),
+        v: (&v).into(),
+        o: (&o).into(),
+        lse: (&lse).into(),
+        d_o: (&d_o).into(),
+        start: (&start).into(),
+        dq: (&dq).into(),
+        dk: (&dk).into(),
+        dv: (&dv).into(),
+    };
+    // The backward reads the forward's o and lse.
+    let mut fill = StepBuilder::new();
+    fill.extend(
+        attn.forward_ops_on(&gpu.caps, true, forward, None, 1)
+            .unwrap(),
+    );
+    gpu.submit(&mut fill.build(gpu));
+    for dq_splits in [1, 2] {
+        let splits = BackwardSplits {
+            dq: dq_splits,
+            dkdv: 8,
+        };
+        let scratch = GpuTensor::zeros(gpu, &[attn.backward_scratch_len(splits)], Dtype::F32);
+        let ops = attn
+            .backward_ops_on(&gpu.caps, true, backward, Some((&scratch).into()), splits)
+            .unwrap();
+        let work = Work {
+            bytes: 2 * bytes,
+            flops: 5.0 * 2.0 * hd as f64 * seen,
+        };
+        let name = format!("{base}/backward/dq{dq_splits}-dkdv8");
+        ctx.bench(c, &name, ops, work, 4);
+    }
+}
+
 fn parity(gpu: &Gpu) {
     let Some(cases) = std::env::var("RULLAMA_BENCH_PARITY")
         .ok()
@@ -1366,6 +1485,7 @@ fn main() {
     bench_thin(&ctx, &mut c);
     bench_head_grad_dense(&ctx, &mut c);
     bench_attention(&ctx, &mut c);
+    bench_train_attention(&ctx, &mut c);
     bench_sample(&ctx, &mut c);
     bench_norms(&ctx, &mut c);
     bench_dispatch_floor(&ctx, &mut c);

@@ -2,20 +2,23 @@
 //! [`crate::ops::attention_train`] (the forward: o and lse, or with split keys each split's
 //! partial results for the same combine) with q, k, v and the softmax weights rounded to f16
 //! and the products on 16 x 16 x 16 cooperative matrices with f32 sums
-//! (`attention/train_forward_coop.wgsl` with `attention/train_coop_tiles.wgsl`), and the
-//! backward's two passes ([`crate::ops::attention_backward`]'s contract, with q, k, v, do, P
-//! and ds rounded to f16: `attention/train_backward_dq_coop.wgsl` and
-//! `attention/train_backward_dkdv_coop.wgsl`, do scaled by 2^8 so that a mean loss's
-//! gradients stay among f16's normals; the dk/dv header says why). Picked where
-//! the device has [`Caps::coop_f16`], the caller allows the tensor cores and the shape fits
-//! ([`TrainAttention::coop_fits`]: dk = dv, one of [`HEAD_DIMS`]); everywhere else the f32
-//! kernels run, which stay the exact path (`--no-tensor-cores`).
+//! (`attention/train_forward_coop.wgsl`), and the backward's two passes
+//! ([`crate::ops::attention_backward`]'s contract, with q, k, v, do, P and ds rounded to f16:
+//! `attention/train_backward_dq_coop.wgsl` and `attention/train_backward_dkdv_coop.wgsl`, do
+//! scaled by 2^8 so that a mean loss's gradients stay among f16's normals; the dk/dv header
+//! says why). Picked where the device has [`Caps::coop_f16`], the caller allows the tensor
+//! cores and the shape fits ([`TrainAttention::coop_fits`]: dk = dv, one of [`HEAD_DIMS`]);
+//! everywhere else the f32 kernels run, which stay the exact path (`--no-tensor-cores`).
 //!
-//! A workgroup of 128 (4 subgroups of 32) takes 16 (row, head) pairs of one kv head, holds
-//! their q as A operands in registers and walks the keys they see in blocks of 32 staged as f16
-//! in workgroup memory; the scores, the softmax's masks, soft-cap and scale are the f32 kernel's
-//! plain code over the products. The forward walks the keys twice (each pair's max and sum
-//! first, then P V with the final ones), since a cooperative matrix cannot be rescaled by row.
+//! The forward and dq: a workgroup of 256 (8 subgroups of 32) takes 64 (row, head) pairs of
+//! one kv head, holds their q (dq: and do) as A operands in registers (each subgroup 16 pairs'
+//! rows over all of the dims) and walks the keys they see in blocks (32 keys, dq 16) staged as
+//! f16 in workgroup memory, each staged key feeding 64 pairs. dk/dv: a workgroup of 256 takes
+//! 32 key rows, holds their k and v, and walks the pairs that may see them in blocks of 16.
+//! Each block's global reads overlap the products before it. The scores, the softmax's masks,
+//! soft-cap and scale are the f32 kernel's plain code over the products. The forward walks the
+//! keys twice (each pair's max and sum first, then P V with the final ones), since a
+//! cooperative matrix cannot be rescaled by row.
 //! On a device without cooperative matrices the same body runs over plain-arithmetic coop ops
 //! (`common/coop_emul.wgsl`, `attention/train_coop_io_emul.wgsl`): what the parity check runs
 //! on lavapipe.
@@ -23,7 +26,7 @@
 //! The bound (the parity check's): the f32 kernel's, with each score's dot product over q and
 //! k rounded to f16 (`e(x) = 2^-10 |x|`, or `|x| + 2^-24` below 2^-13 where the device may flush
 //! f16 subnormals: `ops::matmul_coop`'s rule) and summed on the tensor cores (`(4 dk + 5) u`
-//! instead of `(dk + 5) u`), eight more rescalings a pair (the partial maxima combined), and
+//! instead of `(dk + 5) u`), four more rescalings a pair (the partial maxima combined), and
 //! for o the weights and v rounded to f16 and their sum on the tensor cores: `sum_j e16(w_j)
 //! (max|v| + e_v) + e_v + (4n + 1) u (1 + sum_j e16(w_j)) (max|v| + e_v)`.
 
@@ -45,21 +48,25 @@ pub use parity::{DKDV_CHECK, DQ_CHECK, FORWARD_CHECK};
 /// The head dimensions (dk = dv) the tensor-core kernels take (`HD`, an override).
 pub const HEAD_DIMS: [usize; 3] = [64, 128, 256];
 
-/// Four subgroups of 32 (`Caps::coop_f16` holds only where the subgroup is 32 wide).
-pub(crate) const WORKGROUP: u32 = 128;
+/// Every program's workgroup: eight subgroups of 32 (`WG` in their programs;
+/// `Caps::coop_f16` holds only where the subgroup is 32 wide).
+const WORKGROUP: u32 = 256;
 
-/// Rows of a workgroup's fixed tile: (row, head) pairs for the forward and dq, key rows for
-/// dk/dv.
-const TILE: usize = 16;
+/// (Row, head) pairs of a forward or dq workgroup (`TP` in their programs).
+const PAIR_TILE: usize = 64;
 
-static TILES: ShaderFile = shader_file!("attention/train_coop_tiles.wgsl");
-/// The bodies' coop loads and stores (after [`COOP_OPS`]).
+/// Key rows of a dk/dv workgroup (`KT` in attention/train_backward_dkdv_coop.wgsl).
+const KEY_TILE: usize = 32;
+
+/// The reads of q, k and v rows every program makes.
+static ROWS: ShaderFile = shader_file!("attention/train_coop_rows.wgsl");
+/// The programs' coop loads and stores (after [`COOP_OPS`]), and the same in plain arithmetic
+/// (after [`COOP_EMUL`]): the bodies run on devices without tensor cores (tests).
 static IO: ShaderFile = shader_file!("attention/train_coop_io.wgsl");
-/// The same in plain arithmetic (after [`COOP_EMUL`]): the bodies run on devices without
-/// tensor cores (tests).
 static IO_EMULATED: ShaderFile = shader_file!("attention/train_coop_io_emul.wgsl");
 static FORWARD: ShaderFile = shader_file!("attention/train_forward_coop.wgsl");
-static PAIRS: ShaderFile = shader_file!("attention/train_backward_coop_pairs.wgsl");
+/// The backward passes' inputs and do's scale.
+static INPUTS: ShaderFile = shader_file!("attention/train_backward_coop_inputs.wgsl");
 static DQ: ShaderFile = shader_file!("attention/train_backward_dq_coop.wgsl");
 static DKDV: ShaderFile = shader_file!("attention/train_backward_dkdv_coop.wgsl");
 
@@ -104,9 +111,9 @@ impl AttentionTrainCoopKernel {
             true => (format!("{name}_emulated"), &COOP_EMUL, &IO_EMULATED),
             false => (name.to_string(), &COOP_OPS, &IO),
         };
-        let mut files = vec![ops, io, &PARAMS, &TILES];
+        let mut files = vec![ops, io, &PARAMS, &ROWS];
         if self.pass != CoopPass::Forward {
-            files.push(&PAIRS);
+            files.push(&INPUTS);
         }
         files.push(body);
         Program {
@@ -200,9 +207,16 @@ impl TrainAttention {
         })
     }
 
+    /// The tensor-core forward's and dq pass's workgroups without splits: one per (tile of
+    /// 64 (row, head) pairs, kv head). What their key splits should bring up to the device's
+    /// fill, in place of [`TrainAttention::dq_workgroups`] where they run on the tensor cores.
+    pub fn coop_pair_workgroups(&self) -> usize {
+        (self.n * (self.n_head / self.n_kv)).div_ceil(PAIR_TILE) * self.n_kv
+    }
+
     /// The tensor-core op of `pass` (the shape checked by [`TrainAttention::check_coop`]):
-    /// one workgroup per tile of 16 pairs (forward, dq) or 16 key rows (dk/dv) of each kv head,
-    /// per split (grid z).
+    /// one workgroup per tile of 64 pairs (forward, dq) or 32 key rows (dk/dv) of each kv
+    /// head, per split (grid z).
     pub(crate) fn coop_op(
         &self,
         pass: CoopPass,
@@ -210,9 +224,10 @@ impl TrainAttention {
         buffers: &[&GpuBuffer],
         splits: usize,
     ) -> Op {
+        let pairs = self.n * (self.n_head / self.n_kv);
         let tiles = match pass {
-            CoopPass::Forward | CoopPass::Dq => (self.n * (self.n_head / self.n_kv)).div_ceil(TILE),
-            CoopPass::DkDv => self.n.div_ceil(TILE),
+            CoopPass::Forward | CoopPass::Dq => pairs.div_ceil(PAIR_TILE),
+            CoopPass::DkDv => self.n.div_ceil(KEY_TILE),
         };
         let mut grid = grid_1d(tiles * self.n_kv);
         grid[2] = splits as u32;

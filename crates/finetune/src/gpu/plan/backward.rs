@@ -380,7 +380,8 @@ impl Lower<'_> {
                 let dk = self.pool.take(gpu, self.len(k))?;
                 let dv = self.pool.take(gpu, self.len(v))?;
                 let start = self.start(positions);
-                let splits = attention_splits(&attn);
+                let coop = attn.uses_tensor_cores(&self.gpu.caps, self.tensor_cores);
+                let splits = attention_splits(&attn, coop);
                 let len = attn.backward_scratch_len(splits);
                 self.extend_with_scratch(len, "attention backward", |l, scratch| {
                     let backward = TrainAttentionBackward {

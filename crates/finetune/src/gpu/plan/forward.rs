@@ -10,7 +10,7 @@ use rullama_kernels::ops::{dropout, elementwise, embed, glu, unary};
 use rullama_kernels::{GpuFormat, GpuTensor, GpuWeight, OpId, View, WeightShape};
 use rullama_model::ModelError;
 
-use super::{Lower, attention_splits};
+use super::{Lower, pair_key_splits};
 use crate::error::Result;
 use crate::gpu::record::{Node, ValueId};
 
@@ -139,9 +139,8 @@ impl Lower<'_> {
                 let out = self.fresh(i)?;
                 let lse = self.pool.take(gpu, attn.n * attn.n_head)?;
                 let start = self.start(*positions);
-                // The forward walks the pair tiles as the backward's dq pass does: the same
-                // split of their keys.
-                let splits = attention_splits(attn).dq;
+                let coop = attn.uses_tensor_cores(&self.gpu.caps, self.tensor_cores);
+                let splits = pair_key_splits(attn, coop);
                 let (q, k, v) = (*q, *k, *v);
                 let o = View::from(&out);
                 self.extend_with_scratch(

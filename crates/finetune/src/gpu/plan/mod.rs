@@ -94,6 +94,13 @@ const TARGET_WORKGROUPS: usize = 1024;
 const MAX_SPLITS: usize = 16;
 const MIN_SPLIT_SUM: usize = 64;
 
+/// The tensor-core attention forward's and dq pass's workgroups (64 (row, head) pairs on 256
+/// invocations: four of the f32 kernels' 32-pair tiles' products, with registers for one or
+/// two an SM of an H100, 132 of them) aim at about this many: a block with fewer pair tiles (a
+/// short batch) splits their keys to fill the device; a longer one does not pay the combine
+/// (the forward) or the split sum (dq).
+const COOP_PAIR_TARGET_WORKGROUPS: usize = 256;
+
 /// The tensor-core input gradient's 128-input tiles ([`InputGradTile::Large`], or
 /// [`InputGradTile::Wide`] for a block of at most 64 tokens) aim at about this many workgroups,
 /// with their rows split at most [`WIDE_MAX_SPLITS`] ways: each is four 64 x 64 tiles' work on
@@ -145,12 +152,26 @@ fn split_count(workgroups: usize, most: usize) -> usize {
     want.min(most).max(1)
 }
 
-/// How the attention backward splits its passes' sums: enough workgroups to fill the device
-/// (a short block has few tiles, and a sequence's first key tile is seen by all its rows, its
-/// last pair tile sees all its keys), no more splits than there are tiles to share.
-fn attention_splits(attn: &TrainAttention) -> BackwardSplits {
+/// How the attention forward and the backward's dq pass split each pair tile's keys (they walk
+/// the same tiles): on the tensor cores, their 64-pair tiles up to
+/// [`COOP_PAIR_TARGET_WORKGROUPS`]; in f32 the f32 kernels' 32-pair tiles up to
+/// [`TARGET_WORKGROUPS`]; no more splits than there are key tiles to share.
+fn pair_key_splits(attn: &TrainAttention, coop: bool) -> usize {
+    match coop {
+        true => (COOP_PAIR_TARGET_WORKGROUPS / attn.coop_pair_workgroups().max(1))
+            .clamp(1, MAX_SPLITS)
+            .min(attn.dq_key_tiles()),
+        false => split_count(attn.dq_workgroups(), attn.dq_key_tiles()),
+    }
+}
+
+/// How the attention backward splits its passes' sums (`coop`: on the tensor cores): enough
+/// workgroups to fill the device (a short block has few tiles, and a sequence's first key
+/// tile is seen by all its rows, its last pair tile sees all its keys), no more splits than
+/// there are tiles to share.
+fn attention_splits(attn: &TrainAttention, coop: bool) -> BackwardSplits {
     BackwardSplits {
-        dq: split_count(attn.dq_workgroups(), attn.dq_key_tiles()),
+        dq: pair_key_splits(attn, coop),
         dkdv: split_count(attn.dkdv_workgroups(), attn.dkdv_pair_tiles()),
     }
 }
@@ -473,5 +494,27 @@ mod tests {
         assert_eq!(input_grad_tiling(2560, 64, 262_144, true), (Wide, 13));
         assert_eq!(input_grad_tiling(640, 64, 262_144, true), (Small, 16));
         assert_eq!(input_grad_tiling(640, 512, 640, true), (Small, 10));
+    }
+
+    /// gemma-3-270m's attention forward and dq pass (4 heads over 1 kv head of 256): a batch
+    /// of 8 x 512 tokens has 256 tensor-core tiles of 64 pairs and no split (the f32 kernels'
+    /// 512 tiles split 2 ways); one of 512 tokens, 32 tiles split 8 ways (the f32 kernels' 64,
+    /// 16).
+    #[test]
+    fn attention_pair_key_splits() {
+        let attn = |n| TrainAttention {
+            n,
+            n_head: 4,
+            n_kv: 1,
+            dk: 256,
+            dv: 256,
+            scale: 0.0625,
+            window: 512,
+            softcap: 0.0,
+        };
+        assert_eq!(pair_key_splits(&attn(4096), true), 1);
+        assert_eq!(pair_key_splits(&attn(4096), false), 2);
+        assert_eq!(pair_key_splits(&attn(512), true), 8);
+        assert_eq!(pair_key_splits(&attn(512), false), 16);
     }
 }

@@ -286,8 +286,8 @@ pub(crate) fn compare_with(
                 .flat_map(|j| p.v_row(&v, j, h).iter().map(|x| x.abs()))
                 .fold(0.0, f64::max);
             let nk = keys.len() as f64;
-            // The tensor-core kernel combines eight partial maxima and sums a pair.
-            let combines = if coop { 8.0 } else { 0.0 };
+            // The tensor-core kernel combines four partial maxima and sums a pair.
+            let combines = if coop { 4.0 } else { 0.0 };
             let tiles = nk / TILE as f64 + 2.0 + 2.0 * splits as f64 + combines;
             let common = U * (12.0 + 10.0 * e) + (2.0 * nk + 2.0 * tiles + 8.0) * U;
             let mut bound_o = vmax * ((2.0 * big_d).exp_m1() + common);
