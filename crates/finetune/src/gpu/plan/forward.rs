@@ -4,8 +4,13 @@ use std::rc::Rc;
 
 use rullama_kernels::ops::attention_train::TrainAttentionForward;
 use rullama_kernels::ops::cross_entropy::CrossEntropy;
-use rullama_kernels::ops::f16_copy::{f16_copy, f16_copy_len};
+use rullama_kernels::ops::f16_copy::{
+    check_transposable, f16_copy, f16_copy_len, f16_copy_transposed,
+};
+use rullama_kernels::ops::matmul::Tile;
 use rullama_kernels::ops::matmul_dense::DenseTile;
+use rullama_kernels::ops::split::Out;
+use rullama_kernels::ops::split_k::SplitK;
 use rullama_kernels::ops::{dropout, elementwise, embed, glu, unary};
 use rullama_kernels::{GpuFormat, GpuTensor, GpuWeight, OpId, View, WeightShape};
 use rullama_model::ModelError;
@@ -289,7 +294,12 @@ impl Lower<'_> {
             true => Some(self.pool.take(gpu, n * d)?),
             false => None,
         };
-        let dense = self.head_dense(head.w, chunk, n.div_ceil(chunk))?;
+        let chunks = n.div_ceil(chunk);
+        let dense = self.head_dense(head.w, chunk, chunks)?;
+        let grad_dense = match backward {
+            true => self.head_grad_dense(head.w, chunk, chunks)?,
+            false => None,
+        };
         let mut loss_ops = Vec::new();
         for c0 in (0..n).step_by(chunk) {
             let rows = chunk.min(n - c0);
@@ -310,15 +320,30 @@ impl Lower<'_> {
             loss_ops.push(self.push(op, "cross-entropy")?);
             if let Some(dx) = &dx {
                 let dx = View::at(dx, c0 * d);
-                // Through the weight as stored, not the f16 copy: the tensor-core input
-                // gradient ran slower over F16 rows than over Q8_0's (docs/PERF.md,
-                // X-head-grad-f16).
-                self.input_grad_into(head.w, &logits, dx, false, rows)?;
+                match &grad_dense {
+                    Some(g) => {
+                        let out = Out::new(dx, d);
+                        let ops = m.split_k_ops(
+                            g.copy.all_rows(),
+                            (&logits).into(),
+                            None,
+                            &[out],
+                            (&g.scratch).into(),
+                            g.split,
+                        );
+                        self.extend(ops, "LM head input gradient")?;
+                    }
+                    None => self.input_grad_into(head.w, &logits, dx, false, rows)?,
+                }
             }
         }
         self.pool.give(logits);
         if let Some((t, _)) = dense {
             self.pool.give(t);
+        }
+        if let Some(g) = grad_dense {
+            self.pool.give(g.buf);
+            self.pool.give(g.scratch);
         }
         self.read_done(head.x);
         self.grads[head.x] = dx.map(Rc::new);
@@ -352,6 +377,79 @@ impl Lower<'_> {
         let copy = GpuWeight::in_buffer(shape, t.buf.clone());
         Ok(Some((t, copy)))
     }
+
+    /// The LM head's `Wᵀ` copied to f16 once for the step's chunks, where its input gradient
+    /// `dx = dy W` takes the dense kernel as the product `dy (Wᵀ)ᵀ`, split K over the
+    /// vocabulary (`Matmul::split_k_ops` with a dense tile): where the forward takes the dense
+    /// kernel ([`Lower::head_dense`]'s rule) and `Wᵀ`'s rows fit it. On gemma-3-270m's head
+    /// (256 tokens x 640 x 262,144) that ran at 124 TFLOP/s against 83 for the tensor-core
+    /// input gradient over the Q8_0 rows as stored (docs/PERF.md, D-head-grad-dense); the copy
+    /// costs one pass over the weight a step and its f16 bytes (335 MB) through the head.
+    /// `None`: the gradient reads the weight as stored (`input_grad_into`).
+    fn head_grad_dense(
+        &mut self,
+        w: &GpuWeight,
+        chunk: usize,
+        chunks: usize,
+    ) -> Result<Option<HeadGradDense>> {
+        let s = w.shape;
+        let transposed = WeightShape {
+            format: GpuFormat::F16,
+            n_in: s.n_out,
+            n_out: s.n_in,
+        };
+        let dense = chunks >= HEAD_DENSE_MIN_CHUNKS
+            && self.dense_copy_fits(s)
+            && self.dense_copy_fits(transposed)
+            && DenseTile::for_shape(s.n_out, chunk).is_some()
+            && check_transposable(w).is_ok();
+        if !dense {
+            return Ok(None);
+        }
+        let buf = self.pool.take(self.gpu, f16_copy_len(w.all_rows()))?;
+        self.extend(
+            f16_copy_transposed(w, (&buf).into()),
+            "LM head transposed f16 copy",
+        )?;
+        let copy = GpuWeight::in_buffer(transposed, buf.buf.clone());
+        let split = SplitK {
+            splits: head_grad_splits(s.n_in, chunk, s.n_out),
+            tile: Tile::Dense(DenseTile::Square),
+        };
+        let len = self.matmul(chunk).split_k_scratch(copy.all_rows(), split);
+        let scratch = self.pool.take(self.gpu, len)?;
+        Ok(Some(HeadGradDense {
+            buf,
+            copy,
+            split,
+            scratch,
+        }))
+    }
+}
+
+/// The LM head's input gradient on the dense kernel ([`Lower::head_grad_dense`]): `Wᵀ` in
+/// f16 (the F16 weight `copy` over the pool buffer `buf`), the split and the split-K partial
+/// sums' scratch, for the head's chunks.
+struct HeadGradDense {
+    buf: GpuTensor,
+    copy: GpuWeight,
+    split: SplitK,
+    scratch: GpuTensor,
+}
+
+/// Workgroups the head's split-K input gradient aims at: 256 took 695 us a 256-token chunk of
+/// gemma-3-270m's head on the H200, 130 (13 splits) 715 and 400 (40) 917.
+const HEAD_GRAD_WORKGROUPS: usize = 256;
+
+/// Splits of the head gradient's sum over `vocab` rows for a chunk of `rows` tokens and `d`
+/// outputs: enough for [`HEAD_GRAD_WORKGROUPS`] 128 x 128 workgroups, each summing at least
+/// 8 units of 32.
+fn head_grad_splits(d: usize, rows: usize, vocab: usize) -> usize {
+    let tiles = d.div_ceil(128) * rows.div_ceil(128);
+    HEAD_GRAD_WORKGROUPS
+        .div_ceil(tiles)
+        .min(vocab / 32 / 8)
+        .max(1)
 }
 
 /// The fewest chunks of the loss head over which its weight is copied to f16 for the dense
@@ -359,3 +457,18 @@ impl Lower<'_> {
 /// the product runs over several chunks, and at a single sequence the memory it holds is what
 /// the step must not grow (a batch of one at 512 tokens is two chunks of gemma-3-270m's head).
 const HEAD_DENSE_MIN_CHUNKS: usize = 4;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// gemma-3-270m's head over a 256-token chunk: 5 x 2 tiles of 128, 26 splits of the
+    /// vocabulary (260 workgroups, each summing 10,083 rows); a short vocabulary caps the splits
+    /// at units of 8 x 32 rows.
+    #[test]
+    fn head_grad_split_counts() {
+        assert_eq!(head_grad_splits(640, 256, 262_144), 26);
+        assert_eq!(head_grad_splits(2560, 256, 262_144), 7);
+        assert_eq!(head_grad_splits(640, 256, 1024), 4);
+    }
+}
