@@ -131,6 +131,42 @@ fn accumulate(
     Ok(c)
 }
 
+/// Split K on the dense kernel ([`Matmul::split_k_ops`] with a dense tile: the LM head's input
+/// gradient over its transposed f16 copy sums 262,144 inputs into few output tiles): each
+/// split's share of the inputs into its scratch slice, then the slices added in split order.
+/// The bound is [`CHECK`]'s (`ops/split_k.rs` says why the partials' additions stay inside it).
+pub const CHECK_SPLIT_K: Check = Check {
+    name: "matmul_dense_split_k",
+    tolerance: "matmul_dense's",
+    case: split_k_case,
+};
+
+fn split_k_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    coop_device(gpu)?;
+    let tile = rng.pick(&DenseTile::ALL);
+    let whole = rng.bool();
+    let (n_out, n_tokens) = match whole {
+        true => (tile.rows(), tile.tokens()),
+        false => (rng.range(1, 300), rng.range(1, 300)),
+    };
+    Case {
+        format: GpuFormat::F16,
+        n_out,
+        n_in: 32 * rng.range(4, 12),
+        n_tokens,
+        // Split K takes the weight's one chunk.
+        chunk_rows: n_out,
+        x_pad: 4 * rng.range(0, 2),
+        y_pad: rng.range(0, 3),
+        y_offset: rng.range(0, 3),
+        bias: rng.bool(),
+        seed: rng.next_u64(),
+        tile: Some(Tile::Dense(tile)),
+        k_splits: rng.range(2, 5),
+    }
+    .run(gpu, true, &ROUNDED)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,40 +234,4 @@ mod tests {
             }
         }
     }
-}
-
-/// Split K on the dense kernel ([`Matmul::split_k_ops`] with a dense tile: the LM head's input
-/// gradient over its transposed f16 copy sums 262,144 inputs into few output tiles): each
-/// split's share of the inputs into its scratch slice, then the slices added in split order.
-/// The bound is [`CHECK`]'s (`ops/split_k.rs` says why the partials' additions stay inside it).
-pub const CHECK_SPLIT_K: Check = Check {
-    name: "matmul_dense_split_k",
-    tolerance: "matmul_dense's",
-    case: split_k_case,
-};
-
-fn split_k_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
-    coop_device(gpu)?;
-    let tile = rng.pick(&DenseTile::ALL);
-    let whole = rng.bool();
-    let (n_out, n_tokens) = match whole {
-        true => (tile.rows(), tile.tokens()),
-        false => (rng.range(1, 300), rng.range(1, 300)),
-    };
-    Case {
-        format: GpuFormat::F16,
-        n_out,
-        n_in: 32 * rng.range(4, 12),
-        n_tokens,
-        // Split K takes the weight's one chunk.
-        chunk_rows: n_out,
-        x_pad: 4 * rng.range(0, 2),
-        y_pad: rng.range(0, 3),
-        y_offset: rng.range(0, 3),
-        bias: rng.bool(),
-        seed: rng.next_u64(),
-        tile: Some(Tile::Dense(tile)),
-        k_splits: rng.range(2, 5),
-    }
-    .run(gpu, true, &ROUNDED)
 }
