@@ -30,7 +30,7 @@ use rullama_kernels::ops::attention::{Attention, DECODE_KEY_GROUPS};
 use rullama_kernels::ops::attention_backward::{BackwardSplits, TrainAttentionBackward};
 use rullama_kernels::ops::attention_train::{TrainAttention, TrainAttentionForward};
 use rullama_kernels::ops::elementwise::add_inplace;
-use rullama_kernels::ops::f16_copy::{f16_copy_len, f16_copy_transposed};
+use rullama_kernels::ops::f16_copy::{f16_copy, f16_copy_len, f16_copy_transposed};
 use rullama_kernels::ops::glu::{Activation, glu};
 use rullama_kernels::ops::head_norm_rope::{HeadNormRope, Heads};
 use rullama_kernels::ops::kv::{KvAppend, KvCache, KvDtype, KvLayout};
@@ -838,6 +838,38 @@ fn bench_head_grad_dense(ctx: &Ctx, c: &mut Criterion) {
     }
 }
 
+/// The dense route's f16 copies of a weight (`f16_copy`, once a prompt chunk for each product
+/// on the dense kernel) at qwen2.5-7b's shapes: bytes read as stored plus the f16 written.
+fn bench_f16_copy(ctx: &Ctx, c: &mut Criterion) {
+    let gpu = &ctx.gpu;
+    let cpu = gpu.info.device_type == wgpu::DeviceType::Cpu;
+    // (format, n_in, rows): gate|up and down of qwen2.5-7b.
+    let mut cases = vec![
+        (GpuFormat::Q4K, 3584, 37_888),
+        (GpuFormat::Q4K, 18_944, 3584),
+        (GpuFormat::Q6K, 18_944, 3584),
+        (GpuFormat::Q8_0, 3584, 4608),
+    ];
+    if cpu {
+        cases = vec![(GpuFormat::Q4K, 256, 64)];
+    }
+    for (f, n_in, rows) in cases {
+        let name = format!("f16_copy/{}/{n_in}x{rows}", f.name());
+        if !ctx.wants(&name) {
+            continue;
+        }
+        let w = weight(gpu, f, n_in, rows);
+        let len = f16_copy_len(w.all_rows());
+        let out = GpuTensor::zeros(gpu, &[len], Dtype::F32);
+        let ops = f16_copy(w.all_rows(), (&out).into()).unwrap();
+        let work = Work {
+            bytes: (f.row_bytes(n_in) * rows + 4 * len) as u64,
+            flops: 0.0,
+        };
+        ctx.bench(c, &name, ops, work, 4);
+    }
+}
+
 /// LoRA's thin products at gemma-3-270m's batch-8 training shapes (4,096 tokens, rank 16):
 /// `thin_out` (x A^T, dy B) and `thin_sum` (h B^T added into y, dh A), whose bytes bound them.
 fn bench_thin(ctx: &Ctx, c: &mut Criterion) {
@@ -1483,6 +1515,7 @@ fn main() {
     bench_small_m(&ctx, &mut c);
     bench_input_grad(&ctx, &mut c);
     bench_thin(&ctx, &mut c);
+    bench_f16_copy(&ctx, &mut c);
     bench_head_grad_dense(&ctx, &mut c);
     bench_attention(&ctx, &mut c);
     bench_train_attention(&ctx, &mut c);
