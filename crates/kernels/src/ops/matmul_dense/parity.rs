@@ -70,14 +70,19 @@ pub const CHECK_ACCUMULATE: Check = Check {
     case: accumulate_case,
 };
 
+/// A random dense tile and an output shape for it: one whole tile (the direct store) or a
+/// random size (partial tiles through the scratch), as likely.
+fn tile_and_shape(rng: &mut Rng) -> (DenseTile, usize, usize) {
+    let tile = rng.pick(&DenseTile::ALL);
+    match rng.bool() {
+        true => (tile, tile.rows(), tile.tokens()),
+        false => (tile, rng.range(1, 300), rng.range(1, 300)),
+    }
+}
+
 fn accumulate_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
     coop_device(gpu)?;
-    let tile = rng.pick(&DenseTile::ALL);
-    let whole = rng.bool();
-    let (n_out, n_tokens) = match whole {
-        true => (tile.rows(), tile.tokens()),
-        false => (rng.range(1, 300), rng.range(1, 300)),
-    };
+    let (tile, n_out, n_tokens) = tile_and_shape(rng);
     accumulate(
         gpu,
         tile,
@@ -143,12 +148,7 @@ pub const CHECK_SPLIT_K: Check = Check {
 
 fn split_k_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
     coop_device(gpu)?;
-    let tile = rng.pick(&DenseTile::ALL);
-    let whole = rng.bool();
-    let (n_out, n_tokens) = match whole {
-        true => (tile.rows(), tile.tokens()),
-        false => (rng.range(1, 300), rng.range(1, 300)),
-    };
+    let (tile, n_out, n_tokens) = tile_and_shape(rng);
     Case {
         format: GpuFormat::F16,
         n_out,
