@@ -870,6 +870,63 @@ fn bench_f16_copy(ctx: &Ctx, c: &mut Criterion) {
     }
 }
 
+/// The dense kernel split K (`Matmul::split_k_ops` with a dense tile) on the prefill's
+/// products of few output tiles: qwen2.5-7b's q|k|v, o and down at 922 tokens (288 and 224
+/// workgroups of 128 x 128 unsplit). Names `matmul_dense_split_k/<tokens>x<n_in>x<rows>/s<k>`.
+fn bench_dense_split_k(ctx: &Ctx, c: &mut Criterion) {
+    let gpu = &ctx.gpu;
+    if !gpu.caps.coop_f16 {
+        return;
+    }
+    let n_tokens = 922;
+    for (n_in, n_out) in [(3584, 4608), (3584, 3584), (18_944, 3584)] {
+        let base = format!("matmul_dense_split_k/{n_tokens}x{n_in}x{n_out}");
+        let splits = [1, 2, 3, 4];
+        if !splits.iter().any(|k| ctx.wants(&format!("{base}/s{k}"))) {
+            continue;
+        }
+        let w = weight(gpu, GpuFormat::F16, n_in, n_out);
+        let x = GpuTensor::from_f32(gpu, &[n_tokens * n_in], &random_f32(n_tokens * n_in, 3));
+        let y = GpuTensor::zeros(gpu, &[n_tokens * n_out], Dtype::F32);
+        let m = Matmul {
+            n_tokens,
+            strides: Strides::default(),
+            tensor_cores: true,
+        };
+        let work = Work {
+            bytes: (2 * n_in * n_out) as u64,
+            flops: 2.0 * (n_tokens * n_in * n_out) as f64,
+        };
+        for k in splits {
+            let tile = DenseTile::Square;
+            let ops = match k {
+                1 => m
+                    .dense_ops(tile, &w, (&x).into(), None, (&y).into())
+                    .unwrap(),
+                _ => {
+                    let split = SplitK {
+                        splits: k,
+                        tile: Tile::Dense(tile),
+                    };
+                    let len = m.split_k_scratch(w.all_rows(), split);
+                    let scratch = GpuTensor::zeros(gpu, &[len], Dtype::F32);
+                    let out = Out::new((&y).into(), n_out);
+                    m.split_k_ops(
+                        w.all_rows(),
+                        (&x).into(),
+                        None,
+                        &[out],
+                        (&scratch).into(),
+                        split,
+                    )
+                    .unwrap()
+                }
+            };
+            ctx.bench(c, &format!("{base}/s{k}"), ops, work, 4);
+        }
+    }
+}
+
 /// LoRA's thin products at gemma-3-270m's batch-8 training shapes (4,096 tokens, rank 16):
 /// `thin_out` (x A^T, dy B) and `thin_sum` (h B^T added into y, dh A), whose bytes bound them.
 fn bench_thin(ctx: &Ctx, c: &mut Criterion) {
@@ -1516,6 +1573,7 @@ fn main() {
     bench_input_grad(&ctx, &mut c);
     bench_thin(&ctx, &mut c);
     bench_f16_copy(&ctx, &mut c);
+    bench_dense_split_k(&ctx, &mut c);
     bench_head_grad_dense(&ctx, &mut c);
     bench_attention(&ctx, &mut c);
     bench_train_attention(&ctx, &mut c);
