@@ -915,9 +915,31 @@ fn bench_attention(ctx: &Ctx, c: &mut Criterion) {
         ("gemma3-prompt", 4, 1, 256, 512, 512, 512, true),
         ("gemma3-prompt", 4, 1, 256, 1024, 1024, 1024, true),
         ("qwen2.5-prompt", 14, 2, 64, 1024, 1024, 1024, true),
-        // The long prefills that bound qwen2.5-7b's and gemma3-4b's (global layers') prompt.
+        // The long prefills that bound qwen2.5-7b's and gemma3-4b's (global layers') prompt:
+        // 8,192 tokens in one block, and the second of two blocks of the default ubatch
+        // (4,096 tokens after 4,096).
         ("qwen2.5-7b-prompt", 28, 4, 128, 8192, 8192, 8192, false),
+        (
+            "qwen2.5-7b-prompt-2nd4096",
+            28,
+            4,
+            128,
+            8192,
+            4096,
+            8192,
+            false,
+        ),
         ("gemma3-4b-prompt", 8, 4, 256, 8192, 8192, 8192, false),
+        (
+            "gemma3-4b-prompt-2nd4096",
+            8,
+            4,
+            256,
+            8192,
+            4096,
+            8192,
+            false,
+        ),
     ];
     if cpu {
         cases = vec![
@@ -976,10 +998,11 @@ fn bench_attention(ctx: &Ctx, c: &mut Criterion) {
             let out = GpuTensor::zeros(gpu, &[n_tokens * n_heads * hd], Dtype::F32);
             let splits = GpuTensor::zeros(gpu, &[attn.splits_len(&layout).max(1)], Dtype::U32);
             let elem = if dtype == KvDtype::F16 { 2 } else { 4 };
+            // Token i of the block (at len - n_tokens + i) sees len - n_tokens + i + 1 keys.
+            let keys_seen = (len - n_tokens) as f64 + (n_tokens + 1) as f64 / 2.0;
             let work = Work {
                 bytes: (2 * n_kv * len * hd * elem) as u64,
-                flops: 4.0 * (n_tokens * n_heads * hd * len) as f64
-                    / if n_tokens > 1 { 2.0 } else { 1.0 },
+                flops: 4.0 * (n_tokens * n_heads * hd) as f64 * keys_seen,
             };
             // The key groups `ops` picks, and the other count beside them: decode's for
             // prompt blocks, one for decode at 16 positions a split.
