@@ -55,8 +55,9 @@ const BINDINGS: &[BindingKind] = &[
 pub const WORKGROUP: u32 = 256;
 /// Query rows per workgroup (`TR` in the program): four 16-row tiles.
 const TILE_ROWS: usize = 64;
-/// The cache lengths the kernel takes are multiples of this (the model allocates its caches
-/// in whole blocks of 16 positions).
+/// The cache lengths [`Attention::coop_fits`] accepts are multiples of this; the model
+/// allocates its caches in whole blocks of it. (The kernel itself stages keys as zeros from
+/// the tile's last on, so any length would do.)
 pub const KEY_BLOCK: usize = 16;
 
 /// The tensor-core attention kernel: `HD` = head_dim.

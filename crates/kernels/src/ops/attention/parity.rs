@@ -109,7 +109,8 @@ impl Attention {
                 let n = (hi - lo) as f64;
                 let tiles = n / KEY_TILE as f64 + 2.0;
                 // Rescalings besides the tiles': a split's key groups merged, then the
-                // splits, then the key groups' shares of the splits.
+                // splits, then the key groups' shares of the splits; and the partials a row
+                // combines.
                 let splits = (self.n_splits(l) + 2 * self.key_groups(l) as usize + combines) as f64;
                 let mut rel = (2.0 * delta).exp_m1()
                     + U * (12.0 + 10.0 * e)
