@@ -1,33 +1,44 @@
 // Prompt-block attention on the tensor cores: the contract of attention.wgsl for one split
 // (causal by position, GQA, sliding window, scale, soft-cap; out[out_offset + (t * n_heads +
 // h) * HD + d]) over an f16 cache, with q rounded to f16 and the products on 16 x 16 x 16
-// cooperative matrices (f16 operands, f32 sums). The types and ops (MatA, MatB, MatC,
-// coop_lane, mma; load_q, load_p, load_kt, load_v, store_s, store_o) come from
-// common/coop_ops.wgsl and attention/coop_io.wgsl, or in the tests' emulation from
-// common/coop_emul.wgsl and attention/coop_io_emul.wgsl.
+// cooperative matrices (f16 operands, f32 sums). The types and the product (MatA, MatB, MatC,
+// coop_lane, mma) come from common/coop_ops.wgsl, the loads and stores (load_held, load_w,
+// load_bt, load_b_rows, store_scores, store_rows) from attention/coop_io.wgsl, or in the
+// tests' emulation from common/coop_emul.wgsl and attention/coop_io_emul.wgsl.
 //
-// Workgroup (tile, kv head) of 128 invocations = 4 subgroups of 32 takes 16 query rows of kv
-// head kvh (row r = t * group + g is head kvh * group + g of token t, as in attention.wgsl)
-// and walks the keys its rows need in blocks of BK = 64, subgroup s taking keys 16 s .. 16 s +
-// 15 of a block. Two passes over the blocks, so that the output accumulators never need a
-// per-row rescale (a cooperative matrix's elements cannot be addressed by row):
-// 1. S = Q K^T for the block (HD / 16 multiply-adds per subgroup: q from workgroup memory,
-//    K^T straight from the cache), scaled, soft-capped and masked by plain code through
-//    workgroup memory; each of a row's 8 invocations keeps a running max and sum (online)
-//    over its own 8 keys of every block, and at the end the 8 partials are combined through
-//    workgroup memory into the row's max m and sum l (every invocation of the row combining
-//    them in the same order, so they agree).
-// 2. S again (the same products), P = exp(S - m) / l rounded to f16 into workgroup memory,
-//    and O += P V, subgroup s owning dims s HD / 4 .. (s + 1) HD / 4 (HD / 64 accumulators
-//    of 16 x 16), V straight from the cache.
-// The cache is read as vec4<f16> (the f16 cache's words, two values each, low half first):
-// a block of 16 keys of one kv head is 16 rows of HD values, 16-byte aligned for any key
-// since HD >= 64, and the Rust side requires max_len to be a multiple of 16, so a block that
-// starts below max_len lies inside the head; one past it (a subgroup's keys beyond the tile's
-// last key) loads the head's last block instead, whose scores are all masked. Masked keys
-// weigh exactly 0, and the cache holds finite values everywhere (zeros where never written),
-// so they add nothing to O. Every coop op is reached in uniform control flow: the loops'
-// bounds are workgroup-uniform loads and HD is an override.
+// One workgroup of 256 invocations = 8 subgroups of 32 per (tile of TR = 64 query rows, kv
+// head kvh); row r = t * group + g is head kvh * group + g of token t, as in attention.wgsl.
+// The last tiles first: their rows see the most keys (causal), so started last they would run
+// on alone at the end (docs/PERF.md, D-two-units-a-barrier). Subgroup s owns row tile s % 4
+// (16 rows). The rows' q is staged once through `tile` (half of the dims at a time: 64 rows of
+// HD values do not fit beside the rest) and held in registers as HD / 16 A operands. The keys
+// the tile sees are walked in blocks of BK = 32 copied from the cache into `tile`: subgroup s
+// computes the 16 x 16 score tile of its rows and the block's key tile s / 4 over all of the
+// dims, into `scores` (f32); the plain code (invocation i: row i % 64, keys 8 (i / 64) .. + 7
+// of the block) applies the scale, soft-cap and masks. A staged key feeds 64 rows (a 16-row
+// tiling reading K and V straight from the cache fed 16 and left the kernel bound by its
+// blocks' latency).
+//
+// Two passes over the blocks, so that the output accumulators are never rescaled (a
+// cooperative matrix's elements cannot be addressed by row): pass 1 takes each row's max and
+// sum of exp(s - max) (each of its 4 invocations online over its 8 keys of every block, the 4
+// partials combined at the end); pass 2 recomputes the scores, rounds P = exp(s - m) / l to
+// f16 into `wt`, stages V in place of K and adds P V into f32 accumulators, subgroup s owning
+// its row tile's dims (s / 4) HD / 2 .. + HD / 2 (HD / 32 accumulators). Rescaling through
+// workgroup memory instead would move the 64 x HD accumulators there and back at every block
+// (64 KiB at HD 256, more than fits).
+//
+// Each block's cache reads overlap the products before it: an invocation loads its share of
+// the next rows (the block's V during its scores, the next block's K during P V) into
+// registers (`staged`) and stores them to `tile` after the barrier that frees it. The cache is
+// read as vec4<f16> (the f16 cache's words, two values each, low half first; a key's HD
+// values start 16-byte aligned since HD >= 64); keys at or past the tile's last are staged as
+// zeros (never read, so a block may run past the cache's end). Masked keys weigh exactly 0
+// and the cache holds finite values everywhere (zeros where never written), so they add
+// nothing to O. Every coop op is reached in uniform control flow (loop bounds come from
+// workgroupUniformLoad, HD is an override). Workgroup memory at HD 256: `tile` 16.5 KiB,
+// `scores` 8 KiB, `wt` 5 KiB, under lavapipe's 32 KiB (the tests run the emulated body
+// there).
 // Precision: q and P rounded to f16 (one f16 ulp each), the cache's values exact, products
 // exact in f32 and summed in f32 by the tensor cores; m, l, the scale and the soft-cap in f32
 // plain arithmetic (docs/KERNELS.md has the bound).
@@ -37,58 +48,141 @@
 @group(0) @binding(2) var<storage, read> kc: array<vec4<f16>>;
 @group(0) @binding(3) var<storage, read> vc: array<vec4<f16>>;
 
-// Must be 128 (4 subgroups of 32).
-override WG: u32 = 128u;
+// Must be 256 (8 subgroups of 32: `Caps::coop_f16` holds only where the subgroup is 32 wide).
+override WG: u32 = 256u;
 // Head dimension: 64, 128 or 256.
 override HD: u32 = 128u;
-// Query rows per workgroup (one coop tile) and keys per block (16 per subgroup).
-const TR: u32 = 16u;
-const BK: u32 = 64u;
-// Row strides in vec4<f16> of the q tile (HD values + 8 of padding) and the P tile (BK + 8):
-// every row starts 16-byte aligned, as a coop load needs, and rows start in different banks.
-override RQ: u32 = HD / 4u + 2u;
-const RP: u32 = BK / 4u + 2u;
+// Query rows a workgroup (four row tiles).
+const TR: u32 = 64u;
+// Keys a block (two key tiles).
+const BK: u32 = 32u;
+// Row stride of `tile` holding a block's keys, in vec4<f16> (HD values + 8 of padding): every
+// row starts 16-byte aligned, as a coop load needs, and consecutive rows start in different
+// banks.
+override RS: u32 = HD / 4u + 2u;
+// Row stride of `tile` holding half of the dims of the 64 rows' q (no padding: 64 padded rows
+// would not fit, and q is loaded once).
+override QS: u32 = HD / 8u;
+// Column stride of `scores` (a column: the block's rows).
+const SC: u32 = TR;
+// Row stride of `wt` in vec4<f16> (32 weights + 8 of padding).
+const RW: u32 = 10u;
 // Score of a masked key (and the running max before any key); exp(NONE - m) is 0.
 const NONE: f32 = -3.0e38;
 
-var<workgroup> qs: array<vec4<f16>, 1056>; // TR * RQ at HD 256
-var<workgroup> ps: array<vec4<f16>, 288>; // TR * RP
-// The block's scores, column-major (key k of the block, row r at k * TR + r).
-var<workgroup> ss: array<f32, 1024>; // BK * TR
-// One 16 x 16 output tile per subgroup, column-major, for the final store.
-var<workgroup> os: array<f32, 1024>;
-// Each invocation's running max and sum at the end of pass 1 (invocation tid at tid).
-var<workgroup> part_m: array<f32, 128>;
-var<workgroup> part_l: array<f32, 128>;
-// The tile's key range (x, y); a vec4 so that every workgroup variable is a multiple of 16
-// bytes (a scalar among them may leave the coop tiles only 8-byte aligned).
+// A block's keys (K, then V), 32 rows of HD; or half of the rows' q, 64 rows of HD / 2.
+var<workgroup> tile: array<vec4<f16>, 2112>; // 32 * RS at HD 256
+// The block's scores, 64 rows x 32 keys, column-major (row r, key c at 64 c + r): the plain
+// code's reads are consecutive. Also pass 1's partial maxima and sums, and the accumulators on
+// their way out (eight 16 x 16 tiles).
+var<workgroup> scores: array<f32, 2048>;
+// The block's P, 64 rows x 32 keys as f16.
+var<workgroup> wt: array<vec4<f16>, 640>;
+// The tile's keys (x .. y); a vec4 so that every workgroup variable is a multiple of 16 bytes
+// (a scalar among them may leave the coop tiles only 8-byte aligned: docs/KERNELS.md).
 var<workgroup> key_range: vec4<u32>;
+// This invocation's share of the next rows to stage (HD / 32 vec4s of 32 rows of HD).
+var<private> staged: array<vec4<f16>, 8>;
 
-// Score j (0 .. BK) of row r in the block at kb: the product scaled, soft-capped, masked
-// outside the row's keys.
-fn score(kb: u32, j: u32, r: u32, keys: vec2<u32>, valid: bool) -> f32 {
-    let key = kb + j;
-    var s = ss[j * TR + r] * p.scale;
+// `tile` from dims h HD / 2 .. + HD / 2 of the q rows row0 .. row0 + 63 of kv head kvh
+// (zeros past the block's rows), QS vec4s a row.
+fn stage_q_half(kvh: u32, row0: u32, h: u32, tid: u32) {
+    let n_rows = p.n_tokens * p.group;
+    for (var i = tid; i < TR * QS; i += WG) {
+        let r = i / QS;
+        let row = row0 + r;
+        var a = vec4<f32>(0.0);
+        if row < n_rows {
+            let head = kvh * p.group + row % p.group;
+            let b = p.q_offset + (row / p.group) * p.q_stride + head * HD + h * (HD / 2u)
+                + 4u * (i % QS);
+            a = vec4<f32>(qv[b], qv[b + 1u], qv[b + 2u], qv[b + 3u]);
+        }
+        tile[i] = vec4<f16>(a);
+    }
+}
+
+// This invocation's share of the 32 K rows (`from_v`: V rows) of the block at key j0 into
+// `staged`; `head` is the cache's vec4 index of the kv head's first value, `hi` the tile's
+// end (zeros from there).
+fn load_block(head: u32, j0: u32, hi: u32, from_v: bool, tid: u32) {
+    for (var u = 0u; u < HD / 32u; u++) {
+        let i = tid + WG * u;
+        let key = j0 + i / (HD / 4u);
+        var a = vec4<f16>(0.0);
+        if key < hi {
+            let at = head + key * (HD / 4u) + i % (HD / 4u);
+            if from_v {
+                a = vc[at];
+            } else {
+                a = kc[at];
+            }
+        }
+        staged[u] = a;
+    }
+}
+
+// `staged` into `tile` (after a barrier that frees it).
+fn store_block(tid: u32) {
+    for (var u = 0u; u < HD / 32u; u++) {
+        let i = tid + WG * u;
+        tile[(i / (HD / 4u)) * RS + i % (HD / 4u)] = staged[u];
+    }
+}
+
+// The 16 x 16 score tile (before the scale) of row tile `rt` and the block's key tile `kt`:
+// the held q (`a0..a7` dims 0 .. HD / 2, `b0..b7` the rest; HD / 32 of each used) times the
+// key tile's rows of `tile` as B, into `scores`.
+fn score_tile(
+    a0: MatA, a1: MatA, a2: MatA, a3: MatA, a4: MatA, a5: MatA, a6: MatA, a7: MatA,
+    b0: MatA, b1: MatA, b2: MatA, b3: MatA, b4: MatA, b5: MatA, b6: MatA, b7: MatA,
+    rt: u32, kt: u32,
+) {
+    let at = 16u * kt * RS;
+    let h = HD / 8u;
+    var s = MatC();
+    s = mma(a0, load_bt(at), s);
+    s = mma(a1, load_bt(at + 4u), s);
+    if HD >= 128u {
+        s = mma(a2, load_bt(at + 8u), s);
+        s = mma(a3, load_bt(at + 12u), s);
+    }
+    if HD >= 256u {
+        s = mma(a4, load_bt(at + 16u), s);
+        s = mma(a5, load_bt(at + 20u), s);
+        s = mma(a6, load_bt(at + 24u), s);
+        s = mma(a7, load_bt(at + 28u), s);
+    }
+    s = mma(b0, load_bt(at + h), s);
+    s = mma(b1, load_bt(at + h + 4u), s);
+    if HD >= 128u {
+        s = mma(b2, load_bt(at + h + 8u), s);
+        s = mma(b3, load_bt(at + h + 12u), s);
+    }
+    if HD >= 256u {
+        s = mma(b4, load_bt(at + h + 16u), s);
+        s = mma(b5, load_bt(at + h + 20u), s);
+        s = mma(b6, load_bt(at + h + 24u), s);
+        s = mma(b7, load_bt(at + h + 28u), s);
+    }
+    store_scores(s, TR * 16u * kt + 16u * rt);
+}
+
+// The four scores of keys j0 + c0 .. c0 + 3 for tile row r (seeing keys [keys.x, keys.y),
+// none unless `valid`): scaled, soft-capped, NONE where the row does not see the key.
+fn block_scores(j0: u32, r: u32, c0: u32, keys: vec2<u32>, valid: bool) -> vec4<f32> {
+    var s = p.scale * vec4<f32>(
+        scores[SC * c0 + r],
+        scores[SC * (c0 + 1u) + r],
+        scores[SC * (c0 + 2u) + r],
+        scores[SC * (c0 + 3u) + r],
+    );
     if p.softcap > 0.0 {
         s = p.softcap * tanh(s / p.softcap);
     }
-    if !valid || key < keys.x || key >= keys.y {
-        s = NONE;
-    }
-    return s;
-}
-
-// The block's S = Q K^T for subgroup sg's 16 keys into ss (then a barrier). `head` is the
-// cache's vec4 index of the kv head's first value.
-fn block_scores(kb: u32, sg: u32, head: u32) {
-    let key0 = min(kb + 16u * sg, p.max_len - 16u);
-    let k_at = head + key0 * (HD / 4u);
-    var s = MatC();
-    for (var c = 0u; c < HD / 16u; c++) {
-        s = mma(load_q(4u * c), load_kt(k_at + 4u * c), s);
-    }
-    store_s(s, 16u * TR * sg);
-    workgroupBarrier();
+    let js = vec4<u32>(j0 + c0) + vec4<u32>(0u, 1u, 2u, 3u);
+    let vis = vec4<bool>(valid) & (js >= vec4<u32>(keys.x)) & (js < vec4<u32>(keys.y));
+    return select(vec4<f32>(NONE), s, vis);
 }
 
 @compute @workgroup_size(WG)
@@ -97,142 +191,186 @@ fn main(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
-    // The last tiles first: their rows see the most keys (causal), so started last they would
-    // run on alone at the end (docs/PERF.md, D-two-units-a-barrier).
-    let tile = nwg.x - 1u - wid.x;
-    let kvh = wid.y;
     let sg = tid / 32u;
-    let lane = tid % 32u;
-    coop_lane(lane);
+    coop_lane(tid % 32u);
+    let kvh = wid.y;
     let n_rows = p.n_tokens * p.group;
-    let row0 = tile * TR;
-
-    // Stage q: invocation tid writes vec4s tid, tid + WG, .. of the 16 x HD tile (zeros for rows
-    // past the block).
-    for (var i = tid; i < TR * HD / 4u; i += WG) {
-        let r = i / (HD / 4u);
-        let d = 4u * (i % (HD / 4u));
-        let row = row0 + r;
-        var v = vec4<f32>(0.0);
-        if row < n_rows {
-            let t = row / p.group;
-            let h = kvh * p.group + row % p.group;
-            let b = p.q_offset + t * p.q_stride + h * HD + d;
-            v = vec4<f32>(qv[b], qv[b + 1u], qv[b + 2u], qv[b + 3u]);
-        }
-        qs[r * RQ + d / 4u] = vec4<f16>(v);
-    }
-    // The keys any row of the tile needs, from a multiple of 16.
+    let row0 = (nwg.x - 1u - wid.x) * TR;
+    let head = kvh * p.max_len * (HD / 4u);
+    // This subgroup's row tile, and its key tile of a block (scores) or half of the dims (P V).
+    let rt = sg % 4u;
+    let half = sg / 4u;
+    stage_q_half(kvh, row0, 0u, tid);
+    // The keys any row of the tile sees (a row's keys depend on its token only).
     if tid == 0u {
         var lo = 0xffffffffu;
         var hi = 0u;
-        for (var r = row0; r < min(row0 + TR, n_rows); r++) {
-            let b = row_keys(r);
+        let t_end = (min(row0 + TR, n_rows) - 1u) / p.group + 1u;
+        for (var t = row0 / p.group; t < t_end; t++) {
+            let b = row_keys(t * p.group);
             lo = min(lo, b.x);
             hi = max(hi, b.y);
         }
-        key_range = vec4<u32>(lo & ~15u, hi, 0u, 0u);
+        key_range = vec4<u32>(lo, hi, 0u, 0u);
     }
+    // Uniform for the loops' barriers (pos[] is a storage read); also the barrier after q.
     let range = workgroupUniformLoad(&key_range);
     let lo = range.x;
     let hi = range.y;
+    // The row tile's q, 16 dims an operand (those past HD / 32 a half are never read).
+    let qa = 16u * rt * QS;
+    let a0 = load_held(qa);
+    let a1 = load_held(qa + 4u);
+    let a2 = load_held(qa + 8u);
+    let a3 = load_held(qa + 12u);
+    let a4 = load_held(qa + 16u);
+    let a5 = load_held(qa + 20u);
+    let a6 = load_held(qa + 24u);
+    let a7 = load_held(qa + 28u);
+    workgroupBarrier();
+    stage_q_half(kvh, row0, 1u, tid);
+    workgroupBarrier();
+    let b0 = load_held(qa);
+    let b1 = load_held(qa + 4u);
+    let b2 = load_held(qa + 8u);
+    let b3 = load_held(qa + 12u);
+    let b4 = load_held(qa + 16u);
+    let b5 = load_held(qa + 20u);
+    let b6 = load_held(qa + 24u);
+    let b7 = load_held(qa + 28u);
+    if lo < hi {
+        load_block(head, lo, hi, false, tid);
+    }
+    // q is held: `tile` may take the keys.
+    workgroupBarrier();
 
-    // Plain-code role: row r, keys 8 c .. 8 c + 7 of each block.
+    // Plain-code role: row row0 + r, keys 8 c .. 8 c + 7 of each block.
     let r = tid % TR;
     let c = tid / TR;
     let row = row0 + r;
     let valid = row < n_rows;
     let keys = row_keys(min(row, n_rows - 1u));
-    let head = kvh * p.max_len * (HD / 4u);
 
-    // Pass 1: each row's max and sum of exp(s - max) over its keys, each of the row's 8
-    // invocations over its own 8 keys of every block (online), then the 8 partials combined.
+    // Pass 1: each row's max and sum.
     var m = NONE;
     var l = 0.0;
-    for (var kb = lo; kb < hi; kb += BK) {
-        block_scores(kb, sg, head);
-        var sk: array<f32, 8>;
-        var mb = m;
-        for (var k = 0u; k < 8u; k++) {
-            sk[k] = score(kb, 8u * c + k, r, keys, valid);
-            mb = max(mb, sk[k]);
-        }
-        var lb = 0.0;
-        for (var k = 0u; k < 8u; k++) {
-            lb += select(exp(sk[k] - mb), 0.0, sk[k] <= NONE);
-        }
-        l = l * exp(m - mb) + lb;
-        m = mb;
-        // The next block's scores overwrite ss.
+    for (var j0 = lo; j0 < hi; j0 += BK) {
+        store_block(tid);
         workgroupBarrier();
+        if j0 + BK < hi {
+            load_block(head, j0 + BK, hi, false, tid);
+        }
+        score_tile(a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7, rt, half);
+        workgroupBarrier();
+        let s0 = block_scores(j0, r, 8u * c, keys, valid);
+        let s1 = block_scores(j0, r, 8u * c + 4u, keys, valid);
+        let s01 = max(s0, s1);
+        let mb = max(m, max(max(s01.x, s01.y), max(s01.z, s01.w)));
+        let w0 = select(vec4<f32>(0.0), exp(s0 - mb), s0 > vec4<f32>(NONE));
+        let w1 = select(vec4<f32>(0.0), exp(s1 - mb), s1 > vec4<f32>(NONE));
+        l = l * exp(m - mb) + (((w0.x + w0.y) + (w0.z + w0.w)) + ((w1.x + w1.y) + (w1.z + w1.w)));
+        m = mb;
     }
-    part_m[tid] = m;
-    part_l[tid] = l;
+    // Pass 2 starts from the first block's K.
+    if lo < hi {
+        load_block(head, lo, hi, false, tid);
+    }
+    // The last block's scores are read: `scores` takes the partials.
     workgroupBarrier();
-    m = NONE;
-    for (var k = 0u; k < 8u; k++) {
-        m = max(m, part_m[r + TR * k]);
+    scores[tid] = m;
+    scores[WG + tid] = l;
+    workgroupBarrier();
+    var mr = NONE;
+    for (var x = 0u; x < 4u; x++) {
+        mr = max(mr, scores[r + TR * x]);
     }
-    l = 0.0;
-    for (var k = 0u; k < 8u; k++) {
-        l += part_l[r + TR * k] * exp(part_m[r + TR * k] - m);
+    var lr = 0.0;
+    for (var x = 0u; x < 4u; x++) {
+        lr += scores[WG + r + TR * x] * exp(scores[r + TR * x] - mr);
     }
-    let inv_l = select(0.0, 1.0 / l, l > 0.0);
+    let inv = select(0.0, 1.0 / lr, lr > 0.0);
 
-    // Pass 2: O = sum over the blocks of P V, P = exp(s - m) / l.
-    let d0 = sg * (HD / 4u);
+    // Pass 2: O = sum over the blocks of P V.
     var o0 = MatC();
     var o1 = MatC();
     var o2 = MatC();
     var o3 = MatC();
-    for (var kb = lo; kb < hi; kb += BK) {
-        block_scores(kb, sg, head);
-        var pw: array<f32, 8>;
-        for (var k = 0u; k < 8u; k++) {
-            let s = score(kb, 8u * c + k, r, keys, valid);
-            pw[k] = select(exp(s - m) * inv_l, 0.0, s <= NONE);
-        }
-        ps[r * RP + 2u * c] = vec4<f16>(vec4<f32>(pw[0], pw[1], pw[2], pw[3]));
-        ps[r * RP + 2u * c + 1u] = vec4<f16>(vec4<f32>(pw[4], pw[5], pw[6], pw[7]));
+    var o4 = MatC();
+    var o5 = MatC();
+    var o6 = MatC();
+    var o7 = MatC();
+    let wa = 16u * rt * RW;
+    let va = half * (HD / 8u);
+    for (var j0 = lo; j0 < hi; j0 += BK) {
+        store_block(tid);
+        // Also orders the partials' reads before the scores' stores.
         workgroupBarrier();
-        for (var kc16 = 0u; kc16 < BK / 16u; kc16++) {
-            let a = load_p(4u * kc16);
-            let v_at = head + min(kb + 16u * kc16, p.max_len - 16u) * (HD / 4u) + d0 / 4u;
-            o0 = mma(a, load_v(v_at), o0);
+        load_block(head, j0, hi, true, tid);
+        score_tile(a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7, rt, half);
+        workgroupBarrier();
+        let s0 = block_scores(j0, r, 8u * c, keys, valid);
+        let s1 = block_scores(j0, r, 8u * c + 4u, keys, valid);
+        let w0 = select(vec4<f32>(0.0), exp(s0 - mr) * inv, s0 > vec4<f32>(NONE));
+        let w1 = select(vec4<f32>(0.0), exp(s1 - mr) * inv, s1 > vec4<f32>(NONE));
+        wt[r * RW + 2u * c] = vec4<f16>(w0);
+        wt[r * RW + 2u * c + 1u] = vec4<f16>(w1);
+        // The scores' products are done with K: V takes its place.
+        store_block(tid);
+        workgroupBarrier();
+        if j0 + BK < hi {
+            load_block(head, j0 + BK, hi, false, tid);
+        }
+        for (var kt = 0u; kt < 2u; kt++) {
+            let a = load_w(wa + 4u * kt);
+            let at = 16u * kt * RS + va;
+            o0 = mma(a, load_b_rows(at), o0);
+            o1 = mma(a, load_b_rows(at + 4u), o1);
             if HD >= 128u {
-                o1 = mma(a, load_v(v_at + 4u), o1);
+                o2 = mma(a, load_b_rows(at + 8u), o2);
+                o3 = mma(a, load_b_rows(at + 12u), o3);
             }
             if HD >= 256u {
-                o2 = mma(a, load_v(v_at + 8u), o2);
-                o3 = mma(a, load_v(v_at + 12u), o3);
+                o4 = mma(a, load_b_rows(at + 16u), o4);
+                o5 = mma(a, load_b_rows(at + 20u), o5);
+                o6 = mma(a, load_b_rows(at + 24u), o6);
+                o7 = mma(a, load_b_rows(at + 28u), o7);
             }
         }
         workgroupBarrier();
     }
 
-    // Out: each accumulator through the subgroup's scratch tile, the rows inside the block.
-    store_out(o0, sg, lane, row0, n_rows, kvh, d0);
+    // Without keys the loop left the partials' reads unordered before `put_o`'s stores.
+    workgroupBarrier();
+    put_o(o0, 0u, sg, tid, kvh, row0);
+    put_o(o1, 16u, sg, tid, kvh, row0);
     if HD >= 128u {
-        store_out(o1, sg, lane, row0, n_rows, kvh, d0 + 16u);
+        put_o(o2, 32u, sg, tid, kvh, row0);
+        put_o(o3, 48u, sg, tid, kvh, row0);
     }
     if HD >= 256u {
-        store_out(o2, sg, lane, row0, n_rows, kvh, d0 + 32u);
-        store_out(o3, sg, lane, row0, n_rows, kvh, d0 + 48u);
+        put_o(o4, 64u, sg, tid, kvh, row0);
+        put_o(o5, 80u, sg, tid, kvh, row0);
+        put_o(o6, 96u, sg, tid, kvh, row0);
+        put_o(o7, 112u, sg, tid, kvh, row0);
     }
 }
 
-// Accumulator `o` (rows row0 .. row0 + 15, dims d .. d + 15) into out through subgroup sg's
-// scratch tile. Called by every invocation in uniform control flow (it holds barriers).
-fn store_out(o: MatC, sg: u32, lane: u32, row0: u32, n_rows: u32, kvh: u32, d: u32) {
-    store_o(o, 256u * sg);
+// Accumulator `acc` (dims dt .. dt + 15 of each subgroup's half) into out, the rows inside
+// the block, through `scores` (subgroup s's tile at 256 s, row-major): the rows of a tile are
+// not evenly spaced in `out`. Called by every invocation in uniform control flow (it holds
+// barriers).
+fn put_o(acc: MatC, dt: u32, sg: u32, tid: u32, kvh: u32, row0: u32) {
+    store_rows(acc, 256u * sg);
     workgroupBarrier();
-    for (var e = 0u; e < 8u; e++) {
-        let i = lane + 32u * e;
-        let row = row0 + i % 16u;
+    let n_rows = p.n_tokens * p.group;
+    for (var u = 0u; u < 8u; u++) {
+        let i = tid + WG * u;
+        let s = i / 256u;
+        let row = row0 + 16u * (s % 4u) + (i % 256u) / 16u;
         if row < n_rows {
-            let t = row / p.group;
             let h = kvh * p.group + row % p.group;
-            out[p.out_offset + (t * p.n_heads + h) * HD + d + i / 16u] = os[256u * sg + i];
+            let d = (s / 4u) * (HD / 2u) + dt + i % 16u;
+            out[p.out_offset + ((row / p.group) * p.n_heads + h) * HD + d] = scores[i];
         }
     }
     workgroupBarrier();

@@ -1,34 +1,38 @@
-// attention_coop.wgsl's loads and stores on the tensor cores (the types and the product:
-// common/coop_ops.wgsl). A = q rows or P (rows x dims or keys), B = K^T (dims x keys) or V
-// (keys x dims), C = rows x keys or rows x dims, in f32.
+// The loads and stores of the attention's tensor-core programs: the prompt attention
+// (attention/attention_coop.wgsl) and training's (attention/train_forward_coop.wgsl,
+// attention/train_backward_dq_coop.wgsl, attention/train_backward_dkdv_coop.wgsl); the types
+// and the product: common/coop_ops.wgsl. `tile` holds a block's 32 rows of HD f16 values RS
+// vec4s apart, or a slice of the dims of the held rows (q and do, or k and v) QS apart;
+// `wt` the block's f16 weights (P, ds), RW apart; `scores` f32 tiles, column-major with
+// columns SC apart.
 
-// q rows from the q tile at vec4 `at`: row-major, rows RQ vec4s apart.
-fn load_q(at: u32) -> MatA {
-    return coopLoadT<MatA>(&qs[at], RQ);
+// 16 held rows of `tile` from vec4 `at` as A (rows x dims): row-major.
+fn load_held(at: u32) -> MatA {
+    return coopLoadT<MatA>(&tile[at], QS);
 }
 
-// P from the P tile at vec4 `at`: row-major, rows RP vec4s apart.
-fn load_p(at: u32) -> MatA {
-    return coopLoadT<MatA>(&ps[at], RP);
+// 16 x 16 weights from vec4 `at` of `wt` as A: row-major.
+fn load_w(at: u32) -> MatA {
+    return coopLoadT<MatA>(&wt[at], RW);
 }
 
-// K^T from the K cache at vec4 `at`: a key's values are consecutive, so column-major, columns
-// (keys) HD / 4 vec4s apart.
-fn load_kt(at: u32) -> MatB {
-    return coopLoad<MatB>(&kc[at], HD / 4u);
+// 16 rows of `tile` from vec4 `at` as B = their transpose (dims x rows): a row's values are
+// consecutive, so column-major, columns RS vec4s apart.
+fn load_bt(at: u32) -> MatB {
+    return coopLoad<MatB>(&tile[at], RS);
 }
 
-// V from the V cache at vec4 `at`: row-major, rows (keys) HD / 4 vec4s apart.
-fn load_v(at: u32) -> MatB {
-    return coopLoadT<MatB>(&vc[at], HD / 4u);
+// 16 rows of `tile` from vec4 `at` as B (rows x dims): row-major.
+fn load_b_rows(at: u32) -> MatB {
+    return coopLoadT<MatB>(&tile[at], RS);
 }
 
-// C into the score tile from element `at`, column-major, columns 16 apart.
-fn store_s(c: MatC, at: u32) {
-    coopStore(c, &ss[at], 16u);
+// A score tile into `scores` from element `at`: column-major, columns SC apart.
+fn store_scores(c: MatC, at: u32) {
+    coopStore(c, &scores[at], SC);
 }
 
-// C into the output scratch from element `at`, column-major, columns 16 apart.
-fn store_o(c: MatC, at: u32) {
-    coopStore(c, &os[at], 16u);
+// C into `scores` from element `at`, row-major, rows 16 apart.
+fn store_rows(c: MatC, at: u32) {
+    coopStoreT(c, &scores[at], 16u);
 }

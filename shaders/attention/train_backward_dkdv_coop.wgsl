@@ -1,7 +1,7 @@
 // The training attention's backward, dk and dv, on the tensor cores (with
 // attention/train_params.wgsl, attention/train_coop_rows.wgsl,
 // attention/train_backward_coop_inputs.wgsl and the loads and stores of
-// attention/train_coop_io.wgsl, or in the tests' emulation attention/train_coop_io_emul.wgsl):
+// attention/coop_io.wgsl, or in the tests' emulation attention/coop_io_emul.wgsl):
 // attention/train_backward_dkdv.wgsl's contract (dk and dv, or with p.pair_splits > 1 each
 // split's partial sums in its slices) for dk = dv = HD, with q, k, v, do, P and ds rounded to
 // f16.

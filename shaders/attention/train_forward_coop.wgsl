@@ -1,6 +1,6 @@
 // The training attention forward on the tensor cores (with attention/train_params.wgsl,
-// attention/train_coop_rows.wgsl and the loads and stores of attention/train_coop_io.wgsl,
-// or in the tests' emulation attention/train_coop_io_emul.wgsl):
+// attention/train_coop_rows.wgsl and the loads and stores of attention/coop_io.wgsl,
+// or in the tests' emulation attention/coop_io_emul.wgsl):
 // attention/train_forward.wgsl's contract (o and each pair's log-sum-exp, or with
 // p.key_splits > 1 each split's unnormalised o, max and sum for attention/train_combine.wgsl)
 // for dk = dv = HD, with q, k, v and the weights rounded to f16 and the products on

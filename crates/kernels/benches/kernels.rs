@@ -9,7 +9,8 @@
 //! (`small_m/...`), the training step's input gradient through a frozen weight on each tile
 //! (`matmul_input_grad[_coop_<tile>]/...`, and `matmul_input_grad_dense/...`: the LM head's
 //! as split-K dense over its transposed f16 copy), LoRA's thin products (`thin/...`), decode
-//! and prompt attention, the training attention forward and backward
+//! and prompt attention (`attention/...`; prompt blocks over an f16 cache also on the tensor
+//! cores, `attention_coop/...`), the training attention forward and backward
 //! (`train_attention/...`), the floor of one dependent dispatch
 //! (`dispatch/...`), and the tensor cores' own pace through wgpu's cooperative matrices
 //! (`coop_peak/...`).
@@ -981,40 +982,71 @@ enum Kernel {
 fn bench_attention(ctx: &Ctx, c: &mut Criterion) {
     let gpu = &ctx.gpu;
     let cpu = gpu.info.device_type == wgpu::DeviceType::Cpu;
-    // (name, n_heads, n_kv_heads, head_dim, history, n_tokens, split_len)
+    // (name, n_heads, n_kv_heads, head_dim, history, n_tokens, split_len, plain): prompt
+    // blocks over an f16 cache also on the tensor cores (`attention_coop/...`) where the device
+    // has them; `plain` false runs only that (an 8,192-token block on the f32 kernel takes
+    // long and is not what a model runs there).
     let mut cases = vec![
-        ("gemma3-decode", 4, 1, 256, 4096, 1, 256),
-        ("gemma3-decode", 4, 1, 256, 32768, 1, 512),
-        ("qwen2.5-decode", 14, 2, 64, 4096, 1, 256),
-        ("qwen2.5-decode-nosplit", 14, 2, 64, 4096, 1, 4096),
+        ("gemma3-decode", 4, 1, 256, 4096, 1, 256, true),
+        ("gemma3-decode", 4, 1, 256, 32768, 1, 512, true),
+        ("qwen2.5-decode", 14, 2, 64, 4096, 1, 256, true),
+        ("qwen2.5-decode-nosplit", 14, 2, 64, 4096, 1, 4096, true),
         // `rullama bench`'s decode (a 1,050-position cache) at the model's split length, 64
         // positions (one key tile for each of 4 key groups), and at 16 and 128; at 16 also
         // with one key group (one tile a split: the layout before D-key-groups, docs/PERF.md).
-        ("gemma3-270m-decode-split16", 4, 1, 256, 1050, 1, 16),
-        ("gemma3-270m-decode-split64", 4, 1, 256, 1050, 1, 64),
-        ("gemma3-270m-decode-split128", 4, 1, 256, 1050, 1, 128),
-        ("gemma3-4b-decode-split16", 8, 4, 256, 1050, 1, 16),
-        ("gemma3-4b-decode-split64", 8, 4, 256, 1050, 1, 64),
-        ("qwen2.5-0.5b-decode-split16", 14, 2, 64, 1050, 1, 16),
-        ("qwen2.5-0.5b-decode-split64", 14, 2, 64, 1050, 1, 64),
-        ("gemma3-prompt", 4, 1, 256, 512, 512, 512),
-        ("gemma3-prompt", 4, 1, 256, 1024, 1024, 1024),
-        ("qwen2.5-prompt", 14, 2, 64, 1024, 1024, 1024),
+        ("gemma3-270m-decode-split16", 4, 1, 256, 1050, 1, 16, true),
+        ("gemma3-270m-decode-split64", 4, 1, 256, 1050, 1, 64, true),
+        ("gemma3-270m-decode-split128", 4, 1, 256, 1050, 1, 128, true),
+        ("gemma3-4b-decode-split16", 8, 4, 256, 1050, 1, 16, true),
+        ("gemma3-4b-decode-split64", 8, 4, 256, 1050, 1, 64, true),
+        ("qwen2.5-0.5b-decode-split16", 14, 2, 64, 1050, 1, 16, true),
+        ("qwen2.5-0.5b-decode-split64", 14, 2, 64, 1050, 1, 64, true),
+        ("gemma3-prompt", 4, 1, 256, 512, 512, 512, true),
+        ("gemma3-prompt", 4, 1, 256, 1024, 1024, 1024, true),
+        ("qwen2.5-prompt", 14, 2, 64, 1024, 1024, 1024, true),
+        // The long prefills that bound qwen2.5-7b's and gemma3-4b's (global layers') prompt:
+        // 8,192 tokens in one block, and the second of two blocks of the default ubatch
+        // (4,096 tokens after 4,096).
+        ("qwen2.5-7b-prompt", 28, 4, 128, 8192, 8192, 8192, false),
+        (
+            "qwen2.5-7b-prompt-2nd4096",
+            28,
+            4,
+            128,
+            8192,
+            4096,
+            8192,
+            false,
+        ),
+        ("gemma3-4b-prompt", 8, 4, 256, 8192, 8192, 8192, false),
+        (
+            "gemma3-4b-prompt-2nd4096",
+            8,
+            4,
+            256,
+            8192,
+            4096,
+            8192,
+            false,
+        ),
     ];
     if cpu {
         cases = vec![
-            ("gemma3-decode", 4, 1, 256, 512, 1, 128),
-            ("gemma3-prompt", 4, 1, 256, 128, 128, 128),
+            ("gemma3-decode", 4, 1, 256, 512, 1, 128, true),
+            ("gemma3-prompt", 4, 1, 256, 128, 128, 128, true),
         ];
     }
-    for (label, n_heads, n_kv, hd, len, n_tokens, split) in cases {
+    for (label, n_heads, n_kv, hd, len, n_tokens, split, plain) in cases {
         for dtype in [KvDtype::F16, KvDtype::F32] {
             let name = format!("attention/{label}/{dtype:?}/{len}");
-            if ctx
-                .filter
-                .as_ref()
-                .is_some_and(|s| !name.contains(s.as_str()))
-            {
+            let coop_name = format!("attention_coop/{label}/{len}");
+            let coop = n_tokens > 1 && dtype == KvDtype::F16 && gpu.caps.coop_f16;
+            let wanted = |name: &str| {
+                ctx.filter
+                    .as_ref()
+                    .is_none_or(|s| name.contains(s.as_str()))
+            };
+            if !(plain && wanted(&name) || coop && wanted(&coop_name)) {
                 continue;
             }
             let layout = KvLayout {
@@ -1055,10 +1087,11 @@ fn bench_attention(ctx: &Ctx, c: &mut Criterion) {
             let out = GpuTensor::zeros(gpu, &[n_tokens * n_heads * hd], Dtype::F32);
             let splits = GpuTensor::zeros(gpu, &[attn.splits_len(&layout).max(1)], Dtype::U32);
             let elem = if dtype == KvDtype::F16 { 2 } else { 4 };
+            // Token i of the block (at len - n_tokens + i) sees len - n_tokens + i + 1 keys.
+            let keys_seen = (len - n_tokens) as f64 + (n_tokens + 1) as f64 / 2.0;
             let work = Work {
                 bytes: (2 * n_kv * len * hd * elem) as u64,
-                flops: 4.0 * (n_tokens * n_heads * hd * len) as f64
-                    / if n_tokens > 1 { 2.0 } else { 1.0 },
+                flops: 4.0 * (n_tokens * n_heads * hd) as f64 * keys_seen,
             };
             // The key groups `ops` picks, and the other count beside them: decode's for
             // prompt blocks, one for decode at 16 positions a split.
@@ -1070,6 +1103,7 @@ fn bench_attention(ctx: &Ctx, c: &mut Criterion) {
             if n_tokens == 1 && split == 16 {
                 groups.push((1, format!("{name}/kg1")));
             }
+            groups.retain(|_| plain);
             for (key_groups, name) in groups {
                 let ops = attn
                     .ops_with(
@@ -1082,6 +1116,13 @@ fn bench_attention(ctx: &Ctx, c: &mut Criterion) {
                     )
                     .unwrap();
                 ctx.bench(c, &name, ops, work, if n_tokens > 1 { 4 } else { 50 });
+            }
+            if coop && attn.coop_fits(&layout) {
+                let pos = View::at(&pt, len - n_tokens);
+                let ops = attn
+                    .coop_ops((&q).into(), pos, &cache, (&out).into())
+                    .unwrap();
+                ctx.bench(c, &coop_name, ops, work, 4);
             }
         }
     }

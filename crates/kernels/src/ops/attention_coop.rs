@@ -2,26 +2,33 @@
 //! model runs for a prompt block over an f16 cache where the device has
 //! [`crate::Caps::coop_f16`] and the tensor cores are allowed. Same contract as
 //! [`Attention::ops`] for one split; q and the softmax weights rounded to f16, the products
-//! on 16 x 16 x 16 cooperative matrices with f32 sums, and two passes over the keys (the
-//! rows' max and sum first, then P V with the final ones: no per-row rescale of the output
-//! accumulators, which a cooperative matrix cannot address by row). The parity check
-//! `CHECK` needs cooperative matrices (it skips elsewhere and says so); the unit tests
-//! `body_*` run the same kernel body everywhere, on lavapipe over the plain-arithmetic ops of
-//! `common/coop_emul.wgsl` and `attention/coop_io_emul.wgsl` (staging, masks, both passes and the stores, not the tensor cores
-//! themselves nor the layouts of their loads).
+//! on 16 x 16 x 16 cooperative matrices with f32 sums. A workgroup of 256 (8 subgroups of 32)
+//! takes 64 query rows of one kv head, holds their q as A operands in registers (each
+//! subgroup 16 rows over all of the dims) and walks the keys they see in blocks of 32 staged
+//! as f16 in workgroup memory, each staged key feeding 64 rows and each block's cache reads
+//! overlapping the products before it. Two passes over the keys (the rows' max and sum
+//! first, then P V with the final ones: no per-row rescale of the output accumulators, which
+//! a cooperative matrix cannot address by row). The parity check `CHECK` needs cooperative
+//! matrices (it skips elsewhere and says so); the unit tests `body_*` run the same kernel
+//! body everywhere, on lavapipe over the plain-arithmetic ops of `common/coop_emul.wgsl` and
+//! `attention/coop_io_emul.wgsl` (staging, masks, both passes and the stores, not the tensor
+//! cores themselves nor the layouts of their loads).
 //!
 //! The bound (per output row, `reference`): the plain kernel's
 //! (`attention::CHECK`) with each score's dot product over q rounded to f16
 //! (`e(q) = 2^-10 |q|`, or flushed below 2^-13: `ops::matmul_coop`'s rule) and summed on the
 //! tensor cores (`(4 hd + 1) u` instead of `(hd + 5) u`: carried as a further `3 hd u |q|`
-//! of q's error), plus the softmax weights rounded to f16 (`sum_j e(p_j)`) and their sum with
-//! V on the tensor cores (`(4n + 1) u`), times max |v|.
+//! of q's error), four more rescalings of a row's sum (its 4 partial maxima and sums
+//! combined; its blocks of 32 keys are within the plain kernel's count of 16-key tiles), plus
+//! the softmax weights rounded to f16 (`sum_j e(p_j)`) and their sum with V on the tensor
+//! cores (`(4n + 1) u`), times max |v|.
 
 use crate::device::Caps;
 use crate::error::GpuError;
 use crate::kernel::KernelFamily;
 use crate::op::Op;
 use crate::ops::attention::{self, Attention, AttentionParams, HEAD_DIMS};
+use crate::ops::attention_train_coop;
 use crate::ops::kv::{KvCache, KvDtype, KvLayout};
 use crate::pipeline::PipelineKey;
 use crate::shader::{BindingKind, COOP_EMUL, COOP_OPS, Program, ShaderFile, shader_file};
@@ -33,11 +40,6 @@ mod parity;
 pub use parity::{CHECK, EXACT_CHECK, reference};
 
 static BODY: ShaderFile = shader_file!("attention/attention_coop.wgsl");
-/// The body's coop loads and stores (after [`COOP_OPS`]).
-static IO: ShaderFile = shader_file!("attention/coop_io.wgsl");
-/// The same in plain arithmetic (after [`COOP_EMUL`]): the body runs on devices without
-/// tensor cores (tests).
-static IO_EMULATED: ShaderFile = shader_file!("attention/coop_io_emul.wgsl");
 
 const BINDINGS: &[BindingKind] = &[
     BindingKind::Uniform,
@@ -48,12 +50,14 @@ const BINDINGS: &[BindingKind] = &[
     BindingKind::StorageReadWrite,
 ];
 
-/// Four subgroups of 32 (`Caps::coop_f16` holds only where the subgroup is 32 wide).
-pub const WORKGROUP: u32 = 128;
-/// Query rows per workgroup: one 16-row tile.
-const TILE_ROWS: usize = 16;
-/// The kernel loads keys 16 at a time from a multiple of 16: the cache's `max_len` must be a
-/// multiple of it, so that every block it loads lies inside one kv head.
+/// Eight subgroups of 32 (`WG` in the program; `Caps::coop_f16` holds only where the
+/// subgroup is 32 wide).
+pub const WORKGROUP: u32 = 256;
+/// Query rows per workgroup (`TR` in the program): four 16-row tiles.
+const TILE_ROWS: usize = 64;
+/// The cache lengths [`Attention::coop_fits`] accepts are multiples of this; the model
+/// allocates its caches in whole blocks of it. (The kernel itself stages keys as zeros from
+/// the tile's last on, so any length would do.)
 pub const KEY_BLOCK: usize = 16;
 
 /// The tensor-core attention kernel: `HD` = head_dim.
@@ -99,9 +103,13 @@ impl KernelFamily for AttentionCoopKernel {
 /// SHADER_F16; what a device without cooperative matrices builds for the kernel).
 fn program(emulated: bool) -> Program {
     let (name, ops, io) = if emulated {
-        ("attention_coop_emulated", &COOP_EMUL, &IO_EMULATED)
+        (
+            "attention_coop_emulated",
+            &COOP_EMUL,
+            &attention_train_coop::IO_EMULATED,
+        )
     } else {
-        ("attention_coop", &COOP_OPS, &IO)
+        ("attention_coop", &COOP_OPS, &attention_train_coop::IO)
     };
     Program {
         name: name.to_string(),

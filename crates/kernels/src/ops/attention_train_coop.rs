@@ -20,7 +20,7 @@
 //! keys twice (each pair's max and sum first, then P V with the final ones), since a
 //! cooperative matrix cannot be rescaled by row.
 //! On a device without cooperative matrices the same body runs over plain-arithmetic coop ops
-//! (`common/coop_emul.wgsl`, `attention/train_coop_io_emul.wgsl`): what the parity check runs
+//! (`common/coop_emul.wgsl`, `attention/coop_io_emul.wgsl`): what the parity check runs
 //! on lavapipe.
 //!
 //! The bound (the parity check's): the f32 kernel's, with each score's dot product over q and
@@ -61,9 +61,10 @@ const KEY_TILE: usize = 32;
 /// The reads of q, k and v rows every program makes.
 static ROWS: ShaderFile = shader_file!("attention/train_coop_rows.wgsl");
 /// The programs' coop loads and stores (after [`COOP_OPS`]), and the same in plain arithmetic
-/// (after [`COOP_EMUL`]): the bodies run on devices without tensor cores (tests).
-static IO: ShaderFile = shader_file!("attention/train_coop_io.wgsl");
-static IO_EMULATED: ShaderFile = shader_file!("attention/train_coop_io_emul.wgsl");
+/// (after [`COOP_EMUL`]): the bodies run on devices without tensor cores (tests). The prompt
+/// attention's program (`ops::attention_coop`) shares them.
+pub(crate) static IO: ShaderFile = shader_file!("attention/coop_io.wgsl");
+pub(crate) static IO_EMULATED: ShaderFile = shader_file!("attention/coop_io_emul.wgsl");
 static FORWARD: ShaderFile = shader_file!("attention/train_forward_coop.wgsl");
 /// The backward passes' inputs and do's scale.
 static INPUTS: ShaderFile = shader_file!("attention/train_backward_coop_inputs.wgsl");

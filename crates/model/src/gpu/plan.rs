@@ -1536,6 +1536,10 @@ impl<'a> Lower<'a> {
                 layout.max_len
             },
         };
+        // Every block of more than one token (decode keeps the f32 kernel's splits). A block
+        // of fewer than 64 / group tokens fills only part of the tensor-core kernel's 64-row
+        // tile (one workgroup a kv head); no cut-over to the f32 kernel below that has been
+        // measured.
         if n > 1 && self.tensor_cores && self.gpu.caps.coop_f16 && attn.coop_fits(&layout) {
             let ops = attn.coop_ops(self.src(a.q), pos, cache, self.view(out));
             self.extend(ops)?;

@@ -38,7 +38,11 @@ impl Attention {
         v: &[f32],
         pos: &[u32],
     ) -> Reference {
-        let Arith { q_err, p_f16 } = arith;
+        let Arith {
+            q_err,
+            p_f16,
+            combines,
+        } = arith;
         let hd = l.head_dim;
         let group = self.n_heads / l.n_kv_heads;
         let scale = f64::from(self.scale);
@@ -105,8 +109,9 @@ impl Attention {
                 let n = (hi - lo) as f64;
                 let tiles = n / KEY_TILE as f64 + 2.0;
                 // Rescalings besides the tiles': a split's key groups merged, then the
-                // splits, then the key groups' shares of the splits.
-                let splits = (self.n_splits(l) + 2 * self.key_groups(l) as usize) as f64;
+                // splits, then the key groups' shares of the splits; and the partials a row
+                // combines.
+                let splits = (self.n_splits(l) + 2 * self.key_groups(l) as usize + combines) as f64;
                 let mut rel = (2.0 * delta).exp_m1()
                     + U * (12.0 + 10.0 * e)
                     + (2.0 * n + 2.0 * tiles + 2.0 * splits + 8.0) * U;
@@ -131,6 +136,9 @@ pub struct Arith<'a> {
     /// The softmax weights rounded to f16 before they multiply V, and that sum done on the
     /// tensor cores ([`crate::ops::attention_coop`]).
     pub p_f16: bool,
+    /// Partial maxima and sums a row combines besides the key groups' (each a rescaling of
+    /// its sum): [`crate::ops::attention_coop`]'s 4.
+    pub combines: usize,
 }
 
 /// The reference output `[n_tokens, n_heads, head_dim]` and one bound per (token, head).

@@ -341,6 +341,7 @@ fn compare(case: &Case, inp: &Inputs, got: &Out) -> Compare {
     let arith = Arith {
         q_err: Some(&qb),
         p_f16: false,
+        combines: 0,
     };
     let r = case.attn.reference_with(
         &l,

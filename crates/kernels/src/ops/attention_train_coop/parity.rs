@@ -199,7 +199,7 @@ mod tests {
     fn forward_model_shapes() {
         let Some(gpu) = testutil::coop_body_device(
             "forward_model_shapes",
-            "common/coop_emul.wgsl, attention/train_coop_io_emul.wgsl",
+            "common/coop_emul.wgsl, attention/coop_io_emul.wgsl",
         ) else {
             return;
         };
@@ -239,7 +239,7 @@ mod tests {
     fn backward_model_shapes() {
         let Some(gpu) = testutil::coop_body_device(
             "backward_model_shapes",
-            "common/coop_emul.wgsl, attention/train_coop_io_emul.wgsl",
+            "common/coop_emul.wgsl, attention/coop_io_emul.wgsl",
         ) else {
             return;
         };
