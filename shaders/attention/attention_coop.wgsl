@@ -42,47 +42,18 @@
 // Precision: q and P rounded to f16 (one f16 ulp each), the cache's values exact, products
 // exact in f32 and summed in f32 by the tensor cores; m, l, the scale and the soft-cap in f32
 // plain arithmetic (docs/KERNELS.md has the bound).
-// Params, the shared bindings and `row_keys`: attention/params.wgsl; the caches here, as
-// vec4<f16>.
+// Params, the shared bindings and `row_keys`: attention/params.wgsl; the 64-row tile (its
+// workgroup memory, `store_block`, `score_tile`): attention/coop_forward_tile.wgsl, shared with
+// the training forward; the caches here, as vec4<f16>.
 
 @group(0) @binding(2) var<storage, read> kc: array<vec4<f16>>;
 @group(0) @binding(3) var<storage, read> vc: array<vec4<f16>>;
 
-// Must be 256 (8 subgroups of 32: `Caps::coop_f16` holds only where the subgroup is 32 wide).
-override WG: u32 = 256u;
-// Head dimension: 64, 128 or 256.
-override HD: u32 = 128u;
-// Query rows a workgroup (four row tiles).
-const TR: u32 = 64u;
-// Keys a block (two key tiles).
-const BK: u32 = 32u;
-// Row stride of `tile` holding a block's keys, in vec4<f16> (HD values + 8 of padding): every
-// row starts 16-byte aligned, as a coop load needs, and consecutive rows start in different
-// banks.
-override RS: u32 = HD / 4u + 2u;
-// Row stride of `tile` holding half of the dims of the 64 rows' q (no padding: 64 padded rows
-// would not fit, and q is loaded once).
-override QS: u32 = HD / 8u;
-// Column stride of `scores` (a column: the block's rows).
-const SC: u32 = TR;
-// Row stride of `wt` in vec4<f16> (32 weights + 8 of padding).
-const RW: u32 = 10u;
 // Score of a masked key (and the running max before any key); exp(NONE - m) is 0.
 const NONE: f32 = -3.0e38;
-
-// A block's keys (K, then V), 32 rows of HD; or half of the rows' q, 64 rows of HD / 2.
-var<workgroup> tile: array<vec4<f16>, 2112>; // 32 * RS at HD 256
-// The block's scores, 64 rows x 32 keys, column-major (row r, key c at 64 c + r): the plain
-// code's reads are consecutive. Also pass 1's partial maxima and sums, and the accumulators on
-// their way out (eight 16 x 16 tiles).
-var<workgroup> scores: array<f32, 2048>;
-// The block's P, 64 rows x 32 keys as f16.
-var<workgroup> wt: array<vec4<f16>, 640>;
 // The tile's keys (x .. y); a vec4 so that every workgroup variable is a multiple of 16 bytes
 // (a scalar among them may leave the coop tiles only 8-byte aligned: docs/KERNELS.md).
 var<workgroup> key_range: vec4<u32>;
-// This invocation's share of the next rows to stage (HD / 32 vec4s of 32 rows of HD).
-var<private> staged: array<vec4<f16>, 8>;
 
 // `tile` from dims h HD / 2 .. + HD / 2 of the q rows row0 .. row0 + 63 of kv head kvh
 // (zeros past the block's rows), QS vec4s a row.
@@ -120,52 +91,6 @@ fn load_block(head: u32, j0: u32, hi: u32, from_v: bool, tid: u32) {
         }
         staged[u] = a;
     }
-}
-
-// `staged` into `tile` (after a barrier that frees it).
-fn store_block(tid: u32) {
-    for (var u = 0u; u < HD / 32u; u++) {
-        let i = tid + WG * u;
-        tile[(i / (HD / 4u)) * RS + i % (HD / 4u)] = staged[u];
-    }
-}
-
-// The 16 x 16 score tile (before the scale) of row tile `rt` and the block's key tile `kt`:
-// the held q (`a0..a7` dims 0 .. HD / 2, `b0..b7` the rest; HD / 32 of each used) times the
-// key tile's rows of `tile` as B, into `scores`.
-fn score_tile(
-    a0: MatA, a1: MatA, a2: MatA, a3: MatA, a4: MatA, a5: MatA, a6: MatA, a7: MatA,
-    b0: MatA, b1: MatA, b2: MatA, b3: MatA, b4: MatA, b5: MatA, b6: MatA, b7: MatA,
-    rt: u32, kt: u32,
-) {
-    let at = 16u * kt * RS;
-    let h = HD / 8u;
-    var s = MatC();
-    s = mma(a0, load_bt(at), s);
-    s = mma(a1, load_bt(at + 4u), s);
-    if HD >= 128u {
-        s = mma(a2, load_bt(at + 8u), s);
-        s = mma(a3, load_bt(at + 12u), s);
-    }
-    if HD >= 256u {
-        s = mma(a4, load_bt(at + 16u), s);
-        s = mma(a5, load_bt(at + 20u), s);
-        s = mma(a6, load_bt(at + 24u), s);
-        s = mma(a7, load_bt(at + 28u), s);
-    }
-    s = mma(b0, load_bt(at + h), s);
-    s = mma(b1, load_bt(at + h + 4u), s);
-    if HD >= 128u {
-        s = mma(b2, load_bt(at + h + 8u), s);
-        s = mma(b3, load_bt(at + h + 12u), s);
-    }
-    if HD >= 256u {
-        s = mma(b4, load_bt(at + h + 16u), s);
-        s = mma(b5, load_bt(at + h + 20u), s);
-        s = mma(b6, load_bt(at + h + 24u), s);
-        s = mma(b7, load_bt(at + h + 28u), s);
-    }
-    store_scores(s, TR * 16u * kt + 16u * rt);
 }
 
 // The four scores of keys j0 + c0 .. c0 + 3 for tile row r (seeing keys [keys.x, keys.y),

@@ -1,12 +1,13 @@
 // The training attention forward on the tensor cores (with attention/train_params.wgsl,
-// attention/train_coop_rows.wgsl and the loads and stores of attention/coop_io.wgsl,
-// or in the tests' emulation attention/coop_io_emul.wgsl):
+// attention/train_coop_rows.wgsl, the 64-row tile of attention/coop_forward_tile.wgsl and the
+// loads and stores of attention/coop_io.wgsl, or in the tests' emulation
+// attention/coop_io_emul.wgsl):
 // attention/train_forward.wgsl's contract (o and each pair's log-sum-exp, or with
 // p.key_splits > 1 each split's unnormalised o, max and sum for attention/train_combine.wgsl)
 // for dk = dv = HD, with q, k, v and the weights rounded to f16 and the products on
 // 16 x 16 x 16 cooperative matrices with f32 sums.
 //
-// One workgroup of 256 invocations = 8 subgroups of 32 per (tile of TP = 64 (row, head) pairs
+// One workgroup of 256 invocations = 8 subgroups of 32 per (tile of TR = 64 (row, head) pairs
 // of one kv head, split of its keys); the last tiles first, as the f32 kernel. Subgroup s owns
 // row tile s % 4 (16 pairs). Its pairs' q is staged once through `tile` (half of the dims at
 // a time: 64 rows of HD values do not fit beside the rest) and held in registers as HD / 16 A
@@ -40,44 +41,14 @@
 @group(0) @binding(5) var<storage, read_write> o: array<f32>;
 @group(0) @binding(6) var<storage, read_write> lse: array<f32>;
 
-// Must be 256 (8 subgroups of 32: `Caps::coop_f16` holds only where the subgroup is 32 wide).
-override WG: u32 = 256u;
-// Head dimension (dk = dv): 64, 128 or 256.
-override HD: u32 = 128u;
-// Pairs a workgroup (four row tiles).
-const TP: u32 = 64u;
-// Keys a block (two key tiles).
-const BK: u32 = 32u;
-// Row stride of `tile` holding a block's keys, in vec4<f16> (HD values + 8 of padding): every
-// row starts 16-byte aligned, as a coop load needs, and consecutive rows start in different
-// banks.
-override RS: u32 = HD / 4u + 2u;
-// Row stride of `tile` holding half of the dims of the 64 pairs' q (no padding: 64 padded
-// rows would not fit, and q is loaded once).
-override QS: u32 = HD / 8u;
-// Column stride of `scores` (a column: the block's pairs).
-const SC: u32 = TP;
-// Row stride of `wt` in vec4<f16> (32 weights + 8 of padding).
-const RW: u32 = 10u;
-
-// A block's keys (k, then v), 32 rows of HD; or half of the pairs' q, 64 rows of HD / 2.
-var<workgroup> tile: array<vec4<f16>, 2112>; // 32 * RS at HD 256
-// The block's scores, 64 pairs x 32 keys, column-major (pair r, key c at 64 c + r): the plain
-// code's reads are consecutive. Also pass 1's partial maxima and sums, and the accumulators on
-// their way out (eight 16 x 16 tiles).
-var<workgroup> scores: array<f32, 2048>;
-// The block's P, 64 pairs x 32 keys as f16.
-var<workgroup> wt: array<vec4<f16>, 640>;
 // The tile's keys (x .. y); a vec4 so that every workgroup variable is a multiple of 16 bytes.
 var<workgroup> range_s: vec4<u32>;
-// This invocation's share of the next rows to stage (HD / 32 vec4s of 32 rows of HD).
-var<private> staged: array<vec4<f16>, 8>;
 
 // `tile` from dims h HD / 2 .. + HD / 2 of the q rows of kv head g's pairs e0 .. e0 + 63
 // (zeros past the block's pairs), QS vec4s a row.
 fn stage_q_half(g: u32, e0: u32, h: u32, tid: u32) {
     let pairs = pair_count();
-    for (var i = tid; i < TP * QS; i += WG) {
+    for (var i = tid; i < TR * QS; i += WG) {
         let r = i / QS;
         let x = i % QS;
         var a = vec4<f32>(0.0);
@@ -107,60 +78,14 @@ fn load_block(g: u32, j0: u32, from_v: bool, tid: u32) {
     }
 }
 
-// `staged` into `tile` (after a barrier that frees it).
-fn store_block(tid: u32) {
-    for (var u = 0u; u < HD / 32u; u++) {
-        let i = tid + WG * u;
-        tile[(i / (HD / 4u)) * RS + i % (HD / 4u)] = staged[u];
-    }
-}
-
-// The 16 x 16 score tile (before the scale) of row tile `rt` and the block's key tile `kt`:
-// the held q (`a0..a7` dims 0 .. HD / 2, `b0..b7` the rest; HD / 32 of each used) times the
-// key tile's rows of `tile` as B, into `scores`.
-fn score_tile(
-    a0: MatA, a1: MatA, a2: MatA, a3: MatA, a4: MatA, a5: MatA, a6: MatA, a7: MatA,
-    b0: MatA, b1: MatA, b2: MatA, b3: MatA, b4: MatA, b5: MatA, b6: MatA, b7: MatA,
-    rt: u32, kt: u32,
-) {
-    let at = 16u * kt * RS;
-    let h = HD / 8u;
-    var s = MatC();
-    s = mma(a0, load_bt(at), s);
-    s = mma(a1, load_bt(at + 4u), s);
-    if HD >= 128u {
-        s = mma(a2, load_bt(at + 8u), s);
-        s = mma(a3, load_bt(at + 12u), s);
-    }
-    if HD >= 256u {
-        s = mma(a4, load_bt(at + 16u), s);
-        s = mma(a5, load_bt(at + 20u), s);
-        s = mma(a6, load_bt(at + 24u), s);
-        s = mma(a7, load_bt(at + 28u), s);
-    }
-    s = mma(b0, load_bt(at + h), s);
-    s = mma(b1, load_bt(at + h + 4u), s);
-    if HD >= 128u {
-        s = mma(b2, load_bt(at + h + 8u), s);
-        s = mma(b3, load_bt(at + h + 12u), s);
-    }
-    if HD >= 256u {
-        s = mma(b4, load_bt(at + h + 16u), s);
-        s = mma(b5, load_bt(at + h + 20u), s);
-        s = mma(b6, load_bt(at + h + 24u), s);
-        s = mma(b7, load_bt(at + h + 28u), s);
-    }
-    store_scores(s, TP * 16u * kt + 16u * rt);
-}
-
 // The four scores of keys j0 + c0 .. c0 + 3 for pair `me` (tile row r): scaled, soft-capped,
 // LOW where the pair does not see the key.
 fn block_scores(j0: u32, r: u32, c0: u32, me: Sight) -> vec4<f32> {
     let raw = vec4<f32>(
-        scores[TP * c0 + r],
-        scores[TP * (c0 + 1u) + r],
-        scores[TP * (c0 + 2u) + r],
-        scores[TP * (c0 + 3u) + r],
+        scores[TR * c0 + r],
+        scores[TR * (c0 + 1u) + r],
+        scores[TR * (c0 + 2u) + r],
+        scores[TR * (c0 + 3u) + r],
     );
     let js = vec4<u32>(j0 + c0) + vec4<u32>(0u, 1u, 2u, 3u);
     let vis = vec4<bool>(me.valid) & (js >= vec4<u32>(me.first)) & (js <= vec4<u32>(me.i));
@@ -176,7 +101,7 @@ fn main(
     let sg = tid / 32u;
     coop_lane(tid % 32u);
     let pairs = pair_count();
-    let pairs_tile = pair_tile(group_index(wid, nwg), TP);
+    let pairs_tile = pair_tile(group_index(wid, nwg), TR);
     if !pairs_tile.valid {
         return;
     }
@@ -189,7 +114,7 @@ fn main(
     stage_q_half(g, e0, 0u, tid);
     if tid == 0u {
         let i0 = e0 / group_size();
-        let hi = (min(e0 + TP, pairs) - 1u) / group_size() + 1u;
+        let hi = (min(e0 + TR, pairs) - 1u) / group_size() + 1u;
         range_s = vec4<u32>(first_key(i0, start[p.start_offset + i0]), hi, 0u, 0u);
     }
     // Uniform for the loops' barriers (start[] is a storage read); also the barrier after q.
@@ -223,8 +148,8 @@ fn main(
     workgroupBarrier();
 
     // Plain-code role: pair e0 + r, keys 8 c .. 8 c + 7 of each block.
-    let r = tid % TP;
-    let c = tid / TP;
+    let r = tid % TR;
+    let c = tid / TR;
     let me = sight(e0 + r);
 
     // Pass 1: each pair's max and sum.
@@ -258,11 +183,11 @@ fn main(
     workgroupBarrier();
     var mr = LOW;
     for (var x = 0u; x < 4u; x++) {
-        mr = max(mr, scores[r + TP * x]);
+        mr = max(mr, scores[r + TR * x]);
     }
     var lr = 0.0;
     for (var x = 0u; x < 4u; x++) {
-        lr += scores[WG + r + TP * x] * exp(scores[r + TP * x] - mr);
+        lr += scores[WG + r + TR * x] * exp(scores[r + TR * x] - mr);
     }
     let split_out = p.key_splits > 1u;
     var inv = 1.0;
@@ -335,7 +260,7 @@ fn main(
         put_o(o6, 96u, sg, tid, g, e0, o_at);
         put_o(o7, 112u, sg, tid, g, e0, o_at);
     }
-    if tid < TP && me.valid {
+    if tid < TR && me.valid {
         let row = pair_row(g, e0 + r);
         if split_out {
             lse[p.lse_offset + split * rows + row] = mr;

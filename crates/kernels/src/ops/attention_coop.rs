@@ -113,7 +113,13 @@ fn program(emulated: bool) -> Program {
     };
     Program {
         name: name.to_string(),
-        files: vec![ops, io, &attention::PARAMS, &BODY],
+        files: vec![
+            ops,
+            io,
+            &attention::PARAMS,
+            &attention_train_coop::FORWARD_TILE,
+            &BODY,
+        ],
         entry: "main",
         bindings: BINDINGS,
         params_size: size_of::<AttentionParams>(),

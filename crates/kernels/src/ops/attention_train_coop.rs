@@ -66,6 +66,8 @@ static ROWS: ShaderFile = shader_file!("attention/train_coop_rows.wgsl");
 pub(crate) static IO: ShaderFile = shader_file!("attention/coop_io.wgsl");
 pub(crate) static IO_EMULATED: ShaderFile = shader_file!("attention/coop_io_emul.wgsl");
 static FORWARD: ShaderFile = shader_file!("attention/train_forward_coop.wgsl");
+/// The 64-row forward tile the training forward shares with the prompt attention.
+pub(crate) static FORWARD_TILE: ShaderFile = shader_file!("attention/coop_forward_tile.wgsl");
 /// The backward passes' inputs and do's scale.
 static INPUTS: ShaderFile = shader_file!("attention/train_backward_coop_inputs.wgsl");
 static DQ: ShaderFile = shader_file!("attention/train_backward_dq_coop.wgsl");
@@ -113,8 +115,9 @@ impl AttentionTrainCoopKernel {
             false => (name.to_string(), &COOP_OPS, &IO),
         };
         let mut files = vec![ops, io, &PARAMS, &ROWS];
-        if self.pass != CoopPass::Forward {
-            files.push(&INPUTS);
+        match self.pass {
+            CoopPass::Forward => files.push(&FORWARD_TILE),
+            _ => files.push(&INPUTS),
         }
         files.push(body);
         Program {
