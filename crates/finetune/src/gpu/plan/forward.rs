@@ -296,9 +296,9 @@ impl Lower<'_> {
         };
         let chunks = n.div_ceil(chunk);
         let dense = self.head_dense(head.w, chunk, chunks)?;
-        let grad_dense = match backward {
-            true => self.head_grad_dense(head.w, chunk, chunks)?,
-            false => None,
+        let grad_dense = match (backward, &dense) {
+            (true, Some(_)) => self.head_grad_dense(head.w, chunk)?,
+            _ => None,
         };
         let mut loss_ops = Vec::new();
         for c0 in (0..n).step_by(chunk) {
@@ -380,30 +380,21 @@ impl Lower<'_> {
 
     /// The LM head's `Wᵀ` copied to f16 once for the step's chunks, where its input gradient
     /// `dx = dy W` takes the dense kernel as the product `dy (Wᵀ)ᵀ`, split K over the
-    /// vocabulary (`Matmul::split_k_ops` with a dense tile): where the forward takes the dense
-    /// kernel ([`Lower::head_dense`]'s rule) and `Wᵀ`'s rows fit it. On gemma-3-270m's head
+    /// vocabulary (`Matmul::split_k_ops` with a dense tile). The caller asks only where the
+    /// forward took the head's dense copy ([`Lower::head_dense`]); here `Wᵀ`'s rows must fit
+    /// the kernel and one binding. On gemma-3-270m's head
     /// (256 tokens x 640 x 262,144) that ran at 124 TFLOP/s against 83 for the tensor-core
     /// input gradient over the Q8_0 rows as stored (docs/PERF.md, D-head-grad-dense); the copy
     /// costs one pass over the weight a step and its f16 bytes (335 MB) through the head.
     /// `None`: the gradient reads the weight as stored (`input_grad_into`).
-    fn head_grad_dense(
-        &mut self,
-        w: &GpuWeight,
-        chunk: usize,
-        chunks: usize,
-    ) -> Result<Option<HeadGradDense>> {
+    fn head_grad_dense(&mut self, w: &GpuWeight, chunk: usize) -> Result<Option<HeadGradDense>> {
         let s = w.shape;
         let transposed = WeightShape {
             format: GpuFormat::F16,
             n_in: s.n_out,
             n_out: s.n_in,
         };
-        let dense = chunks >= HEAD_DENSE_MIN_CHUNKS
-            && self.dense_copy_fits(s)
-            && self.dense_copy_fits(transposed)
-            && DenseTile::for_shape(s.n_out, chunk).is_some()
-            && check_transposable(w).is_ok();
-        if !dense {
+        if !(self.dense_copy_fits(transposed) && check_transposable(w).is_ok()) {
             return Ok(None);
         }
         let buf = self.pool.take(self.gpu, f16_copy_len(w.all_rows()))?;
