@@ -79,10 +79,14 @@ fn a_at(t: u32, k: u32) -> f32 {
     return select(0.0, v, t < p.n_tokens && k < p.n_in);
 }
 
-// What output (t, j) holds where the product accumulates, else 0 (0 outside y too).
+// What output (t, j) holds where the product accumulates, else 0 (0 outside y too). The
+// accumulate test is uniform (a parameter), so a product that overwrites y never reads it.
 fn held(t: u32, j: u32) -> f32 {
+    if p.accumulate == 0u {
+        return 0.0;
+    }
     let v = y[p.y_offset + min(t, p.n_tokens - 1u) * p.y_stride + min(j, p.n_out - 1u)];
-    return select(0.0, v, p.accumulate != 0u && t < p.n_tokens && j < p.n_out);
+    return select(0.0, v, t < p.n_tokens && j < p.n_out);
 }
 
 // Stores one output (inside y).
