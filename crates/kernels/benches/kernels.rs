@@ -764,6 +764,33 @@ fn bench_input_grad(ctx: &Ctx, c: &mut Criterion) {
     }
 }
 
+/// `y = x Wᵀ` on the dense kernel's 128 x 128 tile split K `k` ways (`Matmul::split_k_ops`)
+/// through a scratch of its own (the ops keep it): W F16 in one chunk, y packed.
+fn dense_split_k(
+    gpu: &Gpu,
+    m: Matmul,
+    w: &GpuWeight,
+    x: &GpuTensor,
+    y: &GpuTensor,
+    k: usize,
+) -> Vec<Op> {
+    let split = SplitK {
+        splits: k,
+        tile: Tile::Dense(DenseTile::Square),
+    };
+    let scratch = GpuTensor::zeros(gpu, &[m.split_k_scratch(w.all_rows(), split)], Dtype::F32);
+    let out = Out::new(y.into(), w.shape.n_out);
+    m.split_k_ops(
+        w.all_rows(),
+        x.into(),
+        None,
+        &[out],
+        (&scratch).into(),
+        split,
+    )
+    .unwrap()
+}
+
 /// The LM head's input gradient `dx = dy W` (gemma-3-270m: 262,144 rows of 640, 256 tokens a
 /// chunk) as the dense kernel's product over `W^T` copied to f16 (`f16_copy_transposed`, once
 /// a step: `f16_copy_t/...`), split K (`Matmul::split_k_ops`): beside
@@ -819,22 +846,7 @@ fn bench_head_grad_dense(ctx: &Ctx, c: &mut Criterion) {
     };
     for k in splits {
         let name = format!("matmul_input_grad_dense/{base}/s{k}");
-        let split = SplitK {
-            splits: k,
-            tile: Tile::Dense(DenseTile::Square),
-        };
-        let scratch = GpuTensor::zeros(gpu, &[m.split_k_scratch(wt.all_rows(), split)], Dtype::F32);
-        let out = Out::new((&dx).into(), n_in);
-        let ops = m
-            .split_k_ops(
-                wt.all_rows(),
-                (&dy).into(),
-                None,
-                &[out],
-                (&scratch).into(),
-                split,
-            )
-            .unwrap();
+        let ops = dense_split_k(gpu, m, &wt, &dy, &dx, k);
         ctx.bench(c, &name, ops, work, 2);
     }
 }
@@ -899,29 +911,11 @@ fn bench_dense_split_k(ctx: &Ctx, c: &mut Criterion) {
             flops: 2.0 * (n_tokens * n_in * n_out) as f64,
         };
         for k in splits {
-            let tile = DenseTile::Square;
             let ops = match k {
                 1 => m
-                    .dense_ops(tile, &w, (&x).into(), None, (&y).into())
+                    .dense_ops(DenseTile::Square, &w, (&x).into(), None, (&y).into())
                     .unwrap(),
-                _ => {
-                    let split = SplitK {
-                        splits: k,
-                        tile: Tile::Dense(tile),
-                    };
-                    let len = m.split_k_scratch(w.all_rows(), split);
-                    let scratch = GpuTensor::zeros(gpu, &[len], Dtype::F32);
-                    let out = Out::new((&y).into(), n_out);
-                    m.split_k_ops(
-                        w.all_rows(),
-                        (&x).into(),
-                        None,
-                        &[out],
-                        (&scratch).into(),
-                        split,
-                    )
-                    .unwrap()
-                }
+                _ => dense_split_k(gpu, m, &w, &x, &y, k),
             };
             ctx.bench(c, &format!("{base}/s{k}"), ops, work, 4);
         }
