@@ -36,7 +36,15 @@
 // zeros (never read, so a block may run past the cache's end). Masked keys weigh exactly 0
 // and the cache holds finite values everywhere (zeros where never written), so they add
 // nothing to O. Every coop op is reached in uniform control flow (loop bounds come from
-// workgroupUniformLoad, HD is an override). Workgroup memory at HD 256: `tile` 16.5 KiB,
+// workgroupUniformLoad, HD is an override).
+//
+// Split keys (p.n_splits > 1, the grid's z): split s walks its share of the tile's keys
+// (`split_share`, whole blocks) and leaves its rows' unnormalised output (P = exp(s - m), not
+// divided by l) at out_offset + s * n_tokens * n_heads * HD in out's layout, and its maxima and
+// sums at records + s * R and records + (n_splits + s) * R (R = n_tokens * n_heads rows, row
+// t * n_heads + h): attention/train_combine.wgsl rescales them into the output. A prompt block
+// of few row tiles (a model with one kv head) has too few workgroups to fill the GPU unsplit,
+// and its last tiles would each walk all of the keys alone. Workgroup memory at HD 256: `tile` 16.5 KiB,
 // `scores` 8 KiB, `wt` 5 KiB, under lavapipe's 32 KiB (the tests run the emulated body
 // there).
 // Precision: q and P rounded to f16 (one f16 ulp each), the cache's values exact, products
@@ -74,8 +82,8 @@ fn stage_q_half(kvh: u32, row0: u32, h: u32, tid: u32) {
 }
 
 // This invocation's share of the 32 K rows (`from_v`: V rows) of the block at key j0 into
-// `staged`; `head` is the cache's vec4 index of the kv head's first value, `hi` the tile's
-// end (zeros from there).
+// `staged`; `head` is the cache's vec4 index of the kv head's first value, `hi` the end of
+// the keys walked (zeros from there).
 fn load_block(head: u32, j0: u32, hi: u32, from_v: bool, tid: u32) {
     for (var u = 0u; u < HD / 32u; u++) {
         let i = tid + WG * u;
@@ -121,6 +129,7 @@ fn main(
     let kvh = wid.y;
     let n_rows = p.n_tokens * p.group;
     let row0 = (nwg.x - 1u - wid.x) * TR;
+    let split = wid.z;
     let head = kvh * p.max_len * (HD / 4u);
     // This subgroup's row tile, and its key tile of a block (scores) or half of the dims (P V).
     let rt = sg % 4u;
@@ -140,8 +149,13 @@ fn main(
     }
     // Uniform for the loops' barriers (pos[] is a storage read); also the barrier after q.
     let range = workgroupUniformLoad(&key_range);
-    let lo = range.x;
-    let hi = range.y;
+    // This split's keys (all of the tile's unsplit; none without rows).
+    var keys_s = vec2<u32>(range.y, range.y);
+    if range.x < range.y {
+        keys_s = split_share(range.x, range.y, BK, p.n_splits, split);
+    }
+    let lo = keys_s.x;
+    let hi = keys_s.y;
     // The row tile's q, 16 dims an operand (those past HD / 32 a half are never read).
     let qa = 16u * rt * QS;
     let a0 = load_held(qa);
@@ -213,7 +227,17 @@ fn main(
     for (var x = 0u; x < 4u; x++) {
         lr += scores[WG + r + TR * x] * exp(scores[r + TR * x] - mr);
     }
-    let inv = select(0.0, 1.0 / lr, lr > 0.0);
+    let split_out = p.n_splits > 1u;
+    var inv = 1.0;
+    if !split_out && lr > 0.0 {
+        inv = 1.0 / lr;
+    }
+    if split_out && tid < TR && valid {
+        let t_rows = p.n_tokens * p.n_heads;
+        let at = (row / p.group) * p.n_heads + kvh * p.group + row % p.group;
+        out[p.records + split * t_rows + at] = mr;
+        out[p.records + (p.n_splits + split) * t_rows + at] = lr;
+    }
 
     // Pass 2: O = sum over the blocks of P V.
     var o0 = MatC();
@@ -264,27 +288,28 @@ fn main(
         workgroupBarrier();
     }
 
+    let o_at = p.out_offset + split * p.n_tokens * p.n_heads * HD;
     // Without keys the loop left the partials' reads unordered before `put_o`'s stores.
     workgroupBarrier();
-    put_o(o0, 0u, sg, tid, kvh, row0);
-    put_o(o1, 16u, sg, tid, kvh, row0);
+    put_o(o0, 0u, sg, tid, kvh, row0, o_at);
+    put_o(o1, 16u, sg, tid, kvh, row0, o_at);
     if HD >= 128u {
-        put_o(o2, 32u, sg, tid, kvh, row0);
-        put_o(o3, 48u, sg, tid, kvh, row0);
+        put_o(o2, 32u, sg, tid, kvh, row0, o_at);
+        put_o(o3, 48u, sg, tid, kvh, row0, o_at);
     }
     if HD >= 256u {
-        put_o(o4, 64u, sg, tid, kvh, row0);
-        put_o(o5, 80u, sg, tid, kvh, row0);
-        put_o(o6, 96u, sg, tid, kvh, row0);
-        put_o(o7, 112u, sg, tid, kvh, row0);
+        put_o(o4, 64u, sg, tid, kvh, row0, o_at);
+        put_o(o5, 80u, sg, tid, kvh, row0, o_at);
+        put_o(o6, 96u, sg, tid, kvh, row0, o_at);
+        put_o(o7, 112u, sg, tid, kvh, row0, o_at);
     }
 }
 
-// Accumulator `acc` (dims dt .. dt + 15 of each subgroup's half) into out, the rows inside
-// the block, through `scores` (subgroup s's tile at 256 s, row-major): the rows of a tile are
+// Accumulator `acc` (dims dt .. dt + 15 of each subgroup's half) into out from `o_at`, the rows
+// inside the block, through `scores` (subgroup s's tile at 256 s, row-major): the rows of a tile are
 // not evenly spaced in `out`. Called by every invocation in uniform control flow (it holds
 // barriers).
-fn put_o(acc: MatC, dt: u32, sg: u32, tid: u32, kvh: u32, row0: u32) {
+fn put_o(acc: MatC, dt: u32, sg: u32, tid: u32, kvh: u32, row0: u32, o_at: u32) {
     store_rows(acc, 256u * sg);
     workgroupBarrier();
     let n_rows = p.n_tokens * p.group;
@@ -295,7 +320,7 @@ fn put_o(acc: MatC, dt: u32, sg: u32, tid: u32, kvh: u32, row0: u32) {
         if row < n_rows {
             let h = kvh * p.group + row % p.group;
             let d = (s / 4u) * (HD / 2u) + dt + i % 16u;
-            out[p.out_offset + ((row / p.group) * p.n_heads + h) * HD + d] = scores[i];
+            out[o_at + ((row / p.group) * p.n_heads + h) * HD + d] = scores[i];
         }
     }
     workgroupBarrier();

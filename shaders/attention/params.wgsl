@@ -16,8 +16,11 @@ struct Params {
     pos_offset: u32,
     window: u32,
     split_len: u32,
+    // attention.wgsl: splits of split_len positions each (flash decoding); attention_coop.wgsl:
+    // splits of each row tile's keys (split_share), 1 unsplit.
     n_splits: u32,
-    // Where the splits' records start in `splits` (attention.wgsl; n_splits > 1).
+    // Where the splits' records start: in `splits` (attention.wgsl), in `out` (attention_coop.wgsl's
+    // maxima and sums); n_splits > 1.
     records: u32,
     scale: f32,
     softcap: f32,

@@ -3,7 +3,9 @@
 // exp(s - m_s) and its unnormalised output acc_s = sum exp(s - m_s) v over its share of the
 // keys. With m = max_s m_s and w_s = exp(m_s - m) (0 for a split that saw no key: m_s is LOW),
 // l = sum_s w_s l_s, o = sum_s w_s acc_s / l and lse = m + log l, as the unsplit kernel's online
-// softmax would have rescaled them. One invocation an element of o.
+// softmax would have rescaled them. One invocation an element of o. Also the prompt attention's
+// combine (attention/attention_coop.wgsl with split keys), which wants no lse: lse_offset
+// NO_LSE.
 
 struct Params {
     rows: u32,
@@ -23,6 +25,7 @@ struct Params {
 
 override WG: u32 = 256u;
 const LOW: f32 = -3.0e38;
+const NO_LSE: u32 = 0xffffffffu;
 
 @compute @workgroup_size(WG)
 fn main(
@@ -47,7 +50,7 @@ fn main(
         acc = fma(w, parts[p.acc_offset + s * p.rows * p.dv + i], acc);
     }
     o[p.o_offset + i] = acc / l;
-    if i % p.dv == 0u {
+    if p.lse_offset != NO_LSE && i % p.dv == 0u {
         lse[p.lse_offset + r] = m + log(l);
     }
 }

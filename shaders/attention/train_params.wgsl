@@ -71,14 +71,6 @@ fn score4(raw: vec4<f32>) -> Score4 {
     return Score4(raw, vec4<f32>(1.0));
 }
 
-// Split `split` of `splits`' share [x, y) of begin .. end walked `tile` at a time: whole tiles,
-// as even as they come (empty past the last).
-fn split_share(begin: u32, end: u32, tile: u32, splits: u32, split: u32) -> vec2<u32> {
-    let per = ((end - begin + tile - 1u) / tile + splits - 1u) / splits * tile;
-    let x = min(begin + split * per, end);
-    return vec2<u32>(x, min(x + per, end));
-}
-
 // Query heads per kv head.
 fn group_size() -> u32 {
     return p.n_head / p.n_kv;

@@ -997,6 +997,10 @@ fn bench_attention(ctx: &Ctx, c: &mut Criterion) {
         ("qwen2.5-0.5b-decode-split64", 14, 2, 64, 1050, 1, 64, true),
         ("gemma3-prompt", 4, 1, 256, 512, 512, 512, true),
         ("gemma3-prompt", 4, 1, 256, 1024, 1024, 1024, true),
+        // A 922-token prompt of gemma-3-270m's (one kv head) and gemma3-4b's (four) global
+        // layers: few row tiles, so their keys split (`attention_coop/...` beside `.../s1`).
+        ("gemma3-270m-prompt922", 4, 1, 256, 928, 922, 928, false),
+        ("gemma3-4b-prompt922", 8, 4, 256, 928, 922, 928, false),
         ("qwen2.5-prompt", 14, 2, 64, 1024, 1024, 1024, true),
         // The long prefills that bound qwen2.5-7b's and gemma3-4b's (global layers') prompt:
         // 8,192 tokens in one block, and the second of two blocks of the default ubatch
@@ -1112,11 +1116,28 @@ fn bench_attention(ctx: &Ctx, c: &mut Criterion) {
                 ctx.bench(c, &name, ops, work, if n_tokens > 1 { 4 } else { 50 });
             }
             if coop && attn.coop_fits(&layout) {
-                let pos = View::at(&pt, len - n_tokens);
-                let ops = attn
-                    .coop_ops((&q).into(), pos, &cache, (&out).into())
-                    .unwrap();
-                ctx.bench(c, &coop_name, ops, work, 4);
+                // The key splits the model takes, and unsplit beside them where it splits.
+                let auto = attn.coop_key_splits(&layout);
+                let mut runs = vec![(auto, coop_name.clone())];
+                if auto > 1 {
+                    runs.push((1, format!("{coop_name}/s1")));
+                }
+                let scratch_len = attn.coop_scratch_len(&layout, auto);
+                let scratch = GpuTensor::zeros(gpu, &[scratch_len.max(1)], Dtype::F32);
+                for (splits, name) in runs {
+                    let pos = View::at(&pt, len - n_tokens);
+                    let ops = attn
+                        .coop_ops(
+                            (&q).into(),
+                            pos,
+                            &cache,
+                            (&out).into(),
+                            Some((&scratch).into()),
+                            splits,
+                        )
+                        .unwrap();
+                    ctx.bench(c, &name, ops, work, 4);
+                }
             }
         }
     }

@@ -183,7 +183,8 @@ impl Gpu {
     }
 }
 
-#[cfg(test)]
+// Its one test needs a debug build's check.
+#[cfg(all(test, debug_assertions))]
 mod tests {
     use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -194,7 +195,6 @@ mod tests {
     /// such build) and builds one it lists. On a device of its own: the refusal panics with
     /// the table's lock held.
     #[test]
-    #[cfg(debug_assertions)]
     fn unlisted_key_is_refused() {
         let Some(gpu) = crate::testutil::device_without(wgpu::Features::empty()) else {
             return;

@@ -29,7 +29,9 @@ use crate::device::Caps;
 use crate::error::GpuError;
 use crate::kernel::KernelFamily;
 use crate::op::Op;
-use crate::ops::attention_train::{PARAMS, TILES, TrainAttention, TrainAttentionParams, WORKGROUP};
+use crate::ops::attention_train::{
+    PARAMS, SPLIT_SHARE, TILES, TrainAttention, TrainAttentionParams, WORKGROUP,
+};
 use crate::ops::attention_train_coop::CoopPass;
 use crate::ops::split_sum::SplitSum;
 use crate::pipeline::PipelineKey;
@@ -93,7 +95,7 @@ impl KernelFamily for AttentionBackwardKernel {
         };
         Program {
             name: name.to_string(),
-            files: vec![file, &BACKWARD_TILES, &TILES, &PARAMS],
+            files: vec![file, &BACKWARD_TILES, &TILES, &PARAMS, &SPLIT_SHARE],
             entry: "main",
             bindings,
             params_size: size_of::<TrainAttentionParams>(),

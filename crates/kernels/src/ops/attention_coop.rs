@@ -8,7 +8,10 @@
 //! as f16 in workgroup memory, each staged key feeding 64 rows and each block's cache reads
 //! overlapping the products before it. Two passes over the keys (the rows' max and sum
 //! first, then P V with the final ones: no per-row rescale of the output accumulators, which
-//! a cooperative matrix cannot address by row). The parity check `CHECK` needs cooperative
+//! a cooperative matrix cannot address by row). A block of few row tiles splits each tile's
+//! keys over more workgroups ([`Attention::coop_key_splits`]), each split's partial results
+//! going to a scratch that the training forward's combine kernel rescales into the output.
+//! The parity check `CHECK` needs cooperative
 //! matrices (it skips elsewhere and says so); the unit tests `body_*` run the same kernel
 //! body everywhere, on lavapipe over the plain-arithmetic ops of `common/coop_emul.wgsl` and
 //! `attention/coop_io_emul.wgsl` (staging, masks, both passes and the stores, not the tensor
@@ -28,6 +31,7 @@ use crate::error::GpuError;
 use crate::kernel::KernelFamily;
 use crate::op::Op;
 use crate::ops::attention::{self, Attention, AttentionParams, HEAD_DIMS};
+use crate::ops::attention_train::{self, Combine};
 use crate::ops::attention_train_coop;
 use crate::ops::kv::{KvCache, KvDtype, KvLayout};
 use crate::pipeline::PipelineKey;
@@ -55,6 +59,14 @@ const BINDINGS: &[BindingKind] = &[
 pub const WORKGROUP: u32 = 256;
 /// Query rows per workgroup (`TR` in the program): four 16-row tiles.
 const TILE_ROWS: usize = 64;
+/// The workgroups a prompt block's attention should reach before its keys stay unsplit: about
+/// two resident a streaming multiprocessor on a large GPU (an H100 or H200 has 132; a
+/// workgroup holds 256 invocations and up to 30 KiB of workgroup memory).
+const FILL_WORKGROUPS: usize = 256;
+/// The most splits of a tile's keys: each split adds a slice of partial outputs to the
+/// scratch and to the combine's reads.
+const MAX_KEY_SPLITS: usize = 8;
+
 /// The cache lengths [`Attention::coop_fits`] accepts are multiples of this; the model
 /// allocates its caches in whole blocks of it. (The kernel itself stages keys as zeros from
 /// the tile's last on, so any length would do.)
@@ -117,6 +129,7 @@ fn program(emulated: bool) -> Program {
             ops,
             io,
             &attention::PARAMS,
+            &attention_train::SPLIT_SHARE,
             &attention_train_coop::FORWARD_TILE,
             &BODY,
         ],
@@ -140,20 +153,51 @@ impl Attention {
             && self.n_heads.is_multiple_of(l.n_kv_heads)
     }
 
-    /// The attention of [`Attention::ops`] as one tensor-core op (module doc), for the calls
-    /// [`Attention::coop_fits`] accepts ([`GpuError::InvalidParams`] otherwise). On a device
-    /// without cooperative matrices the op runs the emulated program (tests only).
+    /// The row tiles' workgroups of [`Attention::coop_ops`] without splits: one per 64 query
+    /// rows of a kv head.
+    fn coop_workgroups(&self, l: &KvLayout) -> usize {
+        let group = self.n_heads / l.n_kv_heads.max(1);
+        (self.n_tokens * group).div_ceil(TILE_ROWS) * l.n_kv_heads
+    }
+
+    /// How many ways [`Attention::coop_ops`] should split each row tile's keys: 1 where the
+    /// tiles fill [`FILL_WORKGROUPS`], else enough to reach it (at most [`MAX_KEY_SPLITS`]).
+    /// gemma-3-270m's prompt of 922 tokens has 58 row tiles of its one kv head.
+    pub fn coop_key_splits(&self, l: &KvLayout) -> usize {
+        FILL_WORKGROUPS
+            .div_ceil(self.coop_workgroups(l).max(1))
+            .clamp(1, MAX_KEY_SPLITS)
+    }
+
+    /// f32 elements of the scratch [`Attention::coop_ops`] needs for `splits` splits: each
+    /// split's outputs, maxima and sums (0 for one split).
+    pub fn coop_scratch_len(&self, l: &KvLayout, splits: usize) -> usize {
+        match splits {
+            0 | 1 => 0,
+            s => s * self.n_tokens * self.n_heads * (l.head_dim + 2),
+        }
+    }
+
+    /// The attention of [`Attention::ops`] on the tensor cores (module doc), for the calls
+    /// [`Attention::coop_fits`] accepts ([`GpuError::InvalidParams`] otherwise), each row
+    /// tile's keys split `splits` ways: with more than one, the splits' partial results go to
+    /// `scratch` ([`Attention::coop_scratch_len`] elements, another tensor than `out`) and a
+    /// combine op writes `out`. One split is one op. On a device without cooperative
+    /// matrices the ops run the emulated program (tests only).
     pub fn coop_ops(
         &self,
         q: View<'_>,
         pos: View<'_>,
         cache: &KvCache,
         out: View<'_>,
+        scratch: Option<View<'_>>,
+        splits: usize,
     ) -> Result<Vec<Op>, GpuError> {
+        const OP: &str = "attention_coop";
         let l = cache.layout;
         if !self.coop_fits(&l) {
             return Err(GpuError::InvalidParams {
-                op: "attention_coop",
+                op: OP,
                 detail: format!(
                     "{self:?} over {l:?}: needs an f16 cache of a multiple of {KEY_BLOCK} \
                      positions, head_dim one of {HEAD_DIMS:?}, one split"
@@ -162,9 +206,39 @@ impl Attention {
         }
         let hd = l.head_dim;
         let span = self.n_tokens.saturating_sub(1) * self.q_stride + self.n_heads * hd;
+        let n_out = self.n_tokens * self.n_heads * hd;
         q.check("attention_coop q", span)?;
         pos.check("attention_coop pos", self.n_tokens)?;
-        out.check("attention_coop out", self.n_tokens * self.n_heads * hd)?;
+        out.check("attention_coop out", n_out)?;
+        let splits = splits.clamp(1, MAX_KEY_SPLITS);
+        // Split, the tiles write their partial results into the scratch: the outputs, then the
+        // maxima and sums.
+        let (tiles_out, records) = match (splits, scratch) {
+            (1, _) => (out, 0),
+            (_, Some(t)) => {
+                t.check("attention_coop scratch", self.coop_scratch_len(&l, splits))?;
+                if t.t.buf.id() == out.t.buf.id() {
+                    return Err(GpuError::InvalidParams {
+                        op: OP,
+                        detail: "the split scratch in out's tensor".into(),
+                    });
+                }
+                (t, t.offset + splits * n_out)
+            }
+            (_, None) => {
+                return Err(GpuError::InvalidParams {
+                    op: OP,
+                    detail: format!("{splits} key splits without a scratch"),
+                });
+            }
+        };
+        let end = records + 2 * splits * self.n_tokens * self.n_heads;
+        if end > u32::MAX as usize {
+            return Err(GpuError::InvalidParams {
+                op: OP,
+                detail: format!("{end} scratch elements past u32 indices"),
+            });
+        }
         let group = self.n_heads / l.n_kv_heads;
         let params = AttentionParams {
             n_tokens: self.n_tokens as u32,
@@ -173,12 +247,12 @@ impl Attention {
             max_len: l.max_len as u32,
             q_offset: q.offset as u32,
             q_stride: self.q_stride as u32,
-            out_offset: out.offset as u32,
+            out_offset: tiles_out.offset as u32,
             pos_offset: pos.offset as u32,
             window: self.window as u32,
             split_len: l.max_len as u32,
-            n_splits: 1,
-            records: 0,
+            n_splits: splits as u32,
+            records: records as u32,
             scale: self.scale,
             softcap: self.softcap,
             n_rot: 0,
@@ -187,12 +261,29 @@ impl Attention {
             v_offset: 0,
             _pad: [0; 2],
         };
-        let tiles = (self.n_tokens * group).div_ceil(TILE_ROWS);
         let kernel = AttentionCoopKernel {
             head_dim: hd as u32,
         };
-        let buffers = [&q.t.buf, &cache.k.buf, &cache.v.buf, &pos.t.buf, &out.t.buf];
-        let grid = [tiles as u32, l.n_kv_heads as u32, 1];
-        Ok(vec![Op::new(kernel, WORKGROUP, &params, &buffers, grid)])
+        let buffers = [
+            &q.t.buf,
+            &cache.k.buf,
+            &cache.v.buf,
+            &pos.t.buf,
+            &tiles_out.t.buf,
+        ];
+        let tiles = self.coop_workgroups(&l) / l.n_kv_heads;
+        let grid = [tiles as u32, l.n_kv_heads as u32, splits as u32];
+        let mut ops = vec![Op::new(kernel, WORKGROUP, &params, &buffers, grid)];
+        if splits > 1 {
+            let shape = Combine {
+                rows: self.n_tokens * self.n_heads,
+                dv: hd,
+                splits,
+            };
+            ops.push(attention_train::combine_op(
+                shape, tiles_out, records, out, None,
+            ));
+        }
+        Ok(ops)
     }
 }

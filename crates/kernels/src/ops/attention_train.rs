@@ -108,6 +108,9 @@ pub(crate) struct TrainAttentionParams {
 
 pub(crate) static PARAMS: ShaderFile = shader_file!("attention/train_params.wgsl");
 pub(crate) static TILES: ShaderFile = shader_file!("attention/train_tiles.wgsl");
+/// `split_share`: how a kernel that splits a tile's keys (or pairs) over the grid's z shares
+/// them out.
+pub(crate) static SPLIT_SHARE: ShaderFile = shader_file!("attention/split_share.wgsl");
 static FORWARD: ShaderFile = shader_file!("attention/train_forward.wgsl");
 
 /// q, k, v, start read; o, lse written.
@@ -154,6 +157,50 @@ struct CombineParams {
     _pad: u32,
 }
 
+/// `lse_offset` of a combine that writes no lse (attention/train_combine.wgsl's `NO_LSE`).
+const NO_LSE: u32 = u32::MAX;
+
+/// The shape of a split attention's partial results: `splits` slices of `rows` x `dv`
+/// unnormalised outputs, then the splits' maxima, then their sums (`rows` each).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Combine {
+    pub rows: usize,
+    pub dv: usize,
+    pub splits: usize,
+}
+
+/// The op that combines split keys' partial results (attention/train_combine.wgsl): the
+/// outputs from `parts`, the maxima and sums from element `ml_offset` of its tensor, into `o`
+/// and, where given, the rows' log-sum-exp into `lse` (the training forward keeps it for the
+/// backward; the prompt attention has no use for it). The caller checks the views' extents.
+pub(crate) fn combine_op(
+    c: Combine,
+    parts: View<'_>,
+    ml_offset: usize,
+    o: View<'_>,
+    lse: Option<View<'_>>,
+) -> Op {
+    let params = CombineParams {
+        rows: c.rows as u32,
+        dv: c.dv as u32,
+        splits: c.splits as u32,
+        acc_offset: parts.offset as u32,
+        ml_offset: ml_offset as u32,
+        o_offset: o.offset as u32,
+        lse_offset: lse.map_or(NO_LSE, |l| l.offset as u32),
+        _pad: 0,
+    };
+    // Without an lse its binding takes o's buffer, which the kernel then never writes there.
+    let lse_buf = lse.map_or(&o.t.buf, |l| &l.t.buf);
+    Op::new(
+        AttentionTrainKernel::Combine,
+        WORKGROUP,
+        &params,
+        &[&parts.t.buf, &o.t.buf, lse_buf],
+        grid_1d((c.rows * c.dv).div_ceil(WORKGROUP as usize)),
+    )
+}
+
 impl KernelFamily for AttentionTrainKernel {
     fn variants() -> Vec<AttentionTrainKernel> {
         vec![AttentionTrainKernel::Forward, AttentionTrainKernel::Combine]
@@ -163,7 +210,7 @@ impl KernelFamily for AttentionTrainKernel {
         match self {
             AttentionTrainKernel::Forward => Program {
                 name: "attention_train".to_string(),
-                files: vec![&FORWARD, &TILES, &PARAMS],
+                files: vec![&FORWARD, &TILES, &PARAMS, &SPLIT_SHARE],
                 entry: "main",
                 bindings: BINDINGS,
                 params_size: size_of::<TrainAttentionParams>(),
@@ -377,22 +424,16 @@ impl TrainAttention {
         };
         let mut ops = vec![forward];
         if splits > 1 {
-            let combine = CombineParams {
-                rows: rows as u32,
-                dv: self.dv as u32,
-                splits: splits as u32,
-                acc_offset: o_out.offset as u32,
-                ml_offset: ml_out.offset as u32,
-                o_offset: b.o.offset as u32,
-                lse_offset: b.lse.offset as u32,
-                _pad: 0,
-            };
-            ops.push(Op::new(
-                AttentionTrainKernel::Combine,
-                WORKGROUP,
-                &combine,
-                &[&o_out.t.buf, &b.o.t.buf, &b.lse.t.buf],
-                grid_1d(o_len.div_ceil(WORKGROUP as usize)),
+            ops.push(combine_op(
+                Combine {
+                    rows,
+                    dv: self.dv,
+                    splits,
+                },
+                o_out,
+                ml_out.offset,
+                b.o,
+                Some(b.lse),
             ));
         }
         Ok(ops)

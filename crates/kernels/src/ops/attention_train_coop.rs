@@ -35,7 +35,9 @@ use crate::error::GpuError;
 use crate::kernel::KernelFamily;
 use crate::op::{Op, grid_1d};
 use crate::ops::attention_backward;
-use crate::ops::attention_train::{self, PARAMS, TrainAttention, TrainAttentionParams};
+use crate::ops::attention_train::{
+    self, PARAMS, SPLIT_SHARE, TrainAttention, TrainAttentionParams,
+};
 use crate::pipeline::PipelineKey;
 use crate::shader::{COOP_EMUL, COOP_OPS, Program, ShaderFile, shader_file};
 use crate::tensor::GpuBuffer;
@@ -114,7 +116,7 @@ impl AttentionTrainCoopKernel {
             true => (format!("{name}_emulated"), &COOP_EMUL, &IO_EMULATED),
             false => (name.to_string(), &COOP_OPS, &IO),
         };
-        let mut files = vec![ops, io, &PARAMS, &ROWS];
+        let mut files = vec![ops, io, &PARAMS, &SPLIT_SHARE, &ROWS];
         match self.pass {
             CoopPass::Forward => files.push(&FORWARD_TILE),
             _ => files.push(&INPUTS),

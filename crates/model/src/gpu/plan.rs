@@ -1541,8 +1541,23 @@ impl<'a> Lower<'a> {
         // tile (one workgroup a kv head); no cut-over to the f32 kernel below that has been
         // measured.
         if n > 1 && self.tensor_cores && self.gpu.caps.coop_f16 && attn.coop_fits(&layout) {
-            let ops = attn.coop_ops(self.src(a.q), pos, cache, self.view(out));
+            // A block of few row tiles splits their keys; the splits' partial results live in
+            // a pool buffer only until the op's combine has read them.
+            let splits = attn.coop_key_splits(&layout);
+            let len = attn.coop_scratch_len(&layout, splits);
+            let scratch = (len > 0).then(|| self.alloc(len)).transpose()?;
+            let ops = attn.coop_ops(
+                self.src(a.q),
+                pos,
+                cache,
+                self.view(out),
+                scratch.map(|s| self.view(s)),
+                splits,
+            );
             self.extend(ops)?;
+            if let Some(s) = scratch {
+                self.pool.release(s.buf);
+            }
             return Ok(out);
         }
         let splits = self.splits(&attn, &layout);

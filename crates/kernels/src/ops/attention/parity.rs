@@ -250,8 +250,9 @@ pub(crate) enum Path {
     Plain,
     /// [`Attention::coop_ops`] (on a device without cooperative matrices, its emulated
     /// program: tests only), against [`crate::ops::attention_coop::reference`]; with
-    /// `f16_q` the query drawn as f16 values, so that its rounding errs by nothing.
-    Coop { f16_q: bool },
+    /// `f16_q` the query drawn as f16 values, so that its rounding errs by nothing; each row
+    /// tile's keys split `splits` ways.
+    Coop { f16_q: bool, splits: usize },
 }
 
 /// [`compare`] through the kernel `path` names.
@@ -278,7 +279,7 @@ pub(crate) fn compare_on(
     .iter()
     .map(|x| x * q_gain)
     .map(|x| match path {
-        Path::Coop { f16_q: true } => half::f16::from_f32(x).to_f32(),
+        Path::Coop { f16_q: true, .. } => half::f16::from_f32(x).to_f32(),
         _ => x,
     })
     .collect();
@@ -298,7 +299,12 @@ pub(crate) fn compare_on(
     let (qv, pv, ov) = (View::at(&qt, 1), View::at(&pt, start), View::at(&out, 2));
     ops.extend(match path {
         Path::Plain => attn.ops(qv, pv, &cache, ov, Some(&splits))?,
-        Path::Coop { .. } => attn.coop_ops(qv, pv, &cache, ov)?,
+        Path::Coop { splits, .. } => {
+            let len = attn.coop_scratch_len(&l, splits);
+            let scratch = GpuTensor::zeros(gpu, &[len + 3], Dtype::F32);
+            let sv = (len > 0).then(|| View::at(&scratch, 3));
+            attn.coop_ops(qv, pv, &cache, ov, sv, splits)?
+        }
     });
     let y: Vec<f32> = run_read(gpu, ops, &out, 2, n_out)?;
     let words = l.words();
@@ -307,8 +313,8 @@ pub(crate) fn compare_on(
     let (k, v, pos) = (l.decode(&kw), l.decode(&vw), &all_pos[start..]);
     let r = match path {
         Path::Plain => attn.reference(&l, &q, &k, &v, pos),
-        Path::Coop { f16_q } => {
-            crate::ops::attention_coop::reference(&attn, &l, &q, &k, &v, pos, f16_q)
+        Path::Coop { f16_q, splits } => {
+            crate::ops::attention_coop::reference(&attn, &l, &q, &k, &v, pos, f16_q, splits)
         }
     };
     let mut c = Compare::default();

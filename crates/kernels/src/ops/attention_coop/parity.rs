@@ -8,8 +8,10 @@ use crate::ops::matmul_coop::{coop_device, f16_err};
 use crate::parity::data::Rng;
 use crate::parity::{Check, Compare, U};
 
-/// [`Attention::reference`] with the tensor-core kernel's bound (module doc); `f16_q`: every
-/// q is an f16 value, so its rounding errs only where the device may flush a subnormal.
+/// [`Attention::reference`] with the tensor-core kernel's bound (module doc) for its keys split
+/// `splits` ways; `f16_q`: every q is an f16 value, so its rounding errs only where the device
+/// may flush a subnormal.
+#[allow(clippy::too_many_arguments)]
 pub fn reference(
     attn: &Attention,
     l: &KvLayout,
@@ -18,6 +20,7 @@ pub fn reference(
     v: &[f32],
     pos: &[u32],
     f16_q: bool,
+    splits: usize,
 ) -> Reference {
     let hd = l.head_dim as f64;
     let q_err: Vec<f64> = q
@@ -32,11 +35,15 @@ pub fn reference(
             rounding + 3.0 * hd * U * x
         })
         .collect();
-    // A row's 4 partial maxima and sums (one per invocation of its row) combined.
+    // A row's 4 partial maxima and sums (one per invocation of its row) combined, and with
+    // split keys each split's sum and output rescaled once more by the combine. (A split's
+    // weights exp(s - m_s) are rounded at least as large as the unsplit exp(s - m) / l, so
+    // their f16 rounding stays within the unsplit bound's.)
+    let splits = if splits > 1 { 2 * splits } else { 0 };
     let arith = Arith {
         q_err: Some(&q_err),
         p_f16: true,
-        combines: 4,
+        combines: 4 + splits,
     };
     attn.reference_with(l, q, arith, k, v, pos)
 }
@@ -83,13 +90,37 @@ fn random_case(rng: &mut Rng) -> Case {
 fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
     coop_device(gpu)?;
     let case = random_case(rng);
-    attention::compare_on(gpu, case, rng.next_u64(), Path::Coop { f16_q: false })
+    let splits = random_splits(rng);
+    attention::compare_on(
+        gpu,
+        case,
+        rng.next_u64(),
+        Path::Coop {
+            f16_q: false,
+            splits,
+        },
+    )
+}
+
+/// Key splits for a random case: mostly unsplit, as the models' long blocks run, else up to
+/// the kernel's most.
+fn random_splits(rng: &mut Rng) -> usize {
+    rng.pick(&[1, 1, 2, 3, 8])
 }
 
 fn exact_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
     coop_device(gpu)?;
     let case = random_case(rng);
-    attention::compare_on(gpu, case, rng.next_u64(), Path::Coop { f16_q: true })
+    let splits = random_splits(rng);
+    attention::compare_on(
+        gpu,
+        case,
+        rng.next_u64(),
+        Path::Coop {
+            f16_q: true,
+            splits,
+        },
+    )
 }
 
 #[cfg(test)]
@@ -121,7 +152,10 @@ mod tests {
         let mut rng = Rng::new(77);
         for i in 0..8 {
             let case = random_case(&mut rng);
-            let path = Path::Coop { f16_q: i % 2 == 1 };
+            let path = Path::Coop {
+                f16_q: i % 2 == 1,
+                splits: [1, 2, 3, 8][i as usize % 4],
+            };
             let c = attention::compare_on(gpu, case, 900 + i, path).unwrap();
             assert!(c.max_ratio <= 1.0, "{case:?} {path:?}: {}", c.worst);
         }
@@ -179,8 +213,8 @@ mod tests {
             },
         ];
         for (i, case) in cases.into_iter().enumerate() {
-            for f16_q in [false, true] {
-                let path = Path::Coop { f16_q };
+            for (f16_q, splits) in [(false, 1), (true, 1), (true, 3)] {
+                let path = Path::Coop { f16_q, splits };
                 let c = attention::compare_on(gpu, case, i as u64, path).unwrap();
                 assert!(c.max_ratio <= 1.0, "{case:?} {path:?}: {}", c.worst);
             }
