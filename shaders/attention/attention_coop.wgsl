@@ -81,23 +81,36 @@ fn stage_q_half(kvh: u32, row0: u32, h: u32, tid: u32) {
     }
 }
 
+// Share u of this invocation's K (`from_v`: V) rows of the block at key j0; `head` is the
+// cache's vec4 index of the kv head's first value, `hi` the end of the keys walked (zeros from
+// there; hi > 0). The load clamps into bounds and selects: no branch around it.
+fn load_share(head: u32, j0: u32, hi: u32, from_v: bool, tid: u32, u: u32) -> vec4<f16> {
+    let i = tid + WG * u;
+    let key = j0 + i / (HD / 4u);
+    let at = head + min(key, hi - 1u) * (HD / 4u) + i % (HD / 4u);
+    var a: vec4<f16>;
+    if from_v {
+        a = vc[at];
+    } else {
+        a = kc[at];
+    }
+    return select(vec4<f16>(0.0), a, key < hi);
+}
+
 // This invocation's share of the 32 K rows (`from_v`: V rows) of the block at key j0 into
-// `staged`; `head` is the cache's vec4 index of the kv head's first value, `hi` the end of
-// the keys walked (zeros from there).
+// `staged`, by constant index (store_block's reason).
 fn load_block(head: u32, j0: u32, hi: u32, from_v: bool, tid: u32) {
-    for (var u = 0u; u < HD / 32u; u++) {
-        let i = tid + WG * u;
-        let key = j0 + i / (HD / 4u);
-        var a = vec4<f16>(0.0);
-        if key < hi {
-            let at = head + key * (HD / 4u) + i % (HD / 4u);
-            if from_v {
-                a = vc[at];
-            } else {
-                a = kc[at];
-            }
-        }
-        staged[u] = a;
+    staged[0] = load_share(head, j0, hi, from_v, tid, 0u);
+    staged[1] = load_share(head, j0, hi, from_v, tid, 1u);
+    if HD >= 128u {
+        staged[2] = load_share(head, j0, hi, from_v, tid, 2u);
+        staged[3] = load_share(head, j0, hi, from_v, tid, 3u);
+    }
+    if HD >= 256u {
+        staged[4] = load_share(head, j0, hi, from_v, tid, 4u);
+        staged[5] = load_share(head, j0, hi, from_v, tid, 5u);
+        staged[6] = load_share(head, j0, hi, from_v, tid, 6u);
+        staged[7] = load_share(head, j0, hi, from_v, tid, 7u);
     }
 }
 

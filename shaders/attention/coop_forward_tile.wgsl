@@ -3,8 +3,8 @@
 // share: a workgroup of 256 invocations = 8 subgroups of 32 holds TR = 64 query rows (the
 // prompt's rows of one kv head, the training's (row, head) pairs) as four 16-row tiles, walks
 // the keys in blocks of BK = 32 staged as f16 in `tile`, and scores each 16 x 16 (row tile,
-// key tile) over the full head dim into `scores` (`score_tile`); `staged` carries an
-// invocation's share of the next rows from their global loads to `store_block`.
+// key tile) over the full head dim into `scores` (`score_tile`); each kernel's load_block
+// fills `staged` (attention/coop_stage.wgsl) with an invocation's share of the next rows.
 
 // Must be 256 (8 subgroups of 32: `Caps::coop_f16` holds only where the subgroup is 32 wide).
 override WG: u32 = 256u;
@@ -34,17 +34,6 @@ var<workgroup> tile: array<vec4<f16>, 2112>; // 32 * RS at HD 256
 var<workgroup> scores: array<f32, 2048>;
 // The block's P, 64 rows x 32 keys as f16.
 var<workgroup> wt: array<vec4<f16>, 640>;
-// This invocation's share of the next rows to stage (HD / 32 vec4s of 32 rows of HD).
-var<private> staged: array<vec4<f16>, 8>;
-
-// `staged` into `tile` (after a barrier that frees it).
-fn store_block(tid: u32) {
-    for (var u = 0u; u < HD / 32u; u++) {
-        let i = tid + WG * u;
-        tile[(i / (HD / 4u)) * RS + i % (HD / 4u)] = staged[u];
-    }
-}
-
 // The 16 x 16 score tile (before the scale) of row tile `rt` and the block's key tile `kt`:
 // the held q (`a0..a7` dims 0 .. HD / 2, `b0..b7` the rest; HD / 32 of each used) times the
 // key tile's rows of `tile` as B, into `scores`.

@@ -112,18 +112,14 @@ fn load_pairs(g: u32, e0: u32, e_end: u32, tid: u32) {
     if inside {
         row = pair_row(g, e);
     }
-    var part = 0.0;
-    for (var u = 0u; u < HD / 64u; u++) {
-        let at = row * HD + 4u * (tid % 16u + 16u * u);
-        var a = vec4<f32>(0.0);
-        var d = vec4<f32>(0.0);
-        if inside {
-            a = q4(p.q_offset + at);
-            d = do4(p.do_offset + at);
-            part += dot(d, o4(p.o_offset + at));
-        }
-        staged_q[u] = vec4<f16>(a);
-        staged_do[u] = vec4<f16>(d * DO_SCALE);
+    // The HD / 64 shares by constant index (attention/coop_stage.wgsl's reason).
+    var part = load_pair_share(row, inside, tid, 0u);
+    if HD >= 128u {
+        part += load_pair_share(row, inside, tid, 1u);
+    }
+    if HD >= 256u {
+        part += load_pair_share(row, inside, tid, 2u);
+        part += load_pair_share(row, inside, tid, 3u);
     }
     staged_d = part;
     staged_lse = 0.0;
@@ -132,19 +128,46 @@ fn load_pairs(g: u32, e0: u32, e_end: u32, tid: u32) {
     }
 }
 
+// Share u of load_pairs' (dims 4 (tid % 16 + 16 u) .. + 3 of the pair at `row`): q and do
+// into `staged_*`, and this share's part of D = do . o.
+fn load_pair_share(row: u32, inside: bool, tid: u32, u: u32) -> f32 {
+    let at = row * HD + 4u * (tid % 16u + 16u * u);
+    var a = vec4<f32>(0.0);
+    var d = vec4<f32>(0.0);
+    var part = 0.0;
+    if inside {
+        a = q4(p.q_offset + at);
+        d = do4(p.do_offset + at);
+        part = dot(d, o4(p.o_offset + at));
+    }
+    staged_q[u] = vec4<f16>(a);
+    staged_do[u] = vec4<f16>(d * DO_SCALE);
+    return part;
+}
+
 // The `staged_*` registers into `tile`, `d_parts` and `pair_lse` (after a barrier that frees
 // them).
 fn store_pairs(tid: u32) {
     let r = tid / 16u;
-    for (var u = 0u; u < HD / 64u; u++) {
-        let x = tid % 16u + 16u * u;
-        tile[r * RS + x] = staged_q[u];
-        tile[(BP + r) * RS + x] = staged_do[u];
+    store_pair_share(r, tid, 0u);
+    if HD >= 128u {
+        store_pair_share(r, tid, 1u);
+    }
+    if HD >= 256u {
+        store_pair_share(r, tid, 2u);
+        store_pair_share(r, tid, 3u);
     }
     d_parts[tid] = staged_d;
     if tid % 16u == 0u {
         pair_lse[r] = staged_lse;
     }
+}
+
+// Share u of the `staged_*` registers into `tile`.
+fn store_pair_share(r: u32, tid: u32, u: u32) {
+    let x = tid % 16u + 16u * u;
+    tile[r * RS + x] = staged_q[u];
+    tile[(BP + r) * RS + x] = staged_do[u];
 }
 
 // Subgroup sg's half of the dims of its 16 x 16 tile of S^T (sg even) or dP^T (odd), before

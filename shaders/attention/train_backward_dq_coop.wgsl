@@ -64,7 +64,6 @@ var<workgroup> wt: array<vec4<f16>, 384>;
 // multiple of 16 bytes.
 var<workgroup> range_s: vec4<u32>;
 // This invocation's share of the next block to stage (HD / 32 vec4s of 32 rows of HD).
-var<private> staged: array<vec4<f16>, 8>;
 
 // `tile` from dims x HD / 4 .. + HD / 4 of the q rows (rows 0..63) and the do rows times
 // DO_SCALE (64..127) of kv head g's pairs e0 .. e0 + 63 (zeros past the block's pairs), QS
@@ -87,32 +86,36 @@ fn stage_pairs_quarter(g: u32, e0: u32, x: u32, tid: u32) {
     }
 }
 
-// This invocation's share of the block of keys from j0 into `staged`: k rows 0..15, v rows
-// 16..31 (zeros past the block).
+// This invocation's share of the block of keys from j0 into `staged` (attention/coop_stage.wgsl):
+// k rows 0..15, v rows 16..31 (zeros past the block).
 fn load_block(g: u32, j0: u32, tid: u32) {
-    for (var u = 0u; u < HD / 32u; u++) {
-        let i = tid + WG * u;
-        let r = i / (HD / 4u);
-        let j = j0 + r % BK;
-        var a = vec4<f32>(0.0);
-        if j < p.n {
-            let at = (j * p.n_kv + g) * HD + 4u * (i % (HD / 4u));
-            if r < BK {
-                a = k4(p.k_offset + at);
-            } else {
-                a = v4(p.v_offset + at);
-            }
-        }
-        staged[u] = vec4<f16>(a);
+    staged[0] = load_share(g, j0, tid, 0u);
+    staged[1] = load_share(g, j0, tid, 1u);
+    if HD >= 128u {
+        staged[2] = load_share(g, j0, tid, 2u);
+        staged[3] = load_share(g, j0, tid, 3u);
+    }
+    if HD >= 256u {
+        staged[4] = load_share(g, j0, tid, 4u);
+        staged[5] = load_share(g, j0, tid, 5u);
+        staged[6] = load_share(g, j0, tid, 6u);
+        staged[7] = load_share(g, j0, tid, 7u);
     }
 }
 
-// `staged` into `tile` (after a barrier that frees it).
-fn store_block(tid: u32) {
-    for (var u = 0u; u < HD / 32u; u++) {
-        let i = tid + WG * u;
-        tile[(i / (HD / 4u)) * RS + i % (HD / 4u)] = staged[u];
+// Share u of load_block's: the load clamped into bounds and selected, no branch around it.
+fn load_share(g: u32, j0: u32, tid: u32, u: u32) -> vec4<f16> {
+    let i = tid + WG * u;
+    let r = i / (HD / 4u);
+    let j = j0 + r % BK;
+    let at = (min(j, p.n - 1u) * p.n_kv + g) * HD + 4u * (i % (HD / 4u));
+    var a: vec4<f32>;
+    if r < BK {
+        a = k4(p.k_offset + at);
+    } else {
+        a = v4(p.v_offset + at);
     }
+    return vec4<f16>(select(vec4<f32>(0.0), a, j < p.n));
 }
 
 // Subgroup sg's 16 x 16 tile of S (sg < 4) or dP (sg >= 4), before the scale: its held rows

@@ -62,20 +62,32 @@ fn stage_q_half(g: u32, e0: u32, h: u32, tid: u32) {
 // This invocation's share of the 32 k rows (`from_v`: v rows) of kv head g from key j0 into
 // `staged` (zeros past the block).
 fn load_block(g: u32, j0: u32, from_v: bool, tid: u32) {
-    for (var u = 0u; u < HD / 32u; u++) {
-        let i = tid + WG * u;
-        let r = i / (HD / 4u);
-        var a = vec4<f32>(0.0);
-        if j0 + r < p.n {
-            let at = ((j0 + r) * p.n_kv + g) * HD + 4u * (i % (HD / 4u));
-            if from_v {
-                a = v4(p.v_offset + at);
-            } else {
-                a = k4(p.k_offset + at);
-            }
-        }
-        staged[u] = vec4<f16>(a);
+    staged[0] = load_share(g, j0, from_v, tid, 0u);
+    staged[1] = load_share(g, j0, from_v, tid, 1u);
+    if HD >= 128u {
+        staged[2] = load_share(g, j0, from_v, tid, 2u);
+        staged[3] = load_share(g, j0, from_v, tid, 3u);
     }
+    if HD >= 256u {
+        staged[4] = load_share(g, j0, from_v, tid, 4u);
+        staged[5] = load_share(g, j0, from_v, tid, 5u);
+        staged[6] = load_share(g, j0, from_v, tid, 6u);
+        staged[7] = load_share(g, j0, from_v, tid, 7u);
+    }
+}
+
+// Share u of load_block's: the load clamped into bounds and selected, no branch around it.
+fn load_share(g: u32, j0: u32, from_v: bool, tid: u32, u: u32) -> vec4<f16> {
+    let i = tid + WG * u;
+    let r = i / (HD / 4u);
+    let at = (min(j0 + r, p.n - 1u) * p.n_kv + g) * HD + 4u * (i % (HD / 4u));
+    var a: vec4<f32>;
+    if from_v {
+        a = v4(p.v_offset + at);
+    } else {
+        a = k4(p.k_offset + at);
+    }
+    return vec4<f16>(select(vec4<f32>(0.0), a, j0 + r < p.n));
 }
 
 // The four scores of keys j0 + c0 .. c0 + 3 for pair `me` (tile row r): scaled, soft-capped,

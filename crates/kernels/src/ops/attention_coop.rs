@@ -59,9 +59,17 @@ const BINDINGS: &[BindingKind] = &[
 pub const WORKGROUP: u32 = 256;
 /// Query rows per workgroup (`TR` in the program): four 16-row tiles.
 const TILE_ROWS: usize = 64;
-/// The workgroups a prompt block's attention should reach before its keys stay unsplit: about
-/// two resident a streaming multiprocessor on a large GPU (an H100 or H200 has 132; a
-/// workgroup holds 256 invocations and up to 30 KiB of workgroup memory).
+/// Fewer unsplit workgroups than this split their keys: fewer than an H100's or H200's 132
+/// multiprocessors, each of which holds about one of these workgroups (registers for 16 held
+/// q operands and up to 8 accumulators an invocation). Kernels bench, H200
+/// (`attention_coop/...` beside `.../s1`, docs/PERF.md D-prompt-key-splits): 58 workgroups
+/// (gemma-3-270m, 922 tokens) 279 -> 144 us with 5 splits and 32 (512 tokens) 164 -> 88 us
+/// with 8; 116 (gemma3-4b) 283 -> 289 us with 3 and 224 (qwen2.5-0.5b, 1,024 tokens) 107 ->
+/// 120 us with 2: a split's partial results and the combine then cost more than the idle
+/// multiprocessors did.
+const SPLIT_BELOW_WORKGROUPS: usize = 100;
+/// The workgroups a split block aims for: about two waves of one a multiprocessor, so that
+/// the causal tiles' unequal shares even out.
 const FILL_WORKGROUPS: usize = 256;
 /// The most splits of a tile's keys: each split adds a slice of partial outputs to the
 /// scratch and to the combine's reads.
@@ -130,6 +138,7 @@ fn program(emulated: bool) -> Program {
             io,
             &attention::PARAMS,
             &attention_train::SPLIT_SHARE,
+            &attention_train_coop::STAGE,
             &attention_train_coop::FORWARD_TILE,
             &BODY,
         ],
@@ -161,12 +170,17 @@ impl Attention {
     }
 
     /// How many ways [`Attention::coop_ops`] should split each row tile's keys: 1 where the
-    /// tiles fill [`FILL_WORKGROUPS`], else enough to reach it (at most [`MAX_KEY_SPLITS`]).
-    /// gemma-3-270m's prompt of 922 tokens has 58 row tiles of its one kv head.
+    /// tiles number at least [`SPLIT_BELOW_WORKGROUPS`], else enough to reach
+    /// [`FILL_WORKGROUPS`] (at most [`MAX_KEY_SPLITS`]). gemma-3-270m's prompt of 922 tokens
+    /// has 58 row tiles of its one kv head.
     pub fn coop_key_splits(&self, l: &KvLayout) -> usize {
-        FILL_WORKGROUPS
-            .div_ceil(self.coop_workgroups(l).max(1))
-            .clamp(1, MAX_KEY_SPLITS)
+        let workgroups = self.coop_workgroups(l).max(1);
+        match workgroups < SPLIT_BELOW_WORKGROUPS {
+            true => FILL_WORKGROUPS
+                .div_ceil(workgroups)
+                .clamp(1, MAX_KEY_SPLITS),
+            false => 1,
+        }
     }
 
     /// f32 elements of the scratch [`Attention::coop_ops`] needs for `splits` splits: each

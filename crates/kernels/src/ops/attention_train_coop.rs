@@ -70,6 +70,8 @@ pub(crate) static IO_EMULATED: ShaderFile = shader_file!("attention/coop_io_emul
 static FORWARD: ShaderFile = shader_file!("attention/train_forward_coop.wgsl");
 /// The 64-row forward tile the training forward shares with the prompt attention.
 pub(crate) static FORWARD_TILE: ShaderFile = shader_file!("attention/coop_forward_tile.wgsl");
+/// `staged` and `store_block`: the forward tile's and dq's next rows on their way to `tile`.
+pub(crate) static STAGE: ShaderFile = shader_file!("attention/coop_stage.wgsl");
 /// The backward passes' inputs and do's scale.
 static INPUTS: ShaderFile = shader_file!("attention/train_backward_coop_inputs.wgsl");
 static DQ: ShaderFile = shader_file!("attention/train_backward_dq_coop.wgsl");
@@ -118,8 +120,9 @@ impl AttentionTrainCoopKernel {
         };
         let mut files = vec![ops, io, &PARAMS, &SPLIT_SHARE, &ROWS];
         match self.pass {
-            CoopPass::Forward => files.push(&FORWARD_TILE),
-            _ => files.push(&INPUTS),
+            CoopPass::Forward => files.extend([&STAGE, &FORWARD_TILE]),
+            CoopPass::Dq => files.extend([&INPUTS, &STAGE]),
+            CoopPass::DkDv => files.push(&INPUTS),
         }
         files.push(body);
         Program {
