@@ -30,10 +30,9 @@
 //
 // Each block's cache reads overlap the products before it: an invocation loads its share of
 // the next rows (the block's V during its scores, the next block's K during P V) into
-// registers (`staged`) and stores them to `tile` after the barrier that frees it. The cache is
-// read as vec4<f16> (the f16 cache's words, two values each, low half first; a key's HD
-// values start 16-byte aligned since HD >= 64); keys at or past the tile's last are staged as
-// zeros (never read, so a block may run past the cache's end). Masked keys weigh exactly 0
+// registers (`staged_words`) and stores them to `tile` after the barrier that frees it. The
+// cache is read 16 bytes at a time (eight f16 values; a key's HD values start 16-byte aligned
+// since HD >= 64); keys at or past the end of the keys walked are staged as zeros (never read, so a block may run past the cache's end). Masked keys weigh exactly 0
 // and the cache holds finite values everywhere (zeros where never written), so they add
 // nothing to O. Every coop op is reached in uniform control flow (loop bounds come from
 // workgroupUniformLoad, HD is an override).
@@ -51,11 +50,13 @@
 // exact in f32 and summed in f32 by the tensor cores; m, l, the scale and the soft-cap in f32
 // plain arithmetic (docs/KERNELS.md has the bound).
 // Params, the shared bindings and `row_keys`: attention/params.wgsl; the 64-row tile (its
-// workgroup memory, `store_block`, `score_tile`): attention/coop_forward_tile.wgsl, shared with
-// the training forward; the caches here, as vec4<f16>.
+// workgroup memory, `score_tile`): attention/coop_forward_tile.wgsl, shared with the training
+// forward; the caches and their staging here.
 
-@group(0) @binding(2) var<storage, read> kc: array<vec4<f16>>;
-@group(0) @binding(3) var<storage, read> vc: array<vec4<f16>>;
+// The f16 caches as 16-byte words (eight values, the low half of each word first): one load
+// an invocation moves twice the bytes of a vec4<f16> (docs/PERF.md, D-staged-registers).
+@group(0) @binding(2) var<storage, read> kc: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read> vc: array<vec4<u32>>;
 
 // Score of a masked key (and the running max before any key); exp(NONE - m) is 0.
 const NONE: f32 = -3.0e38;
@@ -81,36 +82,59 @@ fn stage_q_half(kvh: u32, row0: u32, h: u32, tid: u32) {
     }
 }
 
-// Share u of this invocation's K (`from_v`: V) rows of the block at key j0; `head` is the
-// cache's vec4 index of the kv head's first value, `hi` the end of the keys walked (zeros from
-// there; hi > 0). The load clamps into bounds and selects: no branch around it.
-fn load_share(head: u32, j0: u32, hi: u32, from_v: bool, tid: u32, u: u32) -> vec4<f16> {
+// This invocation's share of the next block's rows, as loaded (HD / 64 words of 8 values),
+// until store_block converts them into `tile`: only constant indices (the reason
+// attention/coop_stage.wgsl gives; that file's staging is for vec4<f16> shares).
+var<private> staged_words: array<vec4<u32>, 4>;
+
+// Word u of this invocation's K (`from_v`: V) rows of the block at key j0; `head` is the
+// cache's word index of the kv head's first value, `hi` the end of the keys walked (zeros
+// from there; hi > 0). The load clamps into bounds and selects: no branch around it.
+fn load_share(head: u32, j0: u32, hi: u32, from_v: bool, tid: u32, u: u32) -> vec4<u32> {
     let i = tid + WG * u;
-    let key = j0 + i / (HD / 4u);
-    let at = head + min(key, hi - 1u) * (HD / 4u) + i % (HD / 4u);
-    var a: vec4<f16>;
+    let key = j0 + i / (HD / 8u);
+    let at = head + min(key, hi - 1u) * (HD / 8u) + i % (HD / 8u);
+    var a: vec4<u32>;
     if from_v {
         a = vc[at];
     } else {
         a = kc[at];
     }
-    return select(vec4<f16>(0.0), a, key < hi);
+    return select(vec4<u32>(0u), a, key < hi);
 }
 
 // This invocation's share of the 32 K rows (`from_v`: V rows) of the block at key j0 into
-// `staged`, by constant index (store_block's reason).
+// `staged_words`.
 fn load_block(head: u32, j0: u32, hi: u32, from_v: bool, tid: u32) {
-    staged[0] = load_share(head, j0, hi, from_v, tid, 0u);
-    staged[1] = load_share(head, j0, hi, from_v, tid, 1u);
+    staged_words[0] = load_share(head, j0, hi, from_v, tid, 0u);
     if HD >= 128u {
-        staged[2] = load_share(head, j0, hi, from_v, tid, 2u);
-        staged[3] = load_share(head, j0, hi, from_v, tid, 3u);
+        staged_words[1] = load_share(head, j0, hi, from_v, tid, 1u);
     }
     if HD >= 256u {
-        staged[4] = load_share(head, j0, hi, from_v, tid, 4u);
-        staged[5] = load_share(head, j0, hi, from_v, tid, 5u);
-        staged[6] = load_share(head, j0, hi, from_v, tid, 6u);
-        staged[7] = load_share(head, j0, hi, from_v, tid, 7u);
+        staged_words[2] = load_share(head, j0, hi, from_v, tid, 2u);
+        staged_words[3] = load_share(head, j0, hi, from_v, tid, 3u);
+    }
+}
+
+// Word u of `staged_words` into `tile` as two vec4<f16>; the values go through f32
+// (unpack2x16float), exactly: naga 30 rejects the bitcast of two words to vec4<f16>.
+fn store_word(tid: u32, u: u32) {
+    let i = tid + WG * u;
+    let at = (i / (HD / 8u)) * RS + 2u * (i % (HD / 8u));
+    let q = staged_words[u];
+    tile[at] = vec4<f16>(vec4<f32>(unpack2x16float(q.x), unpack2x16float(q.y)));
+    tile[at + 1u] = vec4<f16>(vec4<f32>(unpack2x16float(q.z), unpack2x16float(q.w)));
+}
+
+// `staged_words` into `tile` (after a barrier that frees it).
+fn store_block(tid: u32) {
+    store_word(tid, 0u);
+    if HD >= 128u {
+        store_word(tid, 1u);
+    }
+    if HD >= 256u {
+        store_word(tid, 2u);
+        store_word(tid, 3u);
     }
 }
 
@@ -143,7 +167,7 @@ fn main(
     let n_rows = p.n_tokens * p.group;
     let row0 = (nwg.x - 1u - wid.x) * TR;
     let split = wid.z;
-    let head = kvh * p.max_len * (HD / 4u);
+    let head = kvh * p.max_len * (HD / 8u);
     // This subgroup's row tile, and its key tile of a block (scores) or half of the dims (P V).
     let rt = sg % 4u;
     let half = sg / 4u;

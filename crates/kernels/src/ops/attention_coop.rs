@@ -138,7 +138,6 @@ fn program(emulated: bool) -> Program {
             io,
             &attention::PARAMS,
             &attention_train::SPLIT_SHARE,
-            &attention_train_coop::STAGE,
             &attention_train_coop::FORWARD_TILE,
             &BODY,
         ],
