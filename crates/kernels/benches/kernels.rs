@@ -5,7 +5,8 @@
 //! matvec + glu it replaces, stacked projections (q|k|v, gate|up: one matvec or
 //! split matmul beside the separate products), the prompt matmul (`matmul/...`: f32; beside
 //! it `matmul_coop/...`, the tensor-core kernel, where the device has cooperative matrices,
-//! and `matmul_dense_<tile>/...` on F16 weights), products of 8-64 token rows beside one
+//! and `matmul_dense_<tile>/...` on F16 weights; `dense_route/...`: the prefill's f16 copy and
+//! dense product, split K or not), products of 8-64 token rows beside one
 //! (`small_m/...`), the training step's input gradient through a frozen weight on each tile
 //! (`matmul_input_grad[_coop_<tile>]/...`, and `matmul_input_grad_dense/...`: the LM head's
 //! as split-K dense over its transposed f16 copy), LoRA's thin products (`thin/...`), decode
@@ -36,7 +37,7 @@ use rullama_kernels::ops::glu::{Activation, glu};
 use rullama_kernels::ops::head_norm_rope::{HeadNormRope, Heads};
 use rullama_kernels::ops::kv::{KvAppend, KvCache, KvDtype, KvLayout};
 use rullama_kernels::ops::matmul::{Matmul, Strides, Tile};
-use rullama_kernels::ops::matmul_dense::{self, DenseTile};
+use rullama_kernels::ops::matmul_dense::{self, DenseRoute, DenseScratch, DenseTile};
 use rullama_kernels::ops::matmul_input_grad::{InputGradTile, MatmulInputGrad};
 use rullama_kernels::ops::matmul_thin::{MatmulThin, THIN, ThinWeight};
 use rullama_kernels::ops::matvec::{
@@ -922,6 +923,92 @@ fn bench_dense_split_k(ctx: &Ctx, c: &mut Criterion) {
     }
 }
 
+/// The dense route as the prefill runs it (`Matmul::dense_route_ops`: the weight's f16 copy,
+/// then the dense kernel, split K where asked) on qwen2.5-7b's products of few output tiles at
+/// 922 tokens: q|k|v (3,584 + 512 + 512 rows into three outputs, with their bias, as the
+/// plan's stacked product), o and down, each in 1 to 4 splits; the route's own choice
+/// (`Matmul::dense_route`, `matmul_dense::dense_splits`) printed beside. Names
+/// `dense_route/qwen2.5-7b-<product>/922/split<k>`; work: the weight's bytes as stored and the
+/// product's flops.
+fn bench_dense_route(ctx: &Ctx, c: &mut Criterion) {
+    let gpu = &ctx.gpu;
+    if !gpu.caps.coop_f16 {
+        return;
+    }
+    let n_tokens = 922;
+    // (product, format, n_in, the outputs' rows, a bias)
+    let cases: [(&str, GpuFormat, usize, &[usize], bool); 3] = [
+        ("qkv", GpuFormat::Q8_0, 3584, &[3584, 512, 512], true),
+        ("o", GpuFormat::Q4K, 3584, &[3584], false),
+        ("down", GpuFormat::Q4K, 18_944, &[3584], false),
+    ];
+    let m = Matmul {
+        n_tokens,
+        strides: Strides::default(),
+        tensor_cores: true,
+    };
+    let splits = 1..=4;
+    for (product, f, n_in, rows, bias) in cases {
+        let base = format!("dense_route/qwen2.5-7b-{product}/{n_tokens}");
+        if !splits
+            .clone()
+            .any(|k| ctx.wants(&format!("{base}/split{k}")))
+        {
+            continue;
+        }
+        let n_out: usize = rows.iter().sum();
+        let w = weight(gpu, f, n_in, n_out);
+        let all = w.all_rows();
+        let Some(chosen) = m.dense_route(&gpu.caps, all, gpu.max_binding_bytes()) else {
+            println!("{base}: not on the dense route");
+            continue;
+        };
+        println!(
+            "{base}: the route's own choice: {} splits on {}",
+            chosen.splits,
+            chosen.tile.name()
+        );
+        let x = GpuTensor::from_f32(gpu, &[n_tokens * n_in], &random_f32(n_tokens * n_in, 3));
+        let y = GpuTensor::zeros(gpu, &[n_tokens * n_out], Dtype::F32);
+        let b = bias.then(|| GpuTensor::from_f32(gpu, &[n_out], &random_f32(n_out, 4)));
+        // The outputs one after another, each its own token rows, as the plan's stacked values.
+        let mut at = 0;
+        let outs: Vec<Out> = rows
+            .iter()
+            .map(|&r| {
+                let o = Out::new(View::at(&y, at), r);
+                at += n_tokens * r;
+                o
+            })
+            .collect();
+        let copy = GpuTensor::zeros(gpu, &[f16_copy_len(all)], Dtype::F32);
+        let most = DenseRoute {
+            splits: *splits.end(),
+            ..chosen
+        };
+        let partials = GpuTensor::zeros(gpu, &[m.dense_partials_len(all, most)], Dtype::F32);
+        let work = Work {
+            bytes: (f.row_bytes(n_in) * n_out) as u64,
+            flops: 2.0 * (n_tokens * n_in * n_out) as f64,
+        };
+        for k in splits.clone() {
+            let route = DenseRoute {
+                splits: k,
+                ..chosen
+            };
+            let scratch = DenseScratch {
+                copy: (&copy).into(),
+                partials: (k > 1).then(|| (&partials).into()),
+            };
+            let bias = b.as_ref().map(View::from);
+            let ops = m
+                .dense_route_ops(route, all, (&x).into(), bias, &outs, scratch)
+                .unwrap();
+            ctx.bench(c, &format!("{base}/split{k}"), ops, work, 4);
+        }
+    }
+}
+
 /// LoRA's thin products at gemma-3-270m's batch-8 training shapes (4,096 tokens, rank 16):
 /// `thin_out` (x A^T, dy B) and `thin_sum` (h B^T added into y, dh A), whose bytes bound them.
 fn bench_thin(ctx: &Ctx, c: &mut Criterion) {
@@ -1630,6 +1717,7 @@ fn main() {
     bench_thin(&ctx, &mut c);
     bench_f16_copy(&ctx, &mut c);
     bench_dense_split_k(&ctx, &mut c);
+    bench_dense_route(&ctx, &mut c);
     bench_head_grad_dense(&ctx, &mut c);
     bench_attention(&ctx, &mut c);
     bench_train_attention(&ctx, &mut c);

@@ -19,6 +19,7 @@ use crate::ops::epilogue::Epilogue;
 use crate::ops::f16_copy::{f16_copy, f16_copy_len};
 use crate::ops::matmul::{Matmul, Path, Tile, program_with};
 use crate::ops::split::Out;
+use crate::ops::split_k::SplitK;
 use crate::pipeline::PipelineKey;
 use crate::shader::{COOP_EMUL, COOP_OPS, Program, ShaderFile, shader_file};
 use crate::tensor::{GpuWeight, View, WeightRows, WeightShape};
@@ -26,7 +27,7 @@ use crate::tensor::{GpuWeight, View, WeightRows, WeightShape};
 #[cfg(any(test, feature = "parity"))]
 mod parity;
 #[cfg(any(test, feature = "parity"))]
-pub use parity::{CHECK, CHECK_ACCUMULATE, CHECK_SPLIT_K};
+pub use parity::{CHECK, CHECK_ACCUMULATE, CHECK_ROUTE, CHECK_SPLIT_K};
 
 static BODY: ShaderFile = shader_file!("matmul/matmul_dense.wgsl");
 static IO: ShaderFile = shader_file!("matmul/coop_io.wgsl");
@@ -190,7 +191,7 @@ impl KernelFamily for MatmulDenseKernel {
 
     #[cfg(any(test, feature = "parity"))]
     fn checks() -> Vec<crate::parity::Check> {
-        vec![CHECK, CHECK_ACCUMULATE, CHECK_SPLIT_K]
+        vec![CHECK, CHECK_ACCUMULATE, CHECK_SPLIT_K, CHECK_ROUTE]
     }
 }
 
@@ -216,6 +217,20 @@ const DENSE_MIN_WORKGROUPS: usize = 128;
 /// qwen2.5-7b's q|k|v at 922 tokens, 144: 62 against 78; D-dense-bk64).
 const ROWS_MIN_WORKGROUPS: usize = 512;
 
+/// 128 x 128 workgroups an H100 or H200 runs at once, one an SM: the wave of
+/// [`dense_splits`]' model.
+const WAVE: usize = 132;
+
+/// The dense kernel's flops per byte of memory traffic on an H200: ~112 TFLOP/s on a full
+/// grid (qwen2.5-7b's gate|up at 922 tokens) against the ~2.3 TB/s that `f16_copy` streams
+/// (read and write, docs/PERF.md's qwen2.5-7b row): what a split's partial sums cost in
+/// products.
+const FLOPS_PER_BYTE: usize = 48;
+
+/// The most splits [`dense_splits`] weighs, and the fewest 32-input units a split sums.
+const MAX_SPLITS: usize = 4;
+const MIN_SPLIT_UNITS: usize = 8;
+
 impl DenseTile {
     fn workgroups(self, n_rows: usize, n_tokens: usize) -> usize {
         n_rows.div_ceil(self.rows()) * n_tokens.div_ceil(self.tokens())
@@ -235,65 +250,157 @@ impl DenseTile {
     }
 }
 
+/// In how many shares the dense route splits the sum of a product of `n_rows` x `n_tokens`
+/// over `n_in` inputs on `tile` (1: not at all). A product of few 128 x 128 tiles leaves the
+/// GPU's last wave of workgroups part empty: qwen2.5-7b's q|k|v at 922 tokens makes 288
+/// workgroups, two full waves of [`WAVE`] (132) and one of 24. Split `s` ways, each
+/// workgroup sums `1 / s` of the inputs, so the product takes `ceil(tiles s / WAVE) / s` of
+/// the time a wave takes over all of them; the partial sums add `8 s` bytes an output (each
+/// split stores its f32 sums, the reduction reads them), `4 s tiles FLOPS_PER_BYTE / (WAVE
+/// n_in)` of that time. The splits (up to `MAX_SPLITS`, each over at least
+/// `MIN_SPLIT_UNITS` units of 32) that make the sum of both least: on qwen2.5-7b at 922
+/// tokens, q|k|v (288 tiles, 3,584 inputs) 3 splits, estimated at 0.89 of the unsplit time;
+/// down (224 tiles, 18,944 inputs) 4 at 0.91; o (224 tiles, 3,584 inputs) none, its two
+/// waves 85% full and no split estimated faster. Only the 128 x 128 tile, the one the
+/// model's wave is of: the route takes the 256-row tile from 512 workgroups, where waves fill.
+pub fn dense_splits(tile: DenseTile, n_rows: usize, n_tokens: usize, n_in: usize) -> usize {
+    if tile != DenseTile::Square {
+        return 1;
+    }
+    let tiles = tile.workgroups(n_rows, n_tokens);
+    let waves = |s: usize| (tiles * s).div_ceil(WAVE) as f64 / s as f64;
+    let partials = |s: usize| (4 * s * tiles * FLOPS_PER_BYTE) as f64 / (WAVE * n_in) as f64;
+    let cost = |s: usize| match s {
+        1 => waves(1),
+        _ => waves(s) + partials(s),
+    };
+    let most = MAX_SPLITS.min(n_in.div_ceil(32) / MIN_SPLIT_UNITS).max(1);
+    (2..=most).fold(1, |best, s| if cost(s) < cost(best) { s } else { best })
+}
+
+/// How the dense route runs a product ([`Matmul::dense_route`]): the dense kernel's tile,
+/// and in how many shares its sum is split (1: one dispatch; more: [`Matmul::split_k_ops`]
+/// over the f16 copy, its partial sums in a scratch of their own, [`DenseScratch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DenseRoute {
+    /// The dense kernel's tile.
+    pub tile: DenseTile,
+    /// Shares of the sum, each summed by its own workgroups ([`dense_splits`] for the
+    /// route's own choice; any count of at most the input units, to compare).
+    pub splits: usize,
+}
+
+impl DenseRoute {
+    /// The product in one dispatch on `tile`.
+    pub fn whole(tile: DenseTile) -> DenseRoute {
+        DenseRoute { tile, splits: 1 }
+    }
+
+    fn split_k(self) -> Option<SplitK> {
+        (self.splits > 1).then_some(SplitK {
+            splits: self.splits,
+            tile: Tile::Dense(self.tile),
+        })
+    }
+}
+
+/// The dense route's scratches, two buffers other than x and y: the f16 copy of the weight's
+/// rows ([`f16_copy_len`] words from its offset 0: the dense kernel reads its weight from 0),
+/// and for a split route the partial sums ([`Matmul::dense_partials_len`] values; the copy's
+/// buffer cannot hold them, since one dispatch would read and write it).
+#[derive(Debug, Clone, Copy)]
+pub struct DenseScratch<'a> {
+    /// The f16 copy.
+    pub copy: View<'a>,
+    /// The partial sums (a split route only).
+    pub partials: Option<View<'a>>,
+}
+
 impl Matmul {
-    /// Whether rows `w` of a prompt block take the dense route, and its tile: copied to f16
-    /// into a scratch of [`f16_copy_len`] words ([`crate::ops::f16_copy`]), then multiplied
-    /// on the dense kernel. For a block on the tensor cores of at least [`DENSE_MIN_TOKENS`]
-    /// tokens, rows of whole 32-input units, at least `DENSE_MIN_WEIGHTS` (4 M) weights, rows
-    /// enough to fill the GPU ([`DenseTile::for_shape`]), and a scratch that fits one binding
-    /// of `max_binding_bytes`.
+    /// How rows `w` of a prompt block take the dense route, if they do: copied to f16 into a
+    /// scratch ([`crate::ops::f16_copy`]), then multiplied on the dense kernel with the tile
+    /// [`DenseTile::for_shape`] gives, split as [`dense_splits`] says. For a block on the
+    /// tensor cores of at least [`DENSE_MIN_TOKENS`] tokens, rows of whole 32-input units,
+    /// at least `DENSE_MIN_WEIGHTS` (4 M) weights, rows enough to fill the GPU, and a copy
+    /// that fits one binding of `max_binding_bytes` (the partial sums too, else unsplit).
     pub fn dense_route(
         &self,
         caps: &Caps,
         w: WeightRows<'_>,
         max_binding_bytes: u64,
-    ) -> Option<DenseTile> {
+    ) -> Option<DenseRoute> {
         let s = w.w.shape;
-        let fits = (f16_copy_len(w) as u64) * 4 <= max_binding_bytes;
+        let fits = |words: usize| (words as u64) * 4 <= max_binding_bytes;
         let big = w.n * s.n_in >= DENSE_MIN_WEIGHTS;
         // What the dense kernel takes of the copy: F16 rows of whole 32-input units.
         let takes_copy = supports(GpuFormat::F16, s.n_in);
         let long = self.n_tokens >= DENSE_MIN_TOKENS;
-        if !(self.coop(caps) && long && takes_copy && big && fits) {
+        if !(self.coop(caps) && long && takes_copy && big && fits(f16_copy_len(w))) {
             return None;
         }
-        DenseTile::for_shape(w.n, self.n_tokens)
+        let tile = DenseTile::for_shape(w.n, self.n_tokens)?;
+        let route = DenseRoute {
+            tile,
+            splits: dense_splits(tile, w.n, self.n_tokens, s.n_in),
+        };
+        match fits(self.dense_partials_len(w, route)) {
+            true => Some(route),
+            false => Some(DenseRoute::whole(tile)),
+        }
+    }
+
+    /// Values of the partial sums' scratch rows `w` need on `route` (0 unsplit).
+    pub fn dense_partials_len(&self, w: WeightRows<'_>, route: DenseRoute) -> usize {
+        route.split_k().map_or(0, |k| self.split_k_scratch(w, k))
     }
 
     /// The product [`Matmul::split_ops`] computes (one output of a whole weight as
-    /// [`Matmul::ops`] stores it), on the dense route with tile `tile`: rows `w` copied to
-    /// f16 into `scratch` ([`f16_copy_len`] words from its offset 0, another buffer than x
-    /// and y), then the dense kernel over it. One op per weight chunk the rows touch, then the
-    /// product.
+    /// [`Matmul::ops`] stores it), on the dense route `route`: rows `w` copied to f16 into
+    /// `scratch.copy`, then the dense kernel over the copy, in one dispatch or split K
+    /// through `scratch.partials` (a product and the reduction that adds the splits up and
+    /// stores through the product's epilogue: the bias, the outputs of a stacked weight). One
+    /// op per weight chunk the rows touch, then the product's.
     pub fn dense_route_ops(
         self,
-        tile: DenseTile,
+        route: DenseRoute,
         w: WeightRows<'_>,
         x: View<'_>,
         bias: Option<View<'_>>,
         outs: &[Out<'_>],
-        scratch: View<'_>,
+        scratch: DenseScratch<'_>,
     ) -> Result<Vec<Op>, GpuError> {
-        if scratch.offset != 0 {
-            return Err(GpuError::InvalidParams {
-                op: "matmul dense route",
-                detail: format!(
-                    "a scratch from element {}; the dense kernel reads its weight from 0",
-                    scratch.offset
-                ),
-            });
+        let invalid = |detail: String| GpuError::InvalidParams {
+            op: "matmul dense route",
+            detail,
+        };
+        if scratch.copy.offset != 0 {
+            return Err(invalid(format!(
+                "a copy from element {}; the dense kernel reads its weight from 0",
+                scratch.copy.offset
+            )));
         }
-        let mut ops = f16_copy(w, scratch)?;
+        let mut ops = f16_copy(w, scratch.copy)?;
         let shape = WeightShape {
             format: GpuFormat::F16,
             n_in: w.w.shape.n_in,
             n_out: w.n,
         };
-        let copy = GpuWeight::in_buffer(shape, scratch.t.buf.clone());
-        let path = Path::Coop(Some(Tile::Dense(tile)));
-        ops.extend(match outs {
-            [one] if w.is_whole() => self.ops_with(path, &copy, x, bias, one.y)?,
-            _ => self.split_ops_with(path, copy.all_rows(), x, bias, outs)?,
+        let copy = GpuWeight::in_buffer(shape, scratch.copy.t.buf.clone());
+        let path = Path::Coop(Some(Tile::Dense(route.tile)));
+        ops.extend(match (route.split_k(), scratch.partials) {
+            (None, _) => match outs {
+                [one] if w.is_whole() => self.ops_with(path, &copy, x, bias, one.y)?,
+                _ => self.split_ops_with(path, copy.all_rows(), x, bias, outs)?,
+            },
+            (Some(k), Some(partials)) => {
+                self.split_k_ops(copy.all_rows(), x, bias, outs, partials, k)?
+            }
+            (Some(_), None) => {
+                return Err(invalid(format!(
+                    "{} splits without a scratch for their partial sums",
+                    route.splits
+                )));
+            }
         });
         Ok(ops)
     }

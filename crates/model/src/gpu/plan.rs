@@ -31,7 +31,7 @@ use rullama_kernels::ops::head_norm_rope::{HeadNormRope, Heads};
 use rullama_kernels::ops::head_norm_rope_kv::KvStore;
 use rullama_kernels::ops::kv::{KvAppend, KvCache as LayerCache, KvLayout};
 use rullama_kernels::ops::matmul::{Matmul, Strides};
-use rullama_kernels::ops::matmul_dense::DenseTile;
+use rullama_kernels::ops::matmul_dense::{DenseRoute, DenseScratch};
 use rullama_kernels::ops::matvec::{
     Input, NormInput, ResidualRows, ScaledInput, matvec_bias_input, matvec_glu, matvec_glu_out,
     matvec_input, matvec_residual, matvec_split_input, q8_supported, residual_partials,
@@ -494,8 +494,9 @@ impl Binding {
 enum Route {
     /// Its inputs split `SplitK` ways, the partial sums in the scratch.
     SplitK(SplitK, Loc),
-    /// Copied to f16 into the scratch, then the dense kernel with this tile.
-    Dense(DenseTile, Loc),
+    /// Copied to f16 into the first scratch, then the dense kernel as the route says; a split
+    /// route's partial sums in the second.
+    Dense(DenseRoute, Loc, Option<Loc>),
 }
 
 /// How a product reads its input ([`Lower::feed`]).
@@ -1084,9 +1085,10 @@ impl<'a> Lower<'a> {
         Ok(out)
     }
 
-    /// How a prompt block's product over `rows` runs beyond its one kernel, with a scratch
+    /// How a prompt block's product over `rows` runs beyond its one kernel, with scratches
     /// from the pool: on the dense route (`ops::matmul_dense`: long blocks, the weight
-    /// copied to f16 once) or with its inputs split (`ops::split_k`: products of few output
+    /// copied to f16 once; its sum split where it has few output tiles, the partial sums in
+    /// a second scratch) or with its inputs split (`ops::split_k`: products of few output
     /// tiles). A product reading a fused input (decode only) takes neither.
     fn route(
         &mut self,
@@ -1099,9 +1101,13 @@ impl<'a> Lower<'a> {
         }
         let block = self.block(x.rows);
         let caps = &self.gpu.caps;
-        if let Some(tile) = block.dense_route(caps, rows, self.gpu.max_binding_bytes()) {
-            let scratch = self.alloc(f16_copy_len(rows))?;
-            return Ok(Some(Route::Dense(tile, scratch)));
+        if let Some(dense) = block.dense_route(caps, rows, self.gpu.max_binding_bytes()) {
+            let copy = self.alloc(f16_copy_len(rows))?;
+            let partials = match block.dense_partials_len(rows, dense) {
+                0 => None,
+                len => Some(self.alloc(len)?),
+            };
+            return Ok(Some(Route::Dense(dense, copy, partials)));
         }
         match block.split_k(caps, rows) {
             Some(k) => {
@@ -1120,7 +1126,12 @@ impl<'a> Lower<'a> {
         route: Option<Route>,
     ) -> Result<(), GpuError> {
         self.extend(ops)?;
-        if let Some(Route::SplitK(_, scratch) | Route::Dense(_, scratch)) = route {
+        let scratches = match route {
+            Some(Route::SplitK(_, scratch)) => [Some(scratch), None],
+            Some(Route::Dense(_, copy, partials)) => [Some(copy), partials],
+            None => [None, None],
+        };
+        for scratch in scratches.into_iter().flatten() {
             self.pool.release(scratch.buf);
         }
         Ok(())
@@ -1260,8 +1271,12 @@ impl<'a> Lower<'a> {
             Some(Route::SplitK(k, scratch)) => {
                 return block.split_k_ops(rows, xv, bias, outs, self.view(scratch), k);
             }
-            Some(Route::Dense(tile, scratch)) => {
-                return block.dense_route_ops(tile, rows, xv, bias, outs, self.view(scratch));
+            Some(Route::Dense(dense, copy, partials)) => {
+                let scratch = DenseScratch {
+                    copy: self.view(copy),
+                    partials: partials.map(|p| self.view(p)),
+                };
+                return block.dense_route_ops(dense, rows, xv, bias, outs, scratch);
             }
             None => {}
         }

@@ -17,7 +17,7 @@ use rullama_kernels::ops::attention_backward::BackwardSplits;
 use rullama_kernels::ops::attention_train::TrainAttention;
 use rullama_kernels::ops::f16_copy::f16_copy_len;
 use rullama_kernels::ops::matmul::{Matmul, Strides};
-use rullama_kernels::ops::matmul_dense::{self, DenseTile};
+use rullama_kernels::ops::matmul_dense::{self, DenseRoute, DenseScratch, DenseTile};
 use rullama_kernels::ops::matmul_input_grad::InputGradTile;
 use rullama_kernels::ops::matmul_thin::{MatmulThin, ThinWeight};
 use rullama_kernels::ops::split::Out;
@@ -430,8 +430,12 @@ impl Lower<'_> {
         if let Some(tile) = self.dense_tile(w, rows) {
             let outs = [Out::new(o, w.shape.n_out)];
             return self.extend_with_scratch(f16_copy_len(all), what, |_, scratch| {
-                let scratch = scratch.expect("a scratch of the copy's length");
-                m.dense_route_ops(tile, all, x.into(), None, &outs, scratch)
+                let copy = scratch.expect("a scratch of the copy's length");
+                let scratch = DenseScratch {
+                    copy,
+                    partials: None,
+                };
+                m.dense_route_ops(DenseRoute::whole(tile), all, x.into(), None, &outs, scratch)
             });
         }
         let split = m.split_k(&self.gpu.caps, all);
@@ -448,6 +452,8 @@ impl Lower<'_> {
     /// The dense kernel's tile for a frozen weight's product over `rows` tokens where the step
     /// copies the weight to f16 for it (`Matmul::dense_route_ops`): on the tensor cores, a
     /// step of at least [`DENSE_MIN_ROWS`] tokens, rows the dense kernel and one binding take.
+    /// The product runs in one dispatch: the prefill's split of few-tile products
+    /// (`matmul_dense::dense_splits`) was fit on the prefill's shapes, not a step's.
     fn dense_tile(&self, w: &GpuWeight, rows: usize) -> Option<DenseTile> {
         self.dense_tile_for(w.shape, rows)
     }

@@ -5,6 +5,7 @@ use super::*;
 use crate::device::Gpu;
 use crate::ops::epilogue::bias_bound;
 use crate::ops::f16_copy::f16_copy_len;
+use crate::ops::matmul_dense::{DenseRoute, DenseScratch};
 use crate::ops::matvec::matvec_bias_ref;
 use crate::ops::split_k::SplitK;
 use crate::parity::data::{Rng, n_in_block, random_f32, random_weight};
@@ -89,7 +90,8 @@ pub(crate) struct Case {
     /// The tensor-core kernel's tile, or `None`: picked by shape as for a model.
     pub tile: Option<Tile>,
     /// Split K ([`Matmul::split_k_ops`], the tensor-core kernel with `tile` or the small
-    /// one): 1 for none.
+    /// one; a dense tile over a weight other than F16 through the dense route's split,
+    /// [`Matmul::dense_route_ops`]): 1 for none.
     pub k_splits: usize,
 }
 
@@ -190,15 +192,21 @@ impl Case {
             stride: ys,
         };
         let sv = View::at(&scratch, 0);
-        // A dense tile over a weight that is not F16 is the dense route: its f16 copy, then dense.
+        // A dense tile over a weight that is not F16 is the dense route: its f16 copy, then
+        // dense (split as `k_splits` says).
         let copied = match self.tile {
             Some(Tile::Dense(_)) if format != GpuFormat::F16 => f16_copy_len(wt.all_rows()),
             _ => 0,
         };
         let wide = GpuTensor::zeros(gpu, &[copied.max(1)], Dtype::F32);
         let ops = match (self.k_splits, self.tile) {
-            (1, Some(Tile::Dense(t))) if copied > 0 => {
-                m.dense_route_ops(t, wt.all_rows(), xv, bv, &[out], View::at(&wide, 0))?
+            (splits, Some(Tile::Dense(tile))) if copied > 0 => {
+                let scratch = DenseScratch {
+                    copy: View::at(&wide, 0),
+                    partials: (splits > 1).then_some(sv),
+                };
+                let route = DenseRoute { tile, splits };
+                m.dense_route_ops(route, wt.all_rows(), xv, bv, &[out], scratch)?
             }
             (1, _) => m.ops_with(path, &wt, xv, bv, yv)?,
             _ => m.split_k_ops(wt.all_rows(), xv, bv, &[out], sv, k)?,

@@ -8,7 +8,8 @@ use crate::error::GpuError;
 use crate::ops::matmul::Strides;
 use crate::ops::matmul::{Case, Tile};
 use crate::ops::matmul_coop::{ROUNDED, coop_device};
-use crate::parity::data::Rng;
+use crate::ops::split;
+use crate::parity::data::{Rng, n_in_block};
 use crate::parity::data::{random_f32, random_weight};
 use crate::parity::{Check, Compare, U, run_read};
 use crate::tensor::GpuTensor;
@@ -137,7 +138,8 @@ fn accumulate(
 }
 
 /// Split K on the dense kernel ([`Matmul::split_k_ops`] with a dense tile: the LM head's input
-/// gradient over its transposed f16 copy sums 262,144 inputs into few output tiles): each
+/// gradient over its transposed f16 copy sums 262,144 inputs into few output tiles; over a
+/// weight of another format, the dense route's split, [`Matmul::dense_route_ops`]): each
 /// split's share of the inputs into its scratch slice, then the slices added in split order.
 /// The bound is [`CHECK`]'s (`ops/split_k.rs` says why the partials' additions stay inside it).
 pub const CHECK_SPLIT_K: Check = Check {
@@ -149,13 +151,18 @@ pub const CHECK_SPLIT_K: Check = Check {
 fn split_k_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
     coop_device(gpu)?;
     let (tile, n_out, n_tokens) = tile_and_shape(rng);
+    // F16 as the dense kernel's own weights; any other format through the dense route.
+    let format = rng.pick(&GpuFormat::ALL);
     Case {
-        format: GpuFormat::F16,
+        format,
         n_out,
-        n_in: 32 * rng.range(4, 12),
+        n_in: (32 * rng.range(4, 12)).next_multiple_of(format.block_weights().max(32)),
         n_tokens,
-        // Split K takes the weight's one chunk.
-        chunk_rows: n_out,
+        // Split K takes the weight's one chunk; the route copies any chunks into one.
+        chunk_rows: match format {
+            GpuFormat::F16 => n_out,
+            _ => rng.range(1, 400),
+        },
         x_pad: 4 * rng.range(0, 2),
         y_pad: rng.range(0, 3),
         y_offset: rng.range(0, 3),
@@ -165,6 +172,39 @@ fn split_k_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
         k_splits: rng.range(2, 5),
     }
     .run(gpu, true, &ROUNDED)
+}
+
+/// The dense route as the model takes it ([`Matmul::dense_route_ops`] on the 128 x 128
+/// tile): rows of a weight of any format in chunks (a whole stacked weight or a range of it)
+/// into 1-3 outputs of one tensor, with and without a bias, in one dispatch or split K 2-4
+/// ways. The bound is [`CHECK`]'s per output (`ops/split_k.rs` says why the partials'
+/// additions stay inside it); the rest of y untouched.
+pub const CHECK_ROUTE: Check = Check {
+    name: "matmul_dense_route",
+    tolerance: "matmul_dense's per output; the rest of y untouched",
+    case: route_case,
+};
+
+fn route_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    coop_device(gpu)?;
+    split::compare(gpu, &route_random(rng), &ROUNDED)
+}
+
+/// A random case of [`CHECK_ROUTE`].
+fn route_random(rng: &mut Rng) -> split::Case {
+    let n_tokens = rng.range(2, 300);
+    let mut case = split::Case::random(rng, split::Kind::Coop { n_tokens });
+    // Inputs in whole units of 32 (the dense kernel's rows): the fewest blocks that make
+    // them, 1-3 times over.
+    let block = n_in_block(case.format);
+    let least = (1..=32)
+        .find(|k| (k * block).is_multiple_of(32))
+        .unwrap_or(32);
+    case.n_blocks = least * rng.range(1, 4);
+    let units = case.n_blocks * block / 32;
+    let k_splits = rng.range(1, 5).min(units);
+    case.kind = split::Kind::Dense { n_tokens, k_splits };
+    case
 }
 
 #[cfg(test)]
@@ -177,10 +217,107 @@ mod tests {
         testutil::parity("matmul_dense", 8, 701);
     }
 
+    /// The dense route split K gives, within [`CHECK`]'s bound of the f64 sum, what it gives
+    /// in one dispatch: a stacked weight as the plan runs q|k|v (rows from the 10th of a Q4_K
+    /// weight in chunks of 50, into three outputs of one tensor at gapped offsets, with and
+    /// without a bias), in one dispatch and split 2 and 3 ways (shares of 4 and 3 units of the
+    /// 8, so a share ends inside the kernel's 64-input stage); the rest of y untouched. Over
+    /// the emulated coop ops on lavapipe.
+    #[test]
+    fn route_split_matches_unsplit() {
+        let Some(gpu) =
+            testutil::coop_body_device("route_split_matches_unsplit", "common/coop_emul.wgsl")
+        else {
+            return;
+        };
+        for k_splits in [1, 2, 3] {
+            for bias in [false, true] {
+                let case = split::Case {
+                    format: GpuFormat::Q4K,
+                    n_out: 150,
+                    n_blocks: 1,
+                    first: 10,
+                    rows: vec![64, 32, 40],
+                    chunk_rows: 50,
+                    kind: split::Kind::Dense {
+                        n_tokens: 45,
+                        k_splits,
+                    },
+                    aligned: false,
+                    bias,
+                    seed: 61,
+                };
+                let c = split::compare(gpu, &case, &ROUNDED).unwrap();
+                assert!(c.max_ratio <= 1.0, "{case:?}: {}", c.worst);
+            }
+        }
+    }
+
+    /// [`CHECK_ROUTE`]'s random cases over the emulated coop ops (lavapipe; the check itself
+    /// runs on devices with cooperative matrices).
+    #[test]
+    fn route_body_random() {
+        let Some(gpu) = testutil::coop_body_device("route_body_random", "common/coop_emul.wgsl")
+        else {
+            return;
+        };
+        let mut rng = Rng::new(811);
+        for _ in 0..6 {
+            let case = route_random(&mut rng);
+            let c = split::compare(gpu, &case, &ROUNDED).unwrap();
+            assert!(c.max_ratio <= 1.0, "{case:?}: {}", c.worst);
+        }
+    }
+
+    /// The rule on qwen2.5-7b's prefill at 922 tokens: q|k|v 3 splits, down 4, o and gate|up
+    /// none; a block below the route's tokens takes no route; q|k|v in a 4,096-token chunk
+    /// takes the 256-row tile, unsplit.
+    #[test]
+    fn route_split_rule() {
+        let caps = testutil::nvidia_caps(true);
+        let m = |n_tokens| Matmul {
+            n_tokens,
+            strides: Strides::default(),
+            tensor_cores: true,
+        };
+        let Some(gpu) = testutil::gpu() else { return };
+        let w = |n_in, n_out| {
+            let s = WeightShape {
+                format: GpuFormat::Q8_0,
+                n_in,
+                n_out,
+            };
+            let bytes = vec![0u8; s.format.row_bytes(n_in) * n_out];
+            GpuWeight::upload(gpu, s, &bytes).unwrap()
+        };
+        let route = |n_tokens, w: &GpuWeight| m(n_tokens).dense_route(&caps, w.all_rows(), 1 << 31);
+        let square = |splits| {
+            Some(DenseRoute {
+                tile: DenseTile::Square,
+                splits,
+            })
+        };
+        let (qkv, o, down) = (w(3584, 4608), w(3584, 3584), w(18_944, 3584));
+        assert_eq!(route(922, &qkv), square(3));
+        assert_eq!(route(922, &o), square(1));
+        assert_eq!(route(922, &down), square(4));
+        let gate_up = w(3584, 37_888);
+        assert_eq!(
+            route(922, &gate_up),
+            Some(DenseRoute::whole(DenseTile::Rows))
+        );
+        assert_eq!(route(511, &qkv), None);
+        assert_eq!(route(4096, &qkv), Some(DenseRoute::whole(DenseTile::Rows)));
+        // Partial sums past one binding: unsplit.
+        let fits_copy = (f16_copy_len(qkv.all_rows()) * 4) as u64;
+        let r = m(922).dense_route(&caps, qkv.all_rows(), fits_copy);
+        assert_eq!(r, square(1));
+    }
+
     /// The kernel's body over emulated coop ops (lavapipe): every tile, once over whole
     /// tiles (the direct store, two units so both stages turn), once over partial ones with a
-    /// bias (the scratch store) and once on the dense route (a quantized weight in chunks,
-    /// copied to f16 first), on shapes small enough for the emulation.
+    /// bias (the scratch store) and on the dense route (a quantized weight in chunks, copied
+    /// to f16 first) in one dispatch and split K, on shapes small enough for the emulation.
     #[test]
     fn body_matches_reference() {
         let Some(gpu) =
@@ -223,7 +360,13 @@ mod tests {
                 seed: rng.next_u64(),
                 ..partial
             };
-            for c in [whole, partial, route] {
+            // The route split K 3 ways (shares of 3, 3 and 2 units).
+            let route_split = Case {
+                k_splits: 3,
+                seed: rng.next_u64(),
+                ..route
+            };
+            for c in [whole, partial, route, route_split] {
                 let r = c.run(gpu, true, &ROUNDED).unwrap();
                 assert!(r.max_ratio <= 1.0, "{c:?}: {}", r.worst);
             }

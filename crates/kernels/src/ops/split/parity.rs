@@ -4,8 +4,10 @@
 use super::*;
 use crate::device::Gpu;
 use crate::format::GpuFormat;
+use crate::ops::f16_copy::f16_copy_len;
 use crate::ops::matmul::{Inputs, Matmul, Path, Strides, Tile};
 use crate::ops::matmul_coop::{ROUNDED, coop_device};
+use crate::ops::matmul_dense::{DenseRoute, DenseScratch, DenseTile};
 use crate::ops::matvec::{
     Input, check_untouched, input_tensor, matvec_bias_ref, matvec_split_input, q8_formats,
     untouched_tensor, upload_random_weight,
@@ -103,6 +105,12 @@ pub(crate) enum Kind {
         n_tokens: usize,
         k_splits: usize,
     },
+    /// The dense route on the 128 x 128 tile ([`Matmul::dense_route_ops`]: the rows copied to
+    /// f16, then the dense kernel), its sum in `k_splits` shares (1: one dispatch).
+    Dense {
+        n_tokens: usize,
+        k_splits: usize,
+    },
 }
 
 impl Kind {
@@ -111,7 +119,8 @@ impl Kind {
             Kind::Matvec | Kind::MatvecQ8 => 1,
             Kind::Matmul { n_tokens }
             | Kind::Coop { n_tokens }
-            | Kind::CoopSplitK { n_tokens, .. } => n_tokens,
+            | Kind::CoopSplitK { n_tokens, .. }
+            | Kind::Dense { n_tokens, .. } => n_tokens,
         }
     }
 }
@@ -232,7 +241,7 @@ impl Case {
 }
 
 /// Runs one split case with inputs drawn and bounded as `inputs` says; x's token rows padded
-/// by 3.
+/// by 3 (by 4 on the dense route, which reads X as vec4s).
 pub(crate) fn compare(gpu: &Gpu, case: &Case, inputs: &Inputs) -> Result<Compare, GpuError> {
     let n_in = case.n_in();
     let n = case.n();
@@ -243,7 +252,10 @@ pub(crate) fn compare(gpu: &Gpu, case: &Case, inputs: &Inputs) -> Result<Compare
         n_out: case.n_out,
     };
     let (wt, w) = upload_random_weight(gpu, shape, case.chunk_rows, case.seed)?;
-    let xs = n_in + 3;
+    let xs = match case.kind {
+        Kind::Dense { .. } => n_in + 4,
+        _ => n_in + 3,
+    };
     let mut x: Vec<f32> = random_f32(tokens * xs, case.seed ^ 1)
         .into_iter()
         .map(inputs.x_map)
@@ -275,6 +287,7 @@ pub(crate) fn compare(gpu: &Gpu, case: &Case, inputs: &Inputs) -> Result<Compare
     let rows = wt.rows(case.first..case.first + n);
     let xv = View::at(&xt, 0);
     let mut scratch = None;
+    let mut copy = None;
     let block = |tensor_cores| Matmul {
         n_tokens: tokens,
         strides: Strides {
@@ -307,6 +320,21 @@ pub(crate) fn compare(gpu: &Gpu, case: &Case, inputs: &Inputs) -> Result<Compare
             let len = m.split_k_scratch(rows, k);
             let scratch = scratch.insert(GpuTensor::zeros(gpu, &[len], Dtype::F32));
             m.split_k_ops(rows, xv, bv, &outs, View::at(scratch, 0), k)?
+        }
+        Kind::Dense { k_splits, .. } => {
+            let route = DenseRoute {
+                tile: DenseTile::Square,
+                splits: k_splits,
+            };
+            let m = block(true);
+            let copy = copy.insert(GpuTensor::zeros(gpu, &[f16_copy_len(rows)], Dtype::F32));
+            let len = m.dense_partials_len(rows, route).max(1);
+            let partials = scratch.insert(GpuTensor::zeros(gpu, &[len], Dtype::F32));
+            let scratch = DenseScratch {
+                copy: View::at(copy, 0),
+                partials: (k_splits > 1).then(|| View::at(partials, 0)),
+            };
+            m.dense_route_ops(route, rows, xv, bv, &outs, scratch)?
         }
     };
     let y: Vec<f32> = run_read(gpu, ops, &yt, 0, len)?;
