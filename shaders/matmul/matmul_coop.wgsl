@@ -12,7 +12,8 @@
 // - Staging, as in matmul.wgsl: invocation i decodes half i % 2 of row i / 2's unit with
 //   `decode_half` (f32, the quant crate's arithmetic) and reads 4 x 4 consecutive inputs (quad
 //   i % 8 of tokens i / 8 + (WG / 8) m); both are rounded to f16 as they are loaded, held in
-//   named registers (`Staged`; an array indexed in a loop was spilled: D-named-registers) and
+//   named registers (`Staged` of matmul/coop_stage.wgsl; an array indexed in a loop was
+//   spilled: D-named-registers) and
 //   stored as vec4<f16>, for two units at once (the second zero past the workgroup's last
 //   unit). Units u + 2 and u + 3
 //   are loaded into registers before units u and u + 1's products (software pipelining: the
@@ -39,7 +40,8 @@
 //   boundary), with that output's offset and stride multiples of 4 (16-byte aligned column
 //   starts), stores its accumulators straight into y when the value epilogue is the identity
 //   (Y_OUT_IDENTITY: no bias). Others store each accumulator into a 16 x 16 f32 scratch of the
-//   subgroup and write the elements inside Y one by one through `y_out(row, sum)`
+//   subgroup and write the elements inside Y one by one (`store_partial` of
+//   matmul/coop_stage.wgsl) through `y_out(row, sum)`
 //   (common/out_store.wgsl or common/out_bias.wgsl) at `y_index` (common/out_one.wgsl or
 //   common/out_split.wgsl); the weight row a dispatch row reads is `w_row`'s.
 // Precision: inputs rounded to f16 (one f16 ulp each: WGSL leaves the rounding direction to the
@@ -71,39 +73,6 @@ var<workgroup> xs: array<vec4<f16>, XS_LEN>;
 // One 16 x 16 accumulator per subgroup, column-major (64-byte columns), for partial tiles.
 var<workgroup> cs: array<f32, CS_LEN>;
 
-// Writes accumulator `c` (rows row0.., tokens tok0..) through the subgroup's scratch at
-// cs[scratch..], keeping only elements inside Y. Called by every invocation in uniform control
-// flow (it holds barriers).
-fn store_partial(c: MatC, scratch: u32, lane: u32, row0: u32, tok0: u32, y0: u32) {
-    store_scratch(c, scratch);
-    workgroupBarrier();
-    for (var e = 0u; e < 8u; e++) {
-        let i = lane + 32u * e;
-        let row = row0 + i % 16u;
-        let t = tok0 + i / 16u;
-        if row < p.n_rows && t < p.n_tokens {
-            y[y_index(row, t, y0 + t * p.y_stride + row)] = y_out(row, cs[scratch + i]);
-        }
-    }
-    workgroupBarrier();
-}
-
-// 16 staged values as f16, in named fields rather than an array: a private array indexed in a
-// loop may live in local memory, and this kernel ran 2-2.5x slower so (docs/PERF.md,
-// D-named-registers).
-struct Staged {
-    c0: vec4<f16>,
-    c1: vec4<f16>,
-    c2: vec4<f16>,
-    c3: vec4<f16>,
-}
-
-// Half dh of unit u's weights for the row at byte wrow (stage_w_half), rounded to f16.
-fn stage_w(wrow: u32, u: u32, dh: u32, row_ok: bool) -> Staged {
-    let q = stage_w_half(wrow, u, dh, row_ok);
-    return Staged(vec4<f16>(q[0]), vec4<f16>(q[1]), vec4<f16>(q[2]), vec4<f16>(q[3]));
-}
-
 // Quad xq of unit u's inputs for token tok0 + xt + (WG / 8) m, zeros past n_in, past the last
 // token and where `ok` is false (indices clamped so every load is in bounds), rounded to f16.
 fn x_quad(tok0: u32, u: u32, xq: u32, xt: u32, m: u32, ok: bool) -> vec4<f16> {
@@ -124,15 +93,6 @@ fn stage_x(tok0: u32, u: u32, xq: u32, xt: u32, ok: bool) -> Staged {
         x_quad(tok0, u, xq, xt, 2u, ok),
         x_quad(tok0, u, xq, xt, 3u, ok),
     );
-}
-
-// Stores half dh of row dr's staged weights at column `col` (vec4s) of the weight tile.
-fn put_w(q: Staged, dr: u32, dh: u32, col: u32) {
-    let at = dr * RS + col + 4u * dh;
-    ws[at] = q.c0;
-    ws[at + 1u] = q.c1;
-    ws[at + 2u] = q.c2;
-    ws[at + 3u] = q.c3;
 }
 
 // Stores quad xq of tokens xt + (WG / 8) m at column `col` (vec4s) of the input tile.

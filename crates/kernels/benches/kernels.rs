@@ -6,8 +6,9 @@
 //! split matmul beside the separate products), the prompt matmul (`matmul/...`: f32; beside
 //! it `matmul_coop/...`, the tensor-core kernel, where the device has cooperative matrices,
 //! and `matmul_dense_<tile>/...` on F16 weights; `dense_route/...`: the prefill's f16 copy and
-//! dense product, split K or not), products of 8-64 token rows beside one
-//! (`small_m/...`), the training step's input gradient through a frozen weight on each tile
+//! dense product, split K or not), products of 8-64 token rows beside one (`small_m/...`: the
+//! prompt matmul, and the small-M kernel in a few configurations), the training step's input
+//! gradient through a frozen weight on each tile
 //! (`matmul_input_grad[_coop_<tile>]/...`, and `matmul_input_grad_dense/...`: the LM head's
 //! as split-K dense over its transposed f16 copy), LoRA's thin products (`thin/...`), decode
 //! and prompt attention (`attention/...`; prompt blocks over an f16 cache also on the tensor
@@ -39,6 +40,7 @@ use rullama_kernels::ops::kv::{KvAppend, KvCache, KvDtype, KvLayout};
 use rullama_kernels::ops::matmul::{Matmul, Strides, Tile};
 use rullama_kernels::ops::matmul_dense::{self, DenseRoute, DenseScratch, DenseTile};
 use rullama_kernels::ops::matmul_input_grad::{InputGradTile, MatmulInputGrad};
+use rullama_kernels::ops::matmul_small_m::{SmallM, SmallMTile};
 use rullama_kernels::ops::matmul_thin::{MatmulThin, THIN, ThinWeight};
 use rullama_kernels::ops::matvec::{
     Input, InputKind, MatvecParams, ROWS, lane_layout, lanes, matvec, matvec_glu, matvec_glu_out,
@@ -610,9 +612,29 @@ fn bench_matmul(ctx: &Ctx, c: &mut Criterion) {
 
 /// Products of a few token rows, as a server's batched decode makes them: gemma3-4b's gate|up
 /// and down at M = 1 (the matvec decode runs) and M = 8, 16, 32, 64 (the prompt matmul, split
-/// over K where the plan would split it). The weights are read once at every M, so the
-/// target is M rows in about the time of one (`small_m/...`, beside `small_m/.../m1`).
+/// over K where the plan would split it, `small_m/<format>/<shape>/m<M>`; and on a device with
+/// cooperative matrices the small-M kernel in each of `SMALL_M_CONFIGS`,
+/// `.../m<M>/<tile>_w<target workgroups>`, split K's reduce included). The weights are read
+/// once at every M, so the target is M rows in about the time of one (beside `.../m1`).
 fn bench_small_m(ctx: &Ctx, c: &mut Criterion) {
+    // The small-M kernel's configurations: 64-row slabs of 2 units a barrier split to 8 and to
+    // 4 workgroups an SM of an H200 (132 SMs), 4 units a barrier (more bytes in flight), and
+    // 128-row slabs (half the input reads a weight row).
+    const SMALL_M_CONFIGS: [SmallM; 4] = [
+        SmallM::DEFAULT,
+        SmallM {
+            tile: SmallMTile::R64U2,
+            target_workgroups: 528,
+        },
+        SmallM {
+            tile: SmallMTile::R64U4,
+            target_workgroups: 528,
+        },
+        SmallM {
+            tile: SmallMTile::R128U2,
+            target_workgroups: 528,
+        },
+    ];
     let gpu = &ctx.gpu;
     if gpu.info.device_type == wgpu::DeviceType::Cpu {
         return;
@@ -664,6 +686,19 @@ fn bench_small_m(ctx: &Ctx, c: &mut Criterion) {
                     .unwrap(),
             };
             ctx.bench(c, &name, ops, work, reps_for(bytes));
+            for cfg in SMALL_M_CONFIGS {
+                let name = format!("{name}/{}", cfg.name());
+                let Some(k) = mm.small_m(&gpu.caps, w.all_rows(), cfg) else {
+                    continue;
+                };
+                let len = mm.split_k_scratch(w.all_rows(), k);
+                let scratch = GpuTensor::zeros(gpu, &[len.max(1)], Dtype::F32);
+                let outs = [Out::new((&y).into(), n_out)];
+                let ops = mm
+                    .small_m_ops(k, w.all_rows(), (&x).into(), None, &outs, (&scratch).into())
+                    .unwrap();
+                ctx.bench(c, &name, ops, work, reps_for(bytes));
+            }
         }
     }
 }

@@ -11,9 +11,9 @@ use crate::device::Caps;
 use crate::ops::{
     adamw, argmax, attention, attention_backward, attention_coop, attention_rope, attention_train,
     attention_train_coop, cross_entropy, dropout, elementwise, embed, f16_copy, glu, glu_backward,
-    head_norm_rope, kv, matmul, matmul_coop, matmul_dense, matmul_input_grad, matmul_thin,
-    matmul_weight_grad, matvec, norm, quantize, residual_norm, rms_norm_backward, rope,
-    rope_backward, sample, split_k, split_sum, unary,
+    head_norm_rope, kv, matmul, matmul_coop, matmul_dense, matmul_input_grad, matmul_small_m,
+    matmul_thin, matmul_weight_grad, matvec, norm, quantize, residual_norm, rms_norm_backward,
+    rope, rope_backward, sample, split_k, split_sum, unary,
 };
 #[cfg(any(test, feature = "parity"))]
 use crate::parity::Check;
@@ -168,6 +168,9 @@ families! {
     MatmulCoop(matmul_coop::MatmulCoopKernel),
     /// The tensor-core product over F16 weights copied as stored, in larger tiles.
     MatmulDense(matmul_dense::MatmulDenseKernel),
+    /// The tensor-core product of a few token rows (up to 64 a workgroup), split over its
+    /// inputs so that each weight block is decoded once and the GPU stays full.
+    MatmulSmallM(matmul_small_m::MatmulSmallMKernel),
     /// A weight's rows decoded and rounded to f16, for the dense kernel.
     F16Copy(f16_copy::F16CopyKernel),
     /// Split K's second dispatch: the partial products added up and stored through the

@@ -23,6 +23,7 @@ use crate::op::Op;
 use crate::ops::epilogue::Epilogue;
 use crate::ops::matmul_coop::MatmulCoopKernel;
 use crate::ops::matmul_dense::{self, DenseTile, MatmulDenseKernel};
+use crate::ops::matmul_small_m::{MatmulSmallMKernel, SMALL_M_TOKENS, SmallMTile};
 use crate::ops::split::{self, Out, SplitParams};
 use crate::pipeline::PipelineKey;
 use crate::shader::{BLOCKS, Program, SPLIT_PARAMS, ShaderFile, shader_file};
@@ -83,6 +84,8 @@ pub enum Tile {
     /// The dense kernel's tiles (F16 weights only, [`crate::ops::matmul_dense`]), 256
     /// invocations.
     Dense(DenseTile),
+    /// The small-M kernel's slabs ([`crate::ops::matmul_small_m`]): its rows x 64 tokens.
+    SmallM(SmallMTile),
 }
 
 /// The fewest wide workgroups worth the wide tile (about one per SM of an H100, which has
@@ -97,6 +100,7 @@ impl Tile {
             Tile::Small => 64,
             Tile::Wide => 128,
             Tile::Dense(t) => t.rows(),
+            Tile::SmallM(t) => t.rows(),
         }
     }
 
@@ -104,6 +108,7 @@ impl Tile {
     pub fn tokens(self) -> usize {
         match self {
             Tile::Dense(t) => t.tokens(),
+            Tile::SmallM(_) => SMALL_M_TOKENS,
             _ => self.side(),
         }
     }
@@ -114,6 +119,7 @@ impl Tile {
             Tile::Small => WORKGROUP,
             Tile::Wide => 256,
             Tile::Dense(t) => t.workgroup(),
+            Tile::SmallM(t) => t.workgroup(),
         }
     }
 
@@ -138,7 +144,8 @@ impl Tile {
 }
 
 /// Which kernel runs a product: the f32 one, or the tensor-core one with its tile picked by
-/// shape ([`Tile::for_shape`]) or named (tests).
+/// shape ([`Tile::for_shape`]) or named (tests); a dense tile names the dense kernel, a
+/// small-M one the small-M kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Path {
     F32,
@@ -150,6 +157,7 @@ impl Path {
         match self {
             Path::F32 => MatmulKernel(f, out).into(),
             Path::Coop(Some(Tile::Dense(t))) => MatmulDenseKernel(out, t).into(),
+            Path::Coop(Some(Tile::SmallM(t))) => MatmulSmallMKernel(f, out, t).into(),
             Path::Coop(_) => MatmulCoopKernel(f, out).into(),
         }
     }

@@ -46,14 +46,16 @@ mod parity;
 #[cfg(any(test, feature = "parity"))]
 pub use parity::{CHECK, EXACT_CHECK};
 #[cfg(any(test, feature = "parity"))]
-pub(crate) use parity::{ROUNDED, coop_device, f16_err};
+pub(crate) use parity::{EXACT, ROUNDED, coop_device, f16_err};
 
 static BODY: ShaderFile = shader_file!("matmul/matmul_coop.wgsl");
+/// The weight staging and the partial-tile store, shared with [`crate::ops::matmul_small_m`].
+pub(crate) static STAGE: ShaderFile = shader_file!("matmul/coop_stage.wgsl");
 /// The body's coop loads and stores (after [`COOP_OPS`]).
-static IO: ShaderFile = shader_file!("matmul/coop_io.wgsl");
+pub(crate) static IO: ShaderFile = shader_file!("matmul/coop_io.wgsl");
 /// The same in plain arithmetic (after [`COOP_EMUL`]): the body runs on devices without
 /// tensor cores (tests).
-static IO_EMULATED: ShaderFile = shader_file!("matmul/coop_io_emul.wgsl");
+pub(crate) static IO_EMULATED: ShaderFile = shader_file!("matmul/coop_io_emul.wgsl");
 
 /// The tensor-core prompt matmul over a weight of one format, with one epilogue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -67,12 +69,12 @@ impl MatmulCoopKernel {
         if emulated {
             program_with(
                 "matmul_coop_emulated",
-                &[&COOP_EMUL, &IO_EMULATED, &BODY],
+                &[&COOP_EMUL, &IO_EMULATED, &STAGE, &BODY],
                 f,
                 out,
             )
         } else {
-            program_with("matmul_coop", &[&COOP_OPS, &IO, &BODY], f, out)
+            program_with("matmul_coop", &[&COOP_OPS, &IO, &STAGE, &BODY], f, out)
         }
     }
 }

@@ -28,6 +28,7 @@ pub mod matmul;
 pub mod matmul_coop;
 pub mod matmul_dense;
 pub mod matmul_input_grad;
+pub mod matmul_small_m;
 pub mod matmul_thin;
 pub mod matmul_weight_grad;
 pub mod matvec;
