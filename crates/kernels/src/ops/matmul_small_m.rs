@@ -54,8 +54,6 @@ const MAX_SPLITS: usize = 16;
 pub enum SmallMTile {
     /// 64 rows, 128 invocations, 2 units a barrier (22.5 KB).
     R64U2,
-    /// 64 rows, 128 invocations, 4 units a barrier (38 KB: more bytes in flight a barrier).
-    R64U4,
     /// 128 rows, 256 invocations, 1 unit a barrier (23 KB).
     R128U1,
     /// 128 rows, 256 invocations, 2 units a barrier (35 KB: half the input reads a row).
@@ -64,9 +62,8 @@ pub enum SmallMTile {
 
 impl SmallMTile {
     /// Every tile.
-    pub const ALL: [SmallMTile; 4] = [
+    pub const ALL: [SmallMTile; 3] = [
         SmallMTile::R64U2,
-        SmallMTile::R64U4,
         SmallMTile::R128U1,
         SmallMTile::R128U2,
     ];
@@ -74,7 +71,7 @@ impl SmallMTile {
     /// Weight rows of a workgroup.
     pub fn rows(self) -> usize {
         match self {
-            SmallMTile::R64U2 | SmallMTile::R64U4 => 64,
+            SmallMTile::R64U2 => 64,
             SmallMTile::R128U1 | SmallMTile::R128U2 => 128,
         }
     }
@@ -84,7 +81,6 @@ impl SmallMTile {
         match self {
             SmallMTile::R128U1 => 1,
             SmallMTile::R64U2 | SmallMTile::R128U2 => 2,
-            SmallMTile::R64U4 => 4,
         }
     }
 
@@ -111,12 +107,13 @@ pub struct SmallM {
 }
 
 impl SmallM {
-    /// The configuration the model would take: 64-row slabs of 2 units a barrier, split
-    /// until 8 workgroups an SM of an H200. Not yet measured against the others
-    /// (`small_m/...` in the kernels bench times each).
+    /// The configuration the model would take: 128-row slabs of 2 units a barrier, split
+    /// until 4 workgroups an SM of an H200. The fastest of four in the kernels bench on every
+    /// shape and M (`small_m/...`, H200, docs/PERF.md "Products of a few token rows": 64-row
+    /// slabs of 2 or 4 units a barrier at 528 or 1,056 workgroups were 10-90% slower).
     pub const DEFAULT: SmallM = SmallM {
-        tile: SmallMTile::R64U2,
-        target_workgroups: 1056,
+        tile: SmallMTile::R128U2,
+        target_workgroups: 528,
     };
 
     /// `<tile>_w<target>`, for benches.

@@ -147,6 +147,7 @@ mod tests {
         let up = upload(shape(2560, 1024), 1024);
         let down = upload(shape(10240, 256), 256);
         let chunked = upload(shape(2560, 1024), 512);
+        let short = upload(shape(1280, 1024), 1024);
         let m = |n_tokens| Matmul {
             n_tokens,
             strides: Strides::default(),
@@ -159,7 +160,8 @@ mod tests {
         let splits = |w: WeightRows<'_>, c: SmallM| c.split(w, 8).splits;
         // 16 slabs of 64 rows: 1056 / 16 = 66, capped by 80 units / 4 = 20 (two stages of 2).
         assert_eq!(splits(up.all_rows(), cfg(SmallMTile::R64U2, 1056)), 16);
-        assert_eq!(splits(up.all_rows(), cfg(SmallMTile::R64U4, 1056)), 10);
+        // 8 slabs of 128 rows: 1056 / 8 = 132, capped by 40 units / 4 = 10.
+        assert_eq!(splits(short.all_rows(), cfg(SmallMTile::R128U2, 1056)), 10);
         assert_eq!(splits(up.all_rows(), cfg(SmallMTile::R128U2, 64)), 8);
         assert_eq!(splits(down.all_rows(), cfg(SmallMTile::R64U2, 8)), 2);
         assert_eq!(splits(chunked.all_rows(), cfg(SmallMTile::R64U2, 1056)), 1);
