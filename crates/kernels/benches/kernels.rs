@@ -617,25 +617,21 @@ fn bench_matmul(ctx: &Ctx, c: &mut Criterion) {
 /// `.../m<M>/<tile>_w<target workgroups>`, split K's reduce included). The weights are read
 /// once at every M, so the target is M rows in about the time of one (beside `.../m1`).
 fn bench_small_m(ctx: &Ctx, c: &mut Criterion) {
-    // The small-M kernel's configurations around the default (128-row slabs of 2 units a
-    // barrier, split to 4 workgroups an SM of an H200's 132): one unit a barrier, half and
-    // twice the workgroups, and 64-row slabs (the first measurement's other shape).
-    const SMALL_M_CONFIGS: [SmallM; 5] = [
+    // The small-M kernel's configurations around the default (128-row slabs of 1 unit a
+    // barrier, split to 4 workgroups an SM of an H200's 132): 2 units a barrier, and at half
+    // and twice the workgroups.
+    const SMALL_M_CONFIGS: [SmallM; 4] = [
         SmallM::DEFAULT,
         SmallM {
-            tile: SmallMTile::R128U1,
+            tile: SmallMTile::R128U2,
             target_workgroups: 528,
         },
         SmallM {
-            tile: SmallMTile::R128U2,
+            tile: SmallMTile::R128U1,
             target_workgroups: 264,
         },
         SmallM {
-            tile: SmallMTile::R128U2,
-            target_workgroups: 1056,
-        },
-        SmallM {
-            tile: SmallMTile::R64U2,
+            tile: SmallMTile::R128U1,
             target_workgroups: 1056,
         },
     ];

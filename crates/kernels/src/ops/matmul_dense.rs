@@ -261,7 +261,10 @@ impl DenseTile {
 /// `MIN_SPLIT_UNITS` units of 32) that make the sum of both least: on qwen2.5-7b at 922
 /// tokens, q|k|v (288 tiles, 3,584 inputs) 3 splits, estimated at 0.89 of the unsplit time;
 /// down (224 tiles, 18,944 inputs) 4 at 0.91; o (224 tiles, 3,584 inputs) none, its two
-/// waves 85% full and no split estimated faster. Only the 128 x 128 tile, the one the
+/// waves 85% full and no split estimated faster. Measured as the route runs them (copy,
+/// product, reduction; kernels bench `dense_route/...`, H200, docs/PERF.md D-dense-split-route):
+/// q|k|v 427 us unsplit, 368 / 361 / 366 in 2 / 3 / 4 splits; down 1,393 unsplit, 1,259 in 4
+/// (2 and 3 no faster); o 283 unsplit, 300-303 split. Only the 128 x 128 tile, the one the
 /// model's wave is of: the route takes the 256-row tile from 512 workgroups, where waves fill.
 pub fn dense_splits(tile: DenseTile, n_rows: usize, n_tokens: usize, n_in: usize) -> usize {
     if tile != DenseTile::Square {

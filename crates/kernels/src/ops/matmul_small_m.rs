@@ -62,11 +62,7 @@ pub enum SmallMTile {
 
 impl SmallMTile {
     /// Every tile.
-    pub const ALL: [SmallMTile; 3] = [
-        SmallMTile::R64U2,
-        SmallMTile::R128U1,
-        SmallMTile::R128U2,
-    ];
+    pub const ALL: [SmallMTile; 3] = [SmallMTile::R64U2, SmallMTile::R128U1, SmallMTile::R128U2];
 
     /// Weight rows of a workgroup.
     pub fn rows(self) -> usize {
@@ -107,12 +103,13 @@ pub struct SmallM {
 }
 
 impl SmallM {
-    /// The configuration the model would take: 128-row slabs of 2 units a barrier, split
-    /// until 4 workgroups an SM of an H200. The fastest of four in the kernels bench on every
-    /// shape and M (`small_m/...`, H200, docs/PERF.md "Products of a few token rows": 64-row
-    /// slabs of 2 or 4 units a barrier at 528 or 1,056 workgroups were 10-90% slower).
+    /// The configuration the model would take: 128-row slabs of 1 unit a barrier, split
+    /// until 4 workgroups an SM of an H200. The fastest of the configurations timed, on every
+    /// shape and M (`small_m/...`, H200, docs/PERF.md "Products of a few token rows": 2 units
+    /// a barrier 13-38% slower, half or twice the workgroups up to 20% slower, 64-row slabs
+    /// slower still).
     pub const DEFAULT: SmallM = SmallM {
-        tile: SmallMTile::R128U2,
+        tile: SmallMTile::R128U1,
         target_workgroups: 528,
     };
 
