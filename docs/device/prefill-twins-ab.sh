@@ -2,7 +2,7 @@
 # Prefill of the big twins at 922 and 8,192 tokens and of two small models at 922, this build
 # (.dev/rullama.xz) beside a base build (.dev/rullama-base.xz) in one call, the tensor-core
 # attention's parity checks first, then llama.cpp's llama-server on qwen2.5-7b and gemma3-4b
-# (docs/PERF.md, section 1, call E). On the device machine from the repository root, carrying
+# (docs/PERF.md, section 1, calls E and F). On the device machine from the repository root, carrying
 # [".gl", ".dev"]; .dev/ as prefill-table.sh says (xtask.xz, llama-vk.tar.xz, the vocab files).
 for f in .gl/*.deb; do dpkg -x "$f" / ; done; ldconfig
 for b in .dev/rullama.xz .dev/rullama-base.xz .dev/xtask.xz; do xz -dkf "$b"; done
@@ -24,6 +24,7 @@ synth gemma3-4b gemma3; ours gemma3-4b 922,8192
 synth llama-8b; ours llama-8b 922,8192
 synth gemma3-270m gemma3; ours gemma3-270m 922
 synth qwen2.5-0.5b qwen; ours qwen2.5-0.5b 922
+synth smollm2-135m smollm2; ours smollm2-135m 922
 source <(sed -n '/^llama() {/,/^}/p' docs/device/long-prefill.sh)
 llama /tmp/rl/m/qwen2.5-7b.gguf 9000 922 8192
 llama /tmp/rl/m/gemma3-4b.gguf 9000 922 8192
