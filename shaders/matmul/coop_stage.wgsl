@@ -1,7 +1,6 @@
-// The weight staging and the partial-tile store of the tensor-core products that decode their
-// weights (matmul/matmul_coop.wgsl, matmul/small_m.wgsl). The kernel declares the weight tile
-// `ws` (vec4<f16> rows RS apart), the accumulator scratch `cs` (16 x 16 f32 a subgroup) and
-// the parameters; the value and place files give `y_out` and `y_index`.
+// The weight staging of the tensor-core products that decode their weights
+// (matmul/matmul_coop.wgsl, matmul/small_m.wgsl). The kernel declares the weight tile `ws`
+// (vec4<f16> rows RS apart) and the parameters.
 
 // 16 staged values as f16, in named fields rather than an array: a private array indexed in a
 // loop may live in local memory, and matmul_coop ran 2-2.5x slower so (docs/PERF.md,
@@ -26,21 +25,4 @@ fn put_w(q: Staged, dr: u32, dh: u32, col: u32) {
     ws[at + 1u] = q.c1;
     ws[at + 2u] = q.c2;
     ws[at + 3u] = q.c3;
-}
-
-// Writes accumulator `c` (rows row0.., tokens tok0..) through the subgroup's scratch at
-// cs[scratch..], keeping only elements inside Y (y0: where this workgroup's token 0 lands).
-// Called by every invocation in uniform control flow (it holds barriers).
-fn store_partial(c: MatC, scratch: u32, lane: u32, row0: u32, tok0: u32, y0: u32) {
-    store_scratch(c, scratch);
-    workgroupBarrier();
-    for (var e = 0u; e < 8u; e++) {
-        let i = lane + 32u * e;
-        let row = row0 + i % 16u;
-        let t = tok0 + i / 16u;
-        if row < p.n_rows && t < p.n_tokens {
-            y[y_index(row, t, y0 + t * p.y_stride + row)] = y_out(row, cs[scratch + i]);
-        }
-    }
-    workgroupBarrier();
 }

@@ -65,25 +65,6 @@ struct Staged {
     x4: vec4<f16>, x5: vec4<f16>, x6: vec4<f16>, x7: vec4<f16>,
 }
 
-fn store_partial(c: MatC, scratch: u32, lane: u32, row0: u32, tok0: u32, y0: u32) {
-    store_scratch(c, scratch);
-    workgroupBarrier();
-    for (var e = 0u; e < 8u; e++) {
-        let i = lane + 32u * e;
-        let row = row0 + i % 16u;
-        let t = tok0 + i / 16u;
-        if row < p.n_rows && t < p.n_tokens {
-            let at = y_index(row, t, y0 + t * p.y_stride + row);
-            var v = y_out(row, cs[scratch + i]);
-            if p.accumulate != 0u {
-                v = y[at] + v;
-            }
-            y[at] = v;
-        }
-    }
-    workgroupBarrier();
-}
-
 // Piece m of this invocation's share of the weights of the unit from input k0; rows past the
 // chunk and inputs past k_end read in bounds and stage zeros.
 fn load_w(row0: u32, k0: u32, tid: u32, m: u32, k_end: u32) -> vec4<u32> {

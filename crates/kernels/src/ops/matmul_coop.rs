@@ -51,6 +51,8 @@ pub(crate) use parity::{EXACT, ROUNDED, coop_device, f16_err};
 static BODY: ShaderFile = shader_file!("matmul/matmul_coop.wgsl");
 /// The weight staging and the partial-tile store, shared with [`crate::ops::matmul_small_m`].
 pub(crate) static STAGE: ShaderFile = shader_file!("matmul/coop_stage.wgsl");
+/// `store_partial`: the tensor-core products' store of a tile not whole inside one output.
+pub(crate) static STORE_PARTIAL: ShaderFile = shader_file!("matmul/store_partial.wgsl");
 /// The body's coop loads and stores (after [`COOP_OPS`]).
 pub(crate) static IO: ShaderFile = shader_file!("matmul/coop_io.wgsl");
 /// The same in plain arithmetic (after [`COOP_EMUL`]): the body runs on devices without
@@ -69,12 +71,17 @@ impl MatmulCoopKernel {
         if emulated {
             program_with(
                 "matmul_coop_emulated",
-                &[&COOP_EMUL, &IO_EMULATED, &STAGE, &BODY],
+                &[&COOP_EMUL, &IO_EMULATED, &STAGE, &STORE_PARTIAL, &BODY],
                 f,
                 out,
             )
         } else {
-            program_with("matmul_coop", &[&COOP_OPS, &IO, &STAGE, &BODY], f, out)
+            program_with(
+                "matmul_coop",
+                &[&COOP_OPS, &IO, &STAGE, &STORE_PARTIAL, &BODY],
+                f,
+                out,
+            )
         }
     }
 }

@@ -18,6 +18,7 @@ use crate::op::Op;
 use crate::ops::epilogue::Epilogue;
 use crate::ops::f16_copy::{f16_copy, f16_copy_len};
 use crate::ops::matmul::{Matmul, Path, Tile, program_with};
+use crate::ops::matmul_coop::{IO, IO_EMULATED, STORE_PARTIAL};
 use crate::ops::split::Out;
 use crate::ops::split_k::SplitK;
 use crate::pipeline::PipelineKey;
@@ -30,8 +31,6 @@ mod parity;
 pub use parity::{CHECK, CHECK_ACCUMULATE, CHECK_ROUTE, CHECK_SPLIT_K};
 
 static BODY: ShaderFile = shader_file!("matmul/matmul_dense.wgsl");
-static IO: ShaderFile = shader_file!("matmul/coop_io.wgsl");
-static IO_EMULATED: ShaderFile = shader_file!("matmul/coop_io_emul.wgsl");
 
 /// A dense kernel's tile: rows x tokens of a workgroup, its invocations, each subgroup's
 /// share, and how many tiles workgroup memory holds.
@@ -136,14 +135,14 @@ impl MatmulDenseKernel {
         let mut p = if emulated {
             program_with(
                 "matmul_dense_emulated",
-                &[&COOP_EMUL, &IO_EMULATED, &BODY],
+                &[&COOP_EMUL, &IO_EMULATED, &STORE_PARTIAL, &BODY],
                 GpuFormat::F16,
                 out,
             )
         } else {
             program_with(
                 "matmul_dense",
-                &[&COOP_OPS, &IO, &BODY],
+                &[&COOP_OPS, &IO, &STORE_PARTIAL, &BODY],
                 GpuFormat::F16,
                 out,
             )

@@ -27,7 +27,7 @@ use crate::kernel::KernelFamily;
 use crate::op::Op;
 use crate::ops::epilogue::Epilogue;
 use crate::ops::matmul::{Matmul, Path, Tile, program_with};
-use crate::ops::matmul_coop::{IO, IO_EMULATED, STAGE};
+use crate::ops::matmul_coop::{IO, IO_EMULATED, STAGE, STORE_PARTIAL};
 use crate::ops::split::Out;
 use crate::ops::split_k::SplitK;
 use crate::pipeline::PipelineKey;
@@ -155,11 +155,16 @@ impl MatmulSmallMKernel {
         let mut p = match emulated {
             true => program_with(
                 "matmul_small_m_emulated",
-                &[&COOP_EMUL, &IO_EMULATED, &STAGE, &BODY],
+                &[&COOP_EMUL, &IO_EMULATED, &STAGE, &STORE_PARTIAL, &BODY],
                 f,
                 out,
             ),
-            false => program_with("matmul_small_m", &[&COOP_OPS, &IO, &STAGE, &BODY], f, out),
+            false => program_with(
+                "matmul_small_m",
+                &[&COOP_OPS, &IO, &STAGE, &STORE_PARTIAL, &BODY],
+                f,
+                out,
+            ),
         };
         p.name = format!("{}_{}", p.name, tile.name());
         p
