@@ -169,9 +169,9 @@ impl Attention {
     }
 
     /// How many ways [`Attention::coop_ops`] should split each row tile's keys: 1 where the
-    /// tiles number at least [`SPLIT_BELOW_WORKGROUPS`], else enough to reach
-    /// [`FILL_WORKGROUPS`] (at most [`MAX_KEY_SPLITS`]). gemma-3-270m's prompt of 922 tokens
-    /// has 58 row tiles of its one kv head.
+    /// tiles number at least 100 (`SPLIT_BELOW_WORKGROUPS`), else enough to reach about 256
+    /// workgroups (`FILL_WORKGROUPS`; at most 8 splits). gemma-3-270m's prompt of 922 tokens
+    /// has 58 row tiles of its one kv head: 5 splits.
     pub fn coop_key_splits(&self, l: &KvLayout) -> usize {
         let workgroups = self.coop_workgroups(l).max(1);
         match workgroups < SPLIT_BELOW_WORKGROUPS {

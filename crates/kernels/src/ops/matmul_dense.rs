@@ -252,7 +252,7 @@ impl DenseTile {
 /// In how many shares the dense route splits the sum of a product of `n_rows` x `n_tokens`
 /// over `n_in` inputs on `tile` (1: not at all). A product of few 128 x 128 tiles leaves the
 /// GPU's last wave of workgroups part empty: qwen2.5-7b's q|k|v at 922 tokens makes 288
-/// workgroups, two full waves of [`WAVE`] (132) and one of 24. Split `s` ways, each
+/// workgroups, two full waves of `WAVE` (132) and one of 24. Split `s` ways, each
 /// workgroup sums `1 / s` of the inputs, so the product takes `ceil(tiles s / WAVE) / s` of
 /// the time a wave takes over all of them; the partial sums add `8 s` bytes an output (each
 /// split stores its f32 sums, the reduction reads them), `4 s tiles FLOPS_PER_BYTE / (WAVE

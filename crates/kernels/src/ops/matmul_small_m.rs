@@ -97,7 +97,7 @@ impl SmallMTile {
 pub struct SmallM {
     /// The workgroup's slab.
     pub tile: SmallMTile,
-    /// Split K until the grid has this many workgroups (at most [`MAX_SPLITS`] splits, each
+    /// Split K until the grid has this many workgroups (at most `MAX_SPLITS` (16) splits, each
     /// of at least two stages of units).
     pub target_workgroups: usize,
 }
@@ -119,7 +119,7 @@ impl SmallM {
     }
 
     /// The splits of rows `w` of a product of `n_tokens` tokens: as many as reach
-    /// `target_workgroups` with the row slabs, at most [`MAX_SPLITS`], each of at least two
+    /// `target_workgroups` with the row slabs, at most `MAX_SPLITS` (16), each of at least two
     /// stages (`2 units` units of 32 inputs); 1 where split K cannot run (rows that do not
     /// start the weight's one chunk).
     pub fn split(&self, w: WeightRows<'_>, n_tokens: usize) -> SplitK {
