@@ -88,39 +88,26 @@ fn random_case(rng: &mut Rng) -> Case {
 }
 
 fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    coop_case(gpu, rng, false)
+}
+
+fn exact_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
+    coop_case(gpu, rng, true)
+}
+
+/// A random case on the tensor cores, its keys split as [`random_splits`] draws; `f16_q`: q
+/// drawn as f16 values.
+fn coop_case(gpu: &Gpu, rng: &mut Rng, f16_q: bool) -> Result<Compare, GpuError> {
     coop_device(gpu)?;
     let case = random_case(rng);
     let splits = random_splits(rng);
-    attention::compare_on(
-        gpu,
-        case,
-        rng.next_u64(),
-        Path::Coop {
-            f16_q: false,
-            splits,
-        },
-    )
+    attention::compare_on(gpu, case, rng.next_u64(), Path::Coop { f16_q, splits })
 }
 
 /// Key splits for a random case: mostly unsplit, as the models' long blocks run, else up to
 /// the kernel's most.
 fn random_splits(rng: &mut Rng) -> usize {
     rng.pick(&[1, 1, 2, 3, 8])
-}
-
-fn exact_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
-    coop_device(gpu)?;
-    let case = random_case(rng);
-    let splits = random_splits(rng);
-    attention::compare_on(
-        gpu,
-        case,
-        rng.next_u64(),
-        Path::Coop {
-            f16_q: true,
-            splits,
-        },
-    )
 }
 
 #[cfg(test)]
