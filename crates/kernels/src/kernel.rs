@@ -32,18 +32,30 @@ pub trait KernelFamily: Copy + Into<Kernel> {
     /// program, which names it).
     fn program(self) -> Program;
 
-    /// Every program this variant may use, one per device capability set, the one of
-    /// [`KernelFamily::program`] first.
-    fn programs(self) -> Vec<Program> {
-        vec![self.program()]
+    /// A tensor-core kernel's body over emulated cooperative-matrix ops (needs only
+    /// SHADER_F16): what a device without cooperative matrices builds, which only tests ask
+    /// for. `None` for every other family.
+    fn emulated_program(self) -> Option<Program> {
+        None
     }
 
-    /// The program on a device with `caps` (a family with a subgroup program picks it where
-    /// the device has `Features::SUBGROUP`; the tensor-core kernels build their emulated
-    /// program where it has no cooperative matrices, which only tests ask for).
+    /// Every program this variant may use, one per device capability set, the one of
+    /// [`KernelFamily::program`] first (then the emulated one, where there is one).
+    fn programs(self) -> Vec<Program> {
+        std::iter::once(self.program())
+            .chain(self.emulated_program())
+            .collect()
+    }
+
+    /// The program on a device with `caps`: [`KernelFamily::emulated_program`] where there is
+    /// one and the device has no cooperative matrices, else [`KernelFamily::program`] (a
+    /// family with a subgroup program overrides this to pick it where the device has
+    /// `Features::SUBGROUP`).
     fn program_for(self, caps: &Caps) -> Program {
-        let _ = caps;
-        self.program()
+        match self.emulated_program() {
+            Some(emulated) if !caps.coop_f16 => emulated,
+            _ => self.program(),
+        }
     }
 
     /// WGSL `override` constants the variant sets, besides the ones from its

@@ -26,7 +26,6 @@
 //! the softmax weights rounded to f16 (`sum_j e(p_j)`) and their sum with V on the tensor
 //! cores (`(4n + 1) u`), times max |v|.
 
-use crate::device::Caps;
 use crate::error::GpuError;
 use crate::kernel::KernelFamily;
 use crate::op::Op;
@@ -97,12 +96,8 @@ impl KernelFamily for AttentionCoopKernel {
         program(false)
     }
 
-    fn programs(self) -> Vec<Program> {
-        vec![program(false), program(true)]
-    }
-
-    fn program_for(self, caps: &Caps) -> Program {
-        program(!caps.coop_f16)
+    fn emulated_program(self) -> Option<Program> {
+        Some(program(true))
     }
 
     fn constants(self) -> Vec<(&'static str, f64)> {

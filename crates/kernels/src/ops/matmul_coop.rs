@@ -33,7 +33,6 @@
 //! plus `|w_i x_i|` for a product with a subnormal factor (which may be flushed): any staging
 //! or indexing error (a wrong row, token, half or padding) is orders of magnitude beyond it.
 
-use crate::device::Caps;
 use crate::format::GpuFormat;
 use crate::kernel::KernelFamily;
 use crate::ops::epilogue::Epilogue;
@@ -98,14 +97,8 @@ impl KernelFamily for MatmulCoopKernel {
         self.program_with(false)
     }
 
-    fn programs(self) -> Vec<Program> {
-        vec![self.program_with(false), self.program_with(true)]
-    }
-
-    // `Matmul::kernel` picks this kernel only with coop_f16; tests build it elsewhere to run
-    // its body over emulated coop ops.
-    fn program_for(self, caps: &Caps) -> Program {
-        self.program_with(!caps.coop_f16)
+    fn emulated_program(self) -> Option<Program> {
+        Some(self.program_with(true))
     }
 
     fn pipeline_keys(self) -> Vec<PipelineKey> {

@@ -164,12 +164,8 @@ impl KernelFamily for MatmulDenseKernel {
         self.program_with(false)
     }
 
-    fn programs(self) -> Vec<Program> {
-        vec![self.program_with(false), self.program_with(true)]
-    }
-
-    fn program_for(self, caps: &Caps) -> Program {
-        self.program_with(!caps.coop_f16)
+    fn emulated_program(self) -> Option<Program> {
+        Some(self.program_with(true))
     }
 
     fn constants(self) -> Vec<(&'static str, f64)> {

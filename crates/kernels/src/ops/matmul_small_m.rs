@@ -187,13 +187,8 @@ impl KernelFamily for MatmulSmallMKernel {
         self.program_with(false)
     }
 
-    fn programs(self) -> Vec<Program> {
-        vec![self.program_with(false), self.program_with(true)]
-    }
-
-    // Picked only with coop_f16; tests build it elsewhere to run its body over emulated ops.
-    fn program_for(self, caps: &Caps) -> Program {
-        self.program_with(!caps.coop_f16)
+    fn emulated_program(self) -> Option<Program> {
+        Some(self.program_with(true))
     }
 
     fn constants(self) -> Vec<(&'static str, f64)> {
