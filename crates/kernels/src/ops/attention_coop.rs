@@ -180,9 +180,16 @@ impl Attention {
     /// f32 elements of the scratch [`Attention::coop_ops`] needs for `splits` splits: each
     /// split's outputs, maxima and sums (0 for one split).
     pub fn coop_scratch_len(&self, l: &KvLayout, splits: usize) -> usize {
-        match splits {
-            0 | 1 => 0,
-            s => s * self.n_tokens * self.n_heads * (l.head_dim + 2),
+        self.coop_combine(l, splits).len()
+    }
+
+    /// The layout of [`Attention::coop_ops`]'s partial results split `splits` ways: rows
+    /// (token, head) in out's order.
+    fn coop_combine(&self, l: &KvLayout, splits: usize) -> Combine {
+        Combine {
+            rows: self.n_tokens * self.n_heads,
+            dv: l.head_dim,
+            splits,
         }
     }
 
@@ -221,17 +228,12 @@ impl Attention {
         let splits = splits.clamp(1, MAX_KEY_SPLITS);
         // Split, the tiles write their partial results into the scratch: the outputs, then the
         // maxima and sums.
+        let combine = self.coop_combine(&l, splits);
         let (tiles_out, records) = match (splits, scratch) {
             (1, _) => (out, 0),
             (_, Some(t)) => {
-                t.check("attention_coop scratch", self.coop_scratch_len(&l, splits))?;
-                if t.t.buf.id() == out.t.buf.id() {
-                    return Err(GpuError::InvalidParams {
-                        op: OP,
-                        detail: "the split scratch in out's tensor".into(),
-                    });
-                }
-                (t, t.offset + splits * n_out)
+                combine.check_scratch((OP, "attention_coop scratch"), t, &[out])?;
+                (t, combine.ml_offset(t))
             }
             (_, None) => {
                 return Err(GpuError::InvalidParams {
@@ -240,13 +242,6 @@ impl Attention {
                 });
             }
         };
-        let end = records + 2 * splits * self.n_tokens * self.n_heads;
-        if end > u32::MAX as usize {
-            return Err(GpuError::InvalidParams {
-                op: OP,
-                detail: format!("{end} scratch elements past u32 indices"),
-            });
-        }
         let group = self.n_heads / l.n_kv_heads;
         let params = AttentionParams {
             n_tokens: self.n_tokens as u32,
@@ -283,14 +278,7 @@ impl Attention {
         let grid = [tiles as u32, l.n_kv_heads as u32, splits as u32];
         let mut ops = vec![Op::new(kernel, WORKGROUP, &params, &buffers, grid)];
         if splits > 1 {
-            let shape = Combine {
-                rows: self.n_tokens * self.n_heads,
-                dv: hd,
-                splits,
-            };
-            ops.push(attention_train::combine_op(
-                shape, tiles_out, records, out, None,
-            ));
+            ops.push(attention_train::combine_op(combine, tiles_out, out, None));
         }
         Ok(ops)
     }

@@ -169,23 +169,58 @@ pub(crate) struct Combine {
     pub splits: usize,
 }
 
-/// The op that combines split keys' partial results (attention/train_combine.wgsl): the
-/// outputs from `parts`, the maxima and sums from element `ml_offset` of its tensor, into `o`
-/// and, where given, the rows' log-sum-exp into `lse` (the training forward keeps it for the
-/// backward; the prompt attention has no use for it). The caller checks the views' extents.
-pub(crate) fn combine_op(
-    c: Combine,
-    parts: View<'_>,
-    ml_offset: usize,
-    o: View<'_>,
-    lse: Option<View<'_>>,
-) -> Op {
+impl Combine {
+    /// Elements of the partial results (0 for one split: nothing to combine).
+    pub fn len(&self) -> usize {
+        match self.splits {
+            0 | 1 => 0,
+            s => s * self.rows * (self.dv + 2),
+        }
+    }
+
+    /// Where the maxima start in `parts`' tensor (the sums follow them).
+    pub fn ml_offset(&self, parts: View<'_>) -> usize {
+        parts.offset + self.splits * self.rows * self.dv
+    }
+
+    /// That `scratch` (called `name` in a shape error of op `op`) holds the partial results
+    /// ([`Combine::len`] elements within u32 indices) in another tensor than the `outputs`
+    /// the combine writes.
+    pub fn check_scratch(
+        &self,
+        (op, name): (&'static str, &'static str),
+        scratch: View<'_>,
+        outputs: &[View<'_>],
+    ) -> Result<(), GpuError> {
+        scratch.check(name, self.len())?;
+        if outputs.iter().any(|o| o.t.buf.id() == scratch.t.buf.id()) {
+            return Err(GpuError::InvalidParams {
+                op,
+                detail: "the split scratch in an output's tensor".into(),
+            });
+        }
+        let end = scratch.offset + self.len();
+        if end > u32::MAX as usize {
+            return Err(GpuError::InvalidParams {
+                op,
+                detail: format!("{end} scratch elements past u32 indices"),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The op that combines split keys' partial results (attention/train_combine.wgsl): laid out
+/// in `parts` as [`Combine`] says, into `o` and, where given, the rows' log-sum-exp into
+/// `lse` (the training forward keeps it for the backward; the prompt attention has no use for
+/// it). The caller checks the views ([`Combine::check_scratch`]).
+pub(crate) fn combine_op(c: Combine, parts: View<'_>, o: View<'_>, lse: Option<View<'_>>) -> Op {
     let params = CombineParams {
         rows: c.rows as u32,
         dv: c.dv as u32,
         splits: c.splits as u32,
         acc_offset: parts.offset as u32,
-        ml_offset: ml_offset as u32,
+        ml_offset: c.ml_offset(parts) as u32,
         o_offset: o.offset as u32,
         lse_offset: lse.map_or(NO_LSE, |l| l.offset as u32),
         _pad: 0,
@@ -322,9 +357,15 @@ impl TrainAttention {
 
     /// Elements of the scratch [`TrainAttention::forward_split_ops`] takes for `splits`.
     pub fn forward_scratch_len(&self, splits: usize) -> usize {
-        match splits {
-            0 | 1 => 0,
-            s => s * self.n * self.n_head * (self.dv + 2),
+        self.combine(splits).len()
+    }
+
+    /// The layout of the forward's partial results split `splits` ways.
+    fn combine(&self, splits: usize) -> Combine {
+        Combine {
+            rows: self.n * self.n_head,
+            dv: self.dv,
+            splits,
         }
     }
 
@@ -374,26 +415,23 @@ impl TrainAttention {
         };
         // Split, the tiles write the partial results into the scratch: o's slices, then the
         // maxima's, then the sums'.
+        let combine = self.combine(splits);
         let (o_out, ml_out) = match scratch {
             Some(t) if splits > 1 => {
-                t.check("attention_train scratch", self.forward_scratch_len(splits))?;
-                if [b.o.t.buf.id(), b.lse.t.buf.id()].contains(&t.t.buf.id()) {
+                combine.check_scratch((OP, "attention_train scratch"), t, &[b.o, b.lse])?;
+                (t, View::at(t.t, combine.ml_offset(t)))
+            }
+            _ => {
+                let end = b.lse.offset + 2 * rows;
+                if end > u32::MAX as usize {
                     return Err(GpuError::InvalidParams {
                         op: OP,
-                        detail: "the split scratch in o's or lse's tensor".into(),
+                        detail: format!("{end} scratch elements past u32 indices"),
                     });
                 }
-                (t, View::at(t.t, t.offset + splits * o_len))
+                (b.o, b.lse)
             }
-            _ => (b.o, b.lse),
         };
-        let end = ml_out.offset + 2 * splits * rows;
-        if end > u32::MAX as usize {
-            return Err(GpuError::InvalidParams {
-                op: OP,
-                detail: format!("{end} scratch elements past u32 indices"),
-            });
-        }
         let params = TrainAttentionParams {
             q_offset: b.q.offset as u32,
             k_offset: b.k.offset as u32,
@@ -424,17 +462,7 @@ impl TrainAttention {
         };
         let mut ops = vec![forward];
         if splits > 1 {
-            ops.push(combine_op(
-                Combine {
-                    rows,
-                    dv: self.dv,
-                    splits,
-                },
-                o_out,
-                ml_out.offset,
-                b.o,
-                Some(b.lse),
-            ));
+            ops.push(combine_op(combine, o_out, b.o, Some(b.lse)));
         }
         Ok(ops)
     }
