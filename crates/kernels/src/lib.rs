@@ -44,6 +44,8 @@ pub mod tensor;
 pub mod wait;
 
 #[cfg(test)]
+mod decode_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod testutil;
