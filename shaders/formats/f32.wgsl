@@ -9,20 +9,40 @@ fn decode_unit(blk: u32, unit: u32) {
     }
 }
 
-// Weights 16h .. 16h + 15 of the 32 at `blk` (h = 0, 1), as 4 vec4s: the tiled matmul's
-// share of a unit (two invocations decode one row's unit).
+// Weights 16h .. 16h + 15 of the 32 at `blk` (h = 0, 1), as 4 vec4s: the tiled matmul's share of a
+// unit (two invocations decode one row's unit). Loaded (`load_half_raw`) and decoded (`decode_raw`)
+// apart, so the tensor-core matmuls can issue the loads early and decode late
+// (matmul/coop_stage.wgsl).
 fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
+    return decode_raw(load_half_raw(blk, unit, h), unit, h);
+}
+
+// The loaded words of a half unit: its 16 words as the aligned words that hold them (`a`..`d`
+// and `next`: the block may start at any byte offset) and the shift that joins them. 18
+// registers, the most of any format, still held rather than decoded at load: F32 weights are
+// rare in the tensor-core matmuls and the join is the whole decode.
+struct RawHalf {
+    a: vec4<u32>,
+    b: vec4<u32>,
+    c: vec4<u32>,
+    d: vec4<u32>,
+    next: u32,
+    s: u32,
+}
+
+fn load_half_raw(blk: u32, unit: u32, h: u32) -> RawHalf {
     let b = blk + 64u * h;
+    let i = b >> 2u;
+    return RawHalf(wd4(i), wd4(i + 4u), wd4(i + 8u), wd4(i + 12u), wd(i + 16u), word_shift(b));
+}
+
+fn decode_raw(r: RawHalf, unit: u32, h: u32) -> array<vec4<f32>, 4> {
     // One expression a quad, not a loop over an array: an array indexed in a loop may live in
     // local memory (docs/PERF.md, D-named-registers).
     return array<vec4<f32>, 4>(
-        f32_quad(b + 0u),
-        f32_quad(b + 16u),
-        f32_quad(b + 32u),
-        f32_quad(b + 48u),
+        bitcast<vec4<f32>>(join4(r.a, r.b.x, r.s)),
+        bitcast<vec4<f32>>(join4(r.b, r.c.x, r.s)),
+        bitcast<vec4<f32>>(join4(r.c, r.d.x, r.s)),
+        bitcast<vec4<f32>>(join4(r.d, r.next, r.s)),
     );
-}
-
-fn f32_quad(b: u32) -> vec4<f32> {
-    return bitcast<vec4<f32>>(vec4<u32>(load_u32(b), load_u32(b + 4u), load_u32(b + 8u), load_u32(b + 12u)));
 }

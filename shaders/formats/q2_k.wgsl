@@ -8,8 +8,21 @@ const BLOCK_UNITS: u32 = 8u;
 
 // (d * sc, dmin * m) of sub-block `s` (0..15, 16 weights), formed as the quant crate forms them.
 fn q2_k_scale_min(blk: u32, s: u32) -> vec2<f32> {
-    let b = load_u8(blk + s);
-    return vec2<f32>(load_f16(blk + 80u) * f32(b & 0xfu), load_f16(blk + 82u) * f32(b >> 4u));
+    return q2_k_scale_min_of(wd((blk + s) >> 2u), q2_k_d_words(blk), blk, s);
+}
+
+// The words holding d and dmin (the same word where the block starts on a word boundary).
+fn q2_k_d_words(blk: u32) -> vec2<u32> {
+    return vec2<u32>(wd((blk + 80u) >> 2u), wd((blk + 82u) >> 2u));
+}
+
+// `q2_k_scale_min` from the words holding its fields: `sc` holds byte `s` of the block, `dw`
+// are `q2_k_d_words`.
+fn q2_k_scale_min_of(sc: u32, dw: vec2<u32>, blk: u32, s: u32) -> vec2<f32> {
+    let b = byte_of(sc, blk + s);
+    let d = f16_of(dw.x, blk + 80u);
+    let dmin = f16_of(dw.y, blk + 82u);
+    return vec2<f32>(d * f32(b & 0xfu), dmin * f32(b >> 4u));
 }
 
 fn decode_unit(blk: u32, unit: u32) {
@@ -26,13 +39,36 @@ fn decode_unit(blk: u32, unit: u32) {
     }
 }
 
-// Weights 16h .. 16h + 15 of unit `unit` (h = 0, 1: one sub-block of 16), as 4 vec4s: the
-// tiled matmul's share of a unit (two invocations decode one row's unit).
+// Weights 16h .. 16h + 15 of unit `unit` (h = 0, 1: one sub-block of 16), as 4 vec4s: the tiled
+// matmul's share of a unit (two invocations decode one row's unit). Loaded (`load_half_raw`) and
+// decoded (`decode_raw`) apart, so the tensor-core matmuls can issue the loads early and decode
+// late (matmul/coop_stage.wgsl).
 fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
-    let qs = blk + 16u + 32u * (unit >> 2u) + 16u * h;
+    return decode_raw(load_half_raw(blk, unit, h), unit, h);
+}
+
+// The loaded words of a half: its 16 bytes of qs as the aligned words that hold them (`qs`
+// and `qs_next`: a block may start at any word offset), the words of its scale byte and of d
+// and dmin, and the block's offset (which bytes of those words).
+struct RawHalf {
+    qs: vec4<u32>,
+    qs_next: u32,
+    sc: u32,
+    dw: vec2<u32>,
+    blk: u32,
+}
+
+fn load_half_raw(blk: u32, unit: u32, h: u32) -> RawHalf {
+    let i = (blk + 16u + 32u * (unit >> 2u) + 16u * h) >> 2u;
+    return RawHalf(wd4(i), wd(i + 4u), wd((blk + 2u * unit + h) >> 2u), q2_k_d_words(blk), blk);
+}
+
+fn decode_raw(r: RawHalf, unit: u32, h: u32) -> array<vec4<f32>, 4> {
     let shift = 2u * (unit & 3u);
-    let sm = q2_k_scale_min(blk, 2u * unit + h);
-    let q = (vec4<u32>(load_u32(qs), load_u32(qs + 4u), load_u32(qs + 8u), load_u32(qs + 12u)) >> vec4<u32>(shift)) & vec4<u32>(0x03030303u);
+    let sm = q2_k_scale_min_of(r.sc, r.dw, r.blk, 2u * unit + h);
+    // The qs words start at a multiple of 4 bytes from blk, so they take its shift.
+    let qs = join4(r.qs, r.qs_next, word_shift(r.blk));
+    let q = (qs >> vec4<u32>(shift)) & vec4<u32>(0x03030303u);
     // One expression a quad, not a loop over an array: an array indexed in a loop may live in
     // local memory (docs/PERF.md, D-named-registers).
     return array<vec4<f32>, 4>(

@@ -19,11 +19,29 @@ fn decode_unit(blk: u32, unit: u32) {
 }
 
 // Weights 16h .. 16h + 15 of the block (h = 0: low nibbles, 1: high), as 4 vec4s: the tiled
-// matmul's share of a unit (two invocations decode one row's block).
+// matmul's share of a unit (two invocations decode one row's block). Loaded (`load_half_raw`) and
+// decoded (`decode_raw`) apart, so the tensor-core matmuls can issue the loads early and decode
+// late (matmul/coop_stage.wgsl).
 fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
+    return decode_raw(load_half_raw(blk, unit, h), unit, h);
+}
+
+// The loaded words of a half: the block's nibbles, the word of plane 1 holding d, and the
+// block index (which half of that word).
+struct RawHalf {
+    q: vec4<u32>,
+    dw: u32,
+    bi: u32,
+}
+
+fn load_half_raw(blk: u32, unit: u32, h: u32) -> RawHalf {
     let bi = blk / BLOCK_BYTES;
-    let d = plane_f16(1u, bi);
-    let q = w[1u + bi];
+    return RawHalf(w[1u + bi], plane_f16_word(1u, bi), bi);
+}
+
+fn decode_raw(r: RawHalf, unit: u32, h: u32) -> array<vec4<f32>, 4> {
+    let d = f16_of(r.dw, 2u * r.bi);
+    let q = r.q;
     // One expression a quad, not a loop over an array: an array indexed in a loop may live in
     // local memory (docs/PERF.md, D-named-registers).
     return array<vec4<f32>, 4>(

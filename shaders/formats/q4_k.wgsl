@@ -29,18 +29,32 @@ fn decode_unit(blk: u32, unit: u32) {
     }
 }
 
-// Weights 16h .. 16h + 15 of unit `unit` (h = 0, 1), as 4 vec4s: the tiled matmul's share of
-// a unit (two invocations decode one row's unit). Super-blocks are 9 vec4s and stay 16-byte
-// aligned, so the header (d, dmin, packed scales) and the 16 bytes of nibbles are one vec4
-// load each.
+// Weights 16h .. 16h + 15 of unit `unit` (h = 0, 1), as 4 vec4s: the tiled matmul's share of a unit
+// (two invocations decode one row's unit). Super-blocks are 9 vec4s and stay 16-byte aligned, so
+// the header (d, dmin, packed scales) and the 16 bytes of nibbles are one vec4 load each. Loaded
+// (`load_half_raw`) and decoded (`decode_raw`) apart, so the tensor-core matmuls can issue the
+// loads early and decode late (matmul/coop_stage.wgsl).
 fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
-    let head = w[blk >> 4u];
-    let sm = scale_min_k4_words(head.yzw, unit);
-    let dm = unpack2x16float(head.x);
+    return decode_raw(load_half_raw(blk, unit, h), unit, h);
+}
+
+// The loaded words of a half: the super-block's header and the vec4 of nibbles.
+struct RawHalf {
+    head: vec4<u32>,
+    q: vec4<u32>,
+}
+
+fn load_half_raw(blk: u32, unit: u32, h: u32) -> RawHalf {
+    return RawHalf(w[blk >> 4u], w[(blk >> 4u) + 1u + 2u * (unit >> 1u) + h]);
+}
+
+fn decode_raw(r: RawHalf, unit: u32, h: u32) -> array<vec4<f32>, 4> {
+    let sm = scale_min_k4_words(r.head.yzw, unit);
+    let dm = unpack2x16float(r.head.x);
     // Formed as the quant crate forms them (d * sc, dmin * m), so the weights match exactly.
     let d1 = dm.x * sm.x;
     let m1 = dm.y * sm.y;
-    let q = (w[(blk >> 4u) + 1u + 2u * (unit >> 1u) + h] >> vec4<u32>(4u * (unit & 1u))) & vec4<u32>(0x0f0f0f0fu);
+    let q = (r.q >> vec4<u32>(4u * (unit & 1u))) & vec4<u32>(0x0f0f0f0fu);
     // One expression a quad, not a loop over an array: an array indexed in a loop may live in
     // local memory (docs/PERF.md, D-named-registers).
     return array<vec4<f32>, 4>(

@@ -16,19 +16,42 @@ fn decode_unit(blk: u32, unit: u32) {
     }
 }
 
-// Weights 16h .. 16h + 15 of the block (h = 0: low codes, 1: high), as 4 vec4s: the tiled
-// matmul's share of a unit (two invocations decode one row's block).
+// Weights 16h .. 16h + 15 of the block (h = 0: low codes, 1: high), as 4 vec4s: the tiled matmul's
+// share of a unit (two invocations decode one row's block). Loaded (`load_half_raw`) and decoded
+// (`decode_raw`) apart, so the tensor-core matmuls can issue the loads early and decode late
+// (matmul/coop_stage.wgsl).
 fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
-    let d = load_f16(blk);
-    let m = load_f16(blk + 2u);
-    let qh = load_u32(blk + 4u);
+    return decode_raw(load_half_raw(blk, unit, h), unit, h);
+}
+
+// The loaded words of a half: the 7 aligned words that hold the block's 24 bytes (`a`, then
+// `b`: a block may start at any word offset; both halves need all of it) and its offset.
+struct RawHalf {
+    a: vec4<u32>,
+    b: vec3<u32>,
+    blk: u32,
+}
+
+fn load_half_raw(blk: u32, unit: u32, h: u32) -> RawHalf {
+    let i = blk >> 2u;
+    return RawHalf(wd4(i), vec3<u32>(wd(i + 4u), wd(i + 5u), wd(i + 6u)), blk);
+}
+
+fn decode_raw(r: RawHalf, unit: u32, h: u32) -> array<vec4<f32>, 4> {
+    let d = f16_of(r.a.x, r.blk);
+    // m (at blk + 2) is in the block's first word or, from a 2-byte offset, the next.
+    let m = f16_of(select(r.a.x, r.a.y, ((r.blk + 2u) >> 2u) > (r.blk >> 2u)), r.blk + 2u);
+    // qh (blk + 4) and the nibbles (blk + 8 ..) start a multiple of 4 bytes from blk.
+    let s = word_shift(r.blk);
+    let qh = join_u32(r.a.y, r.a.z, s);
+    let q = join4(vec4<u32>(r.a.z, r.a.w, r.b.x, r.b.y), r.b.z, s);
     // One expression a quad, not a loop over an array: an array indexed in a loop may live in
     // local memory (docs/PERF.md, D-named-registers).
     return array<vec4<f32>, 4>(
-        q5_1_quad(q5_codes(load_u32(blk + 8u), qh, 0u), h, d, m),
-        q5_1_quad(q5_codes(load_u32(blk + 12u), qh, 1u), h, d, m),
-        q5_1_quad(q5_codes(load_u32(blk + 16u), qh, 2u), h, d, m),
-        q5_1_quad(q5_codes(load_u32(blk + 20u), qh, 3u), h, d, m),
+        q5_1_quad(q5_codes(q.x, qh, 0u), h, d, m),
+        q5_1_quad(q5_codes(q.y, qh, 1u), h, d, m),
+        q5_1_quad(q5_codes(q.z, qh, 2u), h, d, m),
+        q5_1_quad(q5_codes(q.w, qh, 3u), h, d, m),
     );
 }
 

@@ -22,19 +22,36 @@ fn decode_unit(blk: u32, unit: u32) {
     }
 }
 
-// Weights 16h .. 16h + 15 of unit `unit` (h = 0, 1), as 4 vec4s: the tiled matmul's share of
-// a unit (two invocations decode one row's unit). Super-blocks are 11 vec4s and stay 16-byte
-// aligned: header, fifth bits and nibbles are one vec4 load each.
+// Weights 16h .. 16h + 15 of unit `unit` (h = 0, 1), as 4 vec4s: the tiled matmul's share of a unit
+// (two invocations decode one row's unit). Super-blocks are 11 vec4s and stay 16-byte aligned:
+// header, fifth bits and nibbles are one vec4 load each. Loaded (`load_half_raw`) and decoded
+// (`decode_raw`) apart, so the tensor-core matmuls can issue the loads early and decode late
+// (matmul/coop_stage.wgsl).
 fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
+    return decode_raw(load_half_raw(blk, unit, h), unit, h);
+}
+
+// The loaded words of a half: the super-block's header, the vec4 of nibbles and that of fifth
+// bits.
+struct RawHalf {
+    head: vec4<u32>,
+    q: vec4<u32>,
+    qh: vec4<u32>,
+}
+
+fn load_half_raw(blk: u32, unit: u32, h: u32) -> RawHalf {
     let b = blk >> 4u;
-    let head = w[b];
-    let sm = scale_min_k4_words(head.yzw, unit);
-    let dm = unpack2x16float(head.x);
+    return RawHalf(w[b], w[b + 3u + 2u * (unit >> 1u) + h], w[b + 1u + h]);
+}
+
+fn decode_raw(r: RawHalf, unit: u32, h: u32) -> array<vec4<f32>, 4> {
+    let sm = scale_min_k4_words(r.head.yzw, unit);
+    let dm = unpack2x16float(r.head.x);
     // Formed as the quant crate forms them (d * sc, dmin * m), so the weights match exactly.
     let d1 = dm.x * sm.x;
     let m1 = dm.y * sm.y;
-    let q = (w[b + 3u + 2u * (unit >> 1u) + h] >> vec4<u32>(4u * (unit & 1u))) & vec4<u32>(0x0f0f0f0fu);
-    let hb = (w[b + 1u + h] >> vec4<u32>(unit)) & vec4<u32>(0x01010101u);
+    let q = (r.q >> vec4<u32>(4u * (unit & 1u))) & vec4<u32>(0x0f0f0f0fu);
+    let hb = (r.qh >> vec4<u32>(unit)) & vec4<u32>(0x01010101u);
     let c = q | (hb << vec4<u32>(4u));
     // One expression a quad, not a loop over an array: an array indexed in a loop may live in
     // local memory (docs/PERF.md, D-named-registers).

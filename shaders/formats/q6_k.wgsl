@@ -9,7 +9,12 @@ const BLOCK_UNITS: u32 = 8u;
 
 // int8 scale `s` (0..15) of a block's scale vec4.
 fn q6_k_scale(sc: vec4<u32>, s: u32) -> f32 {
-    return f32(sbyte(sc[s >> 2u], s & 3u));
+    return q6_k_scale_of(sc[s >> 2u], s);
+}
+
+// int8 scale `s` (0..15) from its word (word s / 4 of the block's scale vec4).
+fn q6_k_scale_of(word: u32, s: u32) -> f32 {
+    return f32(sbyte(word, s & 3u));
 }
 
 // A matvec lane's scales, of quarters j and j + 2 of half n at positions 16h .. 16h + 15 of
@@ -43,17 +48,50 @@ fn decode_unit(blk: u32, unit: u32) {
     }
 }
 
-// Weights 16h .. 16h + 15 of unit `unit` (h = 0, 1: one scale), as 4 vec4s: the tiled
-// matmul's share of a unit (two invocations decode one row's unit). ql and qh are one vec4
-// load each (plane 0 holds 12 vec4s per block: ql in 0..7, qh in 8..11).
+// Weights 16h .. 16h + 15 of unit `unit` (h = 0, 1: one scale), as 4 vec4s: the tiled matmul's
+// share of a unit (two invocations decode one row's unit). ql and qh are one vec4 load each (plane
+// 0 holds 12 vec4s per block: ql in 0..7, qh in 8..11). Loaded (`load_half_raw`) and decoded
+// (`decode_raw`) apart, so the tensor-core matmuls can issue the loads early and decode late
+// (matmul/coop_stage.wgsl).
 fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
+    return decode_raw(load_half_raw(blk, unit, h), unit, h);
+}
+
+// The loaded words of a half: its ql and qh vec4s, the word of plane 1 holding its scale, the
+// word of plane 2 holding d, and the block index (which half of that word).
+struct RawHalf {
+    ql: vec4<u32>,
+    qh: vec4<u32>,
+    sc: u32,
+    dw: u32,
+    bi: u32,
+}
+
+// Scale 8n + 2k + h of the block (n = unit / 4, k = unit % 4): the half's one scale.
+fn q6_k_half_scale(unit: u32, h: u32) -> u32 {
+    return 8u * (unit >> 2u) + 2u * (unit & 3u) + h;
+}
+
+fn load_half_raw(blk: u32, unit: u32, h: u32) -> RawHalf {
     let bi = blk / BLOCK_BYTES;
     let n = unit >> 2u;
     let k = unit & 3u;
-    let dl = plane_f16(2u, bi) * q6_k_scale(w[plane_start(1u) + bi], 8u * n + 2u * k + h);
     let base = 1u + 12u * bi;
-    let lo = (w[base + 4u * n + 2u * (k & 1u) + h] >> vec4<u32>(4u * (k >> 1u))) & vec4<u32>(0x0f0f0f0fu);
-    let hi = ((w[base + 8u + 2u * n + h] >> vec4<u32>(2u * k)) & vec4<u32>(0x03030303u)) << vec4<u32>(4u);
+    let sc = wd(4u * (plane_start(1u) + bi) + (q6_k_half_scale(unit, h) >> 2u));
+    return RawHalf(
+        w[base + 4u * n + 2u * (k & 1u) + h],
+        w[base + 8u + 2u * n + h],
+        sc,
+        plane_f16_word(2u, bi),
+        bi,
+    );
+}
+
+fn decode_raw(r: RawHalf, unit: u32, h: u32) -> array<vec4<f32>, 4> {
+    let k = unit & 3u;
+    let dl = f16_of(r.dw, 2u * r.bi) * q6_k_scale_of(r.sc, q6_k_half_scale(unit, h));
+    let lo = (r.ql >> vec4<u32>(4u * (k >> 1u))) & vec4<u32>(0x0f0f0f0fu);
+    let hi = ((r.qh >> vec4<u32>(2u * k)) & vec4<u32>(0x03030303u)) << vec4<u32>(4u);
     let c = lo | hi;
     // One expression a quad, not a loop over an array: an array indexed in a loop may live in
     // local memory (docs/PERF.md, D-named-registers).
