@@ -9,16 +9,17 @@
 // WG: 128 invocations (4 subgroups of 32) take 64 x 64, 256 (8 subgroups) take 128 x 128,
 // which stages half as many values per product (the Rust side picks it where it still makes
 // enough workgroups):
-// - Staging, as in matmul.wgsl: invocation i decodes half i % 2 of row i / 2's unit with
-//   `decode_half` (f32, the quant crate's arithmetic) and reads 4 x 4 consecutive inputs (quad
-//   i % 8 of tokens i / 8 + (WG / 8) m); both are rounded to f16 as they are loaded, held in
-//   named registers (`Staged` of matmul/coop_stage.wgsl; an array indexed in a loop was
-//   spilled: D-named-registers) and
-//   stored as vec4<f16>, for two units at once (the second zero past the workgroup's last
-//   unit). Units u + 2 and u + 3
-//   are loaded into registers before units u and u + 1's products (software pipelining: the
-//   loads' latency overlaps the tensor-core work; docs/PERF.md, D-coop-pipelining), two units
-//   a barrier instead of one (D-two-units-a-barrier). Two stages of tiles in workgroup memory
+// - Staging, as in matmul.wgsl: invocation i takes half i % 2 of row i / 2's unit and 4 x 4
+//   consecutive inputs (quad i % 8 of tokens i / 8 + (WG / 8) m), for two units at once (the
+//   second zero past the workgroup's last unit). Units u + 2 and u + 3 are loaded into
+//   registers before units u and u + 1's products (software pipelining: the loads' latency
+//   overlaps the tensor-core work; docs/PERF.md, D-coop-pipelining), two units a barrier
+//   instead of one (D-two-units-a-barrier). The weights are held as the format's loaded words
+//   (`load_w_half`) and decoded (`decode_raw`: f32, the quant crate's arithmetic) and rounded
+//   to f16 only where they are stored, after the barrier (`put_w`, matmul/coop_stage.wgsl), so
+//   no invocation waits on them before the products; the inputs are rounded to f16 as they
+//   are loaded. Both are held in named registers (an array indexed in a loop was spilled:
+//   D-named-registers) and stored as vec4<f16>. Two stages of tiles in workgroup memory
 //   (one barrier a unit instead of two) speed up a 4096x4096 product but slow an 896x4864
 //   one and the prefill, half the workgroups fitting an SM (X-coop-two-stages); vec4 loads of X
 //   (one instead of four scalar ones) are slower (X-vec4-x-staging).
@@ -114,7 +115,9 @@ fn main(
     let row0 = wid.x * TM;
     let tok0 = wid.y * TN;
 
-    // Staging roles. Rows past the chunk read its last row (in bounds) and store zeros.
+    // Staging roles. Rows past the chunk read its last row (in bounds) and store zeros. The
+    // plane header is read once, so a planar format's loads do not wait on it first.
+    planes_begin();
     let dr = tid / 2u;
     let dh = tid % 2u;
     let row_ok = row0 + dr < p.n_rows;
@@ -148,12 +151,12 @@ fn main(
     // Where this workgroup's sums go: y, or split z's slice of the scratch.
     let y0 = p.y_offset + wid.z * p.k_slice;
     // Units u and u + 1 staged together (the second zero past u_end). Software pipelining:
-    // the next pair's global loads (and the weights' decode) are issued before this pair's
-    // products, so their latency overlaps the tensor-core work instead of stalling the
-    // staging that follows the barrier.
+    // the next pair's global loads are issued before this pair's products (the weights
+    // decoded only when stored), so their latency overlaps the tensor-core work instead of
+    // stalling the staging that follows the barrier.
     let u_last = max(u_end, 1u) - 1u;
-    var q0 = stage_w(wrow, min(u_begin, u_last), dh, row_ok);
-    var q1 = stage_w(wrow, min(u_begin + 1u, u_last), dh, row_ok && u_begin + 1u < u_end);
+    var q0 = load_w_half(wrow, min(u_begin, u_last), dh, row_ok);
+    var q1 = load_w_half(wrow, min(u_begin + 1u, u_last), dh, row_ok && u_begin + 1u < u_end);
     var xv0 = stage_x(tok0, u_begin, xq, xt, true);
     var xv1 = stage_x(tok0, u_begin + 1u, xq, xt, u_begin + 1u < u_end);
     for (var u = u_begin; u < u_end; u += UNITS) {
@@ -163,8 +166,8 @@ fn main(
         put_x(xv1, xt, xq, BK / 4u);
         workgroupBarrier();
         if u + UNITS < u_end {
-            q0 = stage_w(wrow, u + 2u, dh, row_ok);
-            q1 = stage_w(wrow, min(u + 3u, u_last), dh, row_ok && u + 3u < u_end);
+            q0 = load_w_half(wrow, u + 2u, dh, row_ok);
+            q1 = load_w_half(wrow, min(u + 3u, u_last), dh, row_ok && u + 3u < u_end);
             xv0 = stage_x(tok0, u + 2u, xq, xt, true);
             xv1 = stage_x(tok0, u + 3u, xq, xt, u + 3u < u_end);
         }

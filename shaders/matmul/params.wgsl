@@ -36,20 +36,43 @@ struct Params {
 // load there would fetch 16 bytes to use 4).
 @group(0) @binding(4) var<storage, read> w_words: array<u32>;
 
-// The weight tile's staging, the same in both kernels: half `dh` (16 weights) of unit `u` of
-// the row at byte `wrow`, decoded by the format file's `decode_half`, with zeros for inputs
+// The weight tile's staging, the same in the three kernels: half `dh` (16 weights) of unit `u`
+// of the row at byte `wrow`, decoded by the format file's `decode_half`, with zeros for inputs
 // past n_in (a partial last unit of F32/F16/BF16) and for a row past the chunk (`row_ok`
 // false: the caller passes the chunk's last row so the reads stay in bounds).
 fn stage_w_half(wrow: u32, u: u32, dh: u32, row_ok: bool) -> array<vec4<f32>, 4> {
-    let q = decode_half(wrow + (u / BLOCK_UNITS) * BLOCK_BYTES, u % BLOCK_UNITS, dh);
+    return decode_w_half(load_w_half(wrow, u, dh, row_ok), dh);
+}
+
+// A half unit as loaded, not yet decoded: the format's loaded words (`RawHalf` of the format
+// file), the unit within its block, and how many of its 16 weights count (0 past the chunk's
+// rows; fewer than 16 in a partial last unit).
+struct WeightHalf {
+    raw: RawHalf,
+    unit: u32,
+    n_ok: u32,
+}
+
+// `stage_w_half`'s loads: the tensor-core matmuls issue them a stage ahead and decode after
+// the barrier (matmul/coop_stage.wgsl).
+fn load_w_half(wrow: u32, u: u32, dh: u32, row_ok: bool) -> WeightHalf {
+    let unit = u % BLOCK_UNITS;
+    let k0 = min(32u * u + 16u * dh, p.n_in);
+    let n_ok = select(0u, min(p.n_in - k0, 16u), row_ok);
+    return WeightHalf(load_half_raw(wrow + (u / BLOCK_UNITS) * BLOCK_BYTES, unit, dh), unit, n_ok);
+}
+
+// `stage_w_half`'s arithmetic on what `load_w_half` loaded: the format's decode, weights
+// n_ok.. zeroed.
+fn decode_w_half(q: WeightHalf, dh: u32) -> array<vec4<f32>, 4> {
+    let v = decode_raw(q.raw, q.unit, dh);
     // Written out, not looped: constant indices keep the array in registers.
-    let k = vec4<u32>(32u * u + 16u * dh) + vec4<u32>(0u, 1u, 2u, 3u);
-    let n = vec4<u32>(p.n_in);
-    let ok = vec4<bool>(row_ok);
+    let e = vec4<u32>(0u, 1u, 2u, 3u);
+    let n = vec4<u32>(q.n_ok);
     return array<vec4<f32>, 4>(
-        select(vec4<f32>(0.0), q[0], (k < n) & ok),
-        select(vec4<f32>(0.0), q[1], (k + vec4<u32>(4u) < n) & ok),
-        select(vec4<f32>(0.0), q[2], (k + vec4<u32>(8u) < n) & ok),
-        select(vec4<f32>(0.0), q[3], (k + vec4<u32>(12u) < n) & ok),
+        select(vec4<f32>(0.0), v[0], e < n),
+        select(vec4<f32>(0.0), v[1], e + vec4<u32>(4u) < n),
+        select(vec4<f32>(0.0), v[2], e + vec4<u32>(8u) < n),
+        select(vec4<f32>(0.0), v[3], e + vec4<u32>(12u) < n),
     );
 }

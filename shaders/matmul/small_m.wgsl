@@ -11,13 +11,14 @@
 // takes a slab of TM weight rows and all (up to 64) tokens over its share of the inputs (split
 // K over the grid's z: the host picks the splits so that the grid fills the GPU several times
 // over; matmul/reduce_k.wgsl adds the shares up), and every weight block is decoded once:
-// - Invocation i decodes half i % 2 of row i / 2's unit (TM = WG / 2 rows, `stage_w`), UNITS
+// - Invocation i decodes half i % 2 of row i / 2's unit (TM = WG / 2 rows, `stage_unit`), UNITS
 //   units per barrier, and stages the inputs of the 16 nb tokens that exist (nb = ceil(M / 16)
 //   blocks of 16, M padded with zeros): quad j of the stage is token j / (8 UNITS), inputs
 //   4 (j % (8 UNITS)).. of the stage; invocation i takes quads i + WG m. Quads of tokens past
 //   16 nb are neither loaded nor stored, so M = 8 loads an eighth of M = 64's inputs.
-// - Software pipelining as in matmul_coop: the next stage's weights (decoded) and inputs are
-//   loaded into named registers, as f16, before this stage's products, so their latency
+// - Software pipelining as in matmul_coop: the next stage's weights (the format's loaded words,
+//   decoded and rounded to f16 only where `put_w` stores them after the barrier) and inputs
+//   (as f16) are loaded into named registers before this stage's products, so their latency
 //   overlaps the tensor-core work and the other workgroups' loads.
 // - Tiles `[row][UNITS * 32]` of vec4<f16>, rows RS = 8 UNITS + 2 vec4s apart (16 UNITS + 4
 //   words: rows start in distinct 4-bank groups, every row and 16-input quarter 16-byte aligned
@@ -108,9 +109,10 @@ fn put_x(s: Slab, v: Staged, tid: u32, g: u32) {
     put_x_quad(s, v.c3, i + 3u * WG);
 }
 
-// Half dh of unit u's weights (zeros from u_end on; the read clamped to the last unit).
-fn stage_unit(wrow: u32, u: u32, dh: u32, row_ok: bool, u_end: u32) -> Staged {
-    return stage_w(wrow, min(u, max(u_end, 1u) - 1u), dh, row_ok && u < u_end);
+// Half dh of unit u's weights, loaded (zeros from u_end on; the read clamped to the last
+// unit).
+fn stage_unit(wrow: u32, u: u32, dh: u32, row_ok: bool, u_end: u32) -> WeightHalf {
+    return load_w_half(wrow, min(u, max(u_end, 1u) - 1u), dh, row_ok && u < u_end);
 }
 
 @compute @workgroup_size(WG)
@@ -134,7 +136,9 @@ fn main(
     // Where this workgroup's sums go: y, or split z's slice of the scratch.
     let y0 = p.y_offset + wid.z * p.k_slice;
 
-    // Staging roles. Rows past the chunk read its last row (in bounds) and store zeros.
+    // Staging roles. Rows past the chunk read its last row (in bounds) and store zeros. The
+    // plane header is read once, so a planar format's loads do not wait on it first.
+    planes_begin();
     let dr = tid / 2u;
     let dh = tid % 2u;
     let row_ok = row0 + dr < p.n_rows;
