@@ -15,11 +15,11 @@
 //   registers before units u and u + 1's products (software pipelining: the loads' latency
 //   overlaps the tensor-core work; docs/PERF.md, D-coop-pipelining), two units a barrier
 //   instead of one (D-two-units-a-barrier). The weights are held as the format's loaded words
-//   (`load_w_half`) and decoded (`decode_raw`: f32, the quant crate's arithmetic) and rounded
-//   to f16 only where they are stored, after the barrier (`put_w`, matmul/coop_stage.wgsl), so
-//   no invocation waits on them before the products; the inputs are rounded to f16 as they
-//   are loaded. Both are held in named registers (an array indexed in a loop was spilled:
-//   D-named-registers) and stored as vec4<f16>. Two stages of tiles in workgroup memory
+//   (`load_w_half`), the inputs as loaded f32s (`StagedX`), in named registers (an array
+//   indexed in a loop was spilled: D-named-registers); the weights are decoded (`decode_raw`:
+//   f32, the quant crate's arithmetic), both masked and rounded to f16 only where they are
+//   stored as vec4<f16> after the barrier (`put_w`, `put_x`; matmul/coop_stage.wgsl), so no
+//   invocation waits on its loads before the products. Two stages of tiles in workgroup memory
 //   (one barrier a unit instead of two) speed up a 4096x4096 product but slow an 896x4864
 //   one and the prefill, half the workgroups fitting an SM (X-coop-two-stages); vec4 loads of X
 //   (one instead of four scalar ones) are slower (X-vec4-x-staging).
@@ -74,37 +74,41 @@ var<workgroup> xs: array<vec4<f16>, XS_LEN>;
 // One 16 x 16 accumulator per subgroup, column-major (64-byte columns), for partial tiles.
 var<workgroup> cs: array<f32, CS_LEN>;
 
-// Quad xq of unit u's inputs for token tok0 + xt + (WG / 8) m, zeros past n_in, past the last
-// token and where `ok` is false (indices clamped so every load is in bounds), rounded to f16.
-fn x_quad(tok0: u32, u: u32, xq: u32, xt: u32, m: u32, ok: bool) -> vec4<f16> {
+// Quad xq of unit u's inputs for token tok0 + xt + (WG / 8) m as loaded (indices clamped so
+// every load is in bounds; `stage_x` says which count).
+fn x_quad(tok0: u32, u: u32, xq: u32, xt: u32, m: u32) -> vec4<f32> {
     let k = vec4<u32>(BK * u + 4u * xq) + vec4<u32>(0u, 1u, 2u, 3u);
     let kk = min(k, vec4<u32>(p.n_in - 1u));
-    let k_ok = k < vec4<u32>(p.n_in);
     let t = tok0 + xt + (WG / 8u) * m;
     let row = p.x_offset + min(t, p.n_tokens - 1u) * p.x_stride;
-    let v = vec4<f32>(x[row + kk.x], x[row + kk.y], x[row + kk.z], x[row + kk.w]);
-    return vec4<f16>(select(vec4<f32>(0.0), v, k_ok & vec4<bool>(t < p.n_tokens && ok)));
+    return vec4<f32>(x[row + kk.x], x[row + kk.y], x[row + kk.z], x[row + kk.w]);
 }
 
-// Quad xq of unit u's inputs for tokens tok0 + xt + (WG / 8) m (m < 4).
-fn stage_x(tok0: u32, u: u32, xq: u32, xt: u32, ok: bool) -> Staged {
-    return Staged(
-        x_quad(tok0, u, xq, xt, 0u, ok),
-        x_quad(tok0, u, xq, xt, 1u, ok),
-        x_quad(tok0, u, xq, xt, 2u, ok),
-        x_quad(tok0, u, xq, xt, 3u, ok),
+// Quad xq of unit u's inputs for tokens tok0 + xt + (WG / 8) m (m < 4): zeros past n_in, past
+// the last token and where `ok` is false.
+fn stage_x(tok0: u32, u: u32, xq: u32, xt: u32, ok: bool) -> StagedX {
+    let k0 = min(BK * u + 4u * xq, p.n_in);
+    let t = vec4<u32>(tok0 + xt) + (WG / 8u) * vec4<u32>(0u, 1u, 2u, 3u);
+    let n_q = select(0u, dot(vec4<u32>(t < vec4<u32>(p.n_tokens)), vec4<u32>(1u)), ok);
+    return StagedX(
+        x_quad(tok0, u, xq, xt, 0u),
+        x_quad(tok0, u, xq, xt, 1u),
+        x_quad(tok0, u, xq, xt, 2u),
+        x_quad(tok0, u, xq, xt, 3u),
+        min(p.n_in - k0, 4u),
+        n_q,
     );
 }
 
 // Stores quad xq of tokens xt + (WG / 8) m at column `col` (vec4s) of the input tile.
-fn put_x(v: Staged, xt: u32, xq: u32, col: u32) {
+fn put_x(v: StagedX, xt: u32, xq: u32, col: u32) {
     let at = xt * RS + col + xq;
     // Tokens xt + (WG / 8) m are WG / 8 rows apart.
     let rows = (WG / 8u) * RS;
-    xs[at] = v.c0;
-    xs[at + rows] = v.c1;
-    xs[at + 2u * rows] = v.c2;
-    xs[at + 3u * rows] = v.c3;
+    xs[at] = staged_quad(v, v.c0, 0u);
+    xs[at + rows] = staged_quad(v, v.c1, 1u);
+    xs[at + 2u * rows] = staged_quad(v, v.c2, 2u);
+    xs[at + 3u * rows] = staged_quad(v, v.c3, 3u);
 }
 
 @compute @workgroup_size(WG)

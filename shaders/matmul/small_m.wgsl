@@ -16,10 +16,11 @@
 //   blocks of 16, M padded with zeros): quad j of the stage is token j / (8 UNITS), inputs
 //   4 (j % (8 UNITS)).. of the stage; invocation i takes quads i + WG m. Quads of tokens past
 //   16 nb are neither loaded nor stored, so M = 8 loads an eighth of M = 64's inputs.
-// - Software pipelining as in matmul_coop: the next stage's weights (the format's loaded words,
-//   decoded and rounded to f16 only where `put_w` stores them after the barrier) and inputs
-//   (as f16) are loaded into named registers before this stage's products, so their latency
-//   overlaps the tensor-core work and the other workgroups' loads.
+// - Software pipelining as in matmul_coop: the next stage's weights (the format's loaded words)
+//   and inputs (f32) are loaded into named registers before this stage's products, so their
+//   latency overlaps the tensor-core work and the other workgroups' loads; they are decoded,
+//   masked and rounded to f16 only where they are stored after the barrier (`put_w`,
+//   `put_x`), so no invocation waits on its loads before the products.
 // - Tiles `[row][UNITS * 32]` of vec4<f16>, rows RS = 8 UNITS + 2 vec4s apart (16 UNITS + 4
 //   words: rows start in distinct 4-bank groups, every row and 16-input quarter 16-byte aligned
 //   as Vulkan requires of a coop load).
@@ -64,33 +65,48 @@ struct Slab {
     u_end: u32,
 }
 
-// Quad j (invocation-relative: tid + WG j) of the stage from unit u0: 4 inputs of one token,
-// zeros past n_in, past unit u_end, past the last token; `ok` false past the staged tokens
-// (nothing loaded).
-fn x_quad(s: Slab, u0: u32, i: u32) -> vec4<f16> {
+// Whether quad i of the stage from unit u0 (an invocation takes i = tid + WG j) is loaded: its
+// token is staged and exists, its unit is before u_end.
+fn x_quad_ok(s: Slab, u0: u32, i: u32) -> bool {
     let t = i / (8u * UNITS);
-    let q = i % (8u * UNITS);
-    let u = u0 + q / 8u;
-    let tok = s.tok0 + t;
-    var v = vec4<f32>(0.0);
-    if t < s.tokens && tok < p.n_tokens && u < s.u_end {
-        let k = vec4<u32>(32u * u + 4u * (q % 8u)) + vec4<u32>(0u, 1u, 2u, 3u);
-        let kk = min(k, vec4<u32>(p.n_in - 1u));
-        let row = p.x_offset + tok * p.x_stride;
-        let l = vec4<f32>(x[row + kk.x], x[row + kk.y], x[row + kk.z], x[row + kk.w]);
-        v = select(vec4<f32>(0.0), l, k < vec4<u32>(p.n_in));
-    }
-    return vec4<f16>(v);
+    return t < s.tokens && s.tok0 + t < p.n_tokens && u0 + (i % (8u * UNITS)) / 8u < s.u_end;
 }
 
-// Quads g, g + 1, g + 2, g + 3 (times WG, from tid) of the stage from unit u0.
-fn stage_x(s: Slab, u0: u32, tid: u32, g: u32) -> Staged {
+// Quad i of the stage from unit u0, as loaded: 4 inputs of one token (indices clamped to
+// n_in), zeros where `x_quad_ok` is false (nothing loaded).
+fn x_quad(s: Slab, u0: u32, i: u32) -> vec4<f32> {
+    let t = i / (8u * UNITS);
+    let q = i % (8u * UNITS);
+    var v = vec4<f32>(0.0);
+    if x_quad_ok(s, u0, i) {
+        let k = vec4<u32>(32u * (u0 + q / 8u) + 4u * (q % 8u)) + vec4<u32>(0u, 1u, 2u, 3u);
+        let kk = min(k, vec4<u32>(p.n_in - 1u));
+        let row = p.x_offset + (s.tok0 + t) * p.x_stride;
+        v = vec4<f32>(x[row + kk.x], x[row + kk.y], x[row + kk.z], x[row + kk.w]);
+    }
+    return v;
+}
+
+// Quads g, g + 1, g + 2, g + 3 (times WG, from tid) of the stage from unit u0: zeros past n_in,
+// past unit u_end, past the last token. WG is a multiple of a token's 8 UNITS quads, so the
+// four hold the same inputs of later tokens.
+fn stage_x(s: Slab, u0: u32, tid: u32, g: u32) -> StagedX {
     let i = tid + 4u * g * WG;
-    return Staged(
+    let q = i % (8u * UNITS);
+    let k0 = min(32u * (u0 + q / 8u) + 4u * (q % 8u), p.n_in);
+    let ok = vec4<bool>(
+        x_quad_ok(s, u0, i),
+        x_quad_ok(s, u0, i + WG),
+        x_quad_ok(s, u0, i + 2u * WG),
+        x_quad_ok(s, u0, i + 3u * WG),
+    );
+    return StagedX(
         x_quad(s, u0, i),
         x_quad(s, u0, i + WG),
         x_quad(s, u0, i + 2u * WG),
         x_quad(s, u0, i + 3u * WG),
+        min(p.n_in - k0, 4u),
+        dot(vec4<u32>(ok), vec4<u32>(1u)),
     );
 }
 
@@ -101,12 +117,12 @@ fn put_x_quad(s: Slab, v: vec4<f16>, i: u32) {
     }
 }
 
-fn put_x(s: Slab, v: Staged, tid: u32, g: u32) {
+fn put_x(s: Slab, v: StagedX, tid: u32, g: u32) {
     let i = tid + 4u * g * WG;
-    put_x_quad(s, v.c0, i);
-    put_x_quad(s, v.c1, i + WG);
-    put_x_quad(s, v.c2, i + 2u * WG);
-    put_x_quad(s, v.c3, i + 3u * WG);
+    put_x_quad(s, staged_quad(v, v.c0, 0u), i);
+    put_x_quad(s, staged_quad(v, v.c1, 1u), i + WG);
+    put_x_quad(s, staged_quad(v, v.c2, 2u), i + 2u * WG);
+    put_x_quad(s, staged_quad(v, v.c3, 3u), i + 3u * WG);
 }
 
 // Half dh of unit u's weights, loaded (zeros from u_end on; the read clamped to the last
