@@ -1,8 +1,10 @@
 //! The format files' two decoders agree bit for bit: `decode_half` (16 weights, what the tiled
-//! and tensor-core matmuls and the f16 copy stage) against `decode_unit` (32 weights, what the
-//! embedding gather reads), on random weights of every format. They are written apart (vector
-//! loads and quads against scalar loads and loops) but form each weight with the same f32
-//! operations in the same order, so any difference is a decoding bug, not rounding.
+//! and tensor-core matmuls and the f16 copy stage; `decode_raw(load_half_raw(..))`, the loads
+//! the tensor-core matmuls issue a stage early and the arithmetic they do after their barrier)
+//! against `decode_unit` (32 weights, what the embedding gather reads), on random weights of
+//! every format. They are written apart (vector loads and quads against scalar loads and loops)
+//! but form each weight with the same f32 operations in the same order, so any difference is a
+//! decoding bug, not rounding.
 
 use crate::device::Gpu;
 use crate::format::GpuFormat;
