@@ -1,7 +1,11 @@
 // The prompt matmul on the tensor cores over f16 weights staged as they are stored: the
 // contract of matmul.wgsl (params.wgsl: Params, bindings, Y layout), for a weight in F16 whose
-// rows are whole units of 32 inputs (n_in % 32 == 0), X read as vec4s (its offset and token
-// stride multiples of 4). With nothing to decode, a weight tile is copied into workgroup
+// rows are whole units of 32 inputs (n_in % 32 == 0), X read 16 bytes at a time: f32 values
+// (X_PER_LOAD 4; X's offset and token stride multiples of 4) or, on the dense route, the f16
+// copy of them that ops/f16_copy_x.rs makes (X_PER_LOAD 8; offset and stride in halves,
+// multiples of 8), which halves the bytes every tile reads of X: on qwen2.5-7b's products at
+// 922 tokens X is re-read by each of the 28-296 row tiles and was half of what a tile loaded
+// (docs/PERF.md, D-dense-f16-x). With nothing to decode, a weight tile is copied into workgroup
 // memory 16 bytes at a time, so the workgroup can take a larger tile than matmul_coop.wgsl's
 // (whose every staged weight passes through `decode_half`), and every
 // subgroup a larger share of it: up to 64 x 64, sixteen 16 x 16 accumulators, which halves the
@@ -11,10 +15,11 @@
 //
 // Workgroup (row tile, token tile) of WG invocations (subgroups of 32) computes TM rows x TN
 // tokens, one unit of BK inputs (32 or 64, the host's choice per tile) per barrier:
-// - Staging: TM x BK / 8 16-byte pieces of weights (8 f16 each) and TN x BK / 4 vec4s of
-//   inputs (rounded to f16), spread over the invocations so that neighbours read neighbouring
-//   bytes; unit u + 1 is loaded into registers before unit u's products (as matmul_coop.wgsl).
-//   A unit's inputs past the sum's end (n_in, or split K's share) stage zeros.
+// - Staging: TM x BK / 8 16-byte pieces of weights (8 f16 each) and TN x BK / X_PER_LOAD
+//   16-byte pieces of inputs, spread over the invocations so that neighbours read neighbouring
+//   bytes; unit u + 1 is loaded into registers before unit u's products (as matmul_coop.wgsl),
+//   as loaded: f32 inputs are rounded to f16 where they are stored, after the barrier. A
+//   unit's inputs past the sum's end (n_in, or split K's share) stage zeros.
 // - Tiles `[row][BK]` of vec4<f16>, rows RS = BK / 4 + 2 vec4s apart (80 or 144 bytes): a coop
 //   load reads 8 rows of 16 bytes, and rows that far apart start in 8 distinct groups of 4
 //   banks; every row and every 16-input part starts 16-byte aligned. 64 inputs a barrier
@@ -41,6 +46,8 @@ override WG: u32 = 256u;
 override STAGES: u32 = 1u;
 // Inputs per barrier (the host's DenseTile::inputs_per_barrier): 32 or 64.
 override BK: u32 = 32u;
+// Inputs of X a 16-byte load: 4 f32s, or 8 f16s (the host's DenseInput).
+override X_PER_LOAD: u32 = 4u;
 // A tile row: BK / 4 vec4s and 2 of padding.
 override RS: u32 = BK / 4u + 2u;
 
@@ -53,16 +60,17 @@ var<workgroup> ws: array<vec4<f16>, WS_LEN>;
 var<workgroup> xs: array<vec4<f16>, XS_LEN>;
 var<workgroup> cs: array<f32, CS_LEN>;
 
-// X as vec4s (params.wgsl leaves X to each kernel).
-@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
+// X as 16-byte pieces: 4 f32s or 8 f16s as X_PER_LOAD says (params.wgsl leaves X to each
+// kernel).
+@group(0) @binding(2) var<storage, read> x: array<vec4<u32>>;
 
-// Registers of one unit's staging: up to 4 weight pieces and 8 input quads an invocation
-// (TM * BK / 8 and TN * BK / 4 at most 4 and 8 times WG). Named fields, not arrays: a private
-// array indexed in a loop may live in local memory.
+// Registers of one unit's staging, as loaded: up to 4 weight pieces and 8 input pieces an
+// invocation (TM * BK / 8 and TN * BK / X_PER_LOAD at most 4 and 8 times WG). Named fields, not
+// arrays: a private array indexed in a loop may live in local memory.
 struct Staged {
     w0: vec4<u32>, w1: vec4<u32>, w2: vec4<u32>, w3: vec4<u32>,
-    x0: vec4<f16>, x1: vec4<f16>, x2: vec4<f16>, x3: vec4<f16>,
-    x4: vec4<f16>, x5: vec4<f16>, x6: vec4<f16>, x7: vec4<f16>,
+    x0: vec4<u32>, x1: vec4<u32>, x2: vec4<u32>, x3: vec4<u32>,
+    x4: vec4<u32>, x5: vec4<u32>, x6: vec4<u32>, x7: vec4<u32>,
 }
 
 // Piece m of this invocation's share of the weights of the unit from input k0; rows past the
@@ -76,20 +84,20 @@ fn load_w(row0: u32, k0: u32, tid: u32, m: u32, k_end: u32) -> vec4<u32> {
     return select(vec4<u32>(0u), w[at], r < p.n_rows && k < k_end);
 }
 
-// Quad m of this invocation's share of the inputs of the unit from input k0, rounded to f16;
-// tokens past the last and inputs past k_end read in bounds and stage zeros.
-fn load_x(tok0: u32, k0: u32, tid: u32, m: u32, k_end: u32) -> vec4<f16> {
+// Piece m of this invocation's share of the inputs of the unit from input k0 (X_PER_LOAD
+// inputs of one token); tokens past the last and inputs past k_end read in bounds and stage
+// zeros (whose bits are zeros in f32 and in f16).
+fn load_x(tok0: u32, k0: u32, tid: u32, m: u32, k_end: u32) -> vec4<u32> {
     let i = tid + WG * m;
-    let q = BK / 4u;
+    let q = BK / X_PER_LOAD;
     let t = tok0 + i / q;
-    let k = k0 + 4u * (i % q);
-    let at = p.x_offset + min(t, p.n_tokens - 1u) * p.x_stride + min(k, p.n_in - 4u);
-    let v = x[at / 4u];
-    return vec4<f16>(select(vec4<f32>(0.0), v, vec4<bool>(t < p.n_tokens && k < k_end)));
+    let k = k0 + X_PER_LOAD * (i % q);
+    let at = p.x_offset + min(t, p.n_tokens - 1u) * p.x_stride + min(k, p.n_in - X_PER_LOAD);
+    return select(vec4<u32>(0u), x[at / X_PER_LOAD], t < p.n_tokens && k < k_end);
 }
 
 override NW: u32 = TM * BK / 8u / WG;
-override NX: u32 = TN * BK / 4u / WG;
+override NX: u32 = TN * BK / X_PER_LOAD / WG;
 
 // The staging of the unit from input u.
 fn load_unit(row0: u32, tok0: u32, u: u32, tid: u32, k_end: u32) -> Staged {
@@ -116,9 +124,18 @@ fn store_w(q: vec4<u32>, tid: u32, m: u32, stage: u32) {
     ws[at + 1u] = vec4<f16>(vec4<f32>(unpack2x16float(q.z), unpack2x16float(q.w)));
 }
 
-fn store_x(v: vec4<f16>, tid: u32, m: u32, stage: u32) {
+// An input piece rounded to f16 (f32 inputs) or as it is (f16: through f32, exactly), at its
+// place in the input tile.
+fn store_x(v: vec4<u32>, tid: u32, m: u32, stage: u32) {
     let i = tid + WG * m;
-    xs[stage * XS_STAGE + (i / (BK / 4u)) * RS + i % (BK / 4u)] = v;
+    let q = BK / X_PER_LOAD;
+    let at = stage * XS_STAGE + (i / q) * RS + (X_PER_LOAD / 4u) * (i % q);
+    if X_PER_LOAD == 8u {
+        xs[at] = vec4<f16>(vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y)));
+        xs[at + 1u] = vec4<f16>(vec4<f32>(unpack2x16float(v.z), unpack2x16float(v.w)));
+    } else {
+        xs[at] = vec4<f16>(bitcast<vec4<f32>>(v));
+    }
 }
 
 fn store_unit(s: Staged, tid: u32, stage: u32) {

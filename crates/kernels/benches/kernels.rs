@@ -1016,7 +1016,7 @@ fn bench_dense_route(ctx: &Ctx, c: &mut Criterion) {
                 o
             })
             .collect();
-        let copy = GpuTensor::zeros(gpu, &[f16_copy_len(all)], Dtype::F32);
+        let copy = GpuTensor::zeros(gpu, &[m.dense_copy_len(all)], Dtype::F32);
         let most = DenseRoute {
             splits: *splits.end(),
             ..chosen

@@ -10,10 +10,10 @@
 use crate::device::Caps;
 use crate::ops::{
     adamw, argmax, attention, attention_backward, attention_coop, attention_rope, attention_train,
-    attention_train_coop, cross_entropy, dropout, elementwise, embed, f16_copy, glu, glu_backward,
-    head_norm_rope, kv, matmul, matmul_coop, matmul_dense, matmul_input_grad, matmul_small_m,
-    matmul_thin, matmul_weight_grad, matvec, norm, quantize, residual_norm, rms_norm_backward,
-    rope, rope_backward, sample, split_k, split_sum, unary,
+    attention_train_coop, cross_entropy, dropout, elementwise, embed, f16_copy, f16_copy_x, glu,
+    glu_backward, head_norm_rope, kv, matmul, matmul_coop, matmul_dense, matmul_input_grad,
+    matmul_small_m, matmul_thin, matmul_weight_grad, matvec, norm, quantize, residual_norm,
+    rms_norm_backward, rope, rope_backward, sample, split_k, split_sum, unary,
 };
 #[cfg(any(test, feature = "parity"))]
 use crate::parity::Check;
@@ -185,6 +185,8 @@ families! {
     MatmulSmallM(matmul_small_m::MatmulSmallMKernel),
     /// A weight's rows decoded and rounded to f16, for the dense kernel.
     F16Copy(f16_copy::F16CopyKernel),
+    /// A block of activations rounded to f16, for the dense kernel.
+    F16CopyX(f16_copy_x::F16CopyXKernel),
     /// Split K's second dispatch: the partial products added up and stored through the
     /// product's epilogue.
     MatmulReduceK(split_k::ReduceKKernel),

@@ -21,8 +21,9 @@ use crate::format::GpuFormat;
 use crate::kernel::{Kernel, KernelFamily};
 use crate::op::Op;
 use crate::ops::epilogue::Epilogue;
+use crate::ops::f16_copy_x::f16_copy_x_len;
 use crate::ops::matmul_coop::MatmulCoopKernel;
-use crate::ops::matmul_dense::{self, DenseTile, MatmulDenseKernel};
+use crate::ops::matmul_dense::{self, DenseInput, DenseTile, MatmulDenseKernel};
 use crate::ops::matmul_small_m::{MatmulSmallMKernel, SMALL_M_TOKENS, SmallMTile};
 use crate::ops::split::{self, Out, SplitParams};
 use crate::pipeline::PipelineKey;
@@ -144,43 +145,39 @@ impl Tile {
 }
 
 /// Which kernel runs a product: the f32 one, or the tensor-core one with its tile picked by
-/// shape ([`Tile::for_shape`]) or named (tests); a dense tile names the dense kernel, a
-/// small-M one the small-M kernel.
+/// shape ([`Tile::for_shape`]) or named (tests); a dense tile names the dense kernel (over
+/// X's f32 values), a small-M one the small-M kernel. `DenseHalfX` is the dense kernel over
+/// the dense route's f16 copy of X ([`crate::ops::f16_copy_x`], packed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Path {
     F32,
     Coop(Option<Tile>),
+    DenseHalfX(DenseTile),
 }
 
 impl Path {
     pub(crate) fn kernel(self, f: GpuFormat, out: Epilogue) -> Kernel {
         match self {
             Path::F32 => MatmulKernel(f, out).into(),
-            Path::Coop(Some(Tile::Dense(t))) => MatmulDenseKernel(out, t).into(),
+            Path::Coop(Some(Tile::Dense(t))) => MatmulDenseKernel(out, t, DenseInput::F32).into(),
+            Path::DenseHalfX(t) => MatmulDenseKernel(out, t, DenseInput::F16).into(),
             Path::Coop(Some(Tile::SmallM(t))) => MatmulSmallMKernel(f, out, t).into(),
             Path::Coop(_) => MatmulCoopKernel(f, out).into(),
         }
     }
 
-    /// Checks that the kernel can read X from element `offset` with token stride `stride`:
-    /// the dense kernel reads it as vec4s, so both must be multiples of 4.
-    pub(crate) fn check_x(
-        self,
-        what: &'static str,
-        offset: usize,
-        stride: usize,
-    ) -> Result<(), GpuError> {
-        let vec4s = matches!(self, Path::Coop(Some(Tile::Dense(_))));
-        if vec4s && !(offset.is_multiple_of(4) && stride.is_multiple_of(4)) {
-            return Err(GpuError::InvalidParams {
-                op: what,
-                detail: format!(
-                    "X from element {offset}, tokens {stride} apart: the dense kernel reads X \
-                     as vec4s, both must be multiples of 4"
-                ),
-            });
+    /// The tile the path names, if it names one.
+    pub(crate) fn named_tile(self) -> Option<Tile> {
+        match self {
+            Path::F32 | Path::Coop(None) => None,
+            Path::Coop(tile) => tile,
+            Path::DenseHalfX(t) => Some(Tile::Dense(t)),
         }
-        Ok(())
+    }
+
+    /// Whether the path runs the dense kernel (which alone may add into Y).
+    fn is_dense(self) -> bool {
+        matches!(self, Path::Coop(Some(Tile::Dense(_))) | Path::DenseHalfX(_))
     }
 
     fn kernel_and_tile(
@@ -192,7 +189,9 @@ impl Path {
     ) -> (Kernel, Tile) {
         let tile = match self {
             Path::F32 => Tile::Small,
-            Path::Coop(tile) => tile.unwrap_or_else(|| Tile::for_shape(n_rows, n_tokens)),
+            Path::Coop(None) => Tile::for_shape(n_rows, n_tokens),
+            Path::Coop(Some(tile)) => tile,
+            Path::DenseHalfX(t) => Tile::Dense(t),
         };
         (self.kernel(f, out), tile)
     }
@@ -366,6 +365,41 @@ impl Matmul {
         Ok(xs)
     }
 
+    /// Where the kernel on `path` reads X, after checking that `x` holds every token's row
+    /// (op `what`): its first element and token stride in the kernel's units. f32 elements,
+    /// both multiples of 4 for the dense kernel (it reads X as vec4s); for the f16 copy
+    /// ([`Path::DenseHalfX`], packed: no stride of its own; `x` counts its words, from a
+    /// 16-byte boundary) halves.
+    pub(crate) fn x_place(
+        &self,
+        path: Path,
+        what: &'static str,
+        s: WeightShape,
+        x: View<'_>,
+    ) -> Result<(usize, usize), GpuError> {
+        let invalid = |detail: String| GpuError::InvalidParams { op: what, detail };
+        if let Path::DenseHalfX(_) = path {
+            if self.strides.x.is_some() || !x.offset.is_multiple_of(4) {
+                return Err(invalid(format!(
+                    "X's f16 copy from word {}, strides {:?}: the copy is packed and starts on \
+                     a 16-byte boundary",
+                    x.offset, self.strides.x
+                )));
+            }
+            x.check(what, f16_copy_x_len(self.n_tokens.max(1), s.n_in))?;
+            return Ok((2 * x.offset, s.n_in));
+        }
+        let xs = self.x_stride(what, s, x)?;
+        if path.is_dense() && !(x.offset.is_multiple_of(4) && xs.is_multiple_of(4)) {
+            return Err(invalid(format!(
+                "X from element {}, tokens {xs} apart: the dense kernel reads X as vec4s, both \
+                 must be multiples of 4",
+                x.offset
+            )));
+        }
+        Ok((x.offset, xs))
+    }
+
     /// Whether the tensor-core kernel runs on a device with `caps` (any format and shape).
     pub(crate) fn coop(&self, caps: &Caps) -> bool {
         self.tensor_cores && caps.coop_f16
@@ -404,8 +438,7 @@ impl Matmul {
         outs: &[Out<'_>],
     ) -> Result<Vec<Op>, GpuError> {
         let s = w.w.shape;
-        let xs = self.x_stride("matmul_split x", s, x)?;
-        path.check_x("matmul_split x", x.offset, xs)?;
+        let (x_at, xs) = self.x_place(path, "matmul_split x", s, x)?;
         let parts = split::parts("matmul_split", w, bias, outs, self.n_tokens)?;
         let out = Epilogue {
             bias: bias.is_some(),
@@ -417,7 +450,7 @@ impl Matmul {
             let params = MatmulParams {
                 bias_offset: part.bias_offset,
                 split: part.split,
-                ..self.params(s, part.n_rows, x.offset, xs)
+                ..self.params(s, part.n_rows, x_at, xs)
             };
             let grid = tile.grid(part.n_rows, self.n_tokens);
             let mut buffers = vec![&part.chunk.buf, &x.t.buf, y, &part.chunk.buf];
@@ -451,15 +484,14 @@ impl Matmul {
         y: View<'_>,
         accumulate: bool,
     ) -> Result<Vec<Op>, GpuError> {
-        if accumulate && !matches!(path, Path::Coop(Some(Tile::Dense(_)))) {
+        if accumulate && !path.is_dense() {
             return Err(GpuError::InvalidParams {
                 op: "matmul",
                 detail: "only the dense kernel adds its product into Y".into(),
             });
         }
         let s = w.shape;
-        let xs = self.x_stride("matmul x", s, x)?;
-        path.check_x("matmul x", x.offset, xs)?;
+        let (x_at, xs) = self.x_place(path, "matmul x", s, x)?;
         let ys = self.strides.y.unwrap_or(s.n_out);
         y.check("matmul y", (self.n_tokens.max(1) - 1) * ys + s.n_out)?;
         if let Some(b) = bias {
@@ -476,7 +508,7 @@ impl Matmul {
                 y_stride: ys as u32,
                 bias_offset: bias.map_or(0, |b| (b.offset + c.first_row) as u32),
                 accumulate: u32::from(accumulate),
-                ..self.params(s, c.n_rows, x.offset, xs)
+                ..self.params(s, c.n_rows, x_at, xs)
             };
             let grid = tile.grid(c.n_rows, self.n_tokens);
             let mut buffers = vec![&c.buf, &x.t.buf, &y.t.buf, &c.buf];

@@ -7,7 +7,9 @@
 //!
 //! A model's prompt block reaches it through the dense route ([`Matmul::dense_route`]): a
 //! block of at least [`DENSE_MIN_TOKENS`] tokens on the tensor cores copies each weight to f16
-//! into a scratch ([`crate::ops::f16_copy`]) and multiplies that here. Elsewhere it is picked by
+//! into a scratch ([`crate::ops::f16_copy`]), and the block's X beside it
+//! ([`crate::ops::f16_copy_x`]: the tiles then read half the bytes of X, [`DenseInput`]), and
+//! multiplies those here. Elsewhere it is picked by
 //! naming its tile ([`super::matmul::Tile::Dense`]), as the kernels bench does.
 
 use crate::device::Caps;
@@ -17,7 +19,8 @@ use crate::kernel::KernelFamily;
 use crate::op::Op;
 use crate::ops::epilogue::Epilogue;
 use crate::ops::f16_copy::{f16_copy, f16_copy_len};
-use crate::ops::matmul::{Matmul, Path, Tile, program_with};
+use crate::ops::f16_copy_x::{f16_copy_x, f16_copy_x_len};
+use crate::ops::matmul::{Matmul, Path, Strides, Tile, program_with};
 use crate::ops::matmul_coop::{IO, IO_EMULATED, STORE_PARTIAL};
 use crate::ops::split::Out;
 use crate::ops::split_k::SplitK;
@@ -125,13 +128,33 @@ pub fn supports(format: GpuFormat, n_in: usize) -> bool {
     format == GpuFormat::F16 && n_in.is_multiple_of(32)
 }
 
-/// The dense tensor-core prompt matmul with one epilogue and one tile.
+/// How the dense kernel reads X: its f32 values, or the f16 copy of them the dense route
+/// makes ([`crate::ops::f16_copy_x`]), 8 inputs a 16-byte load instead of 4.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct MatmulDenseKernel(pub Epilogue, pub DenseTile);
+pub enum DenseInput {
+    /// X's values as the model holds them, rounded to f16 as they are staged.
+    F32,
+    /// X's f16 copy, packed.
+    F16,
+}
+
+impl DenseInput {
+    /// Inputs a 16-byte load (the kernel's `X_PER_LOAD`).
+    fn per_load(self) -> usize {
+        match self {
+            DenseInput::F32 => 4,
+            DenseInput::F16 => 8,
+        }
+    }
+}
+
+/// The dense tensor-core prompt matmul with one epilogue, one tile and one form of X.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MatmulDenseKernel(pub Epilogue, pub DenseTile, pub DenseInput);
 
 impl MatmulDenseKernel {
     fn program_with(self, emulated: bool) -> Program {
-        let MatmulDenseKernel(out, tile) = self;
+        let MatmulDenseKernel(out, tile, _) = self;
         let mut p = if emulated {
             program_with(
                 "matmul_dense_emulated",
@@ -154,9 +177,12 @@ impl MatmulDenseKernel {
 
 impl KernelFamily for MatmulDenseKernel {
     fn variants() -> Vec<MatmulDenseKernel> {
-        DenseTile::ALL
-            .into_iter()
-            .flat_map(|t| Epilogue::ALL.map(|out| MatmulDenseKernel(out, t)))
+        let tiles = DenseTile::ALL.into_iter();
+        tiles
+            .flat_map(|t| Epilogue::ALL.map(|out| (out, t)))
+            .flat_map(|(out, t)| {
+                [DenseInput::F32, DenseInput::F16].map(|x| MatmulDenseKernel(out, t, x))
+            })
             .collect()
     }
 
@@ -177,6 +203,7 @@ impl KernelFamily for MatmulDenseKernel {
             ("FT", 4.0),
             ("STAGES", t.stages() as f64),
             ("BK", t.inputs_per_barrier() as f64),
+            ("X_PER_LOAD", self.2.per_load() as f64),
         ]
     }
 
@@ -302,21 +329,29 @@ impl DenseRoute {
     }
 }
 
-/// The dense route's scratches, two buffers other than x and y: the f16 copy of the weight's
-/// rows ([`f16_copy_len`] words from its offset 0: the dense kernel reads its weight from 0),
-/// and for a split route the partial sums ([`Matmul::dense_partials_len`] values; the copy's
-/// buffer cannot hold them, since one dispatch would read and write it).
+/// The dense route's scratches, two buffers other than x and y: the f16 copies of the
+/// weight's rows and of X ([`Matmul::dense_copy_len`] words from its offset 0: the dense
+/// kernel reads its weight from 0, X's copy after it), and for a split route the partial sums
+/// ([`Matmul::dense_partials_len`] values; the copies' buffer cannot hold them, since one
+/// dispatch would read and write it).
 #[derive(Debug, Clone, Copy)]
 pub struct DenseScratch<'a> {
-    /// The f16 copy.
+    /// The f16 copies.
     pub copy: View<'a>,
     /// The partial sums (a split route only).
     pub partials: Option<View<'a>>,
 }
 
 impl Matmul {
+    /// Words of the dense route's copies for rows `w` ([`DenseScratch::copy`]): the weight's
+    /// f16 copy, then, from the next 16-byte boundary, X's.
+    pub fn dense_copy_len(&self, w: WeightRows<'_>) -> usize {
+        dense_x_start(w) + f16_copy_x_len(self.n_tokens, w.w.shape.n_in)
+    }
+
     /// How rows `w` of a prompt block take the dense route, if they do: copied to f16 into a
-    /// scratch ([`crate::ops::f16_copy`]), then multiplied on the dense kernel with the tile
+    /// scratch ([`crate::ops::f16_copy`]) with the block's X ([`crate::ops::f16_copy_x`]),
+    /// then multiplied on the dense kernel with the tile
     /// [`DenseTile::for_shape`] gives, split as [`dense_splits`] says. For a block on the
     /// tensor cores of at least [`DENSE_MIN_TOKENS`] tokens, rows of whole 32-input units,
     /// at least `DENSE_MIN_WEIGHTS` (4 M) weights, rows enough to fill the GPU, and a copy
@@ -333,7 +368,7 @@ impl Matmul {
         // What the dense kernel takes of the copy: F16 rows of whole 32-input units.
         let takes_copy = supports(GpuFormat::F16, s.n_in);
         let long = self.n_tokens >= DENSE_MIN_TOKENS;
-        if !(self.coop(caps) && long && takes_copy && big && fits(f16_copy_len(w))) {
+        if !(self.coop(caps) && long && takes_copy && big && fits(self.dense_copy_len(w))) {
             return None;
         }
         let tile = DenseTile::for_shape(w.n, self.n_tokens)?;
@@ -353,8 +388,8 @@ impl Matmul {
     }
 
     /// The product [`Matmul::split_ops`] computes (one output of a whole weight as
-    /// [`Matmul::ops`] stores it), on the dense route `route`: rows `w` copied to f16 into
-    /// `scratch.copy`, then the dense kernel over the copy, in one dispatch or split K
+    /// [`Matmul::ops`] stores it), on the dense route `route`: rows `w` and X copied to f16
+    /// into `scratch.copy`, then the dense kernel over the copies, in one dispatch or split K
     /// through `scratch.partials` (a product and the reduction that adds the splits up and
     /// stores through the product's epilogue: the bias, the outputs of a stacked weight). One
     /// op per weight chunk the rows touch, then the product's.
@@ -377,29 +412,46 @@ impl Matmul {
                 scratch.copy.offset
             )));
         }
+        let s = w.w.shape;
         let mut ops = f16_copy(w, scratch.copy)?;
+        let xs = self.x_stride("matmul dense route x", s, x)?;
+        let x_copy = View::at(scratch.copy.t, dense_x_start(w));
+        ops.push(f16_copy_x(x, self.n_tokens, s.n_in, xs, x_copy)?);
         let shape = WeightShape {
             format: GpuFormat::F16,
-            n_in: w.w.shape.n_in,
+            n_in: s.n_in,
             n_out: w.n,
         };
         let copy = GpuWeight::in_buffer(shape, scratch.copy.t.buf.clone());
-        let path = Path::Coop(Some(Tile::Dense(route.tile)));
-        ops.extend(match (route.split_k(), scratch.partials) {
-            (None, _) => match outs {
-                [one] if w.is_whole() => self.ops_with(path, &copy, x, bias, one.y)?,
-                _ => self.split_ops_with(path, copy.all_rows(), x, bias, outs)?,
+        // The copy of X is packed: no stride but its rows'.
+        let packed = Matmul {
+            strides: Strides {
+                x: None,
+                ..self.strides
             },
-            (Some(k), Some(partials)) => {
-                self.split_k_ops(copy.all_rows(), x, bias, outs, partials, k)?
+            ..self
+        };
+        let path = Path::DenseHalfX(route.tile);
+        ops.extend(match (route.splits, scratch.partials) {
+            (1, _) => match outs {
+                [one] if w.is_whole() => packed.ops_with(path, &copy, x_copy, bias, one.y)?,
+                _ => packed.split_ops_with(path, copy.all_rows(), x_copy, bias, outs)?,
+            },
+            (k, Some(partials)) => {
+                packed.split_k_ops_with(path, k, copy.all_rows(), x_copy, bias, outs, partials)?
             }
-            (Some(_), None) => {
+            (k, None) => {
                 return Err(invalid(format!(
-                    "{} splits without a scratch for their partial sums",
-                    route.splits
+                    "{k} splits without a scratch for their partial sums"
                 )));
             }
         });
         Ok(ops)
     }
+}
+
+/// Where X's f16 copy starts in the dense route's scratch: after the weight's copy, at the
+/// next 16-byte boundary.
+fn dense_x_start(w: WeightRows<'_>) -> usize {
+    f16_copy_len(w).next_multiple_of(4)
 }

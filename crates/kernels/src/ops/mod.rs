@@ -19,6 +19,7 @@ pub mod elementwise;
 pub mod embed;
 pub mod epilogue;
 pub mod f16_copy;
+pub mod f16_copy_x;
 pub mod glu;
 pub mod glu_backward;
 pub mod head_norm_rope;

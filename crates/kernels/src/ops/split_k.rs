@@ -167,13 +167,25 @@ impl Matmul {
         scratch: View<'_>,
         k: SplitK,
     ) -> Result<Vec<Op>, GpuError> {
+        let path = Path::Coop(Some(k.tile));
+        self.split_k_ops_with(path, k.splits, w, x, bias, outs, scratch)
+    }
+
+    /// As [`Matmul::split_k_ops`] on the kernel `path` names (the tile's, or the dense
+    /// kernel over X's f16 copy), in `k_splits` shares.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn split_k_ops_with(
+        self,
+        path: Path,
+        k_splits: usize,
+        w: WeightRows<'_>,
+        x: View<'_>,
+        bias: Option<View<'_>>,
+        outs: &[Out<'_>],
+        scratch: View<'_>,
+    ) -> Result<Vec<Op>, GpuError> {
         const OP: &str = "matmul split K";
-        let SplitK {
-            splits: k_splits,
-            tile,
-        } = k;
         let s = w.w.shape;
-        let xs = self.x_stride("matmul x", s, x)?;
         let invalid = |detail: String| GpuError::InvalidParams { op: OP, detail };
         let parts = split::parts(OP, w, bias, outs, self.n_tokens)?;
         let [part] = &parts[..] else {
@@ -190,6 +202,10 @@ impl Matmul {
         }
         let slice = self.n_tokens * w.n;
         scratch.check("split-K scratch", k_splits * slice)?;
+        let Some(tile) = path.named_tile() else {
+            return Err(invalid("split K on a kernel without a named tile".into()));
+        };
+        let (x_at, xs) = self.x_place(path, "matmul x", s, x)?;
         let units = s.n_in.div_ceil(32);
         if k_splits == 0 || k_splits > units {
             return Err(invalid(format!("{k_splits} splits of {units} input units")));
@@ -199,7 +215,7 @@ impl Matmul {
             y_stride: w.n as u32,
             k_units: units.div_ceil(k_splits) as u32,
             k_slice: slice as u32,
-            ..self.params(s, w.n, x.offset, xs)
+            ..self.params(s, w.n, x_at, xs)
         };
         if matches!(tile, Tile::Dense(_)) && !crate::ops::matmul_dense::supports(s.format, s.n_in) {
             return Err(invalid(format!(
@@ -209,8 +225,6 @@ impl Matmul {
                 s.n_in
             )));
         }
-        let path = Path::Coop(Some(tile));
-        path.check_x("matmul x", x.offset, xs)?;
         let [rows, tokens, _] = tile.grid(w.n, self.n_tokens);
         let grid = [rows, tokens, k_splits as u32];
         let chunk = &part.chunk.buf;

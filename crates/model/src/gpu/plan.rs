@@ -25,7 +25,6 @@ use rullama_kernels::ops::attention::{Attention, decode_split_len};
 use rullama_kernels::ops::attention_rope::{AttentionRope, Rotate};
 use rullama_kernels::ops::elementwise::{add_inplace, add_rows, copy};
 use rullama_kernels::ops::embed::embed_rows;
-use rullama_kernels::ops::f16_copy::f16_copy_len;
 use rullama_kernels::ops::glu::glu;
 use rullama_kernels::ops::head_norm_rope::{HeadNormRope, Heads};
 use rullama_kernels::ops::head_norm_rope_kv::KvStore;
@@ -1102,7 +1101,7 @@ impl<'a> Lower<'a> {
         let block = self.block(x.rows);
         let caps = &self.gpu.caps;
         if let Some(dense) = block.dense_route(caps, rows, self.gpu.max_binding_bytes()) {
-            let copy = self.alloc(f16_copy_len(rows))?;
+            let copy = self.alloc(block.dense_copy_len(rows))?;
             let partials = match block.dense_partials_len(rows, dense) {
                 0 => None,
                 len => Some(self.alloc(len)?),

@@ -15,7 +15,6 @@ use std::rc::Rc;
 
 use rullama_kernels::ops::attention_backward::BackwardSplits;
 use rullama_kernels::ops::attention_train::TrainAttention;
-use rullama_kernels::ops::f16_copy::f16_copy_len;
 use rullama_kernels::ops::matmul::{Matmul, Strides};
 use rullama_kernels::ops::matmul_dense::{self, DenseRoute, DenseScratch, DenseTile};
 use rullama_kernels::ops::matmul_input_grad::InputGradTile;
@@ -429,7 +428,7 @@ impl Lower<'_> {
         let all = w.all_rows();
         if let Some(tile) = self.dense_tile(w, rows) {
             let outs = [Out::new(o, w.shape.n_out)];
-            return self.extend_with_scratch(f16_copy_len(all), what, |_, scratch| {
+            return self.extend_with_scratch(m.dense_copy_len(all), what, |_, scratch| {
                 let copy = scratch.expect("a scratch of the copy's length");
                 let scratch = DenseScratch {
                     copy,

@@ -4,7 +4,6 @@
 use super::*;
 use crate::device::Gpu;
 use crate::ops::epilogue::bias_bound;
-use crate::ops::f16_copy::f16_copy_len;
 use crate::ops::matmul_dense::{DenseRoute, DenseScratch};
 use crate::ops::matvec::matvec_bias_ref;
 use crate::ops::split_k::SplitK;
@@ -195,7 +194,7 @@ impl Case {
         // A dense tile over a weight that is not F16 is the dense route: its f16 copy, then
         // dense (split as `k_splits` says).
         let copied = match self.tile {
-            Some(Tile::Dense(_)) if format != GpuFormat::F16 => f16_copy_len(wt.all_rows()),
+            Some(Tile::Dense(_)) if format != GpuFormat::F16 => m.dense_copy_len(wt.all_rows()),
             _ => 0,
         };
         let wide = GpuTensor::zeros(gpu, &[copied.max(1)], Dtype::F32);

@@ -309,7 +309,7 @@ mod tests {
         assert_eq!(route(511, &qkv), None);
         assert_eq!(route(4096, &qkv), Some(DenseRoute::whole(DenseTile::Rows)));
         // Partial sums past one binding: unsplit.
-        let fits_copy = (f16_copy_len(qkv.all_rows()) * 4) as u64;
+        let fits_copy = (m(922).dense_copy_len(qkv.all_rows()) * 4) as u64;
         let r = m(922).dense_route(&caps, qkv.all_rows(), fits_copy);
         assert_eq!(r, square(1));
     }

@@ -4,7 +4,6 @@
 use super::*;
 use crate::device::Gpu;
 use crate::format::GpuFormat;
-use crate::ops::f16_copy::f16_copy_len;
 use crate::ops::matmul::{Inputs, Matmul, Path, Strides, Tile};
 use crate::ops::matmul_coop::{ROUNDED, coop_device};
 use crate::ops::matmul_dense::{DenseRoute, DenseScratch, DenseTile};
@@ -327,7 +326,7 @@ pub(crate) fn compare(gpu: &Gpu, case: &Case, inputs: &Inputs) -> Result<Compare
                 splits: k_splits,
             };
             let m = block(true);
-            let copy = copy.insert(GpuTensor::zeros(gpu, &[f16_copy_len(rows)], Dtype::F32));
+            let copy = copy.insert(GpuTensor::zeros(gpu, &[m.dense_copy_len(rows)], Dtype::F32));
             let len = m.dense_partials_len(rows, route).max(1);
             let partials = scratch.insert(GpuTensor::zeros(gpu, &[len], Dtype::F32));
             let scratch = DenseScratch {
