@@ -34,7 +34,8 @@ enum Command {
     /// (llama.cpp's default sampling; on the GPU executor it runs on the GPU and only the id
     /// comes back). -p, -n and -d take comma-separated lists: every size is its own test, run
     /// at every depth -d (D positions of history prefilled untimed, `pp512 @ d4096`). Each
-    /// test runs -r times after one untimed warm-up; t/s is the median with min and max; a
+    /// test runs -r times after an untimed warm-up of at least a second (an idle GPU's clock
+    /// ramps up under load); t/s is the median with min and max; a
     /// prefill's TFLOP/s counts its matrix products and attention. Then the device memory the
     /// executor holds: weights, KV cache, built steps. Progress goes to stderr; the table (or
     /// `--json`) to stdout.

@@ -57,7 +57,7 @@ pub struct Args {
         default_value = "0"
     )]
     n_depth: Vec<usize>,
-    /// Timed repetitions of each test (after one untimed warm-up).
+    /// Timed repetitions of each test (after an untimed warm-up of at least a second).
     #[arg(short = 'r', long = "repetitions", default_value_t = 3)]
     repetitions: usize,
     /// KV cache positions; at least the largest depth + test (the default), at most
