@@ -39,14 +39,10 @@ fn decode_unit(blk: u32, unit: u32) {
     }
 }
 
-// Weights 16h .. 16h + 15 of unit `unit` (h = 0, 1: one sub-block of 16), as 4 vec4s: the tiled
-// matmul's share of a unit (two invocations decode one row's unit). Loaded (`load_half_raw`) and
-// decoded (`decode_raw`) apart, so the tensor-core matmuls can issue the loads early and decode
-// late (matmul/coop_stage.wgsl).
-fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
-    return decode_raw(load_half_raw(blk, unit, h), unit, h);
-}
-
+// A half unit (`decode_half`, formats/decode_half.wgsl): weights 16h .. 16h + 15 of unit `unit`
+// (h = 0, 1: one sub-block of 16), as 4 vec4s: the tiled matmul's share of a unit (two
+// invocations decode one row's unit).
+//
 // The loaded words of a half: its 16 bytes of qs as the aligned words that hold them (`qs`
 // and `qs_next`: a block may start at any word offset), the words of its scale byte and of d
 // and dmin, and the block's offset (which bytes of those words).

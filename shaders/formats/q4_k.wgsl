@@ -29,15 +29,11 @@ fn decode_unit(blk: u32, unit: u32) {
     }
 }
 
-// Weights 16h .. 16h + 15 of unit `unit` (h = 0, 1), as 4 vec4s: the tiled matmul's share of a unit
-// (two invocations decode one row's unit). Super-blocks are 9 vec4s and stay 16-byte aligned, so
-// the header (d, dmin, packed scales) and the 16 bytes of nibbles are one vec4 load each. Loaded
-// (`load_half_raw`) and decoded (`decode_raw`) apart, so the tensor-core matmuls can issue the
-// loads early and decode late (matmul/coop_stage.wgsl).
-fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
-    return decode_raw(load_half_raw(blk, unit, h), unit, h);
-}
-
+// A half unit (`decode_half`, formats/decode_half.wgsl): weights 16h .. 16h + 15 of unit `unit`
+// (h = 0, 1), as 4 vec4s: the tiled matmul's share of a unit (two invocations decode one row's
+// unit). Super-blocks are 9 vec4s and stay 16-byte aligned, so the header (d, dmin, packed
+// scales) and the 16 bytes of nibbles are one vec4 load each.
+//
 // The loaded words of a half: the super-block's header and the vec4 of nibbles.
 struct RawHalf {
     head: vec4<u32>,

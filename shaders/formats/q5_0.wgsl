@@ -22,14 +22,10 @@ fn decode_unit(blk: u32, unit: u32) {
     }
 }
 
-// Weights 16h .. 16h + 15 of the block (h = 0: low codes, 1: high), as 4 vec4s: the tiled matmul's
-// share of a unit (two invocations decode one row's block). Loaded (`load_half_raw`) and decoded
-// (`decode_raw`) apart, so the tensor-core matmuls can issue the loads early and decode late
-// (matmul/coop_stage.wgsl).
-fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
-    return decode_raw(load_half_raw(blk, unit, h), unit, h);
-}
-
+// A half unit (`decode_half`, formats/decode_half.wgsl): weights 16h .. 16h + 15 of the block
+// (h = 0: low codes, 1: high), as 4 vec4s: the tiled matmul's share of a unit (two invocations
+// decode one row's block).
+//
 // The loaded words of a half: the block's nibbles, its qh, the word of plane 2 holding d, and
 // the block index (which half of that word).
 struct RawHalf {

@@ -48,15 +48,11 @@ fn decode_unit(blk: u32, unit: u32) {
     }
 }
 
-// Weights 16h .. 16h + 15 of unit `unit` (h = 0, 1: one scale), as 4 vec4s: the tiled matmul's
-// share of a unit (two invocations decode one row's unit). ql and qh are one vec4 load each
-// (plane 0 holds 12 vec4s per block: ql in 0..7, qh in 8..11). Loaded (`load_half_raw`) and decoded
-// (`decode_raw`) apart, so the tensor-core matmuls can issue the loads early and decode late
-// (matmul/coop_stage.wgsl).
-fn decode_half(blk: u32, unit: u32, h: u32) -> array<vec4<f32>, 4> {
-    return decode_raw(load_half_raw(blk, unit, h), unit, h);
-}
-
+// A half unit (`decode_half`, formats/decode_half.wgsl): weights 16h .. 16h + 15 of unit `unit`
+// (h = 0, 1: one scale), as 4 vec4s: the tiled matmul's share of a unit (two invocations decode
+// one row's unit). ql and qh are one vec4 load each (plane 0 holds 12 vec4s per block: ql in
+// 0..7, qh in 8..11).
+//
 // The loaded words of a half: its ql and qh vec4s, the word of plane 1 holding its scale, the
 // word of plane 2 holding d, and the block index (which half of that word).
 struct RawHalf {

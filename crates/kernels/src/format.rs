@@ -68,6 +68,11 @@ const Q3K: ShaderFile = shader_file!("formats/q3_k.wgsl");
 const Q4K: ShaderFile = shader_file!("formats/q4_k.wgsl");
 const Q5K: ShaderFile = shader_file!("formats/q5_k.wgsl");
 const Q6K: ShaderFile = shader_file!("formats/q6_k.wgsl");
+/// `decode_half` over each format's `load_half_raw` and `decode_raw`: one copy for every
+/// decoder.
+const DECODE_HALF: ShaderFile = shader_file!("formats/decode_half.wgsl");
+/// F16's and BF16's loads of a half unit: one copy for both decoders.
+const HALF_WORDS: ShaderFile = shader_file!("formats/half_words.wgsl");
 /// Q5_0's and Q5_1's 5-bit codes: one copy for both decoders and dot files.
 const Q5_CODES: ShaderFile = shader_file!("formats/q5_codes.wgsl");
 /// Q4_K's and Q5_K's 6-bit (scale, min) pairs, regrouped at upload: one copy for both decoders
@@ -132,19 +137,19 @@ impl GpuFormat {
     /// reads weights includes them, so a matvec dot file may use the decoder's field helpers.
     pub fn decoder(self) -> &'static [&'static ShaderFile] {
         match self {
-            GpuFormat::F32 => &[&F32],
-            GpuFormat::F16 => &[&F16],
-            GpuFormat::Bf16 => &[&BF16],
-            GpuFormat::Q8_0 => &[&Q8_0],
-            GpuFormat::Q4_0 => &[&Q4_0],
-            GpuFormat::Q4_1 => &[&Q4_1],
-            GpuFormat::Q5_0 => &[&Q5_CODES, &Q5_0],
-            GpuFormat::Q5_1 => &[&Q5_CODES, &Q5_1],
-            GpuFormat::Q2K => &[&Q2K],
-            GpuFormat::Q3K => &[&Q3K],
-            GpuFormat::Q4K => &[&SCALES_K4, &Q4K],
-            GpuFormat::Q5K => &[&SCALES_K4, &Q5K],
-            GpuFormat::Q6K => &[&Q6K],
+            GpuFormat::F32 => &[&F32, &DECODE_HALF],
+            GpuFormat::F16 => &[&HALF_WORDS, &F16, &DECODE_HALF],
+            GpuFormat::Bf16 => &[&HALF_WORDS, &BF16, &DECODE_HALF],
+            GpuFormat::Q8_0 => &[&Q8_0, &DECODE_HALF],
+            GpuFormat::Q4_0 => &[&Q4_0, &DECODE_HALF],
+            GpuFormat::Q4_1 => &[&Q4_1, &DECODE_HALF],
+            GpuFormat::Q5_0 => &[&Q5_CODES, &Q5_0, &DECODE_HALF],
+            GpuFormat::Q5_1 => &[&Q5_CODES, &Q5_1, &DECODE_HALF],
+            GpuFormat::Q2K => &[&Q2K, &DECODE_HALF],
+            GpuFormat::Q3K => &[&Q3K, &DECODE_HALF],
+            GpuFormat::Q4K => &[&SCALES_K4, &Q4K, &DECODE_HALF],
+            GpuFormat::Q5K => &[&SCALES_K4, &Q5K, &DECODE_HALF],
+            GpuFormat::Q6K => &[&Q6K, &DECODE_HALF],
         }
     }
 
