@@ -33,6 +33,13 @@ def post(path, body):
 base = "the quick brown fox jumps over the lazy dog while a curious cat watches from the old wooden fence near the river bank "
 # Repeats of `base` for each length, from how many tokens 20 of them make in this vocabulary.
 per = len(post("/tokenize", dict(content=base * 20))["tokens"]) / 20
+# Warm-up: the first request builds pipelines and an idle GPU's clock ramps over the next
+# ones (docs/PERF.md, section 6), so requests repeat untimed for at least 3 s and 4 requests.
+import time
+t0, done = time.time(), 0
+while time.time() - t0 < 3.0 or done < 4:
+    post("/completion", dict(prompt=base * 40, n_predict=4, temperature=0, cache_prompt=False, ignore_eos=True))
+    done += 1
 for n in map(int, sys.argv[1:]):
     pp = []
     for i in range(3):
