@@ -60,10 +60,48 @@ fn parity_case(gpu: &Gpu, rng: &mut Rng) -> Result<Compare, GpuError> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
     use crate::testutil;
 
     #[test]
     fn f16_copy_x_matches_reference() {
         testutil::parity("f16_copy_x", 8, 73);
+    }
+
+    /// What the kernel cannot copy is an error naming the op, not a wrong copy: inputs not
+    /// in eighths, offsets or a stride off a 16-byte boundary, a stride shorter than a row,
+    /// no tokens, X or the copy too short.
+    #[test]
+    fn f16_copy_x_rejects_what_it_cannot_copy() {
+        let Some(gpu) = testutil::gpu() else { return };
+        let x = GpuTensor::zeros(gpu, &[64], Dtype::F32);
+        let out = GpuTensor::zeros(gpu, &[32], Dtype::F32);
+        let copy = |x_at, n_tokens, n_in, stride, out_at| {
+            f16_copy_x(
+                View::at(&x, x_at),
+                n_tokens,
+                n_in,
+                stride,
+                View::at(&out, out_at),
+            )
+        };
+        assert!(copy(0, 2, 16, 16, 0).is_ok());
+        for (x_at, n_tokens, n_in, stride, out_at) in [
+            (0, 2, 12, 12, 0),
+            (2, 2, 16, 16, 0),
+            (0, 2, 16, 18, 0),
+            (0, 2, 16, 8, 0),
+            (0, 2, 16, 16, 2),
+            (0, 0, 16, 16, 0),
+            (0, 4, 16, 20, 0),
+            (0, 2, 16, 16, 28),
+        ] {
+            let r = copy(x_at, n_tokens, n_in, stride, out_at);
+            let err = r.err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(
+                err.contains("f16_copy_x"),
+                "{n_tokens}x{n_in} from {x_at} (stride {stride}) into {out_at}: {err:?}"
+            );
+        }
     }
 }
