@@ -189,9 +189,9 @@ impl Path {
     ) -> (Kernel, Tile) {
         let tile = match self {
             Path::F32 => Tile::Small,
-            Path::Coop(None) => Tile::for_shape(n_rows, n_tokens),
-            Path::Coop(Some(tile)) => tile,
-            Path::DenseHalfX(t) => Tile::Dense(t),
+            _ => self
+                .named_tile()
+                .unwrap_or_else(|| Tile::for_shape(n_rows, n_tokens)),
         };
         (self.kernel(f, out), tile)
     }
