@@ -617,11 +617,14 @@ fn bench_matmul(ctx: &Ctx, c: &mut Criterion) {
 /// `.../m<M>/<tile>_w<target workgroups>`, split K's reduce included). The weights are read
 /// once at every M, so the target is M rows in about the time of one (beside `.../m1`).
 fn bench_small_m(ctx: &Ctx, c: &mut Criterion) {
-    // The small-M kernel's configurations around the default (128-row slabs of 1 unit a
-    // barrier, split to 4 workgroups an SM of an H200's 132): 2 units a barrier, and at half
-    // and twice the workgroups.
+    // The small-M kernel's configurations around the defaults (`SmallM::for_format`: 128-row
+    // slabs of 1 or 2 units a barrier, split to 4 workgroups an SM of an H200's 132): both, and
+    // 1 unit at half and twice the workgroups.
     const SMALL_M_CONFIGS: [SmallM; 4] = [
-        SmallM::DEFAULT,
+        SmallM {
+            tile: SmallMTile::R128U1,
+            target_workgroups: 528,
+        },
         SmallM {
             tile: SmallMTile::R128U2,
             target_workgroups: 528,

@@ -103,15 +103,22 @@ pub struct SmallM {
 }
 
 impl SmallM {
-    /// The configuration the model would take: 128-row slabs of 1 unit a barrier, split
-    /// until 4 workgroups an SM of an H200. The fastest of the configurations timed, on every
-    /// shape and M (`small_m/...`, H200, docs/PERF.md "Products of a few token rows": 2 units
-    /// a barrier 13-38% slower, half or twice the workgroups up to 20% slower, 64-row slabs
-    /// slower still).
-    pub const DEFAULT: SmallM = SmallM {
-        tile: SmallMTile::R128U1,
-        target_workgroups: 528,
-    };
+    /// The configuration a product over weights in format `f` would take: 128-row slabs,
+    /// split until 4 workgroups an SM of an H200, 1 unit a barrier, or 2 for Q6_K. The fastest
+    /// of the configurations timed (`small_m/...`, H200, docs/PERF.md "Products of a few
+    /// token rows"): on Q4_K 2 units a barrier 6-19% slower, half the workgroups 7-24%
+    /// slower, twice as many no faster, 64-row slabs slower still; on Q6_K, whose raw half
+    /// holds more registers than its decoded one, 2 units a barrier 9-17% faster at M = 8-64.
+    pub fn for_format(f: GpuFormat) -> SmallM {
+        let tile = match f {
+            GpuFormat::Q6K => SmallMTile::R128U2,
+            _ => SmallMTile::R128U1,
+        };
+        SmallM {
+            tile,
+            target_workgroups: 528,
+        }
+    }
 
     /// `<tile>_w<target>`, for benches.
     pub fn name(&self) -> String {

@@ -166,8 +166,9 @@ mod tests {
         assert_eq!(splits(down.all_rows(), cfg(SmallMTile::R64U2, 8)), 2);
         assert_eq!(splits(chunked.all_rows(), cfg(SmallMTile::R64U2, 1056)), 1);
         let caps = testutil::nvidia_caps;
-        let tile = Tile::SmallM(SmallM::DEFAULT.tile);
-        let small_m = |n, coop| m(n).small_m(&caps(coop), up.all_rows(), SmallM::DEFAULT);
+        let default = SmallM::for_format(up.shape.format);
+        let tile = Tile::SmallM(default.tile);
+        let small_m = |n, coop| m(n).small_m(&caps(coop), up.all_rows(), default);
         assert_eq!(small_m(8, true).map(|k| k.tile), Some(tile));
         assert_eq!(small_m(64, true).map(|k| k.tile), Some(tile));
         assert_eq!(small_m(1, true), None);
