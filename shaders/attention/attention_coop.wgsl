@@ -19,36 +19,43 @@
 // tiling reading K and V straight from the cache fed 16 and left the kernel bound by its
 // blocks' latency).
 //
-// Two passes over the blocks, so that the output accumulators are never rescaled (a
-// cooperative matrix's elements cannot be addressed by row): pass 1 takes each row's max and
-// sum of exp(s - max) (each of its 4 invocations online over its 8 keys of every block, the 4
-// partials combined at the end); pass 2 recomputes the scores, rounds P = exp(s - m) / l to
-// f16 into `wt`, stages V in place of K and adds P V into f32 accumulators, subgroup s owning
-// its row tile's dims (s / 4) HD / 2 .. + HD / 2 (HD / 32 accumulators). Rescaling through
-// workgroup memory instead would move the 64 x HD accumulators there and back at every block
-// (64 KiB at HD 256, more than fits).
+// One pass over the blocks, with the output accumulators never rescaled (a cooperative
+// matrix's elements cannot be addressed by row): each row's weights are P = exp(s - m) with m
+// its reference, the max over its first block with a key it sees (through `part_max`, from
+// its four invocations), and O = sum P V accumulates unnormalised (rows divided by their sums
+// l where they are stored, `row_scale`). Each block: the scores, then P rounded to f16 into
+// `wt`, V staged in place of K, P V added into f32 accumulators (subgroup s owning its row
+// tile's dims (s / 4) HD / 2 .. + HD / 2, HD / 32 accumulators). A later score above m +
+// HEADROOM (P past e^10, where f16 tops out at e^11.1) flags the tile, which then starts over
+// in two passes: pass 1 takes each row's max and sum (each of its 4 invocations online over
+// its 8 keys of every block, the 4 partials combined), pass 2 recomputes the scores and adds P
+// V. Rescaling through workgroup memory instead would move the 64 x HD accumulators there and
+// back at every block (64 KiB at HD 256, more than fits).
 //
 // Each block's cache reads overlap the products before it: an invocation loads its share of
 // the next rows (the block's V during its scores, the next block's K during P V) into
 // registers (`staged_words`) and stores them to `tile` after the barrier that frees it. The
 // cache is read 16 bytes at a time (eight f16 values; a key's HD values start 16-byte aligned
-// since HD >= 64); keys at or past the end of the keys walked are staged as zeros (never read, so a block may run past the cache's end). Masked keys weigh exactly 0
-// and the cache holds finite values everywhere (zeros where never written), so they add
-// nothing to O. Every coop op is reached in uniform control flow (loop bounds come from
+// since HD >= 64); keys at or past the end of the keys walked are staged as zeros (never read,
+// so a block may run past the cache's end). Masked keys weigh exactly 0 and the cache holds
+// finite values everywhere (zeros where never written), so they add nothing to O. Every coop
+// op is reached in uniform control flow (loop bounds and the fallback come from
 // workgroupUniformLoad, HD is an override).
 //
 // Split keys (p.n_splits > 1, the grid's z): split s walks its share of the tile's keys
 // (`split_share`, whole blocks) and leaves its rows' unnormalised output (P = exp(s - m), not
 // divided by l) at out_offset + s * n_tokens * n_heads * HD in out's layout, and its maxima and
-// sums at records + s * R and records + (n_splits + s) * R (R = n_tokens * n_heads rows, row
-// t * n_heads + h): attention/train_combine.wgsl rescales them into the output. A prompt block
-// of few row tiles (a model with one kv head) has too few workgroups to fill the GPU unsplit,
-// and its last tiles would each walk all of the keys alone. Workgroup memory at HD 256: `tile` 16.5 KiB,
-// `scores` 8 KiB, `wt` 5 KiB, under lavapipe's 32 KiB (the tests run the emulated body
-// there).
-// Precision: q and P rounded to f16 (one f16 ulp each), the cache's values exact, products
-// exact in f32 and summed in f32 by the tensor cores; m, l, the scale and the soft-cap in f32
-// plain arithmetic (docs/KERNELS.md has the bound).
+// references and sums at records + s * R and records + (n_splits + s) * R (R = n_tokens *
+// n_heads rows, row t * n_heads + h): attention/train_combine.wgsl rescales them into the
+// output. A prompt block of few row tiles (a model with one kv head) has too few workgroups to
+// fill the GPU unsplit, and its last tiles would each walk all of the keys alone. Workgroup
+// memory at HD 256: `tile` 16.5 KiB, `scores` 8 KiB, `wt` 5 KiB, `part_max` 1 KiB, under
+// lavapipe's 32 KiB (the tests run the emulated body there).
+// Precision: q and P rounded to f16 (one f16 ulp each; P at most e^10, so never past f16's
+// range, and no smaller than the two passes' normalised weights, whose subnormals lose more),
+// the cache's values exact, products exact in f32 and summed in f32 by the tensor cores; m, l,
+// the scale, the soft-cap and the division by l in f32 plain arithmetic (docs/KERNELS.md has
+// the bound).
 // Params, the shared bindings and `row_keys`: attention/params.wgsl; the 64-row tile (its
 // workgroup memory, `score_tile`): attention/coop_forward_tile.wgsl, shared with the training
 // forward; the caches and their staging here.
@@ -63,6 +70,13 @@ const NONE: f32 = -3.0e38;
 // The tile's keys (x .. y); a vec4 so that every workgroup variable is a multiple of 16 bytes
 // (a scalar among them may leave the coop tiles only 8-byte aligned: docs/KERNELS.md).
 var<workgroup> key_range: vec4<u32>;
+// A later score above the row's reference by more than this sends the tile to the two passes:
+// its weight would pass e^10 ~ 22,026, a third of f16's largest.
+const HEADROOM: f32 = 10.0;
+// Each invocation's max over its keys of a block (row r, part c at TR c + r), then its sum.
+var<workgroup> part_max: array<f32, WG>;
+// Each row's factor on its way out: 1 / its sum (unsplit), 1 (split).
+var<workgroup> row_scale: array<f32, TR>;
 
 // `tile` from dims h HD / 2 .. + HD / 2 of the q rows row0 .. row0 + 63 of kv head kvh
 // (zeros past the block's rows), QS vec4s a row.
@@ -176,13 +190,15 @@ fn main(
     if tid == 0u {
         var lo = 0xffffffffu;
         var hi = 0u;
+        var first = 0u;
         let t_end = (min(row0 + TR, n_rows) - 1u) / p.group + 1u;
         for (var t = row0 / p.group; t < t_end; t++) {
             let b = row_keys(t * p.group);
             lo = min(lo, b.x);
             hi = max(hi, b.y);
+            first = max(first, b.x);
         }
-        key_range = vec4<u32>(lo, hi, 0u, 0u);
+        key_range = vec4<u32>(lo, hi, 0u, first);
     }
     // Uniform for the loops' barriers (pos[] is a storage read); also the barrier after q.
     let range = workgroupUniformLoad(&key_range);
@@ -193,6 +209,8 @@ fn main(
     }
     let lo = keys_s.x;
     let hi = keys_s.y;
+    // The block of the last first key any row of the tile sees in this split.
+    let first_key = max(range.w, lo);
     // The row tile's q, 16 dims an operand (those past HD / 32 a half are never read).
     let qa = 16u * rt * QS;
     let a0 = load_held(qa);
@@ -226,57 +244,6 @@ fn main(
     let row = row0 + r;
     let valid = row < n_rows;
     let keys = row_keys(min(row, n_rows - 1u));
-
-    // Pass 1: each row's max and sum.
-    var m = NONE;
-    var l = 0.0;
-    for (var j0 = lo; j0 < hi; j0 += BK) {
-        store_block(tid);
-        workgroupBarrier();
-        if j0 + BK < hi {
-            load_block(head, j0 + BK, hi, false, tid);
-        }
-        score_tile(a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7, rt, half);
-        workgroupBarrier();
-        let s0 = block_scores(j0, r, 8u * c, keys, valid);
-        let s1 = block_scores(j0, r, 8u * c + 4u, keys, valid);
-        let s01 = max(s0, s1);
-        let mb = max(m, max(max(s01.x, s01.y), max(s01.z, s01.w)));
-        let w0 = select(vec4<f32>(0.0), exp(s0 - mb), s0 > vec4<f32>(NONE));
-        let w1 = select(vec4<f32>(0.0), exp(s1 - mb), s1 > vec4<f32>(NONE));
-        l = l * exp(m - mb) + (((w0.x + w0.y) + (w0.z + w0.w)) + ((w1.x + w1.y) + (w1.z + w1.w)));
-        m = mb;
-    }
-    // Pass 2 starts from the first block's K.
-    if lo < hi {
-        load_block(head, lo, hi, false, tid);
-    }
-    // The last block's scores are read: `scores` takes the partials.
-    workgroupBarrier();
-    scores[tid] = m;
-    scores[WG + tid] = l;
-    workgroupBarrier();
-    var mr = NONE;
-    for (var x = 0u; x < 4u; x++) {
-        mr = max(mr, scores[r + TR * x]);
-    }
-    var lr = 0.0;
-    for (var x = 0u; x < 4u; x++) {
-        lr += scores[WG + r + TR * x] * exp(scores[r + TR * x] - mr);
-    }
-    let split_out = p.n_splits > 1u;
-    var inv = 1.0;
-    if !split_out && lr > 0.0 {
-        inv = 1.0 / lr;
-    }
-    if split_out && tid < TR && valid {
-        let t_rows = p.n_tokens * p.n_heads;
-        let at = (row / p.group) * p.n_heads + kvh * p.group + row % p.group;
-        out[p.records + split * t_rows + at] = mr;
-        out[p.records + (p.n_splits + split) * t_rows + at] = lr;
-    }
-
-    // Pass 2: O = sum over the blocks of P V.
     var o0 = MatC();
     var o1 = MatC();
     var o2 = MatC();
@@ -287,46 +254,150 @@ fn main(
     var o7 = MatC();
     let wa = 16u * rt * RW;
     let va = half * (HD / 8u);
+
+    // One pass: P = exp(s - m), m the row's max over its first block with a key it sees,
+    // O = sum P V unnormalised (divided by the row's sum where it is stored).
+    var m = NONE;
+    var l = 0.0;
     for (var j0 = lo; j0 < hi; j0 += BK) {
         store_block(tid);
-        // Also orders the partials' reads before the scores' stores.
         workgroupBarrier();
         load_block(head, j0, hi, true, tid);
         score_tile(a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7, rt, half);
         workgroupBarrier();
         let s0 = block_scores(j0, r, 8u * c, keys, valid);
         let s1 = block_scores(j0, r, 8u * c + 4u, keys, valid);
-        let w0 = select(vec4<f32>(0.0), exp(s0 - mr) * inv, s0 > vec4<f32>(NONE));
-        let w1 = select(vec4<f32>(0.0), exp(s1 - mr) * inv, s1 > vec4<f32>(NONE));
-        wt[r * RW + 2u * c] = vec4<f16>(w0);
-        wt[r * RW + 2u * c + 1u] = vec4<f16>(w1);
+        let s01 = max(s0, s1);
+        let mine = max(max(s01.x, s01.y), max(s01.z, s01.w));
         // The scores' products are done with K: V takes its place.
         store_block(tid);
-        workgroupBarrier();
+        // Up to the block of the last row's first key, rows take their reference: the max of
+        // their first block with a key they see (until then their O is zero, so any reference
+        // will do), from the row's four invocations through `part_max`.
+        if j0 <= first_key {
+            part_max[tid] = mine;
+            workgroupBarrier();
+            let mb = max(max(part_max[r], part_max[r + TR]), max(part_max[r + 2u * TR], part_max[r + 3u * TR]));
+            if m == NONE {
+                m = mb;
+            }
+        }
+        if mine > m + HEADROOM {
+            key_range.z = 1u;
+        }
+        let w0 = select(vec4<f32>(0.0), exp(s0 - m), s0 > vec4<f32>(NONE));
+        let w1 = select(vec4<f32>(0.0), exp(s1 - m), s1 > vec4<f32>(NONE));
+        l += ((w0.x + w0.y) + (w0.z + w0.w)) + ((w1.x + w1.y) + (w1.z + w1.w));
+        wt[r * RW + 2u * c] = vec4<f16>(w0);
+        wt[r * RW + 2u * c + 1u] = vec4<f16>(w1);
         if j0 + BK < hi {
             load_block(head, j0 + BK, hi, false, tid);
         }
-        for (var kt = 0u; kt < 2u; kt++) {
-            let a = load_w(wa + 4u * kt);
-            let at = 16u * kt * RS + va;
-            o0 = mma(a, load_b_rows(at), o0);
-            o1 = mma(a, load_b_rows(at + 4u), o1);
-            if HD >= 128u {
-                o2 = mma(a, load_b_rows(at + 8u), o2);
-                o3 = mma(a, load_b_rows(at + 12u), o3);
-            }
-            if HD >= 256u {
-                o4 = mma(a, load_b_rows(at + 16u), o4);
-                o5 = mma(a, load_b_rows(at + 20u), o5);
-                o6 = mma(a, load_b_rows(at + 24u), o6);
-                o7 = mma(a, load_b_rows(at + 28u), o7);
-            }
+        // The barrier before the products read `wt` and V; a score past the headroom leaves
+        // them for the two passes.
+        if workgroupUniformLoad(&key_range).z != 0u {
+            break;
         }
+        pv(wa, va, &o0, &o1, &o2, &o3, &o4, &o5, &o6, &o7);
         workgroupBarrier();
     }
 
+    // The row's reference and sum: the one pass's, or, where a score passed its headroom,
+    // the two passes'.
+    var mr = m;
+    var lr = 0.0;
+    if workgroupUniformLoad(&key_range).z == 0u {
+        part_max[tid] = l;
+        workgroupBarrier();
+        lr = (part_max[r] + part_max[r + TR]) + (part_max[r + 2u * TR] + part_max[r + 3u * TR]);
+    } else {
+        o0 = MatC();
+        o1 = MatC();
+        o2 = MatC();
+        o3 = MatC();
+        o4 = MatC();
+        o5 = MatC();
+        o6 = MatC();
+        o7 = MatC();
+        // Pass 1: each row's max and sum.
+        if lo < hi {
+            load_block(head, lo, hi, false, tid);
+        }
+        m = NONE;
+        l = 0.0;
+        for (var j0 = lo; j0 < hi; j0 += BK) {
+            store_block(tid);
+            workgroupBarrier();
+            if j0 + BK < hi {
+                load_block(head, j0 + BK, hi, false, tid);
+            }
+            score_tile(a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7, rt, half);
+            workgroupBarrier();
+            let s0 = block_scores(j0, r, 8u * c, keys, valid);
+            let s1 = block_scores(j0, r, 8u * c + 4u, keys, valid);
+            let s01 = max(s0, s1);
+            let mb = max(m, max(max(s01.x, s01.y), max(s01.z, s01.w)));
+            let w0 = select(vec4<f32>(0.0), exp(s0 - mb), s0 > vec4<f32>(NONE));
+            let w1 = select(vec4<f32>(0.0), exp(s1 - mb), s1 > vec4<f32>(NONE));
+            l = l * exp(m - mb) + (((w0.x + w0.y) + (w0.z + w0.w)) + ((w1.x + w1.y) + (w1.z + w1.w)));
+            m = mb;
+        }
+        // Pass 2 starts from the first block's K.
+        if lo < hi {
+            load_block(head, lo, hi, false, tid);
+        }
+        // The last block's scores are read: `scores` takes the partials.
+        workgroupBarrier();
+        scores[tid] = m;
+        scores[WG + tid] = l;
+        workgroupBarrier();
+        mr = NONE;
+        for (var x = 0u; x < 4u; x++) {
+            mr = max(mr, scores[r + TR * x]);
+        }
+        for (var x = 0u; x < 4u; x++) {
+            lr += scores[WG + r + TR * x] * exp(scores[r + TR * x] - mr);
+        }
+        // Pass 2: O = sum over the blocks of P V.
+        for (var j0 = lo; j0 < hi; j0 += BK) {
+            store_block(tid);
+            // Also orders the partials' reads before the scores' stores.
+            workgroupBarrier();
+            load_block(head, j0, hi, true, tid);
+            score_tile(a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7, rt, half);
+            workgroupBarrier();
+            let s0 = block_scores(j0, r, 8u * c, keys, valid);
+            let s1 = block_scores(j0, r, 8u * c + 4u, keys, valid);
+            let w0 = select(vec4<f32>(0.0), exp(s0 - mr), s0 > vec4<f32>(NONE));
+            let w1 = select(vec4<f32>(0.0), exp(s1 - mr), s1 > vec4<f32>(NONE));
+            wt[r * RW + 2u * c] = vec4<f16>(w0);
+            wt[r * RW + 2u * c + 1u] = vec4<f16>(w1);
+            store_block(tid);
+            workgroupBarrier();
+            if j0 + BK < hi {
+                load_block(head, j0 + BK, hi, false, tid);
+            }
+            pv(wa, va, &o0, &o1, &o2, &o3, &o4, &o5, &o6, &o7);
+            workgroupBarrier();
+        }
+    }
+
+    // Unsplit, each row divided by its sum where it is stored; split, its reference and sum
+    // recorded for attention/train_combine.wgsl.
+    let split_out = p.n_splits > 1u;
+    if tid < TR {
+        row_scale[tid] = select(1.0, 1.0 / lr, !split_out && lr > 0.0);
+    }
+    if split_out && tid < TR && valid {
+        let t_rows = p.n_tokens * p.n_heads;
+        let at = (row / p.group) * p.n_heads + kvh * p.group + row % p.group;
+        out[p.records + split * t_rows + at] = mr;
+        out[p.records + (p.n_splits + split) * t_rows + at] = lr;
+    }
+
     let o_at = p.out_offset + split * p.n_tokens * p.n_heads * HD;
-    // Without keys the loop left the partials' reads unordered before `put_o`'s stores.
+    // Orders the partials' reads (and, without keys, everything before) before `put_o`'s
+    // stores.
     workgroupBarrier();
     put_o(o0, 0u, sg, tid, kvh, row0, o_at);
     put_o(o1, 16u, sg, tid, kvh, row0, o_at);
@@ -339,6 +410,32 @@ fn main(
         put_o(o5, 80u, sg, tid, kvh, row0, o_at);
         put_o(o6, 96u, sg, tid, kvh, row0, o_at);
         put_o(o7, 112u, sg, tid, kvh, row0, o_at);
+    }
+}
+
+// The block's P V into the accumulators: subgroup (row tile rt, half) takes P's 16 rows at
+// `wa` of `wt` and its half of the dims of V (`va`) from `tile`.
+fn pv(
+    wa: u32, va: u32,
+    o0: ptr<function, MatC>, o1: ptr<function, MatC>, o2: ptr<function, MatC>,
+    o3: ptr<function, MatC>, o4: ptr<function, MatC>, o5: ptr<function, MatC>,
+    o6: ptr<function, MatC>, o7: ptr<function, MatC>,
+) {
+    for (var kt = 0u; kt < 2u; kt++) {
+        let a = load_w(wa + 4u * kt);
+        let at = 16u * kt * RS + va;
+        *o0 = mma(a, load_b_rows(at), *o0);
+        *o1 = mma(a, load_b_rows(at + 4u), *o1);
+        if HD >= 128u {
+            *o2 = mma(a, load_b_rows(at + 8u), *o2);
+            *o3 = mma(a, load_b_rows(at + 12u), *o3);
+        }
+        if HD >= 256u {
+            *o4 = mma(a, load_b_rows(at + 16u), *o4);
+            *o5 = mma(a, load_b_rows(at + 20u), *o5);
+            *o6 = mma(a, load_b_rows(at + 24u), *o6);
+            *o7 = mma(a, load_b_rows(at + 28u), *o7);
+        }
     }
 }
 
@@ -357,7 +454,8 @@ fn put_o(acc: MatC, dt: u32, sg: u32, tid: u32, kvh: u32, row0: u32, o_at: u32) 
         if row < n_rows {
             let h = kvh * p.group + row % p.group;
             let d = (s / 4u) * (HD / 2u) + dt + i % 16u;
-            out[o_at + ((row / p.group) * p.n_heads + h) * HD + d] = scores[i];
+            let scale = row_scale[16u * (s % 4u) + (i % 256u) / 16u];
+            out[o_at + ((row / p.group) * p.n_heads + h) * HD + d] = scores[i] * scale;
         }
     }
     workgroupBarrier();

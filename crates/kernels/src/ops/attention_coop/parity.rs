@@ -208,6 +208,46 @@ mod tests {
         }
     }
 
+    /// Softmaxes so sharp that a later block's scores pass the first block's max by more than
+    /// the one pass's headroom (q scaled 100 times: scores spread over ~30 at head_dim 64):
+    /// the tiles start over in two passes, some after blocks of the one pass, and the result
+    /// is the same.
+    #[test]
+    fn body_falls_back_to_two_passes() {
+        let Some(gpu) = body_device("body_falls_back_to_two_passes") else {
+            return;
+        };
+        let case = |n_kv_heads, head_dim, n_heads, window| Case {
+            layout: KvLayout {
+                dtype: KvDtype::F16,
+                n_kv_heads,
+                head_dim,
+                max_len: 320,
+            },
+            attn: Attention {
+                n_tokens: 40,
+                n_heads,
+                q_stride: n_heads * head_dim,
+                scale: 1.0 / (head_dim as f32).sqrt(),
+                softcap: 0.0,
+                window,
+                split_len: 320,
+            },
+            start: 250,
+            q_gain: 100.0,
+        };
+        for (i, case) in [case(1, 64, 2, 0), case(2, 256, 4, 100)]
+            .into_iter()
+            .enumerate()
+        {
+            for (f16_q, splits) in [(false, 1), (true, 1), (true, 3)] {
+                let path = Path::Coop { f16_q, splits };
+                let c = attention::compare_on(gpu, case, 40 + i as u64, path).unwrap();
+                assert!(c.max_ratio <= 1.0, "{case:?} {path:?}: {}", c.worst);
+            }
+        }
+    }
+
     /// Calls the kernel cannot take are errors, not wrong results.
     #[test]
     fn refuses_what_it_cannot_take() {
