@@ -549,10 +549,13 @@ fn bench_matmul(ctx: &Ctx, c: &mut Criterion) {
             cases.push((GpuFormat::F16, n_in, n_out, n_tokens));
         }
     }
-    // A training step's frozen products (gemma-3-270m, batch 8 x 512 tokens) and
-    // qwen2.5-7b's prompt products (922 tokens), on the f16 copies the dense route multiplies.
+    // A training step's frozen products (gemma-3-270m, batch 8 x 512 tokens), gemma3-4b's
+    // down and o over a 4,096-token chunk of a long prompt, and qwen2.5-7b's prompt products
+    // (922 tokens), on the f16 copies the dense route multiplies.
     for (n_in, n_out, n_tokens) in [
         (640, 2048, 4096),
+        (10240, 2560, 4096),
+        (2048, 2560, 4096),
         (2048, 640, 4096),
         (640, 1536, 4096),
         (3584, 37888, 922),
