@@ -27,10 +27,10 @@
 // `wt`, V staged in place of K, P V added into f32 accumulators (subgroup s owning its row
 // tile's dims (s / 4) HD / 2 .. + HD / 2, HD / 32 accumulators). A later score above m +
 // HEADROOM (P past e^10, where f16 tops out at e^11.1) flags the tile, which then starts over
-// in two passes: pass 1 takes each row's max and sum (each of its 4 invocations online over
-// its 8 keys of every block, the 4 partials combined), pass 2 recomputes the scores and adds P
-// V. Rescaling through workgroup memory instead would move the 64 x HD accumulators there and
-// back at every block (64 KiB at HD 256, more than fits).
+// with m each row's max over all of its keys (`row_max`, a pass over the scores alone: each of
+// a row's 4 invocations over its 8 keys of every block), which no score passes. Rescaling
+// through workgroup memory instead would move the 64 x HD accumulators there and back at
+// every block (64 KiB at HD 256, more than fits).
 //
 // Each block's cache reads overlap the products before it: an invocation loads its share of
 // the next rows (the block's V during its scores, the next block's K during P V) into
@@ -52,7 +52,7 @@
 // memory at HD 256: `tile` 16.5 KiB, `scores` 8 KiB, `wt` 5 KiB, `part_max` 1 KiB, under
 // lavapipe's 32 KiB (the tests run the emulated body there).
 // Precision: q and P rounded to f16 (one f16 ulp each; P at most e^10, so never past f16's
-// range, and no smaller than the two passes' normalised weights, whose subnormals lose more),
+// range, and no smaller than the normalised weights, whose subnormals would lose more),
 // the cache's values exact, products exact in f32 and summed in f32 by the tensor cores; m, l,
 // the scale, the soft-cap and the division by l in f32 plain arithmetic (docs/KERNELS.md has
 // the bound).
@@ -70,8 +70,8 @@ const NONE: f32 = -3.0e38;
 // The tile's keys (x .. y); a vec4 so that every workgroup variable is a multiple of 16 bytes
 // (a scalar among them may leave the coop tiles only 8-byte aligned: docs/KERNELS.md).
 var<workgroup> key_range: vec4<u32>;
-// A later score above the row's reference by more than this sends the tile to the two passes:
-// its weight would pass e^10 ~ 22,026, a third of f16's largest.
+// A later score above the row's reference by more than this starts the tile over against the
+// rows' maxima: its weight would pass e^10 ~ 22,026, a third of f16's largest.
 const HEADROOM: f32 = 10.0;
 // Each invocation's max over its keys of a block (row r, part c at TR c + r), then its sum.
 var<workgroup> part_max: array<f32, WG>;
@@ -255,132 +255,90 @@ fn main(
     let wa = 16u * rt * RW;
     let va = half * (HD / 8u);
 
-    // One pass: P = exp(s - m), m the row's max over its first block with a key it sees,
-    // O = sum P V unnormalised (divided by the row's sum where it is stored).
+    // P = exp(s - m) against each row's reference m, O = sum P V unnormalised (divided by the
+    // row's sum where it is stored). First m is the row's max over its first block with a key
+    // it sees; where a later score passes it by HEADROOM, the tile starts over with m the
+    // row's max over all of its keys (pass 1), which no score passes.
     var m = NONE;
     var l = 0.0;
-    for (var j0 = lo; j0 < hi; j0 += BK) {
-        store_block(tid);
-        workgroupBarrier();
-        load_block(head, j0, hi, true, tid);
-        score_tile(a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7, rt, half);
-        workgroupBarrier();
-        let s0 = block_scores(j0, r, 8u * c, keys, valid);
-        let s1 = block_scores(j0, r, 8u * c + 4u, keys, valid);
-        let s01 = max(s0, s1);
-        let mine = max(max(s01.x, s01.y), max(s01.z, s01.w));
-        // The scores' products are done with K: V takes its place.
-        store_block(tid);
-        // Up to the block of the last row's first key, rows take their reference: the max of
-        // their first block with a key they see (until then their O is zero, so any reference
-        // will do), from the row's four invocations through `part_max`.
-        if j0 <= first_key {
-            part_max[tid] = mine;
-            workgroupBarrier();
-            let mb = max(max(part_max[r], part_max[r + TR]), max(part_max[r + 2u * TR], part_max[r + 3u * TR]));
-            if m == NONE {
-                m = mb;
+    for (var attempt = 0u; attempt < 2u; attempt++) {
+        if attempt == 1u {
+            o0 = MatC();
+            o1 = MatC();
+            o2 = MatC();
+            o3 = MatC();
+            o4 = MatC();
+            o5 = MatC();
+            o6 = MatC();
+            o7 = MatC();
+            l = 0.0;
+            m = row_max(head, lo, hi, r, c, keys, valid, tid, rt, half,
+                a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7);
+            // The attempt starts from the first block's K.
+            if lo < hi {
+                load_block(head, lo, hi, false, tid);
             }
         }
-        if mine > m + HEADROOM {
-            key_range.z = 1u;
-        }
-        let w0 = select(vec4<f32>(0.0), exp(s0 - m), s0 > vec4<f32>(NONE));
-        let w1 = select(vec4<f32>(0.0), exp(s1 - m), s1 > vec4<f32>(NONE));
-        l += ((w0.x + w0.y) + (w0.z + w0.w)) + ((w1.x + w1.y) + (w1.z + w1.w));
-        wt[r * RW + 2u * c] = vec4<f16>(w0);
-        wt[r * RW + 2u * c + 1u] = vec4<f16>(w1);
-        if j0 + BK < hi {
-            load_block(head, j0 + BK, hi, false, tid);
-        }
-        // The barrier before the products read `wt` and V; a score past the headroom leaves
-        // them for the two passes.
-        if workgroupUniformLoad(&key_range).z != 0u {
-            break;
-        }
-        pv(wa, va, &o0, &o1, &o2, &o3, &o4, &o5, &o6, &o7);
-        workgroupBarrier();
-    }
-
-    // The row's reference and sum: the one pass's, or, where a score passed its headroom,
-    // the two passes'.
-    var mr = m;
-    var lr = 0.0;
-    if workgroupUniformLoad(&key_range).z == 0u {
-        part_max[tid] = l;
-        workgroupBarrier();
-        lr = (part_max[r] + part_max[r + TR]) + (part_max[r + 2u * TR] + part_max[r + 3u * TR]);
-    } else {
-        o0 = MatC();
-        o1 = MatC();
-        o2 = MatC();
-        o3 = MatC();
-        o4 = MatC();
-        o5 = MatC();
-        o6 = MatC();
-        o7 = MatC();
-        // Pass 1: each row's max and sum.
-        if lo < hi {
-            load_block(head, lo, hi, false, tid);
-        }
-        m = NONE;
-        l = 0.0;
         for (var j0 = lo; j0 < hi; j0 += BK) {
             store_block(tid);
-            workgroupBarrier();
-            if j0 + BK < hi {
-                load_block(head, j0 + BK, hi, false, tid);
-            }
-            score_tile(a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7, rt, half);
-            workgroupBarrier();
-            let s0 = block_scores(j0, r, 8u * c, keys, valid);
-            let s1 = block_scores(j0, r, 8u * c + 4u, keys, valid);
-            let s01 = max(s0, s1);
-            let mb = max(m, max(max(s01.x, s01.y), max(s01.z, s01.w)));
-            let w0 = select(vec4<f32>(0.0), exp(s0 - mb), s0 > vec4<f32>(NONE));
-            let w1 = select(vec4<f32>(0.0), exp(s1 - mb), s1 > vec4<f32>(NONE));
-            l = l * exp(m - mb) + (((w0.x + w0.y) + (w0.z + w0.w)) + ((w1.x + w1.y) + (w1.z + w1.w)));
-            m = mb;
-        }
-        // Pass 2 starts from the first block's K.
-        if lo < hi {
-            load_block(head, lo, hi, false, tid);
-        }
-        // The last block's scores are read: `scores` takes the partials.
-        workgroupBarrier();
-        scores[tid] = m;
-        scores[WG + tid] = l;
-        workgroupBarrier();
-        mr = NONE;
-        for (var x = 0u; x < 4u; x++) {
-            mr = max(mr, scores[r + TR * x]);
-        }
-        for (var x = 0u; x < 4u; x++) {
-            lr += scores[WG + r + TR * x] * exp(scores[r + TR * x] - mr);
-        }
-        // Pass 2: O = sum over the blocks of P V.
-        for (var j0 = lo; j0 < hi; j0 += BK) {
-            store_block(tid);
-            // Also orders the partials' reads before the scores' stores.
             workgroupBarrier();
             load_block(head, j0, hi, true, tid);
             score_tile(a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7, rt, half);
             workgroupBarrier();
             let s0 = block_scores(j0, r, 8u * c, keys, valid);
             let s1 = block_scores(j0, r, 8u * c + 4u, keys, valid);
-            let w0 = select(vec4<f32>(0.0), exp(s0 - mr), s0 > vec4<f32>(NONE));
-            let w1 = select(vec4<f32>(0.0), exp(s1 - mr), s1 > vec4<f32>(NONE));
+            let s01 = max(s0, s1);
+            let mine = max(max(s01.x, s01.y), max(s01.z, s01.w));
+            // The scores' products are done with K: V takes its place.
+            store_block(tid);
+            // Up to the block of the last row's first key, rows without a reference take one:
+            // the max of their first block with a key they see (until then their O is zero,
+            // so any reference will do), from the row's four invocations through `part_max`.
+            if j0 <= first_key {
+                part_max[tid] = mine;
+                workgroupBarrier();
+                let mb = max(max(part_max[r], part_max[r + TR]), max(part_max[r + 2u * TR], part_max[r + 3u * TR]));
+                if m == NONE {
+                    m = mb;
+                }
+            }
+            if mine > m + HEADROOM {
+                key_range.z = 1u;
+            }
+            let w0 = select(vec4<f32>(0.0), exp(s0 - m), s0 > vec4<f32>(NONE));
+            let w1 = select(vec4<f32>(0.0), exp(s1 - m), s1 > vec4<f32>(NONE));
+            l += ((w0.x + w0.y) + (w0.z + w0.w)) + ((w1.x + w1.y) + (w1.z + w1.w));
             wt[r * RW + 2u * c] = vec4<f16>(w0);
             wt[r * RW + 2u * c + 1u] = vec4<f16>(w1);
-            store_block(tid);
-            workgroupBarrier();
             if j0 + BK < hi {
                 load_block(head, j0 + BK, hi, false, tid);
+            }
+            // The barrier before the products read `wt` and V; a score past the headroom
+            // leaves them for the second attempt.
+            if workgroupUniformLoad(&key_range).z != 0u {
+                break;
             }
             pv(wa, va, &o0, &o1, &o2, &o3, &o4, &o5, &o6, &o7);
             workgroupBarrier();
         }
+        if workgroupUniformLoad(&key_range).z == 0u {
+            break;
+        }
+        // Every invocation has read the flag before it is cleared; row_max's barriers order
+        // the clearing before any later read.
+        workgroupBarrier();
+        if tid == 0u {
+            key_range.z = 0u;
+        }
+        if lo < hi {
+            load_block(head, lo, hi, false, tid);
+        }
     }
+    // The row's sum: its 4 invocations' partials, all against its reference.
+    part_max[tid] = l;
+    workgroupBarrier();
+    let mr = m;
+    let lr = (part_max[r] + part_max[r + TR]) + (part_max[r + 2u * TR] + part_max[r + 3u * TR]);
 
     // Unsplit, each row divided by its sum where it is stored; split, its reference and sum
     // recorded for attention/train_combine.wgsl.
@@ -411,6 +369,34 @@ fn main(
         put_o(o6, 96u, sg, tid, kvh, row0, o_at);
         put_o(o7, 112u, sg, tid, kvh, row0, o_at);
     }
+}
+
+// The max of row row0 + r's scores over keys [lo, hi) (NONE where it sees none): each of its 4
+// invocations over its 8 keys of every block, combined through `part_max`. Starts from the
+// first block's K in `staged_words`; called in uniform control flow (it holds barriers).
+fn row_max(
+    head: u32, lo: u32, hi: u32, r: u32, c: u32, keys: vec2<u32>, valid: bool, tid: u32,
+    rt: u32, half: u32,
+    a0: MatA, a1: MatA, a2: MatA, a3: MatA, a4: MatA, a5: MatA, a6: MatA, a7: MatA,
+    b0: MatA, b1: MatA, b2: MatA, b3: MatA, b4: MatA, b5: MatA, b6: MatA, b7: MatA,
+) -> f32 {
+    var m = NONE;
+    for (var j0 = lo; j0 < hi; j0 += BK) {
+        store_block(tid);
+        workgroupBarrier();
+        if j0 + BK < hi {
+            load_block(head, j0 + BK, hi, false, tid);
+        }
+        score_tile(a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7, rt, half);
+        workgroupBarrier();
+        let s01 = max(block_scores(j0, r, 8u * c, keys, valid), block_scores(j0, r, 8u * c + 4u, keys, valid));
+        m = max(m, max(max(s01.x, s01.y), max(s01.z, s01.w)));
+    }
+    // The last block's scores are read, and every part_max read of the tile's first attempt.
+    workgroupBarrier();
+    part_max[tid] = m;
+    workgroupBarrier();
+    return max(max(part_max[r], part_max[r + TR]), max(part_max[r + 2u * TR], part_max[r + 3u * TR]));
 }
 
 // The block's P V into the accumulators: subgroup (row tile rt, half) takes P's 16 rows at

@@ -9,15 +9,15 @@
 //! overlapping the products before it. One pass over the keys with each row's weights
 //! `exp(s - m)` against the max of its first block with a key (no per-row rescale of the
 //! output accumulators, which a cooperative matrix cannot address by row; each row divided
-//! by its sum where it is stored), or two passes (the rows' max and sum first, then P V)
+//! by its sum where it is stored), started over against each row's max over all of its keys
 //! for a tile where a later score passes that reference by more than an f16 weight holds.
 //! A block of few row tiles splits each tile's keys over more workgroups
 //! ([`Attention::coop_key_splits`]), each split's partial results going to a scratch that
 //! the training forward's combine kernel rescales into the output. The parity check `CHECK`
 //! needs cooperative matrices (it skips elsewhere and says so); the unit tests `body_*` run
 //! the same kernel body everywhere, on lavapipe over the plain-arithmetic ops of
-//! `common/coop_emul.wgsl` and `attention/coop_io_emul.wgsl` (staging, masks, the one pass,
-//! the two and the stores, not the tensor cores themselves nor the layouts of their loads).
+//! `common/coop_emul.wgsl` and `attention/coop_io_emul.wgsl` (staging, masks, both attempts
+//! and the stores, not the tensor cores themselves nor the layouts of their loads).
 //!
 //! The bound (per output row, `reference`): the plain kernel's
 //! (`attention::CHECK`) with each score's dot product over q rounded to f16
@@ -28,8 +28,8 @@
 //! the softmax weights rounded to f16 (`sum_j e(p_j)`) and their sum with V on the tensor
 //! cores (`(4n + 1) u`), times max |v|. The one pass's weights `exp(s - m)`, m at most the
 //! row's max, are the normalised ones times the row's sum (at least 1): their f16 rounding
-//! errs by the same relative ulp and flushes to zero no sooner, and its one division by the
-//! sum takes the place of the partials' rescalings.
+//! errs by the same relative ulp and flushes to zero no sooner; a row's 4 partial sums share
+//! its reference, and its one division by the sum takes the place of their rescalings.
 
 use crate::error::GpuError;
 use crate::kernel::KernelFamily;

@@ -210,11 +210,11 @@ mod tests {
 
     /// Softmaxes so sharp that a later block's scores pass the first block's max by more than
     /// the one pass's headroom (q scaled 100 times: scores spread over ~30 at head_dim 64):
-    /// the tiles start over in two passes, some after blocks of the one pass, and the result
-    /// is the same.
+    /// the tiles start over against their rows' maxima, some after several blocks, and the
+    /// result is the same.
     #[test]
-    fn body_falls_back_to_two_passes() {
-        let Some(gpu) = body_device("body_falls_back_to_two_passes") else {
+    fn body_starts_over_past_the_headroom() {
+        let Some(gpu) = body_device("body_starts_over_past_the_headroom") else {
             return;
         };
         let case = |n_kv_heads, head_dim, n_heads, window| Case {
