@@ -67,8 +67,9 @@
 
 // Score of a masked key (and the running max before any key); exp(NONE - m) is 0.
 const NONE: f32 = -3.0e38;
-// The tile's keys (x .. y); a vec4 so that every workgroup variable is a multiple of 16 bytes
-// (a scalar among them may leave the coop tiles only 8-byte aligned: docs/KERNELS.md).
+// The tile's keys (x .. y), the start-over flag (z) and the last first key of its rows (w); a
+// vec4 so that every workgroup variable is a multiple of 16 bytes (a scalar among them may
+// leave the coop tiles only 8-byte aligned: docs/KERNELS.md).
 var<workgroup> key_range: vec4<u32>;
 // A later score above the row's reference by more than this starts the tile over against the
 // rows' maxima: its weight would pass e^10 ~ 22,026, a third of f16's largest.
@@ -258,7 +259,7 @@ fn main(
     // P = exp(s - m) against each row's reference m, O = sum P V unnormalised (divided by the
     // row's sum where it is stored). First m is the row's max over its first block with a key
     // it sees; where a later score passes it by HEADROOM, the tile starts over with m the
-    // row's max over all of its keys (pass 1), which no score passes.
+    // row's max over all of its keys (`row_max`), which no score passes.
     var m = NONE;
     var l = 0.0;
     for (var attempt = 0u; attempt < 2u; attempt++) {
@@ -297,9 +298,8 @@ fn main(
             if j0 <= first_key {
                 part_max[tid] = mine;
                 workgroupBarrier();
-                let mb = max(max(part_max[r], part_max[r + TR]), max(part_max[r + 2u * TR], part_max[r + 3u * TR]));
                 if m == NONE {
-                    m = mb;
+                    m = row_part_max(r);
                 }
             }
             if mine > m + HEADROOM {
@@ -389,14 +389,21 @@ fn row_max(
         }
         score_tile(a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7, rt, half);
         workgroupBarrier();
-        let s01 = max(block_scores(j0, r, 8u * c, keys, valid), block_scores(j0, r, 8u * c + 4u, keys, valid));
+        let s0 = block_scores(j0, r, 8u * c, keys, valid);
+        let s01 = max(s0, block_scores(j0, r, 8u * c + 4u, keys, valid));
         m = max(m, max(max(s01.x, s01.y), max(s01.z, s01.w)));
     }
     // The last block's scores are read, and every part_max read of the tile's first attempt.
     workgroupBarrier();
     part_max[tid] = m;
     workgroupBarrier();
-    return max(max(part_max[r], part_max[r + TR]), max(part_max[r + 2u * TR], part_max[r + 3u * TR]));
+    return row_part_max(r);
+}
+
+// The max of row r's 4 invocations' values in `part_max`.
+fn row_part_max(r: u32) -> f32 {
+    let a = max(part_max[r], part_max[r + TR]);
+    return max(a, max(part_max[r + 2u * TR], part_max[r + 3u * TR]));
 }
 
 // The block's P V into the accumulators: subgroup (row tile rt, half) takes P's 16 rows at
