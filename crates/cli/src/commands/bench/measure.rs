@@ -29,6 +29,9 @@ use rullama_model::{
 use rullama_tokenizer::Tokenizer;
 
 use super::plan::{Kind, Test};
+use crate::commands::CliError;
+use crate::commands::generation::ModelTask;
+use crate::commands::validate;
 
 /// The least time a test runs untimed before its repetitions.
 const WARM_UP: Duration = Duration::from_secs(1);
@@ -42,9 +45,6 @@ fn warm_up(mut run: impl FnMut() -> Result<(), CliError>) -> Result<(), CliError
     }
     Ok(())
 }
-use crate::commands::CliError;
-use crate::commands::generation::ModelTask;
-use crate::commands::validate;
 
 /// Positions of history a block prefills: llama.cpp's micro-batch, the block it computes a
 /// llama-bench depth in. A smaller block than the whole depth keeps a 32k history from
