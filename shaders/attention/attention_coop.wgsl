@@ -337,7 +337,6 @@ fn main(
     // The row's sum: its 4 invocations' partials, all against its reference.
     part_max[tid] = l;
     workgroupBarrier();
-    let mr = m;
     let lr = (part_max[r] + part_max[r + TR]) + (part_max[r + 2u * TR] + part_max[r + 3u * TR]);
 
     // Unsplit, each row divided by its sum where it is stored; split, its reference and sum
@@ -349,7 +348,7 @@ fn main(
     if split_out && tid < TR && valid {
         let t_rows = p.n_tokens * p.n_heads;
         let at = (row / p.group) * p.n_heads + kvh * p.group + row % p.group;
-        out[p.records + split * t_rows + at] = mr;
+        out[p.records + split * t_rows + at] = m;
         out[p.records + (p.n_splits + split) * t_rows + at] = lr;
     }
 
